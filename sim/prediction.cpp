@@ -1,0 +1,19 @@
+#include "sim/prediction.hpp"
+
+#include <cstring>
+
+namespace ulysses {
+
+bytes_t MemoryBreakdown::get(const char* name) const {
+  for (int i = 0; i < n; ++i)
+    if (std::strcmp(terms[i].name, name) == 0) return terms[i].bytes;
+  return 0;
+}
+
+seconds_t PhaseTimes::get(const char* name) const {
+  for (int i = 0; i < n; ++i)
+    if (std::strcmp(phases[i].name, name) == 0) return phases[i].time_s;
+  return 0;
+}
+
+}  // namespace ulysses

@@ -1,0 +1,75 @@
+#pragma once
+// What predict() returns. Fixed-size, allocation-free (predict() must run >= 1e6/s/core).
+// Term and phase names are string literals with static storage.
+#include <array>
+#include <cstdint>
+
+#include "sim/phases.hpp"
+#include "sim/units.hpp"
+
+namespace ulysses {
+
+struct NamedBytes {
+  const char* name = "";
+  bytes_t bytes = 0;
+};
+
+// A named breakdown that sums to its total.
+struct MemoryBreakdown {
+  static constexpr int kMax = 32;
+  std::array<NamedBytes, kMax> terms{};
+  int n = 0;
+  void add(const char* name, bytes_t b) { terms[n++] = {name, b}; }
+  bytes_t total() const {
+    bytes_t t = 0;
+    for (int i = 0; i < n; ++i) t += terms[i].bytes;
+    return t;
+  }
+  bytes_t get(const char* name) const;  // 0 when absent; defined in sim/prediction.cpp
+};
+
+struct NamedTime {
+  const char* name = "";
+  seconds_t time_s = 0;
+};
+
+struct PhaseTimes {
+  static constexpr int kMax = 48;
+  std::array<NamedTime, kMax> phases{};
+  int n = 0;
+  void add(const char* name, seconds_t t) { phases[n++] = {name, t}; }
+  seconds_t total() const {
+    seconds_t t = 0;
+    for (int i = 0; i < n; ++i) t += phases[i].time_s;
+    return t;
+  }
+  seconds_t get(const char* name) const;  // 0 when absent
+};
+
+enum class Binding { none, gpu_hbm, host_ram };
+constexpr const char* to_string(Binding b) {
+  return b == Binding::gpu_hbm ? "gpu_hbm" : b == Binding::host_ram ? "host_ram" : "none";
+}
+
+struct Prediction {
+  std::int64_t seq_len = 0;         // S as requested
+  std::int64_t padded_seq_len = 0;  // S after padding to a multiple of lcm(pad_to_multiple_of, P)
+  std::int64_t s_local = 0;         // padded S / P
+  MemoryBreakdown gpu;              // per GPU (peak)
+  MemoryBreakdown host;             // host RAM per node
+  bytes_t gpu_capacity_bytes = 0;   // HBM per GPU
+  bytes_t host_capacity_bytes = 0;  // host RAM per node
+  bool fits_gpu = false;
+  bool fits_host = false;
+  PhaseTimes step;                  // one optimizer step, all layers (phase -> seconds)
+  std::array<seconds_t, 6> block{}; // one layer's Ulysses attention block, indexed by BlockPhase
+  bytes_t block_peak_bytes = 0;     // peak bytes of the block alone (what `ulysses run` measures)
+  bytes_t a2a_q_bytes_per_rank = 0; // bytes one rank sends+keeps in the q exchange (nccl-tests "size")
+  bytes_t a2a_kv_bytes_per_rank = 0;// same, k and v together (after GQA replication if any)
+  seconds_t step_time_s = 0;
+  double tokens_per_s = 0;          // global tokens per second
+  double hw_tflops_per_gpu = 0;     // FLOPs actually executed (causal halved, recompute counted)
+  double megatron_tflops_per_gpu = 0;  // papers' count: (2cNS + 4cLhS^2)*B, c=4 w/ ckpt else 3
+};
+
+}  // namespace ulysses

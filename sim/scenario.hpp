@@ -1,0 +1,117 @@
+#pragma once
+// The inputs of the cost model: model architecture, hardware profile, plan, workload.
+// Loaded and validated from YAML by sim/config.hpp; built directly by tests and the CLI.
+// Dimension letters (DESIGN.md): B batch, S sequence, H query heads, H_kv kv heads,
+// D head dim, P sp size, L layers, h hidden, F MLP width, V vocab.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/units.hpp"
+
+namespace ulysses {
+
+struct ModelSpec {
+  std::string name;
+  std::int64_t layers = 0;        // L
+  std::int64_t hidden = 0;        // h
+  std::int64_t heads = 0;         // H
+  std::int64_t kv_heads = 0;      // H_kv
+  std::int64_t head_dim = 0;      // D
+  std::int64_t ffn_hidden = 0;    // F (SwiGLU: gate, up, down)
+  std::int64_t vocab = 0;         // V
+  bool tied_embeddings = false;
+  bool qk_norm = false;           // Qwen3: RMSNorm on q and k per head
+  bool qkv_bias = false;
+  std::int64_t published_params = 0;  // from the model card; 0 when unknown
+  std::string source;                  // where the architecture numbers come from
+};
+
+// A piecewise curve y(x) sampled at points sorted by x. Interpolation: linear in log(x)
+// between points, clamped to the end values outside the range (docs/MODEL.md).
+struct Curve {
+  std::vector<std::pair<double, double>> points;  // (x, y), strictly increasing x
+  bool empty() const { return points.empty(); }
+  double at(double x) const;                      // defined in sim/curve.cpp
+};
+
+// Measured by `ulysses calibrate`; every field optional (empty curve / value <= 0 = absent).
+struct Calibration {
+  std::string provenance;                // when, where, how (date, GPU, driver, CUDA, NCCL, command)
+  // all-to-all bus bandwidth vs bytes per rank, one curve per sp size (x: bytes, y: GB/s)
+  std::vector<std::pair<std::int64_t, Curve>> a2a_busbw_GBps;
+  double a2a_alpha_s = -1;               // fixed latency per all-to-all
+  // attention efficiency (fraction of bf16 dense peak) vs S, per implementation,
+  // separately forward/backward (x: S, y: efficiency)
+  std::vector<std::pair<std::string, Curve>> attn_fwd_eff;
+  std::vector<std::pair<std::string, Curve>> attn_bwd_eff;
+  Curve gemm_eff;                        // x: M*N*K (flops/2), y: fraction of peak
+  double host_link_h2d_GBps = -1;
+  double host_link_d2h_GBps = -1;
+  bytes_t cuda_context_bytes = -1;
+  bytes_t nccl_buffer_bytes = -1;
+  double pack_GBps = -1;                 // layout pack/unpack copy bandwidth (bytes moved r+w)
+};
+
+struct HardwareProfile {
+  std::string name;                  // e.g. h200-sxm-141gb
+  std::string gpu;                   // marketing name
+  bytes_t hbm_bytes = 0;             // per GPU
+  double bf16_dense_flops = 0;       // FLOP/s per GPU, dense (no sparsity)
+  double hbm_GBps = 0;
+  double nvlink_GBps = 0;            // per GPU per direction
+  std::int64_t gpus_per_node = 0;
+  bytes_t host_ram_bytes = 0;        // per node
+  double host_link_GBps = 0;         // PCIe per GPU per direction
+  double nic_GBps = 0;               // per GPU per direction
+  // uncalibrated defaults for efficiencies (fractions of peak); documented per profile
+  double attn_fwd_eff = 0;           // default attention forward efficiency
+  double attn_bwd_eff = 0;
+  double gemm_eff = 0;
+  double a2a_link_eff = 0;           // achievable busbw / link bandwidth at large sizes
+  double a2a_alpha_s = 0;            // all-to-all latency
+  bytes_t cuda_context_bytes = 0;
+  bytes_t nccl_buffer_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> sources;  // field -> where it comes from
+  bool has_calibration = false;
+  Calibration calibrated;
+};
+
+enum class KvStrategy { replicate, send_once };  // when P > H_kv (DESIGN.md head rules)
+
+struct Plan {
+  std::int64_t sp_size = 1;                 // P
+  std::int64_t dp_replicate_size = 1;
+  std::int64_t dp_shard_size = 1;
+  int zero_stage = 3;
+  bool offload_optimizer = false;
+  bool offload_params = false;
+  bool activation_checkpointing = true;
+  bool offload_checkpoints = false;
+  bool tiled_logits = false;                // tiled logits + loss
+  bool tiled_mlp = false;
+  std::string attn_implementation = "flash_attention_2";  // flash_attention_2 | sdpa | ulysses_flash | ...
+  std::int64_t micro_batch_size = 1;        // B
+  std::int64_t seq_len = 0;                 // S (global)
+  std::int64_t pad_to_multiple_of = 0;      // 0 = no padding; S is padded up to lcm(this, P)
+  KvStrategy kv_strategy = KvStrategy::replicate;
+  double reduce_bucket_size = 5e8;          // DeepSpeed reduce_bucket_size (elements)
+};
+
+struct Workload {
+  bool causal = true;
+};
+
+struct Scenario {
+  std::string name;              // file stem or "cli"
+  ModelSpec model;
+  HardwareProfile hw;
+  Plan plan;
+  Workload workload;
+  std::int64_t gpus = 1;          // world size = dp_replicate * dp_shard * sp
+  std::int64_t gpus_per_node = 0; // 0 = the profile's
+  bytes_t host_ram_bytes = 0;     // per node; 0 = the profile's
+};
+
+}  // namespace ulysses
