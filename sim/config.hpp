@@ -1,0 +1,48 @@
+#pragma once
+// YAML inputs, strictly validated: model presets (scenarios/models/*.yaml), hardware profiles
+// (profiles/*.yaml), scenarios (scenarios/*.yaml) and sweep specs. Every error is an
+// InputError naming file, key and rule (sim/errors.hpp). Format: docs/INPUTS.md.
+#include <string>
+#include <vector>
+
+#include "sim/scenario.hpp"
+
+namespace ulysses {
+
+// name_or_path: a preset name ("llama-3.1-8b" -> <repo>/scenarios/models/llama-3.1-8b.yaml)
+// or a path to a .yaml file.
+ModelSpec load_model(const std::string& name_or_path);
+HardwareProfile load_profile(const std::string& name_or_path);  // <repo>/profiles/<name>.yaml
+Scenario load_scenario(const std::string& path);
+
+// Set one scenario key by its dotted YAML path ("plan.sp_size", "model", "profile", "gpus",
+// "workload.causal", "model.heads", ...) from its text value; origin names the file or flag
+// in errors. Throws InputError for unknown keys and bad values.
+void set_key(Scenario& sc, const std::string& key, const std::string& value, const std::string& origin);
+
+// Cross-key rules: dp_replicate*dp_shard*sp == gpus, head divisibility, S % P without padding,
+// zero_stage range, offload_params needs zero_stage 3, ... Throws InputError.
+void validate(const Scenario& sc, const std::string& origin);
+// Same rules, returns "" when valid, else the rule (for sweeps, which count reasons).
+std::string check(const Scenario& sc);
+
+std::string to_yaml(const Scenario& sc);  // loadable by load_scenario (round trip)
+
+// Sweep spec: base scenario (inline or `base: file.yaml`) plus named axes over any key.
+struct SweepAxis {
+  std::string key;                  // dotted key accepted by set_key
+  std::vector<std::string> values;  // list, or expanded from {geometric: {start, stop, factor}}
+};
+struct SweepSpec {
+  std::string name;
+  std::string path;
+  Scenario base;
+  std::vector<SweepAxis> axes;
+  std::string mode = "predict";     // "predict" (at seq_len) or "plan" (longest that fits)
+  std::int64_t granularity = 1024;  // for mode: plan
+};
+SweepSpec load_sweep(const std::string& path);
+
+std::string repo_dir();  // where presets are looked up: $ULYSSES_HOME or the source tree
+
+}  // namespace ulysses

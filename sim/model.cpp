@@ -1,0 +1,20 @@
+#include "sim/model.hpp"
+
+namespace ulysses {
+
+ParamCount count_params(const ModelSpec& m) {
+  const std::int64_t h = m.hidden, H = m.heads, Hkv = m.kv_heads, D = m.head_dim;
+  ParamCount p;
+  // q: h x H*D, k and v: h x H_kv*D each, o: H*D x h
+  p.attn_per_layer = h * H * D + 2 * h * Hkv * D + H * D * h;
+  if (m.qkv_bias) p.attn_per_layer += (H + 2 * Hkv) * D;
+  if (m.qk_norm) p.attn_per_layer += 2 * D;  // one RMSNorm weight of size D for q, one for k
+  p.mlp_per_layer = 3 * h * m.ffn_hidden;    // gate, up: h x F; down: F x h
+  p.norm_per_layer = 2 * h;                  // input_layernorm, post_attention_layernorm
+  p.embedding = m.vocab * h;
+  p.lm_head = m.tied_embeddings ? 0 : m.vocab * h;
+  p.final_norm = h;
+  return p;
+}
+
+}  // namespace ulysses

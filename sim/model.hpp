@@ -1,0 +1,23 @@
+#pragma once
+// Parameter counts of a decoder-only transformer with SwiGLU MLP and RMSNorm (Llama, Qwen).
+#include <cstdint>
+
+#include "sim/scenario.hpp"
+
+namespace ulysses {
+
+struct ParamCount {
+  std::int64_t attn_per_layer = 0;   // q, k, v, o projections (+ biases, qk norms)
+  std::int64_t mlp_per_layer = 0;    // gate, up, down: 3*h*F
+  std::int64_t norm_per_layer = 0;   // two RMSNorm weights: 2*h
+  std::int64_t embedding = 0;        // V*h
+  std::int64_t lm_head = 0;          // V*h, 0 when tied
+  std::int64_t final_norm = 0;       // h
+  std::int64_t per_layer() const { return attn_per_layer + mlp_per_layer + norm_per_layer; }
+  std::int64_t total(std::int64_t layers) const { return layers * per_layer() + embedding + lm_head + final_norm; }
+};
+
+ParamCount count_params(const ModelSpec& m);
+inline std::int64_t total_params(const ModelSpec& m) { return count_params(m).total(m.layers); }
+
+}  // namespace ulysses
