@@ -1,0 +1,25 @@
+#pragma once
+// FlashAttention-2-style kernels for Hopper (sm_90): bf16 in, fp32 accumulate, causal or not,
+// MHA and GQA (kv heads read once per group), head dims 64 and 128, any S.
+// Layouts and parameters: kernels/attention.hpp. Notes and measurements: docs/ATTENTION.md.
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/attention.hpp"
+
+namespace ulysses::kernels {
+
+// Forward: writes o and lse. Returns cudaErrorInvalidValue for unsupported shapes
+// (D not 64/128, Hq % Hkv != 0, S < 1) or the launch error.
+cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream);
+
+// Backward: writes dq, dk, dv; needs attn_bwd_flash_workspace_bytes(...) bytes of workspace
+// (fp32 dq accumulator and per-row delta = rowsum(dO * O)); its content on entry is ignored.
+cudaError_t attn_bwd_flash(const AttnBwdParams& p, cudaStream_t stream);
+
+std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t Hq,
+                                           std::int64_t Hkv, std::int64_t D);
+
+}  // namespace ulysses::kernels
