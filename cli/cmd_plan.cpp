@@ -1,0 +1,90 @@
+// ulysses plan: the longest sequence that fits GPU HBM and host RAM, what binds first, the
+// memory breakdown and the step time at that length.
+#include <chrono>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "reports/csv.hpp"
+#include "reports/format.hpp"
+#include "reports/json_out.hpp"
+#include "reports/table.hpp"
+#include "sim/capacity.hpp"
+#include "sim/errors.hpp"
+
+namespace ulysses::cli {
+namespace {
+
+void print_table(const Scenario& sc, const CapacityResult& r) {
+  const Prediction& p = r.at_max;
+  std::cout << reports::describe_scenario(sc);
+  if (r.max_seq_len > 0) {
+    std::cout << fmt::format("longest sequence: {} tokens ({}), S_local {} (multiple of {}, {} evaluations)\n",
+                             r.max_seq_len, reports::human_tokens(r.max_seq_len), p.s_local, r.step, r.evaluations);
+    std::cout << fmt::format("binds first: {} (one step further, at S = {})\n", to_string(r.binding),
+                             r.max_seq_len + r.step);
+  } else {
+    std::cout << fmt::format("nothing fits: even S = {} exceeds {} (breakdown below is at S = {})\n", r.step,
+                             to_string(r.binding), p.seq_len);
+  }
+  std::cout << "\n" << reports::memory_table(p.gpu, p.gpu_capacity_bytes, "GPU");
+  std::cout << "\n" << reports::memory_table(p.host, p.host_capacity_bytes, "host/node");
+  std::cout << "\n" << reports::phase_table(p.step);
+  std::cout << "\n" << reports::throughput_lines(p);
+}
+
+int run_plan(int argc, char** argv) {
+  po::options_description d("plan options");
+  d.add_options()("help,h", "this help")
+      ("granularity", po::value<std::int64_t>()->default_value(1024),
+       "the longest sequence is searched in multiples of lcm(granularity, sp_size)")
+      ("label", po::value<std::string>(), "a name echoed in the output (e.g. the feature ablation)");
+  add_format_option(d);
+  po::options_description s("scenario options (without --scenario: --model is required)");
+  add_scenario_options(s);
+  d.add(s);
+  const auto vm = parse_args(argc, argv, d);
+  if (vm.count("help")) {
+    print_help(argv[0], "--model NAME [--gpus N] [flags] | --scenario FILE [flags]",
+               "The largest sequence (a multiple of sp_size and of --granularity) that fits GPU HBM and host\n"
+               "RAM per node, which one binds first, the memory breakdown at that length and the step time.\n"
+               "GPUs not taken by sp_size and dp_replicate_size form dp_shard_size unless it is given.",
+               d);
+    return kExitOk;
+  }
+  const Format format = format_of(vm);
+  const std::int64_t granularity = vm["granularity"].as<std::int64_t>();
+  if (granularity <= 0) throw InputError("", "--granularity", "must be a positive integer");
+  const Scenario sc = scenario_from_options(vm);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const CapacityResult r = find_max_seq_len(sc, granularity);
+  const double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (format == Format::table) {
+    if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";
+    print_table(sc, r);
+    return kExitOk;
+  }
+  reports::Json j = reports::plan_result_json(sc, r, granularity);
+  if (vm.count("label")) j["label"] = vm["label"].as<std::string>();
+  j["search_time_s"] = search_s;
+  if (format == Format::json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::vector<std::string> header, row;
+    for (auto& [k, v] : reports::flatten(j)) {
+      header.push_back(k);
+      row.push_back(v);
+    }
+    std::cout << reports::csv_row(header) << reports::csv_row(row);
+  }
+  return kExitOk;
+}
+
+const RegisterCommand reg{"plan", "longest sequence that fits GPU HBM and host RAM, and what binds", &run_plan};
+
+}  // namespace
+}  // namespace ulysses::cli

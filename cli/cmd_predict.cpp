@@ -1,0 +1,78 @@
+// ulysses predict: one scenario at one sequence length: memory breakdown and phase times.
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "reports/csv.hpp"
+#include "reports/json_out.hpp"
+#include "reports/table.hpp"
+#include "sim/errors.hpp"
+#include "sim/predict.hpp"
+
+namespace ulysses::cli {
+namespace {
+
+void print_table(const Scenario& sc, const Prediction& p) {
+  std::cout << reports::describe_scenario(sc);
+  std::cout << fmt::format("S = {} (padded {}, S_local {}): GPU {} ({:.2f} of {:.2f} GiB), host {} ({:.2f} of {:.2f} GiB/node)\n",
+                           p.seq_len, p.padded_seq_len, p.s_local, p.fits_gpu ? "fits" : "DOES NOT FIT",
+                           to_GiB(p.gpu.total()), to_GiB(p.gpu_capacity_bytes), p.fits_host ? "fits" : "DOES NOT FIT",
+                           to_GiB(p.host.total()), to_GiB(p.host_capacity_bytes));
+  std::cout << "\n" << reports::memory_table(p.gpu, p.gpu_capacity_bytes, "GPU");
+  std::cout << "\n" << reports::memory_table(p.host, p.host_capacity_bytes, "host/node");
+  std::cout << "\n" << reports::phase_table(p.step);
+  PhaseTimes block;
+  for (int i = 0; i < static_cast<int>(BlockPhase::count); ++i) block.add(kBlockPhaseNames[i].data(), p.block[i]);
+  std::cout << fmt::format("\none layer's Ulysses attention block (q exchange {} B/rank, k+v {} B/rank, peak {:.3f} GiB):\n",
+                           p.a2a_q_bytes_per_rank, p.a2a_kv_bytes_per_rank, to_GiB(p.block_peak_bytes))
+            << reports::phase_table(block);
+  std::cout << "\n" << reports::throughput_lines(p);
+}
+
+int run_predict(int argc, char** argv) {
+  po::options_description d("predict options");
+  d.add_options()("help,h", "this help")
+      ("label", po::value<std::string>(), "a name echoed in the output");
+  add_format_option(d);
+  po::options_description s("scenario options (without --scenario: --model and --seq-len are required)");
+  add_scenario_options(s);
+  d.add(s);
+  const auto vm = parse_args(argc, argv, d);
+  if (vm.count("help")) {
+    print_help(argv[0], "--model NAME --seq-len S [flags] | --scenario FILE [--seq-len S] [flags]",
+               "Memory per GPU and host RAM per node (named terms that sum to the total) and the time of\n"
+               "every phase of one training step, for one scenario at one sequence length.",
+               d);
+    return kExitOk;
+  }
+  const Format format = format_of(vm);
+  const Scenario sc = scenario_from_options(vm);
+  if (sc.plan.seq_len <= 0) throw InputError("", "--seq-len", "required (the scenario sets no plan.seq_len)");
+  const Prediction p = predict(sc);
+
+  if (format == Format::table) {
+    if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";
+    print_table(sc, p);
+    return kExitOk;
+  }
+  reports::Json j = reports::predict_result_json(sc, p);
+  if (vm.count("label")) j["label"] = vm["label"].as<std::string>();
+  if (format == Format::json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::vector<std::string> header, row;
+    for (auto& [k, v] : reports::flatten(j)) {
+      header.push_back(k);
+      row.push_back(v);
+    }
+    std::cout << reports::csv_row(header) << reports::csv_row(row);
+  }
+  return kExitOk;
+}
+
+const RegisterCommand reg{"predict", "memory breakdown and phase times of one scenario at one length", &run_predict};
+
+}  // namespace
+}  // namespace ulysses::cli

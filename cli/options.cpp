@@ -1,0 +1,186 @@
+#include "cli/options.hpp"
+
+#include <cstdio>
+#include <iostream>
+
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+
+namespace ulysses::cli {
+
+namespace {
+
+// One flag per scenario key, applied in this order through set_key(sc, key, value, "--flag").
+struct FlagKey {
+  const char* flag;
+  const char* key;     // dotted key of set_key
+  bool is_switch;      // --flag means "true"; --flag=false also accepted
+  const char* help;
+};
+
+constexpr FlagKey kFlags[] = {
+    {"gpus", "gpus", false, "world size (default 1 without --scenario)"},
+    {"gpus-per-node", "gpus_per_node", false, "GPUs per node (default: the profile's)"},
+    {"host-mem-GiB", "host_ram_GiB", false, "host RAM per node in GiB (default: the profile's)"},
+    {"sp-size", "plan.sp_size", false, "Ulysses sequence-parallel size P, or 'auto' (largest that divides the GPUs and the heads)"},
+    {"dp-replicate-size", "plan.dp_replicate_size", false, "data-parallel replicas (default 1)"},
+    {"dp-shard-size", "plan.dp_shard_size", false, "data-parallel shards (default: gpus / (sp_size * dp_replicate_size))"},
+    {"zero-stage", "plan.zero_stage", false, "ZeRO stage 0-3 (default 3)"},
+    {"offload-optimizer", "plan.offload_optimizer", true, "optimizer states (fp32 master, Adam moments) on host"},
+    {"offload-params", "plan.offload_params", true, "parameters on host (needs ZeRO-3)"},
+    {"activation-checkpointing", "plan.activation_checkpointing", true, "one checkpoint per layer (default on)"},
+    {"offload-checkpoints", "plan.offload_checkpoints", true, "activation checkpoints on host"},
+    {"tiled-logits", "plan.tiled_logits", true, "tiled logits + loss"},
+    {"tiled-mlp", "plan.tiled_mlp", true, "TiledMLP (ceil(S_local/h) shards)"},
+    {"attn-implementation", "plan.attn_implementation", false, "flash_attention_2 | sdpa | ... (default flash_attention_2)"},
+    {"micro-batch-size", "plan.micro_batch_size", false, "B (default 1)"},
+    {"seq-len", "plan.seq_len", false, "global sequence length S"},
+    {"pad-to-multiple-of", "plan.pad_to_multiple_of", false, "pad S up to a multiple of lcm(this, sp_size); 0 = no padding"},
+    {"kv-strategy", "plan.kv_strategy", false, "replicate | send_once, when sp_size > kv heads"},
+    {"causal", "workload.causal", true, "causal attention (default on)"},
+};
+
+bool given(const po::variables_map& vm, const char* name) { return vm.count(name) && !vm[name].defaulted(); }
+
+std::string str(const po::variables_map& vm, const char* name) { return vm[name].as<std::string>(); }
+
+}  // namespace
+
+void add_format_option(po::options_description& d) {
+  d.add_options()("format", po::value<std::string>()->default_value("table"), "output: table | json | csv");
+}
+
+Format format_of(const po::variables_map& vm) {
+  const std::string f = vm.count("format") ? str(vm, "format") : "table";
+  if (f == "table") return Format::table;
+  if (f == "json") return Format::json;
+  if (f == "csv") return Format::csv;
+  throw InputError("", "--format", "'" + f + "' is not one of table, json, csv");
+}
+
+void add_scenario_options(po::options_description& d) {
+  d.add_options()
+      ("scenario", po::value<std::string>(), "scenario YAML; the flags below override its keys")
+      ("model", po::value<std::string>(), "model preset (scenarios/models/<name>.yaml) or YAML path; required without --scenario")
+      ("profile", po::value<std::string>(), "hardware profile (profiles/<name>.yaml) or YAML path (default h100-sxm-80gb without --scenario)")
+      ("all-features", po::bool_switch(),
+       "the ALST recipe: ZeRO-3, optimizer offload, activation checkpointing offloaded to host, tiled "
+       "logits/loss, TiledMLP, sp_size auto (unless --sp-size is given), and parameter offload on a "
+       "single GPU; explicit flags override it");
+  for (const auto& f : kFlags) {
+    auto* v = po::value<std::string>();
+    if (f.is_switch) v->implicit_value("true");
+    d.add_options()(f.flag, v, f.help);
+  }
+  d.add_options()
+      ("no-activation-checkpointing", po::bool_switch(), "same as --activation-checkpointing=false")
+      ("no-causal", po::bool_switch(), "same as --causal=false");
+}
+
+po::variables_map parse_args(int argc, char** argv, const po::options_description& d,
+                             const po::positional_options_description* pos) {
+  po::variables_map vm;
+  try {
+    po::command_line_parser parser(argc, argv);
+    parser.options(d);
+    if (pos) parser.positional(*pos);
+    po::store(parser.run(), vm);
+    po::notify(vm);
+  } catch (const po::error_with_option_name& e) {
+    std::string name = e.get_option_name();
+    throw InputError("", name.empty() ? "arguments" : name, e.what());
+  } catch (const po::error& e) {
+    throw InputError("", "arguments", e.what());
+  }
+  return vm;
+}
+
+std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks) {
+  for (std::int64_t p = ranks; p > 1; --p) {
+    if (ranks % p != 0 || m.heads % p != 0) continue;
+    if (m.kv_heads % p == 0 || p % m.kv_heads == 0) return p;
+  }
+  return 1;
+}
+
+Scenario scenario_from_options(const po::variables_map& vm) {
+  Scenario sc;
+  std::string origin;  // file named by validate() errors
+  const bool from_file = given(vm, "scenario");
+  if (from_file) {
+    origin = str(vm, "scenario");
+    sc = load_scenario(origin);
+  } else {
+    if (!given(vm, "model")) throw InputError("", "--model", "required without --scenario (e.g. --model llama-3.1-8b)");
+    sc.name = "cli";
+    set_key(sc, "profile", "h100-sxm-80gb", "--profile (default)");
+    sc.gpus = 1;
+  }
+  if (given(vm, "model")) set_key(sc, "model", str(vm, "model"), "--model");
+  if (given(vm, "profile")) set_key(sc, "profile", str(vm, "profile"), "--profile");
+
+  if (given(vm, "activation-checkpointing") && vm["no-activation-checkpointing"].as<bool>())
+    throw InputError("", "--no-activation-checkpointing", "conflicts with --activation-checkpointing");
+  if (given(vm, "causal") && vm["no-causal"].as<bool>())
+    throw InputError("", "--no-causal", "conflicts with --causal");
+
+  // The world size first: --all-features looks at it.
+  if (given(vm, "gpus")) set_key(sc, "gpus", str(vm, "gpus"), "--gpus");
+
+  const bool all = vm["all-features"].as<bool>();
+  if (all) {
+    const char* origin_all = "--all-features";
+    set_key(sc, "plan.zero_stage", "3", origin_all);
+    set_key(sc, "plan.offload_optimizer", "true", origin_all);
+    set_key(sc, "plan.activation_checkpointing", "true", origin_all);
+    set_key(sc, "plan.offload_checkpoints", "true", origin_all);
+    set_key(sc, "plan.tiled_logits", "true", origin_all);
+    set_key(sc, "plan.tiled_mlp", "true", origin_all);
+    if (sc.gpus == 1) set_key(sc, "plan.offload_params", "true", origin_all);
+  }
+
+  bool sp_auto = all && !given(vm, "sp-size");
+  bool overridden = false;
+  for (const auto& f : kFlags) {
+    if (std::string(f.key) == "gpus" || !given(vm, f.flag)) continue;
+    overridden = true;
+    const std::string v = str(vm, f.flag);
+    if (std::string(f.flag) == "sp-size" && v == "auto") {
+      sp_auto = true;
+      continue;
+    }
+    set_key(sc, f.key, v, std::string("--") + f.flag);
+  }
+  if (vm["no-activation-checkpointing"].as<bool>())
+    set_key(sc, "plan.activation_checkpointing", "false", "--no-activation-checkpointing");
+  if (vm["no-causal"].as<bool>()) set_key(sc, "workload.causal", "false", "--no-causal");
+
+  // GPUs not taken by sp and dp_replicate form dp_shard, unless dp_shard_size is given.
+  const bool shard_given = given(vm, "dp-shard-size");
+  const bool layout_changed = given(vm, "gpus") || given(vm, "sp-size") || given(vm, "dp-replicate-size") || sp_auto;
+  const bool derive_shard = !shard_given && (!from_file || layout_changed);
+  auto& p = sc.plan;
+  if (sp_auto) {
+    std::int64_t ranks = sc.gpus / p.dp_replicate_size;
+    if (shard_given) ranks /= p.dp_shard_size;
+    p.sp_size = largest_valid_sp(sc.model, std::max<std::int64_t>(ranks, 1));
+  }
+  if (derive_shard) {
+    const std::int64_t taken = p.sp_size * p.dp_replicate_size;
+    if (sc.gpus % taken != 0)
+      throw InputError("", "--gpus",
+                       "gpus (" + std::to_string(sc.gpus) + ") must be divisible by sp_size * dp_replicate_size (" +
+                           std::to_string(p.sp_size) + " * " + std::to_string(p.dp_replicate_size) +
+                           "); GPUs not taken by them form dp_shard_size");
+    p.dp_shard_size = sc.gpus / taken;
+  }
+  validate(sc, from_file ? origin + (overridden || all ? " (with command-line overrides)" : "") : std::string());
+  return sc;
+}
+
+void print_help(const char* prog, const std::string& synopsis, const std::string& summary,
+                const po::options_description& d) {
+  std::cout << "usage: " << prog << " " << synopsis << "\n" << summary << "\n\n" << d << "\n";
+}
+
+}  // namespace ulysses::cli

@@ -1,0 +1,44 @@
+#pragma once
+// Flag handling shared by plan, predict and sweep: the scenario flags (one per plan key, with
+// dashes), --scenario FILE with flags overriding it (through set_key, so the rules and messages
+// are those of the YAML loader), --format table|json|csv, and Boost errors -> InputError.
+#include <cstdint>
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "sim/scenario.hpp"
+
+namespace ulysses::cli {
+
+namespace po = boost::program_options;
+
+enum class Format { table, json, csv };
+
+// --format table|json|csv
+void add_format_option(po::options_description& d);
+Format format_of(const po::variables_map& vm);  // InputError naming --format on a bad value
+
+// --scenario, --model, --profile, --gpus, --gpus-per-node, --host-mem-GiB, --causal/--no-causal,
+// every plan key (--sp-size, ..., --kv-strategy) and --all-features.
+void add_scenario_options(po::options_description& d);
+
+// Parses argv; Boost errors (unknown option, missing or bad value) become one InputError
+// naming the flag. Positional arguments go to the options named in `pos`.
+po::variables_map parse_args(int argc, char** argv, const po::options_description& d,
+                             const po::positional_options_description* pos = nullptr);
+
+// The scenario the flags describe: --scenario FILE (or --model/--profile), then --all-features,
+// then every explicit flag through set_key, then sp "auto" and the derived dp_shard_size,
+// then validate(). Throws InputError (exit 2) on any bad input.
+Scenario scenario_from_options(const po::variables_map& vm);
+
+// Largest P that divides `ranks` and satisfies the head rules (H % P == 0, and H_kv % P == 0
+// or P % H_kv == 0); 1 when none larger does.
+std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks);
+
+// Prints "usage: <prog> <positional>\n<summary>\n\n<options>" to stdout.
+void print_help(const char* prog, const std::string& synopsis, const std::string& summary,
+                const po::options_description& d);
+
+}  // namespace ulysses::cli

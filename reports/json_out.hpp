@@ -1,0 +1,44 @@
+#pragma once
+// JSON of plan and predict results (the machine-readable contract scripts parse):
+//   seq_len, padded_seq_len, s_local, binding (plan), fits_gpu, fits_host,
+//   gpu_memory_bytes {term: bytes, ..., total}, host_memory_bytes_per_node {term: bytes, ..., total},
+//   phases_s {phase: seconds}, block_s {block phase: seconds}, step_time_s, tokens_per_s,
+//   hw_tflops_per_gpu, megatron_tflops_per_gpu, scenario {model, profile, gpus, plan, ...}.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/capacity.hpp"
+#include "sim/prediction.hpp"
+#include "sim/scenario.hpp"
+
+namespace ulysses::reports {
+
+using Json = nlohmann::ordered_json;  // keeps keys in the order written
+
+const char* to_string(KvStrategy k);
+std::int64_t resolved_gpus_per_node(const Scenario& sc);
+bytes_t resolved_host_ram_bytes(const Scenario& sc);
+
+Json scenario_json(const Scenario& sc);
+Json breakdown_json(const MemoryBreakdown& m);  // terms plus "total"
+Json phases_json(const PhaseTimes& p);
+Json prediction_json(const Prediction& p);
+// A prediction at plan.seq_len: prediction_json + "binding" (what does not fit, or "none").
+Json predict_result_json(const Scenario& sc, const Prediction& p);
+// A capacity search: prediction_json(at_max) with seq_len = the longest that fits,
+// binding = what fails first one step further, step, granularity, evaluations.
+Json plan_result_json(const Scenario& sc, const CapacityResult& r, std::int64_t granularity);
+
+// Binding at one evaluated length: gpu_hbm when the GPU does not fit, else host_ram when the
+// host does not fit, else none.
+Binding binding_of(const Prediction& p);
+
+// Flattens nested objects into dotted keys ("gpu_memory_bytes.total"), in document order;
+// arrays are written as JSON text. Used for the one-row CSV of plan and predict.
+std::vector<std::pair<std::string, std::string>> flatten(const Json& j);
+
+}  // namespace ulysses::reports
