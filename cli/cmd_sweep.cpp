@@ -1,0 +1,269 @@
+// ulysses sweep SPEC.yaml: predict (or plan) over the cartesian product of the spec's axes on all
+// cores; writes DIR/<name>.csv (every point) and DIR/<name>.summary.json.
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "reports/csv.hpp"
+#include "reports/json_out.hpp"
+#include "sim/errors.hpp"
+#include "sim/predict.hpp"
+#include "sim/sweep.hpp"
+
+namespace ulysses::cli {
+namespace {
+
+void put_double(std::string& out, double x) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general, 7);
+  out.append(buf, r.ptr);
+}
+void put_int(std::string& out, std::int64_t x) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, x);
+  out.append(buf, r.ptr);
+}
+
+// The phase names of the first valid point (up to `limit` points scanned), in predict's order.
+std::vector<std::string> first_phase_names(const SweepSpec& spec, std::int64_t limit) {
+  const std::int64_t total = std::min(sweep_points(spec), limit);
+  const bool derive = derives_dp_shard(spec);
+  for (std::int64_t i = 0; i < total; ++i) {
+    Scenario sc = spec.base;
+    std::int64_t rest = i;
+    std::vector<std::size_t> idx(spec.axes.size());
+    for (std::size_t a = spec.axes.size(); a-- > 0;) {
+      idx[a] = static_cast<std::size_t>(rest % static_cast<std::int64_t>(spec.axes[a].values.size()));
+      rest /= static_cast<std::int64_t>(spec.axes[a].values.size());
+    }
+    for (std::size_t a = 0; a < spec.axes.size(); ++a) set_key(sc, spec.axes[a].key, spec.axes[a].values[idx[a]], spec.path);
+    if (derive && sc.plan.sp_size * sc.plan.dp_replicate_size > 0 &&
+        sc.gpus % (sc.plan.sp_size * sc.plan.dp_replicate_size) == 0)
+      sc.plan.dp_shard_size = sc.gpus / (sc.plan.sp_size * sc.plan.dp_replicate_size);
+    if (!check(sc).empty()) continue;
+    if (spec.mode == "plan" || sc.plan.seq_len <= 0) sc.plan.seq_len = 1024 * sc.plan.sp_size;
+    const Prediction p = predict(sc);
+    std::vector<std::string> names;
+    for (int k = 0; k < p.step.n; ++k) names.emplace_back(p.step.phases[k].name);
+    return names;
+  }
+  return {};
+}
+
+// Formats one CSV row per point. Phase columns are fixed up front; a point with a phase outside
+// them is flagged (the sweep then runs again with the union of the names).
+class RowWriter {
+ public:
+  RowWriter(const SweepSpec& spec, std::vector<std::string> phases) : phases_(std::move(phases)) {
+    for (const auto& a : spec.axes) {
+      escaped_.emplace_back();
+      for (const auto& v : a.values) escaped_.back().push_back(reports::csv_escape(v));
+    }
+    for (const auto& a : spec.axes) header_.push_back(a.key);
+    for (const char* c : {"valid", "skip_reason", "seq_len", "padded_seq_len", "s_local", "gpu_total_GiB",
+                          "host_total_GiB", "fits", "binding", "step_time_s", "tokens_per_s", "hw_tflops_per_gpu",
+                          "megatron_tflops_per_gpu", "a2a_q_bytes_per_rank", "a2a_kv_bytes_per_rank"})
+      header_.emplace_back(c);
+    for (const auto& p : phases_) header_.push_back(p + "_s");
+  }
+  std::string header() const { return reports::csv_row(header_); }
+  bool missed() const { return missed_; }
+  std::vector<std::string> all_phases() const {
+    std::vector<std::string> all = phases_;
+    for (const auto& e : extra_) all.push_back(e);
+    return all;
+  }
+
+  void row(const SweepPoint& pt, std::string& out) {
+    for (std::size_t a = 0; a < escaped_.size(); ++a) {
+      out += escaped_[a][static_cast<std::size_t>(pt.value_index[a])];
+      out += ',';
+    }
+    if (!pt.valid) {
+      out += "0,";
+      out += reports::csv_escape(pt.reason);
+      out.append(13 + phases_.size(), ',');
+      out += '\n';
+      return;
+    }
+    const Prediction& p = *pt.prediction;
+    out += "1,,";
+    put_int(out, pt.seq_len), out += ',';
+    put_int(out, pt.seq_len > 0 ? p.padded_seq_len : 0), out += ',';
+    put_int(out, pt.seq_len > 0 ? p.s_local : 0), out += ',';
+    put_double(out, to_GiB(p.gpu.total())), out += ',';
+    put_double(out, to_GiB(p.host.total())), out += ',';
+    out += pt.fits ? "true," : "false,";
+    out += to_string(pt.binding), out += ',';
+    put_double(out, p.step_time_s), out += ',';
+    put_double(out, p.tokens_per_s), out += ',';
+    put_double(out, p.hw_tflops_per_gpu), out += ',';
+    put_double(out, p.megatron_tflops_per_gpu), out += ',';
+    put_int(out, p.a2a_q_bytes_per_rank), out += ',';
+    put_int(out, p.a2a_kv_bytes_per_rank);
+    const bool same = p.step.n == static_cast<int>(phases_.size()) && [&] {
+      for (int k = 0; k < p.step.n; ++k)
+        if (phases_[static_cast<std::size_t>(k)] != p.step.phases[k].name) return false;
+      return true;
+    }();
+    for (std::size_t k = 0; k < phases_.size(); ++k) {
+      out += ',';
+      put_double(out, same ? p.step.phases[k].time_s : p.step.get(phases_[k].c_str()));
+    }
+    out += '\n';
+    if (!same) note_extra(p.step);
+  }
+
+ private:
+  void note_extra(const PhaseTimes& t) {
+    for (int k = 0; k < t.n; ++k) {
+      if (std::find(phases_.begin(), phases_.end(), t.phases[k].name) != phases_.end()) continue;
+      std::lock_guard lk(mu_);
+      if (std::find(extra_.begin(), extra_.end(), t.phases[k].name) == extra_.end()) extra_.emplace_back(t.phases[k].name);
+      missed_ = true;
+    }
+  }
+
+  std::vector<std::string> phases_;
+  std::vector<std::vector<std::string>> escaped_;
+  std::vector<std::string> header_;
+  std::mutex mu_;
+  std::vector<std::string> extra_;
+  std::atomic<bool> missed_{false};
+};
+
+class ProgressBar {
+ public:
+  ProgressBar() : on_(isatty(STDERR_FILENO) == 1) {}
+  void operator()(std::int64_t done, std::int64_t total) {
+    if (!on_ || total <= 0) return;
+    const int width = 40, filled = static_cast<int>(width * done / total);
+    std::fprintf(stderr, "\r[%s%s] %3d%% %lld/%lld points", std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), static_cast<int>(100 * done / total),
+                 static_cast<long long>(done), static_cast<long long>(total));
+    if (done == total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool on_;
+};
+
+int run_sweep_cmd(int argc, char** argv) {
+  po::options_description d("sweep options");
+  d.add_options()("help,h", "this help")
+      ("spec", po::value<std::string>(), "sweep spec YAML (positional)")
+      ("out", po::value<std::string>()->default_value("out"), "output folder for <name>.csv and <name>.summary.json")
+      ("threads", po::value<int>()->default_value(0), "worker threads (0 = all cores)")
+      ("format", po::value<std::string>()->default_value("table"), "summary on stdout: table | json");
+  po::positional_options_description pos;
+  pos.add("spec", 1);
+  const auto vm = parse_args(argc, argv, d, &pos);
+  if (vm.count("help")) {
+    print_help(argv[0], "SPEC.yaml [--out DIR] [--threads N]",
+               "Runs predict (mode: predict) or the longest-sequence search (mode: plan) over the cartesian\n"
+               "product of the spec's axes on all cores. Invalid points are skipped and counted by reason.\n"
+               "Writes DIR/<name>.csv (every point; skipped ones with valid=0 and their reason) and\n"
+               "DIR/<name>.summary.json (points, valid, skipped by reason, elapsed_s, points_per_s).\n"
+               "When no axis sets plan.dp_shard_size but one sets gpus, sp_size or dp_replicate_size, the\n"
+               "GPUs not taken by sp and dp_replicate form dp_shard, as in `ulysses plan`.",
+               d);
+    return kExitOk;
+  }
+  if (!vm.count("spec")) throw InputError("", "SPEC", "a sweep spec file is required (ulysses sweep SPEC.yaml)");
+  const std::string fmt_name = vm["format"].as<std::string>();
+  if (fmt_name != "table" && fmt_name != "json")
+    throw InputError("", "--format", "'" + fmt_name + "' is not one of table, json (the CSV goes to --out)");
+  const int threads = vm["threads"].as<int>();
+  if (threads < 0) throw InputError("", "--threads", "must be >= 0");
+
+  const SweepSpec spec = load_sweep(vm["spec"].as<std::string>());
+  const std::filesystem::path dir = vm["out"].as<std::string>();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
+  const auto csv_path = dir / (spec.name + ".csv");
+  const auto summary_path = dir / (spec.name + ".summary.json");
+
+  std::vector<std::string> phases = first_phase_names(spec, 100000);
+  SweepStats stats;
+  int passes = 0;
+  for (;;) {
+    ++passes;
+    RowWriter writer(spec, phases);
+    std::FILE* f = std::fopen(csv_path.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write " + csv_path.string() + ": " + std::strerror(errno));
+    const std::string header = writer.header();
+    std::fwrite(header.data(), 1, header.size(), f);
+    ProgressBar bar;
+    SweepOptions opt;
+    opt.threads = threads;
+    opt.row = [&](const SweepPoint& pt, std::string& out) { writer.row(pt, out); };
+    opt.sink = [&](const std::string& rows) { std::fwrite(rows.data(), 1, rows.size(), f); };
+    opt.progress = [&](std::int64_t done, std::int64_t total) { bar(done, total); };
+    try {
+      stats = run_sweep(spec, opt);
+    } catch (...) {
+      std::fclose(f);
+      throw;
+    }
+    if (std::fclose(f) != 0) throw std::runtime_error("cannot write " + csv_path.string());
+    if (!writer.missed() || passes >= 2) break;
+    phases = writer.all_phases();  // a point had a phase outside the columns: again with all of them
+  }
+
+  reports::Json skipped = reports::Json::object();
+  std::int64_t skipped_total = 0;
+  for (const auto& [reason, n] : stats.skipped) skipped[reason] = n, skipped_total += n;
+  reports::Json axes = reports::Json::array();
+  for (const auto& a : spec.axes) axes.push_back({{"key", a.key}, {"values", a.values}});
+  reports::Json summary = {{"name", spec.name},
+                           {"spec", spec.path},
+                           {"mode", spec.mode},
+                           {"granularity", spec.granularity},
+                           {"axes", axes},
+                           {"points", stats.points},
+                           {"valid", stats.valid},
+                           {"skipped_total", skipped_total},
+                           {"skipped", skipped},
+                           {"elapsed_s", stats.elapsed_s},
+                           {"points_per_s", stats.points_per_s},
+                           {"threads", stats.threads},
+                           {"passes", passes},
+                           {"derived_dp_shard", stats.derived_dp_shard},
+                           {"phase_columns", phases},
+                           {"csv", csv_path.string()},
+                           {"base", reports::scenario_json(spec.base)}};
+  std::FILE* sf = std::fopen(summary_path.c_str(), "w");
+  if (!sf) throw std::runtime_error("cannot write " + summary_path.string() + ": " + std::strerror(errno));
+  const std::string text = summary.dump(2) + "\n";
+  std::fwrite(text.data(), 1, text.size(), sf);
+  if (std::fclose(sf) != 0) throw std::runtime_error("cannot write " + summary_path.string());
+
+  if (fmt_name == "json") {
+    std::cout << text;
+    return kExitOk;
+  }
+  std::cout << fmt::format("sweep {} (mode {}): {} points, {} valid, {} skipped in {:.3f} s ({:.0f} points/s on {} threads)\n",
+                           spec.name, spec.mode, stats.points, stats.valid, skipped_total, stats.elapsed_s,
+                           stats.points_per_s, stats.threads);
+  for (const auto& [reason, n] : stats.skipped) std::cout << fmt::format("  skipped {:>8}: {}\n", n, reason);
+  std::cout << "wrote " << csv_path.string() << " and " << summary_path.string() << "\n";
+  return kExitOk;
+}
+
+const RegisterCommand reg{"sweep", "predict or plan over the cartesian product of a spec's axes (CSV + summary)",
+                          &run_sweep_cmd};
+
+}  // namespace
+}  // namespace ulysses::cli

@@ -1,0 +1,209 @@
+#include "sim/sweep.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "sim/capacity.hpp"
+#include "sim/errors.hpp"
+#include "sim/predict.hpp"
+
+namespace ulysses {
+
+std::int64_t sweep_points(const SweepSpec& spec) {
+  std::int64_t n = 1;
+  for (const auto& a : spec.axes) {
+    if (a.values.empty()) throw InputError(spec.path, "axes." + a.key, "an axis needs at least one value");
+    if (n > (std::int64_t{1} << 40) / static_cast<std::int64_t>(a.values.size()))
+      throw InputError(spec.path, "axes", "more than 2^40 points");
+    n *= static_cast<std::int64_t>(a.values.size());
+  }
+  return n;
+}
+
+bool derives_dp_shard(const SweepSpec& spec) {
+  bool layout = false;
+  for (const auto& a : spec.axes) {
+    if (a.key == "plan.dp_shard_size") return false;
+    layout |= a.key == "gpus" || a.key == "plan.sp_size" || a.key == "plan.dp_replicate_size";
+  }
+  return layout;
+}
+
+namespace {
+
+struct WorkerStats {
+  std::int64_t valid = 0;
+  std::unordered_map<std::string, std::int64_t> skipped;
+};
+
+// Shared state between the workers and the writer (the calling thread).
+struct Chunks {
+  std::int64_t count = 0;
+  std::int64_t size = 0;
+  std::atomic<std::int64_t> next{0};
+  std::vector<std::string> text;
+  std::vector<char> ready;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::exception_ptr error;
+  bool failed = false;
+};
+
+void apply_axis(Scenario& sc, const SweepSpec& spec, std::size_t a, std::int32_t v) {
+  set_key(sc, spec.axes[a].key, spec.axes[a].values[static_cast<std::size_t>(v)], spec.path);
+}
+
+void derive_dp_shard(Scenario& sc) {
+  const std::int64_t taken = sc.plan.sp_size * sc.plan.dp_replicate_size;
+  if (taken > 0 && sc.gpus % taken == 0) sc.plan.dp_shard_size = sc.gpus / taken;
+}
+
+void worker(const SweepSpec& spec, const SweepOptions& opt, bool derive, std::int64_t total, Chunks& ch,
+            WorkerStats& st) {
+  const std::size_t n_axes = spec.axes.size();
+  Scenario sc = spec.base;
+  std::vector<std::int32_t> idx(n_axes, 0), applied(n_axes, -1);
+  SweepPoint pt;
+  pt.scenario = &sc;
+  pt.value_index = idx.data();
+  std::string out;
+  try {
+    for (std::int64_t c; (c = ch.next.fetch_add(1)) < ch.count;) {
+      const std::int64_t begin = c * ch.size, end = std::min(total, begin + ch.size);
+      std::int64_t rest = begin;  // mixed radix, last axis fastest
+      for (std::size_t a = n_axes; a-- > 0;) {
+        const auto n = static_cast<std::int64_t>(spec.axes[a].values.size());
+        idx[a] = static_cast<std::int32_t>(rest % n);
+        rest /= n;
+      }
+      out.clear();
+      for (std::int64_t i = begin; i < end; ++i) {
+        std::size_t first = 0;
+        while (first < n_axes && idx[first] == applied[first]) ++first;
+        for (std::size_t a = first; a < n_axes; ++a) {
+          apply_axis(sc, spec, a, idx[a]);
+          applied[a] = idx[a];
+        }
+        if (derive && first < n_axes) derive_dp_shard(sc);
+
+        pt.index = i;
+        const std::string reason = check(sc);
+        pt.valid = reason.empty();
+        pt.reason = reason;
+        if (pt.valid) {
+          ++st.valid;
+          if (spec.mode == "plan") {
+            const CapacityResult r = find_max_seq_len(sc, spec.granularity);
+            pt.prediction = &r.at_max;
+            pt.seq_len = r.max_seq_len;
+            pt.binding = r.binding;
+            pt.fits = r.max_seq_len > 0;
+            opt.row(pt, out);
+          } else {
+            const Prediction p = predict(sc);
+            pt.prediction = &p;
+            pt.seq_len = p.seq_len;
+            pt.fits = p.fits_gpu && p.fits_host;
+            pt.binding = !p.fits_gpu ? Binding::gpu_hbm : !p.fits_host ? Binding::host_ram : Binding::none;
+            opt.row(pt, out);
+          }
+        } else {
+          ++st.skipped[reason];
+          pt.prediction = nullptr;
+          pt.seq_len = 0;
+          pt.fits = false;
+          pt.binding = Binding::none;
+          opt.row(pt, out);
+        }
+        for (std::size_t a = n_axes; a-- > 0;) {  // odometer step
+          if (++idx[a] < static_cast<std::int32_t>(spec.axes[a].values.size())) break;
+          idx[a] = 0;
+        }
+      }
+      std::lock_guard lk(ch.mu);
+      ch.text[static_cast<std::size_t>(c)].swap(out);
+      ch.ready[static_cast<std::size_t>(c)] = 1;
+      ch.cv.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard lk(ch.mu);
+    if (!ch.error) ch.error = std::current_exception();
+    ch.failed = true;
+    ch.next = ch.count;
+    ch.cv.notify_all();
+  }
+}
+
+}  // namespace
+
+SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t total = sweep_points(spec);
+  for (std::size_t a = 0; a < spec.axes.size(); ++a) {  // bad values fail here, once, on this thread
+    Scenario probe = spec.base;
+    for (std::size_t v = 0; v < spec.axes[a].values.size(); ++v) apply_axis(probe, spec, a, static_cast<std::int32_t>(v));
+  }
+  if (spec.mode != "predict" && spec.mode != "plan")
+    throw InputError(spec.path, "mode", "'" + spec.mode + "' is not one of predict, plan");
+
+  SweepStats stats;
+  stats.points = total;
+  stats.derived_dp_shard = derives_dp_shard(spec);
+  Chunks ch;
+  ch.size = std::max<std::int64_t>(1, opt.chunk);
+  ch.count = (total + ch.size - 1) / ch.size;
+  ch.text.resize(static_cast<std::size_t>(ch.count));
+  ch.ready.assign(static_cast<std::size_t>(ch.count), 0);
+  int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<std::int64_t>(threads, std::max<std::int64_t>(ch.count, 1)));
+  stats.threads = threads;
+
+  std::vector<WorkerStats> wstats(static_cast<std::size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back(worker, std::cref(spec), std::cref(opt), stats.derived_dp_shard, total, std::ref(ch),
+                      std::ref(wstats[static_cast<std::size_t>(t)]));
+
+  std::int64_t done = 0;
+  for (std::int64_t c = 0; c < ch.count; ++c) {
+    std::string text;
+    {
+      std::unique_lock lk(ch.mu);
+      while (!ch.ready[static_cast<std::size_t>(c)] && !ch.failed) {
+        ch.cv.wait_for(lk, std::chrono::milliseconds(100));
+        if (opt.progress && !ch.ready[static_cast<std::size_t>(c)]) {
+          lk.unlock();
+          opt.progress(done, total);
+          lk.lock();
+        }
+      }
+      if (ch.failed) break;
+      text.swap(ch.text[static_cast<std::size_t>(c)]);
+    }
+    if (opt.sink) opt.sink(text);
+    done = std::min(total, (c + 1) * ch.size);
+    if (opt.progress) opt.progress(done, total);
+  }
+  for (auto& t : pool) t.join();
+  if (ch.error) std::rethrow_exception(ch.error);
+
+  std::unordered_map<std::string, std::int64_t> skipped;
+  for (const auto& w : wstats) {
+    stats.valid += w.valid;
+    for (const auto& [r, n] : w.skipped) skipped[r] += n;
+  }
+  stats.skipped.assign(skipped.begin(), skipped.end());
+  std::sort(stats.skipped.begin(), stats.skipped.end(),
+            [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  stats.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats.points_per_s = stats.elapsed_s > 0 ? static_cast<double>(total) / stats.elapsed_s : 0;
+  return stats;
+}
+
+}  // namespace ulysses

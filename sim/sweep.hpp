@@ -1,0 +1,64 @@
+#pragma once
+// The sweep engine: the cartesian product of a SweepSpec's axes (last axis fastest), each point
+// checked (invalid points skipped, counted by reason) then evaluated with predict() (mode
+// "predict") or find_max_seq_len() (mode "plan"), on all cores. Rows are produced by the
+// caller's formatter on the worker threads and handed back in point order.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/config.hpp"
+#include "sim/prediction.hpp"
+
+namespace ulysses {
+
+struct SweepPoint {
+  std::int64_t index = 0;                   // position in the product, 0-based
+  const std::int32_t* value_index = nullptr;// per axis: index into spec.axes[a].values
+  const Scenario* scenario = nullptr;       // base + axis values (+ derived dp_shard_size)
+  bool valid = false;
+  std::string_view reason;                  // check()'s rule when !valid
+  const Prediction* prediction = nullptr;   // valid only: at seq_len (predict) or at the longest (plan)
+  std::int64_t seq_len = 0;                 // evaluated (predict) or longest that fits (plan; 0 = none)
+  Binding binding = Binding::none;          // predict: what does not fit; plan: what binds first
+  bool fits = false;
+};
+
+struct SweepStats {
+  std::int64_t points = 0;
+  std::int64_t valid = 0;
+  std::vector<std::pair<std::string, std::int64_t>> skipped;  // reason -> count, most frequent first
+  double elapsed_s = 0;
+  double points_per_s = 0;
+  int threads = 1;
+  bool derived_dp_shard = false;  // see derives_dp_shard()
+};
+
+struct SweepOptions {
+  int threads = 0;              // 0 = std::thread::hardware_concurrency()
+  std::int64_t chunk = 512;     // points per work item
+  // Called on worker threads: append the point's row to `out`.
+  std::function<void(const SweepPoint&, std::string& out)> row;
+  // Called on the calling thread with the rows of each chunk, in point order.
+  std::function<void(const std::string& rows)> sink;
+  // Called on the calling thread now and then (and once at the end).
+  std::function<void(std::int64_t done, std::int64_t total)> progress;
+};
+
+// Product of the axis sizes; InputError when an axis is empty or the product exceeds 2^40.
+std::int64_t sweep_points(const SweepSpec& spec);
+
+// True when no axis sets plan.dp_shard_size but one sets gpus, plan.sp_size or
+// plan.dp_replicate_size: then, as in `ulysses plan`, the GPUs not taken by sp and dp_replicate
+// form dp_shard (dp_shard_size = gpus / (sp_size * dp_replicate_size) when divisible).
+bool derives_dp_shard(const SweepSpec& spec);
+
+// Every axis value is first applied once to the base (a bad value: InputError naming the spec
+// file and key). Points are then set up incrementally: when axis a changes, axes a..n-1 are
+// re-applied (set_key overwrites its key, so this equals applying every axis in order to the base).
+SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt);
+
+}  // namespace ulysses
