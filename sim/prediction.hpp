@@ -66,6 +66,7 @@ struct Prediction {
   bytes_t block_peak_bytes = 0;     // peak bytes of the block alone (what `ulysses run` measures)
   bytes_t a2a_q_bytes_per_rank = 0; // bytes one rank sends+keeps in the q exchange (nccl-tests "size")
   bytes_t a2a_kv_bytes_per_rank = 0;// same, k and v together (after GQA replication if any)
+  const char* gpu_peak_at = "";    // the moment of the GPU peak, e.g. "backward.mlp", "logits_loss" (docs/MODEL.md)
   seconds_t step_time_s = 0;
   double tokens_per_s = 0;          // global tokens per second
   double hw_tflops_per_gpu = 0;     // FLOPs actually executed (causal halved, recompute counted)

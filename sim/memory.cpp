@@ -1,0 +1,250 @@
+// Memory model (docs/MODEL.md "GPU memory" and "Host memory"). Sizes are computed in double
+// (exact for integers below 2^53) and saturated per term at kMaxTermBytes so that the search
+// up to 2^40 tokens cannot overflow int64.
+#include "sim/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace ulysses::sim {
+namespace {
+
+bytes_t sat(double x) {
+  if (!(x > 0)) return 0;
+  if (x >= static_cast<double>(kMaxTermBytes)) return kMaxTermBytes;
+  return static_cast<bytes_t>(std::llround(x));
+}
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+double ceil_div_d(double a, double b) { return std::ceil(a / b); }
+
+// Activation sizes of one layer on one rank, in bytes (doubles; see docs/MODEL.md).
+struct Act {
+  double th;      // one hidden-size activation [B, S_local, h] bf16
+  double q;       // q (or o, or their grads) in either layout: B*S_local*H*D*2
+  double kvs;     // k or v as projected, seq layout: B*S_local*H_kv*D*2
+  double kvr;     // the kv replica [B, S_local, P, D] bf16 when replicated, else 0
+  double kvh;     // k or v in head layout (= exchanged): B*S_local*max(H_kv,P)*D*2
+  double lse;     // attention log-sum-exp fp32 [B, H_local, S] = B*S_local*H*4
+  double fa_ws;   // FA2 backward workspace: dq_accum fp32 + dsoftmax_sum fp32 + GQA-expanded dk, dv
+  double rstd;    // two RMSNorm rstd fp32 [B, S_local]
+  double mlp_t;   // one [B, S_local/n, F] bf16 MLP intermediate (n = TiledMLP shards)
+  double x_in;    // the layer input when it is not already a live GPU checkpoint
+};
+
+Act activations(const Scenario& sc, const Dims& d) {
+  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
+  Act a{};
+  a.th = tok * d.h * 2;
+  a.q = tok * d.H * d.D * 2;
+  a.kvs = tok * d.H_kv * d.D * 2;
+  a.kvr = d.kv_replica ? tok * d.P * d.D * 2 : 0;
+  a.kvh = tok * d.kv_wire * d.D * 2;
+  a.lse = tok * d.H * 4;
+  a.fa_ws = tok * d.H * d.D * 4 + tok * d.H * 4 + (d.H_local != d.kv_local ? 2 * a.q : 0);
+  a.rstd = 2 * tok * 4;
+  a.mlp_t = static_cast<double>(d.B) * ceil_div_d(static_cast<double>(d.S_local), static_cast<double>(d.mlp_shards)) * d.F * 2;
+  const bool ckpt_on_gpu = sc.plan.activation_checkpointing && !sc.plan.offload_checkpoints;
+  a.x_in = ckpt_on_gpu ? 0 : a.th;
+  return a;
+}
+
+// Activations one layer keeps for its backward (autograd's saved tensors): what the
+// recompute rebuilds under checkpointing, and what every layer holds without it.
+double saved_per_layer(const Act& a, bool tiled_mlp) {
+  const double norms = a.th /*x*/ + a.th /*norm1 out*/ + a.th /*h1*/ + a.th /*norm2 out*/ + a.rstd;
+  const double attn = a.q + 2 * a.kvh + a.q /*q,k,v,out head layout*/ + a.lse + a.q /*o_proj input, seq*/;
+  const double mlp = tiled_mlp ? 0 : 4 * a.mlp_t;  // gate, up, act, product; TiledMLP saves only its input
+  return norms + attn + mlp;
+}
+
+// The layer working set at one moment, term by term (docs/MODEL.md "Peak of one layer").
+struct Moment {
+  const char* name;
+  double qkvo_seq, qkvo_head, a2a, stats, ws, mlp, norms, grads;
+  double total() const { return qkvo_seq + qkvo_head + a2a + stats + ws + mlp + norms + grads; }
+};
+
+constexpr int kMoments = 7;
+void layer_moments(const Act& a, Moment (&m)[kMoments]) {
+  const double norms_attn = a.x_in + a.th + a.rstd / 2;      // x, norm1 out
+  const double norms_full = a.x_in + 3 * a.th + a.rstd;      // + h1, norm2 out
+  const double head4 = a.q + 2 * a.kvh + a.q;                // q, k, v, out in head layout
+  const double dy = a.th;                                     // grad of the residual stream
+  // forward (also the first pass under checkpointing)
+  m[0] = {"forward.a2a_qkv", a.q + 2 * a.kvs + 2 * a.kvr, 0, 2 * a.q, 0, 0, 0, norms_attn, 0};
+  m[1] = {"forward.attn", 0, head4, 0, a.lse, 0, 0, norms_attn, 0};
+  m[2] = {"forward.mlp", 0, 0, 0, 0, 0, 3 * a.mlp_t, norms_full, 0};
+  // recompute: the layer's saved set rebuilt while the incoming gradient waits
+  m[3] = {"recompute.saved", a.q, head4, 0, a.lse, 0, 4 * a.mlp_t, norms_full, dy};
+  // backward
+  m[4] = {"backward.mlp", a.q, head4, 0, a.lse, 0, 6 * a.mlp_t, norms_full, 2 * dy /*dy, d(norm2 out)*/};
+  m[5] = {"backward.attn", 0, head4, 0, a.lse, a.fa_ws, 0, norms_attn,
+          a.q /*d_out head*/ + a.q + 2 * a.kvh /*dq, dk, dv head*/ + dy};
+  m[6] = {"backward.a2a_qkv", 0, 0, 2 * a.q, 0, 0, 0, norms_attn,
+          (a.q + 2 * a.kvh) /*head grads*/ + (a.q + 2 * a.kvs + 2 * a.kvr) /*seq grads*/ + dy};
+}
+
+}  // namespace
+
+std::int64_t lcm64(std::int64_t a, std::int64_t b) { return a / std::gcd(a, b) * b; }
+
+std::int64_t padded_seq_len(std::int64_t S, std::int64_t pad_to_multiple_of, std::int64_t P) {
+  if (pad_to_multiple_of <= 0) return S;
+  const std::int64_t m = lcm64(pad_to_multiple_of, P);
+  return ceil_div(S, m) * m;
+}
+
+Dims derive_dims(const Scenario& sc) {
+  const ModelSpec& mo = sc.model;
+  const Plan& pl = sc.plan;
+  Dims d;
+  d.B = pl.micro_batch_size;
+  d.P = pl.sp_size;
+  d.S_req = pl.seq_len;
+  d.S = padded_seq_len(pl.seq_len, pl.pad_to_multiple_of, d.P);
+  d.S_local = d.S / d.P;
+  d.H = mo.heads;
+  d.H_kv = mo.kv_heads;
+  d.D = mo.head_dim;
+  d.h = mo.hidden;
+  d.F = mo.ffn_hidden;
+  d.V = mo.vocab;
+  d.L = mo.layers;
+  d.H_local = d.H / d.P;
+  d.kv_wire = std::max(d.H_kv, d.P);
+  d.kv_local = d.kv_wire / d.P;
+  d.kv_replica = d.P > d.H_kv && pl.kv_strategy == KvStrategy::replicate;
+  d.zero_group = pl.dp_shard_size * pl.sp_size;
+  d.dp_replicate = pl.dp_replicate_size;
+  d.gpus = sc.gpus;
+  d.gpus_per_node = sc.gpus_per_node > 0 ? sc.gpus_per_node : sc.hw.gpus_per_node;
+  if (d.gpus_per_node < 1) d.gpus_per_node = 1;
+  d.gpus_on_node = std::min(d.gpus, d.gpus_per_node);
+  d.ckpt = pl.activation_checkpointing;
+  d.causal = sc.workload.causal;
+  d.mlp_shards = pl.tiled_mlp ? std::max<std::int64_t>(1, ceil_div(d.S_local, d.h)) : 1;
+  const double logits_fp32 = static_cast<double>(d.B) * static_cast<double>(d.S_local) * d.V * 4;
+  d.logits_shards = pl.tiled_logits ? std::max<std::int64_t>(1, static_cast<std::int64_t>(ceil_div_d(logits_fp32, kLogitsTileBytes))) : 1;
+  d.params = count_params(mo);
+  d.total_params = d.params.total(d.L);
+  return d;
+}
+
+bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.H * d.D * 2); }
+bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.kv_wire * d.D * 2); }
+
+bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
+bytes_t host_capacity_bytes(const Scenario& sc) { return sc.host_ram_bytes > 0 ? sc.host_ram_bytes : sc.hw.host_ram_bytes; }
+
+const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) {
+  const Plan& pl = sc.plan;
+  const double Pn = static_cast<double>(d.total_params);
+  const double N = static_cast<double>(d.zero_group);
+  const int stage = pl.zero_stage;
+  // --- model states: 2 (bf16 weights) + 4 (fp32 grads) + 12 (fp32 master + Adam m, v) B/param
+  const double shard = std::ceil(Pn / N);  // DeepSpeed pads the flat partition to equal sizes
+  double weights = stage >= 3 ? 2 * shard : 2 * Pn;
+  double grads = stage >= 2 ? 4 * shard : 4 * Pn;
+  double optim = stage >= 1 ? 12 * shard : 12 * Pn;
+  if (pl.offload_optimizer) grads = optim = 0;  // fp32 grads, master and moments live on host
+  if (pl.offload_params && stage >= 3) weights = 0;
+  // --- DeepSpeed gradient reduction buffers
+  const double grad_reduce = d.P > 1 ? 2 * pl.reduce_bucket_size * 4 : pl.reduce_bucket_size * 2;
+  // --- checkpoints / saved activations
+  const Act a = activations(sc, d);
+  const double checkpoints = d.ckpt && !pl.offload_checkpoints ? static_cast<double>(d.L) * a.th : 0;
+  const double saved = d.ckpt ? 0 : saved_per_layer(a, pl.tiled_mlp);
+  // --- ZeRO-3 gathered parameters (bf16) + their unreduced bf16 grads
+  const double layer_p = static_cast<double>(d.params.per_layer());
+  const double head_p = static_cast<double>(d.params.lm_head > 0 ? d.params.lm_head : d.params.embedding);
+  const double gathered_layer = stage >= 3 ? (kZero3LiveLayers * layer_p + layer_p) * 2 : 0;
+  const double gathered_logits = stage >= 3 ? (head_p + head_p + layer_p) * 2 : 0;
+
+  // --- the peak of one layer: max over moments
+  Moment m[kMoments];
+  layer_moments(a, m);
+  int best = 0;
+  for (int i = 1; i < kMoments; ++i)
+    if (m[i].total() > m[best].total()) best = i;
+  const double layer_total = m[best].total() + gathered_layer + (d.ckpt ? 0 : (d.L - 1) * saved);
+
+  // --- logits + loss moment (end of forward / start of backward)
+  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
+  // torch.chunk over the B*S_local tokens: the largest shard has ceil(tokens / shards) tokens
+  const double logits_elems = std::ceil(tok / static_cast<double>(d.logits_shards)) * d.V;
+  const double logits = 14 * logits_elems /*bf16 2 + fp32 4 + loss 8*/ + 3 * a.th /*final norm in, out, grad*/;
+  const double logits_total = logits + gathered_logits + (d.ckpt ? 0 : d.L * saved);
+
+  const bool at_logits = logits_total > layer_total;
+  const Moment zero{"", 0, 0, 0, 0, 0, 0, 0, 0};
+  const Moment& lm = at_logits ? zero : m[best];
+
+  // --- fixed costs
+  const Calibration& cal = sc.hw.calibrated;
+  const bool calib = sc.hw.has_calibration;
+  const bytes_t ctx = calib && cal.cuda_context_bytes > 0 ? cal.cuda_context_bytes : sc.hw.cuda_context_bytes;
+  const bytes_t nccl = d.gpus <= 1 ? 0 : calib && cal.nccl_buffer_bytes > 0 ? cal.nccl_buffer_bytes : sc.hw.nccl_buffer_bytes;
+
+  const double gathered = at_logits ? gathered_logits : gathered_layer;
+  const double saved_all = d.ckpt ? 0 : (at_logits ? d.L : d.L - 1) * saved;
+  const double logits_term = at_logits ? logits : 0;
+  // fragmentation: a stated fraction of everything allocated and freed during the step
+  const double transient = gathered + checkpoints + saved_all + lm.total() + logits_term;
+
+  gpu.n = 0;
+  gpu.add("weights", sat(weights));
+  gpu.add("grads", sat(grads));
+  gpu.add("optimizer_states", sat(optim));
+  gpu.add("zero3_gathered_params", sat(gathered));
+  gpu.add("grad_reduce_buffers", sat(grad_reduce));
+  gpu.add("checkpoints", sat(checkpoints));
+  gpu.add("saved_activations", sat(saved_all));
+  gpu.add("layer.qkvo_seq", sat(lm.qkvo_seq));
+  gpu.add("layer.qkvo_head", sat(lm.qkvo_head));
+  gpu.add("layer.a2a_buffers", sat(lm.a2a));
+  gpu.add("layer.attn_stats", sat(lm.stats));
+  gpu.add("layer.attn_workspace", sat(lm.ws));
+  gpu.add("layer.mlp", sat(lm.mlp));
+  gpu.add("layer.norms_residuals", sat(lm.norms));
+  gpu.add("layer.grads_in_flight", sat(lm.grads));
+  gpu.add("logits_loss", sat(logits_term));
+  gpu.add("cuda_context", ctx);
+  gpu.add("nccl_buffers", nccl);
+  gpu.add("fragmentation", sat(kFragmentationFraction * transient));
+  return at_logits ? "logits_loss" : m[best].name;
+}
+
+void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host) {
+  const Plan& pl = sc.plan;
+  const double g = static_cast<double>(d.gpus_on_node);
+  const double shard = std::ceil(static_cast<double>(d.total_params) / static_cast<double>(d.zero_group));
+  const double per_gpu_shard = pl.zero_stage >= 1 ? shard : static_cast<double>(d.total_params);
+  const double th = static_cast<double>(d.B) * static_cast<double>(d.S_local) * d.h * 2;
+  host.n = 0;
+  host.add("optimizer_states", sat(pl.offload_optimizer ? 12 * per_gpu_shard * g : 0));
+  host.add("grads", sat(pl.offload_optimizer ? 4 * per_gpu_shard * g : 0));
+  host.add("params", sat(pl.offload_params && pl.zero_stage >= 3 ? 2 * shard * g : 0));
+  host.add("checkpoints", sat(d.ckpt && pl.offload_checkpoints ? static_cast<double>(d.L) * th * g : 0));
+  // pinned staging for the gradient copies to host: one fp32 reduce bucket per GPU process
+  host.add("pinned_staging", sat(pl.offload_optimizer ? pl.reduce_bucket_size * 4 * g : 0));
+  host.add("process_overhead", sat(static_cast<double>(kHostProcessOverheadBytes) * g));
+}
+
+bytes_t block_peak_bytes(const Dims& d) {
+  // Every buffer of the block allocated at once (docs/MODEL.md "Block peak"):
+  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
+  const double q = tok * d.H * d.D * 2, kvs = tok * d.H_kv * d.D * 2;
+  const double kvr = d.kv_replica ? tok * d.P * d.D * 2 : 0, kvh = tok * d.kv_wire * d.D * 2;
+  const double lse = tok * d.H * 4;
+  const double fa_ws = tok * d.H * d.D * 4 + tok * d.H * 4 + (d.H_local != d.kv_local ? 2 * q : 0);
+  const double inputs = q + 2 * kvs + 2 * kvr;           // q, k, v seq layout (+ kv replicas)
+  const double exchange = 2 * q;                         // send + recv, sized for the largest tensor (q)
+  const double head = q + 2 * kvh + q;                   // q, k, v, out head layout
+  const double out_seq = q;
+  const double grads = q /*d_out seq*/ + q /*d_out head*/ + (q + 2 * kvh) /*dq dk dv head*/ +
+                       (q + 2 * kvs + 2 * kvr) /*dq dk dv seq (+ replica grads)*/;
+  return sat(inputs + exchange + head + out_seq + lse + grads + fa_ws);
+}
+
+}  // namespace ulysses::sim

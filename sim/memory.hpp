@@ -1,0 +1,58 @@
+#pragma once
+// Memory model: GPU bytes per GPU (peak) and host bytes per node, as named breakdowns that
+// sum to their totals. Every term and assumption is written in docs/MODEL.md.
+// Allocation-free: term names are string literals, results go into fixed-size arrays.
+#include <cstdint>
+
+#include "sim/model.hpp"
+#include "sim/prediction.hpp"
+#include "sim/scenario.hpp"
+
+namespace ulysses::sim {
+
+// Stated constants of the model (docs/MODEL.md "Assumptions"). Not fitted to any result.
+inline constexpr double kFragmentationFraction = 0.05;        // of the transient (activation) terms
+inline constexpr bytes_t kHostProcessOverheadBytes = bytes_t{4} << 30;  // per GPU process
+inline constexpr double kLogitsTileBytes = 1073741824.0;      // ALST: fp32 logits per tile <= 1 GiB
+inline constexpr int kZero3LiveLayers = 2;                    // current layer + one prefetched
+inline constexpr bytes_t kMaxTermBytes = bytes_t{1} << 57;    // saturation of one term (128 PiB)
+
+// Everything predict() derives once from a scenario: dimension letters of DESIGN.md plus
+// the group sizes of the plan. All counts are int64 (elements, ranks, tokens).
+struct Dims {
+  std::int64_t B = 1, S = 0, S_req = 0, S_local = 0, P = 1;
+  std::int64_t H = 0, H_kv = 0, D = 0, h = 0, F = 0, V = 0, L = 0;
+  std::int64_t H_local = 0;     // H / P
+  std::int64_t kv_local = 0;    // kv heads per rank after the exchange: max(H_kv, P) / P
+  std::int64_t kv_wire = 0;     // kv heads exchanged per tensor: max(H_kv, P) (replicas count)
+  bool kv_replica = false;      // a [B, S_local, P, D] replica of k and v is materialised
+  std::int64_t zero_group = 1;  // N = dp_shard * sp: ranks ZeRO shards over
+  std::int64_t dp_replicate = 1;
+  std::int64_t gpus = 1, gpus_per_node = 1, gpus_on_node = 1;
+  bool ckpt = true, causal = true;
+  std::int64_t mlp_shards = 1;    // TiledMLP: ceil(S_local / h), 1 when off
+  std::int64_t logits_shards = 1; // tiled logits: ceil(B*S_local*V*4 / 1 GiB), 1 when off
+  ParamCount params;
+  std::int64_t total_params = 0;
+};
+
+std::int64_t lcm64(std::int64_t a, std::int64_t b);
+// Padded S: ceil(S / m) * m with m = lcm(pad_to_multiple_of, P) when pad_to_multiple_of > 0.
+std::int64_t padded_seq_len(std::int64_t S, std::int64_t pad_to_multiple_of, std::int64_t P);
+Dims derive_dims(const Scenario& sc);
+
+// Bytes of one exchanged tensor per rank (bf16): q (or o) and one of k, v.
+bytes_t q_bytes_per_rank(const Dims& d);   // B * S_local * H * D * 2
+bytes_t kv_bytes_per_rank(const Dims& d);  // B * S_local * max(H_kv, P) * D * 2
+
+// Fills p.gpu (per GPU peak), p.host (per node) and their capacities / fit flags.
+// Returns the moment at which the GPU peak happens (a string literal, docs/MODEL.md).
+const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu);
+void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host);
+// Peak bytes of one Ulysses attention block alone, fwd + bwd, as `ulysses run` allocates it.
+bytes_t block_peak_bytes(const Dims& d);
+
+bytes_t gpu_capacity_bytes(const Scenario& sc);
+bytes_t host_capacity_bytes(const Scenario& sc);
+
+}  // namespace ulysses::sim
