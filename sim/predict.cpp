@@ -1,0 +1,46 @@
+// predict(): memory (sim/memory.cpp) + time (sim/timing.cpp) at one sequence length.
+// Allocation-free and O(1): fixed-size breakdowns, string-literal names (docs/MODEL.md).
+#include "sim/predict.hpp"
+
+#include "sim/memory.hpp"
+#include "sim/timing.hpp"
+
+namespace ulysses {
+
+Prediction predict(const Scenario& sc) {
+  const sim::Dims d = sim::derive_dims(sc);
+  Prediction p;
+  p.seq_len = d.S_req;
+  p.padded_seq_len = d.S;
+  p.s_local = d.S_local;
+
+  p.gpu_peak_at = sim::gpu_memory(sc, d, p.gpu);
+  sim::host_memory(sc, d, p.host);
+  p.gpu_capacity_bytes = sim::gpu_capacity_bytes(sc);
+  p.host_capacity_bytes = sim::host_capacity_bytes(sc);
+  p.fits_gpu = p.gpu.total() <= p.gpu_capacity_bytes;
+  p.fits_host = p.host.total() <= p.host_capacity_bytes;
+  p.block_peak_bytes = sim::block_peak_bytes(d);
+  p.a2a_q_bytes_per_rank = sim::q_bytes_per_rank(d);
+  p.a2a_kv_bytes_per_rank = 2 * sim::kv_bytes_per_rank(d);
+
+  sim::block_times(sc, d, p.block);
+  const double flops_per_gpu = sim::step_times(sc, d, p.step);
+  p.step_time_s = p.step.total();
+
+  // throughput: useful (requested) tokens; the hardware count uses the padded length it executes
+  const double gpus = static_cast<double>(sc.gpus), P = static_cast<double>(d.P);
+  const double B = static_cast<double>(d.B), S = static_cast<double>(d.S_req);
+  if (p.step_time_s > 0) {
+    p.tokens_per_s = B * S * (gpus / P) / p.step_time_s;
+    p.hw_tflops_per_gpu = flops_per_gpu / p.step_time_s / kTFLOP;
+    // papers' (Megatron-style) count: per sample 2cNS + 4cLhS^2, attention non-causal
+    const double c = d.ckpt ? 4 : 3, N = static_cast<double>(d.total_params);
+    const double L = static_cast<double>(d.L), h = static_cast<double>(d.h);
+    const double per_sample = 2 * c * N * S + 4 * c * L * h * S * S;
+    p.megatron_tflops_per_gpu = B * per_sample * (gpus / P) / (p.step_time_s * gpus) / kTFLOP;
+  }
+  return p;
+}
+
+}  // namespace ulysses

@@ -1,0 +1,221 @@
+// Time model (docs/MODEL.md "Time"). Every phase is a formula over bytes or FLOPs divided by a
+// bandwidth or a FLOP rate; calibrated curves override datasheet figures when present.
+#include "sim/timing.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ulysses::sim {
+namespace {
+
+constexpr double kGBps = 1e9;  // GB/s -> bytes/s
+
+double tokens(const Dims& d) { return static_cast<double>(d.B) * static_cast<double>(d.S_local); }
+
+// Achievable ring bandwidth of a group of n ranks (all-gather, reduce-scatter, all-reduce):
+// NVLink inside a node, the per-GPU NIC once the group spans nodes.
+double ring_busbw_GBps(const Scenario& sc, bool spans_nodes) {
+  const double nvl = sc.hw.a2a_link_eff * sc.hw.nvlink_GBps;
+  return spans_nodes ? std::min(nvl, sc.hw.a2a_link_eff * sc.hw.nic_GBps) : nvl;
+}
+// all-gather / reduce-scatter of a buffer of `bytes` (whole buffer) over n ranks
+seconds_t ring_time_s(const Scenario& sc, double n, double bytes, bool spans_nodes) {
+  if (n <= 1) return 0;
+  return (n - 1) / n * bytes / (ring_busbw_GBps(sc, spans_nodes) * kGBps);
+}
+
+double host_h2d_GBps(const Scenario& sc) {
+  const Calibration& c = sc.hw.calibrated;
+  return sc.hw.has_calibration && c.host_link_h2d_GBps > 0 ? c.host_link_h2d_GBps : sc.hw.host_link_GBps;
+}
+double host_d2h_GBps(const Scenario& sc) {
+  const Calibration& c = sc.hw.calibrated;
+  return sc.hw.has_calibration && c.host_link_d2h_GBps > 0 ? c.host_link_d2h_GBps : sc.hw.host_link_GBps;
+}
+double copy_GBps(const Scenario& sc) {
+  const Calibration& c = sc.hw.calibrated;
+  return sc.hw.has_calibration && c.pack_GBps > 0 ? c.pack_GBps : sc.hw.hbm_GBps;
+}
+
+// A curve from a list keyed by name / sp size; nullptr when absent or empty.
+const Curve* find_curve(const std::vector<std::pair<std::string, Curve>>& v, const std::string& key) {
+  for (const auto& [k, c] : v)
+    if (k == key && !c.empty()) return &c;
+  return nullptr;
+}
+const Curve* find_curve(const std::vector<std::pair<std::int64_t, Curve>>& v, std::int64_t key) {
+  for (const auto& [k, c] : v)
+    if (k == key && !c.empty()) return &c;
+  return nullptr;
+}
+
+// Per-layer GEMM times of one pass (forward). M = tokens per call (TiledMLP: per shard).
+struct LayerGemms {
+  seconds_t qkv, o, mlp;
+  double flops_qkv, flops_o, flops_mlp;
+};
+LayerGemms layer_gemms(const Scenario& sc, const Dims& d) {
+  const double T = tokens(d), h = static_cast<double>(d.h), F = static_cast<double>(d.F);
+  const double qkv_n = static_cast<double>(d.H + 2 * d.H_kv) * d.D, o_k = static_cast<double>(d.H) * d.D;
+  const double n = static_cast<double>(d.mlp_shards), M_mlp = std::ceil(T / n);
+  LayerGemms g{};
+  g.qkv = gemm_time_s(sc, T, qkv_n, h);
+  g.o = gemm_time_s(sc, T, h, o_k);
+  g.mlp = n * (2 * gemm_time_s(sc, M_mlp, F, h) /*gate, up*/ + gemm_time_s(sc, M_mlp, h, F) /*down*/);
+  g.flops_qkv = 2 * T * qkv_n * h;
+  g.flops_o = 2 * T * h * o_k;
+  g.flops_mlp = 3 * 2 * T * h * F;
+  return g;
+}
+
+}  // namespace
+
+double attn_fwd_flops(const Dims& d) {
+  const double S = static_cast<double>(d.S);
+  return 4.0 * d.B * S * S * d.H_local * d.D * (d.causal ? 0.5 : 1.0);
+}
+
+seconds_t a2a_alpha_s(const Scenario& sc) {
+  const Calibration& c = sc.hw.calibrated;
+  return sc.hw.has_calibration && c.a2a_alpha_s >= 0 ? c.a2a_alpha_s : sc.hw.a2a_alpha_s;
+}
+
+double a2a_busbw_GBps(const Scenario& sc, const Dims& d, double bytes_per_rank) {
+  const Curve* c = sc.hw.has_calibration ? find_curve(sc.hw.calibrated.a2a_busbw_GBps, d.P) : nullptr;
+  double busbw = c ? c->at(bytes_per_rank) : sc.hw.a2a_link_eff * sc.hw.nvlink_GBps;
+  if (d.P > d.gpus_per_node) {
+    // (P - g) of the P-1 peers are off-node: that share of the bytes crosses the NIC.
+    const double off = static_cast<double>(d.P - d.gpus_per_node) / static_cast<double>(d.P - 1);
+    busbw = std::min(busbw, sc.hw.a2a_link_eff * sc.hw.nic_GBps / off);
+  }
+  return busbw;
+}
+
+seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank) {
+  if (d.P <= 1) return 0;
+  const double P = static_cast<double>(d.P);
+  const double wire = (P - 1) / P * bytes_per_rank / (a2a_busbw_GBps(sc, d, bytes_per_rank) * kGBps);
+  // pack and unpack are copies (read + write = 2x bytes); for B = 1 one side is the identity
+  const double copies = (d.B == 1 ? 1 : 2) * 2 * bytes_per_rank / (copy_GBps(sc) * kGBps);
+  return a2a_alpha_s(sc) + wire + copies;
+}
+
+double attn_eff(const Scenario& sc, bool forward, double S) {
+  const Calibration& c = sc.hw.calibrated;
+  const Curve* curve = sc.hw.has_calibration
+                           ? find_curve(forward ? c.attn_fwd_eff : c.attn_bwd_eff, sc.plan.attn_implementation)
+                           : nullptr;
+  return curve ? curve->at(S) : (forward ? sc.hw.attn_fwd_eff : sc.hw.attn_bwd_eff);
+}
+
+double gemm_eff(const Scenario& sc, double mnk) {
+  const Curve& c = sc.hw.calibrated.gemm_eff;
+  return sc.hw.has_calibration && !c.empty() ? c.at(mnk) : sc.hw.gemm_eff;
+}
+
+seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K) {
+  if (M <= 0 || N <= 0 || K <= 0) return 0;
+  return 2 * M * N * K / (sc.hw.bf16_dense_flops * gemm_eff(sc, M * N * K));
+}
+
+void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& block) {
+  const double T = tokens(d);
+  const double q = T * d.H * d.D * 2, kv = T * d.kv_wire * d.D * 2;
+  // kv replica: read k (H_kv heads), write the replica (P heads); the backward sums it back
+  const double replica = d.kv_replica ? 2 * (T * d.H_kv * d.D * 2 + T * d.P * d.D * 2) / (copy_GBps(sc) * kGBps) : 0;
+  const seconds_t qkv = a2a_time_s(sc, d, q) + 2 * a2a_time_s(sc, d, kv) + replica;
+  const seconds_t out = a2a_time_s(sc, d, q);
+  const double flops = attn_fwd_flops(d), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
+  block[static_cast<int>(BlockPhase::a2a_qkv_fwd)] = qkv;
+  block[static_cast<int>(BlockPhase::attn_fwd)] = flops / (peak * attn_eff(sc, true, S));
+  block[static_cast<int>(BlockPhase::a2a_out_fwd)] = out;
+  block[static_cast<int>(BlockPhase::a2a_out_bwd)] = out;
+  block[static_cast<int>(BlockPhase::attn_bwd)] = kAttnBwdFlopsFactor * flops / (peak * attn_eff(sc, false, S));
+  block[static_cast<int>(BlockPhase::a2a_qkv_bwd)] = qkv;
+}
+
+double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
+  const Plan& pl = sc.plan;
+  const double L = static_cast<double>(d.L), T = tokens(d);
+  std::array<seconds_t, 6> blk{};
+  block_times(sc, d, blk);
+  auto at = [&](BlockPhase p) { return blk[static_cast<int>(p)]; };
+  const LayerGemms g = layer_gemms(sc, d);
+  const bool ck = d.ckpt, tm = pl.tiled_mlp;
+
+  // logits: GEMM T x V x h (tiled: per shard) + cross-entropy elementwise traffic at HBM speed
+  const double n_log = static_cast<double>(d.logits_shards), M_log = std::ceil(T / n_log);
+  const seconds_t logits_gemm = n_log * gemm_time_s(sc, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
+  const seconds_t loss_pass = kLossBytesPerElement * T * d.V / (sc.hw.hbm_GBps * kGBps);
+
+  step.n = 0;
+  step.add("a2a.qkv.fwd", L * at(BlockPhase::a2a_qkv_fwd));
+  step.add("attn.fwd", L * at(BlockPhase::attn_fwd));
+  step.add("a2a.out.fwd", L * at(BlockPhase::a2a_out_fwd));
+  step.add("gemm.qkv.fwd", L * g.qkv);
+  step.add("gemm.o.fwd", L * g.o);
+  step.add("mlp.fwd", L * g.mlp);
+  step.add("logits.fwd", logits_gemm + loss_pass);
+  step.add("logits.bwd", 2 * logits_gemm + loss_pass);
+  step.add("a2a.qkv.recompute", ck ? L * at(BlockPhase::a2a_qkv_fwd) : 0);
+  step.add("attn.recompute", ck ? L * at(BlockPhase::attn_fwd) : 0);
+  step.add("a2a.out.recompute", ck ? L * at(BlockPhase::a2a_out_fwd) : 0);
+  step.add("gemm.qkv.recompute", ck ? L * g.qkv : 0);
+  step.add("gemm.o.recompute", ck ? L * g.o : 0);
+  step.add("mlp.recompute", ck ? L * g.mlp : 0);
+  step.add("mlp.tiled_recompute", tm ? L * g.mlp : 0);  // TiledMLP reruns each shard's forward in backward
+  step.add("mlp.bwd", L * 2 * g.mlp);
+  step.add("gemm.o.bwd", L * 2 * g.o);
+  step.add("a2a.out.bwd", L * at(BlockPhase::a2a_out_bwd));
+  step.add("attn.bwd", L * at(BlockPhase::attn_bwd));
+  step.add("a2a.qkv.bwd", L * at(BlockPhase::a2a_qkv_bwd));
+  step.add("gemm.qkv.bwd", L * 2 * g.qkv);
+
+  // --- ZeRO / data-parallel collectives (ring algorithms over NVLink or the NIC)
+  const double Pn = static_cast<double>(d.total_params), N = static_cast<double>(d.zero_group);
+  const double R = static_cast<double>(d.dp_replicate), G = static_cast<double>(d.gpus);
+  const double grad_bytes = d.P > 1 ? 4 : 2;  // DeepSpeed reduces SP gradients in fp32
+  const bool zero_spans = d.zero_group > d.gpus_per_node, world_spans = d.gpus > d.gpus_per_node;
+  const double alpha = a2a_alpha_s(sc);
+  seconds_t allgather = 0, reduce_scatter = 0, allreduce = 0;
+  if (pl.zero_stage >= 3) {  // params gathered in forward and again in backward
+    allgather = 2 * (ring_time_s(sc, N, 2 * Pn, zero_spans) + (N > 1 ? alpha * (L + 2) : 0));
+  } else if (pl.zero_stage >= 1) {  // updated bf16 params gathered after the step
+    allgather = ring_time_s(sc, N, 2 * Pn, zero_spans) + (N > 1 ? alpha : 0);
+  }
+  if (pl.zero_stage >= 1) {
+    reduce_scatter = ring_time_s(sc, N, grad_bytes * Pn, zero_spans) + (N > 1 ? alpha * L : 0);
+    if (R > 1) allreduce = 2 * ring_time_s(sc, R, grad_bytes * std::ceil(Pn / N), world_spans) + alpha;
+  } else if (G > 1) {  // stage 0: all-reduce of the full gradients over every rank
+    allreduce = 2 * ring_time_s(sc, G, grad_bytes * Pn, world_spans) + alpha * L;
+  }
+  step.add("zero.allgather", allgather);
+  step.add("zero.reduce_scatter", reduce_scatter);
+  step.add("dp.allreduce", allreduce);
+
+  // --- offload transfers over the host link (per GPU; not overlapped)
+  const double th = T * d.h * 2;
+  const bool ck_off = ck && pl.offload_checkpoints;
+  const double local_params = pl.zero_stage >= 1 ? std::ceil(Pn / N) : Pn;
+  const bool params_off = pl.offload_params && pl.zero_stage >= 3;
+  step.add("offload.ckpt.d2h", ck_off ? L * th / (host_d2h_GBps(sc) * kGBps) : 0);
+  step.add("offload.ckpt.h2d", ck_off ? L * th / (host_h2d_GBps(sc) * kGBps) : 0);
+  step.add("offload.optimizer", pl.offload_optimizer ? local_params * grad_bytes / (host_d2h_GBps(sc) * kGBps) +
+                                                           (params_off ? 0 : local_params * 2 / (host_h2d_GBps(sc) * kGBps))
+                                                     : 0);
+  step.add("offload.params", params_off ? 2 * local_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
+  step.add("optimizer.step", pl.offload_optimizer
+                                 ? local_params * static_cast<double>(d.gpus_on_node) / kHostAdamParamsPerS
+                                 : local_params * kAdamBytesPerParam / (sc.hw.hbm_GBps * kGBps));
+
+  // --- FLOPs executed per GPU (causal halved, recompute counted)
+  const double attn = attn_fwd_flops(d);
+  const double layer_gemm = g.flops_qkv + g.flops_o;
+  const double fwd_passes = 1 + (ck ? 1 : 0);
+  double flops = L * (attn * (fwd_passes + kAttnBwdFlopsFactor) + layer_gemm * (fwd_passes + 2) +
+                      g.flops_mlp * (fwd_passes + (tm ? 1 : 0) + 2));
+  flops += 3 * 2 * T * d.h * static_cast<double>(d.V);  // logits fwd + bwd
+  return flops;
+}
+
+}  // namespace ulysses::sim

@@ -1,0 +1,34 @@
+#pragma once
+// Time model: seconds per phase of one optimizer step (all L layers) and of one layer's
+// Ulysses attention block. Formulas and assumptions: docs/MODEL.md "Time".
+// Nothing overlaps (conservative): step time = sum of the phases.
+#include <array>
+
+#include "sim/memory.hpp"
+#include "sim/prediction.hpp"
+#include "sim/scenario.hpp"
+
+namespace ulysses::sim {
+
+// Stated constants (docs/MODEL.md "Assumptions"); not fitted to any published result.
+inline constexpr double kAttnBwdFlopsFactor = 2.5;       // backward FLOPs / forward FLOPs
+inline constexpr double kAdamBytesPerParam = 30;         // fused Adam traffic per parameter
+inline constexpr double kHostAdamParamsPerS = 3e9;       // CPU Adam throughput per node (all processes)
+inline constexpr double kLossBytesPerElement = 14;       // cross-entropy elementwise traffic per logit, per pass
+
+// --- building blocks (exposed for tests) ---
+double attn_fwd_flops(const Dims& d);                    // 4*B*S^2*H_local*D (x0.5 causal)
+double a2a_busbw_GBps(const Scenario& sc, const Dims& d, double bytes_per_rank);
+seconds_t a2a_alpha_s(const Scenario& sc);
+// One exchange of a tensor of bytes_per_rank: alpha + (P-1)/P*bytes/busbw + pack/unpack copies.
+seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank);
+double attn_eff(const Scenario& sc, bool forward, double S);
+double gemm_eff(const Scenario& sc, double mnk);
+seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K);
+
+// The six block phases of one layer (indexed by BlockPhase), forward and backward once.
+void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& block);
+// Every step phase (DESIGN.md names), in a fixed order; returns FLOPs executed per GPU.
+double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step);
+
+}  // namespace ulysses::sim
