@@ -37,7 +37,6 @@ void put_int(std::string& out, std::int64_t x) {
 // The phase names of the first valid point (up to `limit` points scanned), in predict's order.
 std::vector<std::string> first_phase_names(const SweepSpec& spec, std::int64_t limit) {
   const std::int64_t total = std::min(sweep_points(spec), limit);
-  const bool derive = derives_dp_shard(spec);
   for (std::int64_t i = 0; i < total; ++i) {
     Scenario sc = spec.base;
     std::int64_t rest = i;
@@ -47,9 +46,6 @@ std::vector<std::string> first_phase_names(const SweepSpec& spec, std::int64_t l
       rest /= static_cast<std::int64_t>(spec.axes[a].values.size());
     }
     for (std::size_t a = 0; a < spec.axes.size(); ++a) set_key(sc, spec.axes[a].key, spec.axes[a].values[idx[a]], spec.path);
-    if (derive && sc.plan.sp_size * sc.plan.dp_replicate_size > 0 &&
-        sc.gpus % (sc.plan.sp_size * sc.plan.dp_replicate_size) == 0)
-      sc.plan.dp_shard_size = sc.gpus / (sc.plan.sp_size * sc.plan.dp_replicate_size);
     if (!check(sc).empty()) continue;
     if (spec.mode == "plan" || sc.plan.seq_len <= 0) sc.plan.seq_len = 1024 * sc.plan.sp_size;
     const Prediction p = predict(sc);
@@ -175,8 +171,8 @@ int run_sweep_cmd(int argc, char** argv) {
                "product of the spec's axes on all cores. Invalid points are skipped and counted by reason.\n"
                "Writes DIR/<name>.csv (every point; skipped ones with valid=0 and their reason) and\n"
                "DIR/<name>.summary.json (points, valid, skipped by reason, elapsed_s, points_per_s).\n"
-               "When no axis sets plan.dp_shard_size but one sets gpus, sp_size or dp_replicate_size, the\n"
-               "GPUs not taken by sp and dp_replicate form dp_shard, as in `ulysses plan`.",
+               "With dp_shard_size: auto (the default when the base scenario does not give it), the GPUs\n"
+               "not taken by sp and dp_replicate form dp_shard at every point, as in `ulysses plan`.",
                d);
     return kExitOk;
   }
@@ -240,7 +236,7 @@ int run_sweep_cmd(int argc, char** argv) {
                            {"points_per_s", stats.points_per_s},
                            {"threads", stats.threads},
                            {"passes", passes},
-                           {"derived_dp_shard", stats.derived_dp_shard},
+                           {"dp_shard_auto", spec.base.plan.dp_shard_auto},
                            {"phase_columns", phases},
                            {"csv", csv_path.string()},
                            {"base", reports::scenario_json(spec.base)}};

@@ -21,7 +21,7 @@ struct FlagKey {
 constexpr FlagKey kFlags[] = {
     {"gpus", "gpus", false, "world size (default 1 without --scenario)"},
     {"gpus-per-node", "gpus_per_node", false, "GPUs per node (default: the profile's)"},
-    {"host-mem-GiB", "host_ram_GiB", false, "host RAM per node in GiB (default: the profile's)"},
+    {"host-mem-GiB", "host_mem_GiB", false, "host RAM per node in GiB (default: the profile's)"},
     {"sp-size", "plan.sp_size", false, "Ulysses sequence-parallel size P, or 'auto' (largest that divides the GPUs and the heads)"},
     {"dp-replicate-size", "plan.dp_replicate_size", false, "data-parallel replicas (default 1)"},
     {"dp-shard-size", "plan.dp_shard_size", false, "data-parallel shards (default: gpus / (sp_size * dp_replicate_size))"},
@@ -173,6 +173,7 @@ Scenario scenario_from_options(const po::variables_map& vm) {
                            std::to_string(p.sp_size) + " * " + std::to_string(p.dp_replicate_size) +
                            "); GPUs not taken by them form dp_shard_size");
     p.dp_shard_size = sc.gpus / taken;
+    p.dp_shard_auto = true;
   }
   validate(sc, from_file ? origin + (overridden || all ? " (with command-line overrides)" : "") : std::string());
   return sc;

@@ -26,15 +26,6 @@ std::int64_t sweep_points(const SweepSpec& spec) {
   return n;
 }
 
-bool derives_dp_shard(const SweepSpec& spec) {
-  bool layout = false;
-  for (const auto& a : spec.axes) {
-    if (a.key == "plan.dp_shard_size") return false;
-    layout |= a.key == "gpus" || a.key == "plan.sp_size" || a.key == "plan.dp_replicate_size";
-  }
-  return layout;
-}
-
 namespace {
 
 struct WorkerStats {
@@ -55,16 +46,37 @@ struct Chunks {
   bool failed = false;
 };
 
-void apply_axis(Scenario& sc, const SweepSpec& spec, std::size_t a, std::int32_t v) {
-  set_key(sc, spec.axes[a].key, spec.axes[a].values[static_cast<std::size_t>(v)], spec.path);
+// Presets of "model" / "profile" axes, loaded once (set_key would read the YAML per point).
+struct Preloaded {
+  std::vector<std::vector<ModelSpec>> models;         // per axis (empty unless key == "model")
+  std::vector<std::vector<HardwareProfile>> profiles; // per axis (empty unless key == "profile")
+};
+
+void apply_axis(Scenario& sc, const SweepSpec& spec, const Preloaded& pre, std::size_t a, std::int32_t v) {
+  const auto i = static_cast<std::size_t>(v);
+  if (!pre.models[a].empty()) sc.model = pre.models[a][i];
+  else if (!pre.profiles[a].empty()) sc.hw = pre.profiles[a][i];
+  else set_key(sc, spec.axes[a].key, spec.axes[a].values[i], spec.path);
 }
 
-void derive_dp_shard(Scenario& sc) {
-  const std::int64_t taken = sc.plan.sp_size * sc.plan.dp_replicate_size;
-  if (taken > 0 && sc.gpus % taken == 0) sc.plan.dp_shard_size = sc.gpus / taken;
+// Applies every value of every axis once to the base (a bad value fails here, on the calling
+// thread) and keeps the loaded presets.
+Preloaded preload(const SweepSpec& spec) {
+  Preloaded pre;
+  pre.models.resize(spec.axes.size());
+  pre.profiles.resize(spec.axes.size());
+  for (std::size_t a = 0; a < spec.axes.size(); ++a) {
+    Scenario probe = spec.base;
+    for (const auto& value : spec.axes[a].values) {
+      set_key(probe, spec.axes[a].key, value, spec.path);
+      if (spec.axes[a].key == "model") pre.models[a].push_back(probe.model);
+      if (spec.axes[a].key == "profile") pre.profiles[a].push_back(probe.hw);
+    }
+  }
+  return pre;
 }
 
-void worker(const SweepSpec& spec, const SweepOptions& opt, bool derive, std::int64_t total, Chunks& ch,
+void worker(const SweepSpec& spec, const SweepOptions& opt, const Preloaded& pre, std::int64_t total, Chunks& ch,
             WorkerStats& st) {
   const std::size_t n_axes = spec.axes.size();
   Scenario sc = spec.base;
@@ -87,10 +99,9 @@ void worker(const SweepSpec& spec, const SweepOptions& opt, bool derive, std::in
         std::size_t first = 0;
         while (first < n_axes && idx[first] == applied[first]) ++first;
         for (std::size_t a = first; a < n_axes; ++a) {
-          apply_axis(sc, spec, a, idx[a]);
+          apply_axis(sc, spec, pre, a, idx[a]);
           applied[a] = idx[a];
         }
-        if (derive && first < n_axes) derive_dp_shard(sc);
 
         pt.index = i;
         const std::string reason = check(sc);
@@ -145,16 +156,12 @@ void worker(const SweepSpec& spec, const SweepOptions& opt, bool derive, std::in
 SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t total = sweep_points(spec);
-  for (std::size_t a = 0; a < spec.axes.size(); ++a) {  // bad values fail here, once, on this thread
-    Scenario probe = spec.base;
-    for (std::size_t v = 0; v < spec.axes[a].values.size(); ++v) apply_axis(probe, spec, a, static_cast<std::int32_t>(v));
-  }
+  const Preloaded pre = preload(spec);
   if (spec.mode != "predict" && spec.mode != "plan")
     throw InputError(spec.path, "mode", "'" + spec.mode + "' is not one of predict, plan");
 
   SweepStats stats;
   stats.points = total;
-  stats.derived_dp_shard = derives_dp_shard(spec);
   Chunks ch;
   ch.size = std::max<std::int64_t>(1, opt.chunk);
   ch.count = (total + ch.size - 1) / ch.size;
@@ -167,7 +174,7 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
   std::vector<WorkerStats> wstats(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
-    pool.emplace_back(worker, std::cref(spec), std::cref(opt), stats.derived_dp_shard, total, std::ref(ch),
+    pool.emplace_back(worker, std::cref(spec), std::cref(opt), std::cref(pre), total, std::ref(ch),
                       std::ref(wstats[static_cast<std::size_t>(t)]));
 
   std::int64_t done = 0;

@@ -34,7 +34,6 @@ struct SweepStats {
   double elapsed_s = 0;
   double points_per_s = 0;
   int threads = 1;
-  bool derived_dp_shard = false;  // see derives_dp_shard()
 };
 
 struct SweepOptions {
@@ -51,14 +50,12 @@ struct SweepOptions {
 // Product of the axis sizes; InputError when an axis is empty or the product exceeds 2^40.
 std::int64_t sweep_points(const SweepSpec& spec);
 
-// True when no axis sets plan.dp_shard_size but one sets gpus, plan.sp_size or
-// plan.dp_replicate_size: then, as in `ulysses plan`, the GPUs not taken by sp and dp_replicate
-// form dp_shard (dp_shard_size = gpus / (sp_size * dp_replicate_size) when divisible).
-bool derives_dp_shard(const SweepSpec& spec);
-
 // Every axis value is first applied once to the base (a bad value: InputError naming the spec
 // file and key). Points are then set up incrementally: when axis a changes, axes a..n-1 are
 // re-applied (set_key overwrites its key, so this equals applying every axis in order to the base).
+// Axes over "model" and "profile" load each preset once and assign it. dp_shard_size follows
+// set_key's rule: with `dp_shard_size: auto` (the default of a scenario without it) it is
+// re-derived from gpus, sp_size and dp_replicate_size.
 SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt);
 
 }  // namespace ulysses

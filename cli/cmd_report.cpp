@@ -1,0 +1,231 @@
+// ulysses report: renders the JSON of plan/predict and the CSV + summary of sweeps into PNG
+// plots (matplotlib scripts in reports/) and a Markdown summary (DIR/summary.md, and stdout).
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "reports/json_out.hpp"
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+
+namespace ulysses::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using reports::Json;
+
+struct Inputs {
+  std::vector<Json> results;   // plan / predict JSON
+  std::vector<Json> sweeps;    // sweep summaries (with "csv")
+};
+
+void load_input(const fs::path& p, Inputs& in) {
+  std::ifstream f(p);
+  if (!f) throw InputError(p.string(), "file", "cannot be read");
+  Json j;
+  try {
+    j = Json::parse(f);
+  } catch (const std::exception& e) {
+    throw InputError(p.string(), "JSON", std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw InputError(p.string(), "JSON", "expected an object written by ulysses plan, predict or sweep");
+  if (j.contains("command") && (j["command"] == "plan" || j["command"] == "predict")) {
+    j["source_file"] = p.string();
+    in.results.push_back(std::move(j));
+  } else if (j.contains("points") && j.contains("csv")) {
+    fs::path csv = j["csv"].get<std::string>();
+    if (!fs::exists(csv)) csv = p.parent_path() / csv.filename();  // moved together with its summary
+    if (!fs::exists(csv)) throw InputError(p.string(), "csv", "'" + csv.string() + "' does not exist");
+    j["csv"] = csv.string();
+    j["summary_file"] = p.string();
+    in.sweeps.push_back(std::move(j));
+  } else {
+    throw InputError(p.string(), "command", "not the JSON of ulysses plan/predict (--format json) or a sweep summary");
+  }
+}
+
+Inputs load_inputs(const std::vector<std::string>& args) {
+  Inputs in;
+  for (const auto& a : args) {
+    const fs::path p = a;
+    if (fs::is_directory(p)) {
+      std::vector<fs::path> files;
+      for (const auto& e : fs::directory_iterator(p))
+        if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+      std::sort(files.begin(), files.end());
+      for (const auto& f : files) load_input(f, in);
+    } else if (fs::is_regular_file(p)) {
+      if (p.extension() == ".csv") {
+        fs::path summary = p;
+        summary.replace_extension(".summary.json");
+        if (!fs::exists(summary)) throw InputError(p.string(), "summary", "needs its sweep summary " + summary.string());
+        load_input(summary, in);
+      } else {
+        load_input(p, in);
+      }
+    } else {
+      throw InputError(a, "input", "no such file or folder");
+    }
+  }
+  return in;
+}
+
+std::string tokens_text(std::int64_t n) {
+  if (n <= 0) return "-";
+  if (n >= (1 << 20)) return fmt::format("{:.2f}M", static_cast<double>(n) / (1 << 20));
+  return fmt::format("{}K", n / 1024);
+}
+
+// Markdown: the longest sequence per (model, profile), gpus x label, from plan results.
+std::string ablation_markdown(const std::vector<Json>& results) {
+  std::map<std::string, std::vector<const Json*>> groups;
+  std::vector<std::string> group_order;
+  for (const auto& j : results) {
+    if (j["command"] != "plan") continue;
+    const std::string key = fmt::format("{} on {}", j["scenario"]["model"]["name"].get<std::string>(),
+                                        j["scenario"]["profile"]["name"].get<std::string>());
+    if (!groups.count(key)) group_order.push_back(key);
+    groups[key].push_back(&j);
+  }
+  std::string md;
+  for (const auto& g : group_order) {
+    std::vector<std::string> labels;
+    std::set<std::int64_t> gpus;
+    std::map<std::pair<std::int64_t, std::string>, const Json*> cell;
+    for (const Json* j : groups[g]) {
+      const std::string label = j->value("label", std::string("plan"));
+      if (std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(label);
+      const std::int64_t n = (*j)["scenario"]["gpus"].get<std::int64_t>();
+      gpus.insert(n);
+      cell[{n, label}] = j;
+    }
+    md += fmt::format("\n### Longest sequence: {}\n\n| GPUs |", g);
+    for (const auto& l : labels) md += " " + l + " |";
+    md += "\n|---:|";
+    for (std::size_t i = 0; i < labels.size(); ++i) md += "---:|";
+    md += "\n";
+    for (std::int64_t n : gpus) {
+      md += fmt::format("| {} |", n);
+      for (const auto& l : labels) {
+        auto it = cell.find({n, l});
+        if (it == cell.end()) {
+          md += " |";
+          continue;
+        }
+        const Json& j = *it->second;
+        const std::string b = j["binding"] == "host_ram" ? "host" : j["binding"] == "gpu_hbm" ? "gpu" : "-";
+        md += fmt::format(" {} ({}, sp {}) |", tokens_text(j["seq_len"].get<std::int64_t>()), b,
+                          j["scenario"]["plan"]["sp_size"].get<std::int64_t>());
+      }
+      md += "\n";
+    }
+  }
+  if (!md.empty())
+    md = "## Longest sequence that fits\n\nEach cell: the longest sequence (M = 2^20 tokens), what binds one step "
+         "further (gpu = HBM, host = host RAM per node) and the sp size.\n" + md;
+  return md;
+}
+
+std::string sweep_markdown(const std::vector<Json>& sweeps) {
+  if (sweeps.empty()) return "";
+  std::string md = "\n## Sweeps\n\n| sweep | mode | points | valid | skipped | points/s | threads |\n|---|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& s : sweeps)
+    md += fmt::format("| {} | {} | {} | {} | {} | {:.0f} | {} |\n", s["name"].get<std::string>(), s["mode"].get<std::string>(),
+                      s["points"].get<std::int64_t>(), s["valid"].get<std::int64_t>(), s["skipped_total"].get<std::int64_t>(),
+                      s["points_per_s"].get<double>(), s["threads"].get<int>());
+  for (const auto& s : sweeps)
+    for (auto it = s["skipped"].begin(); it != s["skipped"].end(); ++it)
+      md += fmt::format("\n- {}: skipped {} points: {}", s["name"].get<std::string>(), it.value().get<std::int64_t>(), it.key());
+  return md + "\n";
+}
+
+// A python3 that imports matplotlib: `python3`, then /usr/bin/python3.
+std::string find_python() {
+  for (const char* py : {"python3", "/usr/bin/python3"})
+    if (std::system(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", py).c_str()) == 0) return py;
+  return "";
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+int run_report(int argc, char** argv) {
+  po::options_description d("report options");
+  d.add_options()("help,h", "this help")
+      ("inputs", po::value<std::vector<std::string>>()->multitoken(), "JSON of plan/predict, sweep summaries or CSVs, or folders of them (positional)")
+      ("out", po::value<std::string>()->default_value("out/report"), "output folder for the PNG plots and summary.md")
+      ("title", po::value<std::string>()->default_value("ulysses report"), "Markdown title")
+      ("no-plots", po::bool_switch(), "write the Markdown summary only");
+  po::positional_options_description pos;
+  pos.add("inputs", -1);
+  const auto vm = parse_args(argc, argv, d, &pos);
+  if (vm.count("help")) {
+    print_help(argv[0], "INPUT... [--out DIR]",
+               "Renders plan/predict JSON (--format json) and sweep results into PNG plots and a Markdown\n"
+               "summary: the longest sequence vs GPU count per label (e.g. feature ablations), stacked memory\n"
+               "breakdowns at that length, and sweep plots. Plots need a python3 with matplotlib.",
+               d);
+    return kExitOk;
+  }
+  if (!vm.count("inputs")) throw InputError("", "INPUT", "at least one input file or folder is required");
+  const Inputs in = load_inputs(vm["inputs"].as<std::vector<std::string>>());
+  if (in.results.empty() && in.sweeps.empty()) throw InputError("", "INPUT", "no plan/predict JSON or sweep summary found");
+  const fs::path dir = vm["out"].as<std::string>();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
+
+  Json data = {{"results", in.results}, {"sweeps", in.sweeps}};
+  const fs::path data_path = dir / "report_data.json";
+  std::ofstream(data_path) << data.dump(1) << "\n";
+
+  std::vector<std::string> pngs;
+  if (!vm["no-plots"].as<bool>()) {
+    const std::string py = find_python();
+    if (py.empty())
+      throw std::runtime_error("no python3 with matplotlib found (tried python3, /usr/bin/python3); "
+                               "install python3-matplotlib or pass --no-plots");
+    const fs::path script = fs::path(repo_dir()) / "reports" / "plot_report.py";
+    if (!fs::exists(script)) throw std::runtime_error("plot script " + script.string() + " is missing");
+    const std::string cmd = fmt::format("MPLBACKEND=Agg {} {} {} {}", py, quote(script.string()), quote(data_path.string()),
+                                        quote(dir.string()));
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) throw std::runtime_error("cannot run " + cmd);
+    char line[4096];
+    while (std::fgets(line, sizeof line, p)) {
+      std::string s = line;
+      while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+      if (!s.empty()) pngs.push_back(s);
+    }
+    const int rc = pclose(p);
+    if (rc != 0) throw std::runtime_error("plot script failed (" + cmd + ")");
+  }
+
+  std::string md = "# " + vm["title"].as<std::string>() + "\n\n";
+  md += ablation_markdown(in.results);
+  md += sweep_markdown(in.sweeps);
+  if (!pngs.empty()) {
+    md += "\n## Plots\n\n";
+    for (const auto& png : pngs) md += fmt::format("- {}\n", (dir / png).string());
+  }
+  std::ofstream(dir / "summary.md") << md;
+  std::cout << md;
+  return kExitOk;
+}
+
+const RegisterCommand reg{"report", "PNG plots and a Markdown summary from plan/predict JSON and sweep results", &run_report};
+
+}  // namespace
+}  // namespace ulysses::cli
