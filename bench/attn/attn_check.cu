@@ -1,0 +1,257 @@
+// Correctness check and benchmark of the flash attention kernels (kernels/attention_flash.hpp).
+//
+//   attn_check check [--dump DIR]   fp64 CPU reference on fresh random inputs, outputs poisoned
+//                                   (NaN) before each run; one JSON line per case with the max
+//                                   abs error of o, lse, dq, dk, dv. --dump writes each case's
+//                                   inputs (q, k, v, dout as raw bf16) for bench/peers/attn_peer.py.
+//   attn_check bench [--quick]      TFLOP/s sweep (S, H, Hkv, D, causal), one JSON line a point.
+// Exit code: 0 ok, 1 a CUDA error, 2 bad arguments.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/attn/attn_reference.hpp"
+#include "kernels/attention_flash.hpp"
+
+namespace {
+
+using ulysses::attn_ref::Shape;
+namespace K = ulysses::kernels;
+
+#define CHECK_CUDA(x)                                                                             \
+  do {                                                                                            \
+    cudaError_t e_ = (x);                                                                         \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(e_), __FILE__, __LINE__, \
+                   cudaGetErrorString(e_));                                                       \
+      std::exit(1);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+struct DeviceBuffers {
+  __nv_bfloat16 *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *dout = nullptr;
+  __nv_bfloat16 *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  float* lse = nullptr;
+  void* ws = nullptr;
+  std::size_t qb = 0, kvb = 0, lseb = 0, wsb = 0;
+
+  explicit DeviceBuffers(const Shape& s) {
+    qb = static_cast<std::size_t>(s.q_elems()) * 2;
+    kvb = static_cast<std::size_t>(s.kv_elems()) * 2;
+    lseb = static_cast<std::size_t>(s.B * s.Hq * s.S) * 4;
+    wsb = K::attn_bwd_flash_workspace_bytes(s.B, s.S, s.Hq, s.Hkv, s.D);
+    for (auto* p : {&q, &o, &dout, &dq}) CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(p), qb));
+    for (auto* p : {&k, &v, &dk, &dv}) CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(p), kvb));
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&lse), lseb));
+    CHECK_CUDA(cudaMalloc(&ws, wsb));
+  }
+  ~DeviceBuffers() {
+    for (void* p : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(o),
+                    static_cast<void*>(dout), static_cast<void*>(dq), static_cast<void*>(dk),
+                    static_cast<void*>(dv), static_cast<void*>(lse), ws})
+      cudaFree(p);
+  }
+  void poison_outputs() {  // all-ones bytes: NaN in bf16 and fp32; the workspace too
+    for (void* p : {static_cast<void*>(o), static_cast<void*>(dq)}) CHECK_CUDA(cudaMemset(p, 0xFF, qb));
+    for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv)}) CHECK_CUDA(cudaMemset(p, 0xFF, kvb));
+    CHECK_CUDA(cudaMemset(lse, 0xFF, lseb));
+    CHECK_CUDA(cudaMemset(ws, 0xFF, wsb));
+  }
+  K::AttnFwdParams fwd(const Shape& s) const {
+    K::AttnFwdParams p;
+    p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse;
+    p.B = s.B, p.S = s.S, p.Hq = s.Hq, p.Hkv = s.Hkv, p.D = s.D, p.causal = s.causal;
+    p.scale = static_cast<float>(s.scale());
+    return p;
+  }
+  K::AttnBwdParams bwd(const Shape& s) const {
+    K::AttnBwdParams p;
+    p.q = q, p.k = k, p.v = v, p.o = o, p.dout = dout, p.lse = lse, p.dq = dq, p.dk = dk, p.dv = dv;
+    p.workspace = ws;
+    p.B = s.B, p.S = s.S, p.Hq = s.Hq, p.Hkv = s.Hkv, p.D = s.D, p.causal = s.causal;
+    p.scale = static_cast<float>(s.scale());
+    return p;
+  }
+};
+
+std::string shape_json(const Shape& s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "\"B\":%lld,\"S\":%lld,\"Hq\":%lld,\"Hkv\":%lld,\"D\":%lld,\"causal\":%s",
+                static_cast<long long>(s.B), static_cast<long long>(s.S), static_cast<long long>(s.Hq),
+                static_cast<long long>(s.Hkv), static_cast<long long>(s.D), s.causal ? "true" : "false");
+  return buf;
+}
+
+std::string case_name(const Shape& s) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "B%lld_S%lld_Hq%lld_Hkv%lld_D%lld_c%d", static_cast<long long>(s.B),
+                static_cast<long long>(s.S), static_cast<long long>(s.Hq), static_cast<long long>(s.Hkv),
+                static_cast<long long>(s.D), s.causal ? 1 : 0);
+  return buf;
+}
+
+int run_check(const std::string& dump_dir) {
+  using namespace ulysses::attn_ref;
+  int failures = 0;
+  std::uint64_t seed = 1234;
+  for (std::int64_t S : {1, 63, 128, 300, 1024})
+    for (auto [Hq, Hkv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}})
+      for (std::int64_t D : {64, 128})
+        for (bool causal : {true, false}) {
+          Shape s;
+          s.B = S <= 300 ? 2 : 1, s.S = S, s.Hq = Hq, s.Hkv = Hkv, s.D = D, s.causal = causal;
+          std::vector<std::uint16_t> qb, kb, vb, db;
+          std::vector<float> qf, kf, vf, df;
+          random_bf16(s.q_elems(), seed++, qb, qf);
+          random_bf16(s.kv_elems(), seed++, kb, kf);
+          random_bf16(s.kv_elems(), seed++, vb, vf);
+          random_bf16(s.q_elems(), seed++, db, df);
+          if (!dump_dir.empty()) {
+            const std::string path = dump_dir + "/" + case_name(s) + ".bin";
+            FILE* f = std::fopen(path.c_str(), "wb");
+            if (!f) {
+              std::fprintf(stderr, "cannot write %s\n", path.c_str());
+              return 2;
+            }
+            for (auto* vec : {&qb, &kb, &vb, &db}) std::fwrite(vec->data(), 2, vec->size(), f);
+            std::fclose(f);
+          }
+          DeviceBuffers d(s);
+          CHECK_CUDA(cudaMemcpy(d.q, qb.data(), d.qb, cudaMemcpyHostToDevice));
+          CHECK_CUDA(cudaMemcpy(d.k, kb.data(), d.kvb, cudaMemcpyHostToDevice));
+          CHECK_CUDA(cudaMemcpy(d.v, vb.data(), d.kvb, cudaMemcpyHostToDevice));
+          CHECK_CUDA(cudaMemcpy(d.dout, db.data(), d.qb, cudaMemcpyHostToDevice));
+          d.poison_outputs();
+          CHECK_CUDA(K::attn_fwd_flash(d.fwd(s), nullptr));
+          CHECK_CUDA(K::attn_bwd_flash(d.bwd(s), nullptr));
+          CHECK_CUDA(cudaDeviceSynchronize());
+          std::vector<std::uint16_t> o(qb.size()), dq(qb.size()), dk(kb.size()), dv(kb.size());
+          std::vector<float> lse(static_cast<std::size_t>(s.B * s.Hq * s.S));
+          CHECK_CUDA(cudaMemcpy(o.data(), d.o, d.qb, cudaMemcpyDeviceToHost));
+          CHECK_CUDA(cudaMemcpy(dq.data(), d.dq, d.qb, cudaMemcpyDeviceToHost));
+          CHECK_CUDA(cudaMemcpy(dk.data(), d.dk, d.kvb, cudaMemcpyDeviceToHost));
+          CHECK_CUDA(cudaMemcpy(dv.data(), d.dv, d.kvb, cudaMemcpyDeviceToHost));
+          CHECK_CUDA(cudaMemcpy(lse.data(), d.lse, d.lseb, cudaMemcpyDeviceToHost));
+          const Result ref = reference(s, qf, kf, vf, df);
+          auto bf = [](std::uint16_t h) { return static_cast<double>(from_bf16(h)); };
+          auto fl = [](float x) { return static_cast<double>(x); };
+          const double eo = max_abs_err(o, ref.o, bf), el = max_abs_err(lse, ref.lse, fl);
+          const double eq = max_abs_err(dq, ref.dq, bf), ek = max_abs_err(dk, ref.dk, bf);
+          const double ev = max_abs_err(dv, ref.dv, bf);
+          const bool finite = std::isfinite(eo + el + eq + ek + ev);
+          failures += finite ? 0 : 1;
+          std::printf("{\"kind\":\"check\",\"impl\":\"ulysses_flash\",\"case\":\"%s\",%s,\"err_o\":%.3e,\"err_lse\":%.3e,"
+                      "\"err_dq\":%.3e,\"err_dk\":%.3e,\"err_dv\":%.3e,\"finite\":%s}\n",
+                      case_name(s).c_str(), shape_json(s).c_str(), eo, el, eq, ek, ev, finite ? "true" : "false");
+          std::fflush(stdout);
+        }
+  return failures == 0 ? 0 : 1;
+}
+
+double time_ms(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+  return ms;
+}
+
+// times fn: one warm-up, then enough repetitions for ~0.2 s (1 to 10); returns mean ms
+template <class Fn>
+double bench_ms(Fn fn) {
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  CHECK_CUDA(cudaEventRecord(e0));
+  CHECK_CUDA(fn());
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  const double warm = time_ms(e0, e1);
+  const int reps = std::max(1, std::min(10, static_cast<int>(200.0 / std::max(warm, 1e-3))));
+  CHECK_CUDA(cudaEventRecord(e0));
+  for (int i = 0; i < reps; ++i) CHECK_CUDA(fn());
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  const double ms = time_ms(e0, e1) / reps;
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return ms;
+}
+
+__global__ void fill_random(__nv_bfloat16* p, std::int64_t n, std::uint64_t seed) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;  // splitmix64 -> ~N(0,1) via Irwin-Hall(4)
+    float acc = 0.f;
+    for (int r = 0; r < 4; ++r) {
+      x += 0x9E3779B97F4A7C15ull;
+      std::uint64_t z = x;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      acc += static_cast<float>(z >> 40) * (1.f / 16777216.f);
+    }
+    p[i] = __float2bfloat16((acc - 2.f) * 1.7320508f);
+  }
+}
+
+int run_bench(bool quick) {
+  std::vector<Shape> points;
+  for (std::int64_t S : {4096, 16384, 32768, 131072})
+    for (std::int64_t H : {16, 32})
+      for (std::int64_t Hkv : {H, std::int64_t{8}})
+        for (std::int64_t D : {64, 128})
+          for (bool causal : {true, false}) {
+            if (S == 131072 && !causal) continue;  // trimmed: 4x the causal work, device time is short
+            if (quick && !(S == 32768 && H == 16 && D == 128 && causal)) continue;
+            Shape s;
+            s.B = 1, s.S = S, s.Hq = H, s.Hkv = Hkv, s.D = D, s.causal = causal;
+            points.push_back(s);
+          }
+  for (const Shape& s : points) {
+    DeviceBuffers d(s);
+    fill_random<<<1024, 256>>>(d.q, s.q_elems(), 1);
+    fill_random<<<1024, 256>>>(d.k, s.kv_elems(), 2);
+    fill_random<<<1024, 256>>>(d.v, s.kv_elems(), 3);
+    fill_random<<<1024, 256>>>(d.dout, s.q_elems(), 4);
+    CHECK_CUDA(cudaGetLastError());
+    d.poison_outputs();
+    const K::AttnFwdParams fp = d.fwd(s);
+    const K::AttnBwdParams bp = d.bwd(s);
+    const double fwd_ms = bench_ms([&] { return K::attn_fwd_flash(fp, nullptr); });
+    const double bwd_ms = bench_ms([&] { return K::attn_bwd_flash(bp, nullptr); });
+    const double fwd_flop = 4.0 * s.S * s.S * s.Hq * s.D * s.B * (s.causal ? 0.5 : 1.0);
+    std::printf("{\"kind\":\"bench\",\"impl\":\"ulysses_flash\",%s,\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,"
+                "\"fwd_tflops\":%.1f,\"bwd_tflops\":%.1f}\n",
+                shape_json(s).c_str(), fwd_ms, bwd_ms, fwd_flop / fwd_ms * 1e-9, 2.5 * fwd_flop / bwd_ms * 1e-9);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "check") {
+    std::string dump;
+    if (argc == 4 && std::string(argv[2]) == "--dump") {
+      dump = argv[3];
+    } else if (argc != 2) {
+      std::fprintf(stderr, "usage: attn_check check [--dump DIR]\n");
+      return 2;
+    }
+    return run_check(dump);
+  }
+  if (mode == "bench") {
+    const bool quick = argc == 3 && std::string(argv[2]) == "--quick";
+    if (argc > 3 || (argc == 3 && !quick)) {
+      std::fprintf(stderr, "usage: attn_check bench [--quick]\n");
+      return 2;
+    }
+    return run_bench(quick);
+  }
+  std::fprintf(stderr, "usage: attn_check check [--dump DIR] | bench [--quick]\n");
+  return 2;
+}

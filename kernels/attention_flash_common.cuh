@@ -1,0 +1,105 @@
+#pragma once
+// Device primitives shared by the flash attention kernels (sm_80+ PTX: cp.async, ldmatrix,
+// mma.sync m16n8k16 bf16 -> fp32). Private to attention_flash_{fwd,bwd}.cu.
+//
+// Fragment layouts of mma.m16n8k16 (g = lane / 4, t = lane % 4):
+//   A 16x16 row-major: a0 (g, 2t..2t+1) a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..)
+//   B 16x8 "col":      b0 (k 2t..2t+1, n g)  b1 (k 2t+8.., n g)
+//   C 16x8:            c0,c1 (g, 2t..2t+1)   c2,c3 (g+8, 2t..2t+1)
+// Two adjacent C tiles (n 0..7, 8..15) of one row block are exactly one A fragment
+// (k 0..15), which is how P and dS go from accumulators to MMA operands without shared memory.
+//
+// Shared-memory tiles are row-major with COLS bf16 per row, stored in 16-byte chunks whose
+// chunk index is XOR-swizzled with (row % 8): the 8 rows an ldmatrix reads, and the 8 rows a
+// warp's C-fragment stores touch, fall in 8 different bank groups.
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+namespace ulysses::kernels::flash {
+
+template <int COLS>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  static_assert(COLS % 64 == 0, "swizzle needs at least 8 chunks per row");
+  return row * COLS + ((chunk ^ (row & 7)) << 3);
+}
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; when !pred nothing is read and the 16 bytes are zero-filled.
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool pred) {
+  const int n = pred ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// c += a * b  (16x8x16, bf16 in, fp32 accumulate)
+__device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// (lo, hi) -> packed bf16x2, lo in the low half (the lower column index).
+__device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<std::uint32_t*>(&v);
+}
+
+// Copy a ROWS x COLS bf16 tile (global row stride ld elements) into swizzled shared memory;
+// rows >= nvalid are zero-filled. All NT threads of the block take part.
+template <int ROWS, int COLS, int NT>
+__device__ __forceinline__ void load_tile(__nv_bfloat16* smem, const __nv_bfloat16* gmem, std::int64_t ld,
+                                          int nvalid, int tid) {
+  constexpr int CPR = COLS / 8;  // 16-byte chunks per row
+  constexpr int TOTAL = ROWS * CPR;
+  static_assert(TOTAL % NT == 0, "tile chunks must divide among threads");
+#pragma unroll
+  for (int i = tid; i < TOTAL; i += NT) {
+    const int row = i / CPR, c = i % CPR;
+    const bool ok = row < nvalid;
+    const __nv_bfloat16* src = ok ? gmem + row * ld + c * 8 : gmem;
+    cp_async16(smem_addr(smem + swz<COLS>(row, c)), src, ok);
+  }
+}
+
+// Store a ROWS x COLS bf16 tile from swizzled shared memory to global (16-byte stores),
+// rows >= nvalid skipped. Threads [0, NT) of the caller's group take part.
+template <int ROWS, int COLS, int NT>
+__device__ __forceinline__ void store_tile(__nv_bfloat16* gmem, std::int64_t ld, const __nv_bfloat16* smem,
+                                           int nvalid, int tid) {
+  constexpr int CPR = COLS / 8;
+  constexpr int TOTAL = ROWS * CPR;
+#pragma unroll
+  for (int i = tid; i < TOTAL; i += NT) {
+    const int row = i / CPR, c = i % CPR;
+    if (row < nvalid) {
+      *reinterpret_cast<uint4*>(gmem + row * ld + c * 8) =
+          *reinterpret_cast<const uint4*>(smem + swz<COLS>(row, c));
+    }
+  }
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+}  // namespace ulysses::kernels::flash
