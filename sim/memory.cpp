@@ -134,6 +134,14 @@ Dims derive_dims(const Scenario& sc) {
 bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.H * d.D * 2); }
 bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.kv_wire * d.D * 2); }
 
+bytes_t logits_loss_bytes(const Dims& d) {
+  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
+  const double th = tok * d.h * 2;
+  // torch.chunk over the B*S_local tokens: the largest shard has ceil(tokens / shards) tokens
+  const double logits_elems = std::ceil(tok / static_cast<double>(d.logits_shards)) * d.V;
+  return sat(14 * logits_elems /*bf16 2 + fp32 copy 4 + loss/grad 8*/ + 3 * th /*final norm in, out; grad of hidden*/);
+}
+
 bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
 bytes_t host_capacity_bytes(const Scenario& sc) { return sc.host_ram_bytes > 0 ? sc.host_ram_bytes : sc.hw.host_ram_bytes; }
 
@@ -170,10 +178,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const double layer_total = m[best].total() + gathered_layer + (d.ckpt ? 0 : (d.L - 1) * saved);
 
   // --- logits + loss moment (end of forward / start of backward)
-  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
-  // torch.chunk over the B*S_local tokens: the largest shard has ceil(tokens / shards) tokens
-  const double logits_elems = std::ceil(tok / static_cast<double>(d.logits_shards)) * d.V;
-  const double logits = 14 * logits_elems /*bf16 2 + fp32 4 + loss 8*/ + 3 * a.th /*final norm in, out, grad*/;
+  const double logits = static_cast<double>(logits_loss_bytes(d));
   const double logits_total = logits + gathered_logits + (d.ckpt ? 0 : d.L * saved);
 
   const bool at_logits = logits_total > layer_total;

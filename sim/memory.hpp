@@ -49,6 +49,9 @@ bytes_t kv_bytes_per_rank(const Dims& d);  // B * S_local * max(H_kv, P) * D * 2
 // Returns the moment at which the GPU peak happens (a string literal, docs/MODEL.md).
 const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu);
 void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host);
+// Logits + loss working set: 14 bytes per logit of one tile (the whole B*S_local*V when untiled)
+// plus three [B, S_local, h] bf16 tensors (final norm input and output, grad of the hidden state).
+bytes_t logits_loss_bytes(const Dims& d);
 // Peak bytes of one Ulysses attention block alone, fwd + bwd, as `ulysses run` allocates it.
 bytes_t block_peak_bytes(const Dims& d);
 

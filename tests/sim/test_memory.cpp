@@ -1,0 +1,287 @@
+// Memory model: golden numbers (arithmetic in the comments), breakdown invariants,
+// monotonicity. Scenarios are built in C++ from tests/sim/fixtures.hpp.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "sim/memory.hpp"
+#include "sim/predict.hpp"
+#include "tests/sim/fixtures.hpp"
+
+using namespace ulysses;
+using test::h100_sxm;
+using test::llama31_8b;
+using test::make_scenario;
+
+namespace {
+
+bytes_t sum_terms(const MemoryBreakdown& m) {
+  bytes_t s = 0;
+  for (int i = 0; i < m.n; ++i) s += m.terms[i].bytes;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("memory: Llama-3.1-8B parameter count matches the model card", "[sim][memory]") {
+  // L*(attn 41943040 + mlp 176160768 + norms 8192) + 2 * 128256*4096 + 4096 = 8030261248
+  CHECK(total_params(llama31_8b()) == 8030261248);
+  CHECK(total_params(test::llama31_70b()) == 70553706496);
+}
+
+TEST_CASE("memory: checkpoints of Llama-3.1-8B at S=128K, P=8", "[sim][memory][golden]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  const Prediction p = predict(sc);
+  CHECK(p.s_local == 16384);
+  // L * B * S_local * h * 2 = 32 * 16384 * 4096 * 2 = 4294967296 bytes (4 GiB)
+  CHECK(p.gpu.get("checkpoints") == 4294967296);
+  CHECK(p.host.get("checkpoints") == 0);
+
+  sc.plan.offload_checkpoints = true;
+  const Prediction o = predict(sc);
+  CHECK(o.gpu.get("checkpoints") == 0);
+  // per node: 8 GPUs * 4294967296 = 34359738368
+  CHECK(o.host.get("checkpoints") == 34359738368);
+  CHECK(o.gpu.total() < p.gpu.total());
+}
+
+TEST_CASE("memory: model states under ZeRO-3 over 8 ranks", "[sim][memory][golden]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 65536);
+  sc.plan.offload_optimizer = false;
+  // shard = ceil(8030261248 / 8) = 1003782656 params
+  Prediction p = predict(sc);
+  CHECK(p.gpu.get("weights") == 2 * 1003782656LL);            // bf16
+  CHECK(p.gpu.get("grads") == 4 * 1003782656LL);              // fp32
+  CHECK(p.gpu.get("optimizer_states") == 12 * 1003782656LL);  // fp32 master + m + v
+  CHECK(p.host.get("optimizer_states") == 0);
+
+  sc.plan.offload_optimizer = true;  // master, moments, fp32 grads to host; bf16 shard stays
+  p = predict(sc);
+  CHECK(p.gpu.get("weights") == 2 * 1003782656LL);
+  CHECK(p.gpu.get("grads") == 0);
+  CHECK(p.gpu.get("optimizer_states") == 0);
+  CHECK(p.host.get("optimizer_states") == 8 * 12 * 1003782656LL);  // 8 GPUs on the node
+  CHECK(p.host.get("grads") == 8 * 4 * 1003782656LL);
+
+  sc.plan.offload_params = true;
+  p = predict(sc);
+  CHECK(p.gpu.get("weights") == 0);
+  CHECK(p.host.get("params") == 8 * 2 * 1003782656LL);
+}
+
+TEST_CASE("memory: ZeRO stages shard progressively, dp_replicate replicates", "[sim][memory]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 65536);
+  sc.plan.offload_optimizer = false;
+  const std::int64_t Pn = 8030261248, shard = 1003782656;
+  sc.plan.zero_stage = 0;
+  Prediction p = predict(sc);
+  CHECK(p.gpu.get("weights") + p.gpu.get("grads") + p.gpu.get("optimizer_states") == 18 * Pn);
+  CHECK(p.gpu.get("zero3_gathered_params") == 0);
+  sc.plan.zero_stage = 1;
+  p = predict(sc);
+  CHECK(p.gpu.get("optimizer_states") == 12 * shard);
+  CHECK(p.gpu.get("grads") == 4 * Pn);
+  sc.plan.zero_stage = 2;
+  p = predict(sc);
+  CHECK(p.gpu.get("grads") == 4 * shard);
+  CHECK(p.gpu.get("weights") == 2 * Pn);
+  // 16 GPUs as 2 replicas x 8 (sp 8): each rank still holds a 1/8 shard
+  Scenario r = make_scenario(llama31_8b(), h100_sxm(), 16, 8, 65536);
+  r.plan.offload_optimizer = false;
+  r.plan.dp_shard_size = 1;
+  r.plan.dp_replicate_size = 2;
+  CHECK(predict(r).gpu.get("weights") == 2 * shard);
+}
+
+TEST_CASE("memory: exchange bytes of q and kv, GQA replication", "[sim][memory][golden]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  Prediction p = predict(sc);
+  // q: B*S_local*H*D*2 = 16384*32*128*2 = 134217728 (128 MiB)
+  CHECK(p.a2a_q_bytes_per_rank == 134217728);
+  // k and v: 2 * 16384*8*128*2 = 67108864
+  CHECK(p.a2a_kv_bytes_per_rank == 67108864);
+
+  // P = 32 > H_kv = 8: every kv head travels as 4 replicas -> max(H_kv, P) = 32 heads
+  Scenario r = make_scenario(llama31_8b(), h100_sxm(), 32, 32, 131072);
+  Prediction pr = predict(r);
+  CHECK(pr.s_local == 4096);
+  CHECK(pr.a2a_kv_bytes_per_rank == 2LL * 4096 * 32 * 128 * 2);  // 67108864
+  // send_once: same bytes on the wire, no [B, S_local, P, D] replica (k, v and their grads)
+  r.plan.kv_strategy = KvStrategy::send_once;
+  Prediction ps = predict(r);
+  CHECK(ps.a2a_kv_bytes_per_rank == pr.a2a_kv_bytes_per_rank);
+  CHECK(pr.block_peak_bytes - ps.block_peak_bytes == 4LL * 4096 * 32 * 128 * 2);
+}
+
+TEST_CASE("memory: padding to lcm(pad_to_multiple_of, P)", "[sim][memory]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 100000);
+  sc.plan.pad_to_multiple_of = 64;  // lcm(64, 8) = 64: ceil(100000/64)*64 = 100032
+  Prediction p = predict(sc);
+  CHECK(p.seq_len == 100000);
+  CHECK(p.padded_seq_len == 100032);
+  CHECK(p.s_local == 12504);
+  CHECK(sim::padded_seq_len(100, 6, 4) == 108);  // lcm(6, 4) = 12: ceil(100/12)*12
+  CHECK(sim::padded_seq_len(100, 0, 4) == 100);  // no padding requested
+}
+
+TEST_CASE("memory: logits and loss, untiled and tiled", "[sim][memory][golden]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 1, 32768);
+  sim::Dims d = sim::derive_dims(sc);
+  // untiled: 14 * B*S_local*V + 3 * B*S_local*h*2
+  //        = 14 * 32768*128256 + 3 * 32768*4096*2 = 58837696512 + 805306368
+  CHECK(sim::logits_loss_bytes(d) == 59643002880);
+  const Prediction p = predict(sc);
+  CHECK(std::string(p.gpu_peak_at) == "logits_loss");  // untiled logits dominate at 32K
+  CHECK(p.gpu.get("logits_loss") == 59643002880);
+
+  sc.plan.tiled_logits = true;
+  d = sim::derive_dims(sc);
+  // shards = ceil(32768*128256*4 / 2^30) = ceil(15.66) = 16; 2048 tokens per shard
+  CHECK(d.logits_shards == 16);
+  CHECK(sim::logits_loss_bytes(d) == 14LL * 2048 * 128256 + 805306368);
+  CHECK(predict(sc).gpu.total() < p.gpu.total());
+}
+
+TEST_CASE("memory: TiledMLP shard count and effect", "[sim][memory]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 524288);
+  sc.plan.tiled_logits = true;
+  const Prediction base = predict(sc);
+  CHECK(std::string(base.gpu_peak_at) == "backward.mlp");
+  // untiled MLP at its backward peak: 6 [B, S_local, F] bf16 = 6 * 65536*14336*2
+  CHECK(base.gpu.get("layer.mlp") == 6LL * 65536 * 14336 * 2);
+  sc.plan.tiled_mlp = true;
+  CHECK(sim::derive_dims(sc).mlp_shards == 16);  // ceil(65536 / 4096)
+  const Prediction t = predict(sc);
+  CHECK(t.gpu.total() < base.gpu.total());
+  CHECK(t.gpu.get("layer.mlp") <= 6LL * 4096 * 14336 * 2);  // one shard's worth at most
+  // at short S the logits tile (plus the gathered lm_head) is the peak instead
+  sc.plan.seq_len = 131072;
+  CHECK(std::string(predict(sc).gpu_peak_at) == "logits_loss");
+}
+
+TEST_CASE("memory: breakdowns sum to their totals, names unique and stable", "[sim][memory]") {
+  for (int sp : {1, 2, 8}) {
+    for (bool ckpt : {true, false}) {
+      for (bool tiled : {false, true}) {
+        Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, sp, 65536);
+        sc.plan.activation_checkpointing = ckpt;
+        sc.plan.tiled_logits = tiled;
+        sc.plan.tiled_mlp = tiled;
+        const Prediction p = predict(sc);
+        CHECK(sum_terms(p.gpu) == p.gpu.total());
+        CHECK(sum_terms(p.host) == p.host.total());
+        std::set<std::string> names;
+        for (int i = 0; i < p.gpu.n; ++i) {
+          CHECK(p.gpu.terms[i].bytes >= 0);
+          names.insert(p.gpu.terms[i].name);
+        }
+        CHECK(static_cast<int>(names.size()) == p.gpu.n);
+        CHECK(p.gpu.n == 19);  // every term always listed (0 when not live at the peak)
+        CHECK(p.fits_gpu == (p.gpu.total() <= p.gpu_capacity_bytes));
+      }
+    }
+  }
+}
+
+TEST_CASE("memory: GPU memory grows with S", "[sim][memory][monotone]") {
+  for (int features = 0; features < 2; ++features) {
+    Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 0);
+    if (features) sc = test::all_features(sc);
+    bytes_t prev = 0;
+    for (std::int64_t S = 8192; S <= (std::int64_t{1} << 24); S *= 2) {
+      sc.plan.seq_len = S;
+      const bytes_t m = predict(sc).gpu.total();
+      INFO("S = " << S << " features " << features);
+      CHECK(m > prev);
+      prev = m;
+    }
+  }
+}
+
+TEST_CASE("memory: GPU memory falls with sp at fixed GPU count", "[sim][memory][monotone]") {
+  for (bool tiled : {false, true}) {
+    bytes_t prev = INT64_MAX;
+    for (int sp : {1, 2, 4, 8}) {
+      Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, sp, 65536);
+      sc.plan.tiled_logits = tiled;
+      const bytes_t m = predict(sc).gpu.total();
+      INFO("sp = " << sp << " tiled " << tiled);
+      CHECK(m < prev);
+      prev = m;
+    }
+  }
+}
+
+TEST_CASE("memory: no checkpointing keeps every layer's activations", "[sim][memory]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 65536);
+  sc.plan.tiled_logits = true;
+  const Prediction on = predict(sc);
+  sc.plan.activation_checkpointing = false;
+  const Prediction off = predict(sc);
+  CHECK(off.gpu.get("checkpoints") == 0);
+  CHECK(off.gpu.get("saved_activations") > 0);
+  // each layer saves more than its checkpoint (the layer input alone)
+  CHECK(off.gpu.get("saved_activations") > 31 * (on.gpu.get("checkpoints") / 32));
+  CHECK(off.gpu.total() > on.gpu.total());
+}
+
+TEST_CASE("memory: SP gradient reduction buffers and fixed costs", "[sim][memory]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 65536);
+  // sp > 1: fp32 copy + reduction buffer of reduce_bucket_size 5e8 elements: 2 * 5e8 * 4 = 4e9
+  CHECK(predict(sc).gpu.get("grad_reduce_buffers") == 4000000000LL);
+  sc.plan.sp_size = 1;
+  sc.plan.dp_shard_size = 8;
+  CHECK(predict(sc).gpu.get("grad_reduce_buffers") == 1000000000LL);  // one bf16 bucket
+  CHECK(predict(sc).gpu.get("cuda_context") == (1LL << 30));
+  CHECK(predict(sc).gpu.get("nccl_buffers") == (1LL << 30));
+
+  sc.hw.has_calibration = true;  // calibrated fixed costs override the profile when > 0
+  sc.hw.calibrated.cuda_context_bytes = 600000000;
+  sc.hw.calibrated.nccl_buffer_bytes = -1;
+  CHECK(predict(sc).gpu.get("cuda_context") == 600000000);
+  CHECK(predict(sc).gpu.get("nccl_buffers") == (1LL << 30));
+
+  Scenario one = make_scenario(llama31_8b(), h100_sxm(), 1, 1, 16384);
+  CHECK(predict(one).gpu.get("nccl_buffers") == 0);  // no peers
+}
+
+TEST_CASE("memory: fragmentation is the stated fraction of the transient terms", "[sim][memory]") {
+  Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 262144));
+  const Prediction p = predict(sc);
+  bytes_t transient = 0;
+  for (int i = 0; i < p.gpu.n; ++i) {
+    const std::string n = p.gpu.terms[i].name;
+    if (n.rfind("layer.", 0) == 0 || n == "logits_loss" || n == "checkpoints" || n == "saved_activations" ||
+        n == "zero3_gathered_params")
+      transient += p.gpu.terms[i].bytes;
+  }
+  CHECK(p.gpu.get("fragmentation") == Approx(sim::kFragmentationFraction * transient).margin(32));
+}
+
+TEST_CASE("memory: host capacity and GPUs per node from the scenario", "[sim][memory]") {
+  Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 16, 16, 262144));
+  Prediction p = predict(sc);
+  CHECK(p.host_capacity_bytes == (2LL << 40));
+  CHECK(p.gpu_capacity_bytes == 85899345920LL);
+  // 16 GPUs, 8 per node: a node holds 8 processes' overhead
+  CHECK(p.host.get("process_overhead") == 8 * sim::kHostProcessOverheadBytes);
+  sc.gpus_per_node = 4;
+  sc.host_ram_bytes = 512LL << 30;
+  p = predict(sc);
+  CHECK(p.host.get("process_overhead") == 4 * sim::kHostProcessOverheadBytes);
+  CHECK(p.host_capacity_bytes == (512LL << 30));
+}
+
+TEST_CASE("memory: block peak counts the block's buffers", "[sim][memory][golden]") {
+  // P=2, S=32K, H=32, H_kv=8, D=128, B=1: S_local = 16384
+  //   q = 16384*32*128*2 = 134217728; k, v (seq and head) = 16384*8*128*2 = 33554432
+  //   lse = 16384*32*4 = 2097152
+  //   FA2 workspace = dq_accum 16384*32*128*4 + dsoftmax 2097152 + GQA-expanded dk, dv 2*q
+  //                 = 268435456 + 2097152 + 268435456 = 538968064
+  //   10 q-sized (q in, send, recv, q/out head, out seq, d_out seq/head, dq head/seq)
+  //   + 4 kv seq (k, v, dk, dv) + 4 kv head (k, v, dk, dv) + lse + workspace
+  //   = 1342177280 + 134217728 + 134217728 + 2097152 + 538968064 = 2151677952
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 2, 2, 32768);
+  CHECK(predict(sc).block_peak_bytes == 2151677952LL);
+}

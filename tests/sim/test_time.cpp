@@ -1,0 +1,205 @@
+// Time model: golden formulas (arithmetic in the comments), causal halving, calibrated
+// curves overriding datasheet figures, NIC bound, step accounting.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+
+#include "sim/predict.hpp"
+#include "sim/timing.hpp"
+#include "tests/sim/fixtures.hpp"
+
+using namespace ulysses;
+using test::h100_sxm;
+using test::llama31_8b;
+using test::make_scenario;
+
+namespace {
+
+seconds_t blk(const Prediction& p, BlockPhase ph) { return p.block[static_cast<int>(ph)]; }
+
+Curve constant(double x0, double x1, double y) {
+  Curve c;
+  c.points = {{x0, y}, {x1, y}};
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("time: attention FLOPs and time, Llama-3.1-8B S=128K P=8", "[sim][time][golden]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  const sim::Dims d = sim::derive_dims(sc);
+  // forward: 4 * B * S^2 * H_local * D * 0.5 (causal) = 4 * 131072^2 * 4 * 128 * 0.5 = 2^44
+  CHECK(sim::attn_fwd_flops(d) == 17592186044416.0);
+  const Prediction p = predict(sc);
+  // over bf16 dense peak x forward efficiency: 2^44 / (989.4e12 * 0.34)
+  CHECK(blk(p, BlockPhase::attn_fwd) == Approx(17592186044416.0 / (989.4e12 * 0.34)));
+  // backward: 2.5x the FLOPs over the backward efficiency
+  CHECK(blk(p, BlockPhase::attn_bwd) == Approx(2.5 * 17592186044416.0 / (989.4e12 * 0.33)));
+  // step: L layers, forward + recompute (checkpointing)
+  CHECK(p.step.get("attn.fwd") == Approx(32 * blk(p, BlockPhase::attn_fwd)));
+  CHECK(p.step.get("attn.recompute") == Approx(p.step.get("attn.fwd")));
+}
+
+TEST_CASE("time: causal halves attention time", "[sim][time]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 262144);
+  sc.workload.causal = true;
+  const Prediction c = predict(sc);
+  sc.workload.causal = false;
+  const Prediction n = predict(sc);
+  CHECK(blk(c, BlockPhase::attn_fwd) == Approx(0.5 * blk(n, BlockPhase::attn_fwd)));
+  CHECK(blk(c, BlockPhase::attn_bwd) == Approx(0.5 * blk(n, BlockPhase::attn_bwd)));
+  CHECK(c.step.get("attn.bwd") == Approx(0.5 * n.step.get("attn.bwd")));
+  // the exchanges do not depend on causality
+  CHECK(blk(c, BlockPhase::a2a_qkv_fwd) == blk(n, BlockPhase::a2a_qkv_fwd));
+}
+
+TEST_CASE("time: all-to-all alpha-beta with pack/unpack copies", "[sim][time][golden]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  const Prediction p = predict(sc);
+  // one exchange of X bytes, B = 1: alpha + (P-1)/P * X / (a2a_link_eff * nvlink) + 2X / hbm
+  auto t = [](double X) { return 20e-6 + 7.0 / 8.0 * X / (0.7 * 450e9) + 2 * X / 3350e9; };
+  const double q = 134217728, kv = 33554432;  // q: 16384*32*128*2, k or v: 16384*8*128*2
+  CHECK(blk(p, BlockPhase::a2a_out_fwd) == Approx(t(q)));
+  CHECK(blk(p, BlockPhase::a2a_qkv_fwd) == Approx(t(q) + 2 * t(kv)));
+  CHECK(blk(p, BlockPhase::a2a_qkv_bwd) == Approx(blk(p, BlockPhase::a2a_qkv_fwd)));
+  // sp = 1: nothing is exchanged
+  Scenario one = make_scenario(llama31_8b(), h100_sxm(), 8, 1, 131072);
+  const Prediction p1 = predict(one);
+  CHECK(blk(p1, BlockPhase::a2a_qkv_fwd) == 0);
+  CHECK(p1.step.get("a2a.out.bwd") == 0);
+}
+
+TEST_CASE("time: sp spanning nodes is bounded by the NIC", "[sim][time]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 16, 16, 131072);
+  const sim::Dims d = sim::derive_dims(sc);
+  // P = 16, 8 per node: 8 of the 15 peers are off-node;
+  // busbw = min(0.7 * 450, 0.7 * 50 / (8/15)) = min(315, 65.625) = 65.625 GB/s
+  CHECK(sim::a2a_busbw_GBps(sc, d, 1e8) == Approx(65.625));
+  Scenario in = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  CHECK(sim::a2a_busbw_GBps(in, sim::derive_dims(in), 1e8) == Approx(315.0));
+}
+
+TEST_CASE("time: calibrated curves override the datasheet figures", "[sim][time]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  const Prediction datasheet = predict(sc);
+  sc.hw.has_calibration = true;
+  // attention efficiency curve for another implementation: ignored
+  sc.hw.calibrated.attn_fwd_eff.push_back({"sdpa", constant(1024, 1 << 24, 0.9)});
+  CHECK(blk(predict(sc), BlockPhase::attn_fwd) == Approx(blk(datasheet, BlockPhase::attn_fwd)));
+  // ... for the plan's implementation: used
+  sc.hw.calibrated.attn_fwd_eff.push_back({"flash_attention_2", constant(1024, 1 << 24, 0.5)});
+  const Prediction cal = predict(sc);
+  CHECK(blk(cal, BlockPhase::attn_fwd) == Approx(17592186044416.0 / (989.4e12 * 0.5)));
+  CHECK(blk(cal, BlockPhase::attn_bwd) == Approx(blk(datasheet, BlockPhase::attn_bwd)));  // no bwd curve
+  // a2a busbw curve for another sp size: ignored; for this one: used
+  sc.hw.calibrated.a2a_busbw_GBps.push_back({2, constant(1 << 20, 1 << 30, 100)});
+  CHECK(blk(predict(sc), BlockPhase::a2a_out_fwd) == Approx(blk(datasheet, BlockPhase::a2a_out_fwd)));
+  sc.hw.calibrated.a2a_busbw_GBps.push_back({8, constant(1 << 20, 1 << 30, 200)});
+  sc.hw.calibrated.a2a_alpha_s = 5e-6;
+  const double q = 134217728;
+  CHECK(blk(predict(sc), BlockPhase::a2a_out_fwd) == Approx(5e-6 + 7.0 / 8.0 * q / 200e9 + 2 * q / 3350e9));
+  // GEMM efficiency curve
+  sc.hw.calibrated.gemm_eff = constant(1, 1e15, 0.4);
+  CHECK(predict(sc).step.get("gemm.o.fwd") == Approx(2.0 * datasheet.step.get("gemm.o.fwd")));  // 0.8 -> 0.4
+  // the log-linear interpolation between samples
+  Curve c;
+  c.points = {{1000, 0.2}, {100000, 0.6}};
+  CHECK(c.at(10000) == Approx(0.4));
+  CHECK(c.at(10) == Approx(0.2));
+  CHECK(c.at(1e9) == Approx(0.6));
+}
+
+TEST_CASE("time: GEMMs, backward 2x, recompute adds a forward", "[sim][time][golden]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  Prediction p = predict(sc);
+  // gemm.qkv per layer: 2 * T * h * (H + 2 H_kv) * D = 2 * 16384 * 4096 * 6144, 32 layers
+  const double qkv = 32 * 2.0 * 16384 * 4096 * 6144 / (989.4e12 * 0.8);
+  CHECK(p.step.get("gemm.qkv.fwd") == Approx(qkv));
+  CHECK(p.step.get("gemm.qkv.bwd") == Approx(2 * qkv));
+  CHECK(p.step.get("gemm.qkv.recompute") == Approx(qkv));
+  // mlp: 3 GEMMs of 2 * T * h * F
+  CHECK(p.step.get("mlp.fwd") == Approx(32 * 3 * 2.0 * 16384 * 4096 * 14336 / (989.4e12 * 0.8)));
+  CHECK(p.step.get("mlp.tiled_recompute") == 0);
+  sc.plan.activation_checkpointing = false;
+  p = predict(sc);
+  CHECK(p.step.get("gemm.qkv.recompute") == 0);
+  CHECK(p.step.get("attn.recompute") == 0);
+  // TiledMLP reruns the MLP forward inside backward: 4 shards of 4096 tokens, same FLOPs
+  sc.plan.tiled_mlp = true;
+  p = predict(sc);
+  CHECK(p.step.get("mlp.tiled_recompute") == Approx(p.step.get("mlp.fwd")));
+  CHECK(p.step.get("mlp.fwd") == Approx(32 * 3 * 2.0 * 16384 * 4096 * 14336 / (989.4e12 * 0.8)));
+}
+
+TEST_CASE("time: offload transfers and the optimizer step", "[sim][time][golden]") {
+  Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072));
+  Prediction p = predict(sc);
+  // checkpoints: L * B*S_local*h*2 = 4294967296 bytes each way over 55 GB/s
+  CHECK(p.step.get("offload.ckpt.d2h") == Approx(4294967296.0 / 55e9));
+  CHECK(p.step.get("offload.ckpt.h2d") == Approx(4294967296.0 / 55e9));
+  // optimizer offload: fp32 grads (sp > 1) d2h + bf16 params h2d of the 1003782656-param shard
+  CHECK(p.step.get("offload.optimizer") == Approx(1003782656.0 * 4 / 55e9 + 1003782656.0 * 2 / 55e9));
+  // CPU Adam: 8 shards on the node at the stated host throughput
+  CHECK(p.step.get("optimizer.step") == Approx(1003782656.0 * 8 / sim::kHostAdamParamsPerS));
+  sc.plan.offload_optimizer = false;
+  sc.plan.offload_checkpoints = false;
+  p = predict(sc);
+  CHECK(p.step.get("offload.ckpt.d2h") == 0);
+  CHECK(p.step.get("offload.optimizer") == 0);
+  CHECK(p.step.get("optimizer.step") == Approx(1003782656.0 * 30 / 3350e9));  // GPU Adam at HBM speed
+  // calibrated host link
+  sc.plan.offload_checkpoints = true;
+  sc.hw.has_calibration = true;
+  sc.hw.calibrated.host_link_d2h_GBps = 20;
+  p = predict(sc);
+  CHECK(p.step.get("offload.ckpt.d2h") == Approx(4294967296.0 / 20e9));
+  CHECK(p.step.get("offload.ckpt.h2d") == Approx(4294967296.0 / 55e9));
+}
+
+TEST_CASE("time: ZeRO-3 collectives", "[sim][time][golden]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  const Prediction p = predict(sc);
+  const double Pn = 8030261248.0;
+  // all-gather of bf16 params in forward and backward: 2 * (7/8 * 2 Pn / 315e9 + alpha * (L + 2))
+  CHECK(p.step.get("zero.allgather") == Approx(2 * (7.0 / 8 * 2 * Pn / 315e9 + 20e-6 * 34)));
+  // reduce-scatter of fp32 grads (sp > 1): 7/8 * 4 Pn / 315e9 + alpha * L
+  CHECK(p.step.get("zero.reduce_scatter") == Approx(7.0 / 8 * 4 * Pn / 315e9 + 20e-6 * 32));
+  CHECK(p.step.get("dp.allreduce") == 0);
+}
+
+TEST_CASE("time: step is the sum of phases; throughput and TFLOP/s", "[sim][time]") {
+  Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 1 << 20));
+  const Prediction p = predict(sc);
+  double s = 0;
+  for (int i = 0; i < p.step.n; ++i) s += p.step.phases[i].time_s;
+  CHECK(p.step_time_s == Approx(s));
+  // tokens/s = B * S * (gpus / P) / step
+  CHECK(p.tokens_per_s == Approx(1048576.0 / p.step_time_s));
+  // papers' count: B * (2cNS + 4cLhS^2) * (gpus/P) / (step * gpus), c = 4 with checkpointing
+  const double S = 1048576.0, N = 8030261248.0;
+  const double meg = (2 * 4 * N * S + 4 * 4 * 32 * 4096.0 * S * S) / (p.step_time_s * 8) / 1e12;
+  CHECK(p.megatron_tflops_per_gpu == Approx(meg));
+  CHECK(p.hw_tflops_per_gpu > 0);
+  CHECK(p.hw_tflops_per_gpu * 1e12 < 989.4e12);
+  // every phase name of the block vocabulary appears in the step
+  for (auto n : kBlockPhaseNames) CHECK(p.step.get(std::string(n).c_str()) > 0);
+}
+
+TEST_CASE("time: step time grows with S and falls with sp", "[sim][time][monotone]") {
+  Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 0));
+  double prev = 0;
+  for (std::int64_t S = 16384; S <= (1 << 22); S *= 2) {
+    sc.plan.seq_len = S;
+    const double t = predict(sc).step_time_s;
+    CHECK(t > prev);
+    prev = t;
+  }
+  // per-GPU attention work falls with sp at a fixed sequence
+  double prev_attn = 1e300;
+  for (int sp : {1, 2, 4, 8}) {
+    Scenario s = make_scenario(llama31_8b(), h100_sxm(), 8, sp, 262144);
+    const double a = predict(s).step.get("attn.fwd");
+    CHECK(a < prev_attn);
+    prev_attn = a;
+  }
+}
