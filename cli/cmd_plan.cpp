@@ -57,11 +57,12 @@ int run_plan(int argc, char** argv) {
   const Format format = format_of(vm);
   const std::int64_t granularity = vm["granularity"].as<std::int64_t>();
   if (granularity <= 0) throw InputError("", "--granularity", "must be a positive integer");
-  const Scenario sc = scenario_from_options(vm);
+  Scenario sc = scenario_from_options(vm, false);
 
   const auto t0 = std::chrono::steady_clock::now();
   const CapacityResult r = find_max_seq_len(sc, granularity);
   const double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  sc.plan.seq_len = r.max_seq_len > 0 ? r.max_seq_len : r.at_max.seq_len;  // the scenario as planned
 
   if (format == Format::table) {
     if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";

@@ -48,8 +48,7 @@ int run_predict(int argc, char** argv) {
     return kExitOk;
   }
   const Format format = format_of(vm);
-  const Scenario sc = scenario_from_options(vm);
-  if (sc.plan.seq_len <= 0) throw InputError("", "--seq-len", "required (the scenario sets no plan.seq_len)");
+  const Scenario sc = scenario_from_options(vm, true);
   const Prediction p = predict(sc);
 
   if (format == Format::table) {

@@ -103,7 +103,7 @@ std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks) {
   return 1;
 }
 
-Scenario scenario_from_options(const po::variables_map& vm) {
+Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
   Scenario sc;
   std::string origin;  // file named by validate() errors
   const bool from_file = given(vm, "scenario");
@@ -175,7 +175,21 @@ Scenario scenario_from_options(const po::variables_map& vm) {
     p.dp_shard_size = sc.gpus / taken;
     p.dp_shard_auto = true;
   }
-  validate(sc, from_file ? origin + (overridden || all ? " (with command-line overrides)" : "") : std::string());
+  if (sc.plan.seq_len <= 0) {
+    if (need_seq_len) throw InputError("", "--seq-len", "required (the scenario sets no plan.seq_len)");
+    sc.plan.seq_len = sc.plan.sp_size;  // placeholder: plan searches the length
+  }
+  if (from_file) {
+    validate(sc, origin + (overridden || all || given(vm, "gpus") ? " (with command-line overrides)" : ""));
+    return sc;
+  }
+  try {
+    validate(sc, "");
+  } catch (const InputError& e) {  // name the flag of the key: "--sp-size (plan.sp_size)"
+    for (const auto& f : kFlags)
+      if (e.key() == f.key) throw InputError("", std::string("--") + f.flag + " (" + f.key + ")", e.rule());
+    throw;
+  }
   return sc;
 }
 

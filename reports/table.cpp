@@ -91,13 +91,19 @@ std::string memory_table(const MemoryBreakdown& m, bytes_t capacity, const std::
   return t.render();
 }
 
+// Microseconds: one decimal below 100 us, whole numbers above.
+static std::string us_text(double time_s) {
+  const double us = time_s * 1e6;
+  return us < 100 ? fmt::format("{:.1f}", us) : fmt::format("{:.0f}", us);
+}
+
 std::string phase_table(const PhaseTimes& p) {
   Table t({{"phase", "", Align::left}, {"time", "us"}, {"share", "%"}});
   const double total = p.total();
   for (int i = 0; i < p.n; ++i)
-    t.add_row({p.phases[i].name, fmt::format("{:.1f}", p.phases[i].time_s * 1e6),
+    t.add_row({p.phases[i].name, us_text(p.phases[i].time_s),
                total > 0 ? fmt::format("{:.1f}", 100.0 * p.phases[i].time_s / total) : "-"});
-  t.add_row({"step (sum)", fmt::format("{:.1f}", total * 1e6), total > 0 ? "100.0" : "-"});
+  t.add_row({"step (sum)", us_text(total), total > 0 ? "100.0" : "-"});
   return t.render();
 }
 
