@@ -60,6 +60,8 @@ struct Measurement {
   BlockShape shape;
   std::vector<PhaseStats> phases;   // the six block phases, in execution order
   std::vector<std::int64_t> peak_bytes_per_rank;
+  std::vector<std::int64_t> phase_peak_bytes;  // per phase (order of `phases`): live-bytes high-water
+                                               // mark during that phase, max over ranks (may be empty)
   std::vector<Check> checks;
   bool correct = false;             // true only when every check passed
   std::int64_t a2a_q_bytes_per_rank = 0;

@@ -1,0 +1,349 @@
+#include "runtime/cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <exception>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "runtime/cpu/exchange.hpp"
+#include "runtime/cpu/tracked.hpp"
+#include "runtime/reference_attention.hpp"
+#include "sim/phases.hpp"
+
+namespace ulysses::runtime::cpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using layout::chunk_elems;
+using layout::heads_per_rank;
+constexpr int kPhases = static_cast<int>(BlockPhase::count);
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The state of one rank for one iteration: its tracker, its phase clocks, its trace events.
+struct RankCtx {
+  RankCtx(const BlockShape& s_, int r_, SharedExchange& ex_, Clock::time_point origin_)
+      : s(s_), r(r_), ex(ex_), origin(origin_) {}
+  const BlockShape& s;
+  int r;
+  SharedExchange& ex;
+  Clock::time_point origin;
+  MemoryTracker mem;
+  std::array<double, kPhases> phase_s{};
+  std::array<std::int64_t, kPhases> phase_peak{};
+  void begin_phase() { mem.open_window(); }
+  void end_phase(BlockPhase p) { phase_peak[static_cast<int>(p)] = std::max(phase_peak[static_cast<int>(p)], mem.window_peak); }
+  std::vector<TraceEvent>* trace = nullptr;  // set on the traced iteration
+  std::array<double, kPhases> span_begin_us{}, span_end_us{};  // traced iteration: first..last segment
+  bool timing = true;                        // false for the untimed inverse check
+
+  Dims q_dims() const { return {s.B, s.S, s.P, s.H, s.D}; }
+  Dims kv_dims() const { return {s.B, s.S, s.P, s.H_kv, s.D}; }
+  Dims rep_dims() const { return {s.B, s.S, s.P, s.P, s.D}; }  // kv replica: P heads
+  bool kv_fewer_than_ranks() const { return s.H_kv < s.P; }
+};
+
+// One timed segment of a phase: all ranks enter together, then fn() runs on the clock.
+template <class F>
+void timed(RankCtx& c, BlockPhase p, const std::string& what, F&& fn) {
+  c.ex.barrier();
+  const auto t0 = Clock::now();
+  fn();
+  const auto t1 = Clock::now();
+  if (!c.timing) return;
+  c.phase_s[static_cast<int>(p)] += seconds_between(t0, t1);
+  if (!c.trace) return;
+  const double b_us = seconds_between(c.origin, t0) * 1e6, e_us = seconds_between(c.origin, t1) * 1e6;
+  c.trace->push_back({what, c.r, fmt::format("rank {}", c.r), b_us, e_us - b_us});
+  const int i = static_cast<int>(p);
+  if (c.span_end_us[i] == 0) c.span_begin_us[i] = b_us;
+  c.span_end_us[i] = e_us;
+}
+
+// The phase-level events of the traced iteration; the segments nest inside them.
+void add_phase_spans(RankCtx& c) {
+  for (int p = 0; p < kPhases; ++p)
+    if (c.span_end_us[p] > 0)
+      c.trace->push_back({std::string(kBlockPhaseNames[p]), c.r, fmt::format("rank {}", c.r), c.span_begin_us[p],
+                          c.span_end_us[p] - c.span_begin_us[p]});
+}
+
+Buffer<bf16> seq_to_head(RankCtx& c, BlockPhase p, const std::string& what, const Dims& x, const bf16* x_seq) {
+  const std::int64_t chunk = chunk_elems(x);
+  Buffer<bf16> send(&c.mem, x.P * chunk), recv(&c.mem, x.P * chunk);
+  Buffer<bf16> x_head(&c.mem, x.B * x.S * heads_per_rank(x.H, x.P) * x.D);  // [B,S,H_l,D]
+  timed(c, p, what, [&] {
+    pack_seq_to_head(x, x_seq, send.data());
+    c.ex.alltoall(c.r, send.data(), recv.data(), chunk);
+    unpack_seq_to_head(x, recv.data(), x_head.data());
+  });
+  return x_head;
+}
+
+Buffer<bf16> head_to_seq(RankCtx& c, BlockPhase p, const std::string& what, const Dims& x, const bf16* x_head) {
+  const std::int64_t chunk = chunk_elems(x);
+  Buffer<bf16> send(&c.mem, x.P * chunk), recv(&c.mem, x.P * chunk);
+  Buffer<bf16> x_seq(&c.mem, x.B * (x.S / x.P) * x.H * x.D);  // [B,S_l,H,D]
+  timed(c, p, what, [&] {
+    pack_head_to_seq(x, x_head, send.data());
+    c.ex.alltoall(c.r, send.data(), recv.data(), chunk);
+    unpack_head_to_seq(x, recv.data(), x_seq.data());
+  });
+  return x_seq;
+}
+
+// k or v forward: like q when H_kv >= P; else replicate (ALST) or send each kv head once.
+Buffer<bf16> kv_seq_to_head(RankCtx& c, const std::string& what, const bf16* x_seq) {
+  if (!c.kv_fewer_than_ranks()) return seq_to_head(c, BlockPhase::a2a_qkv_fwd, what, c.kv_dims(), x_seq);
+  if (c.s.kv_strategy == KvStrategy::send_once)  // pack straight from x_seq: source_head(c) = c/R
+    return seq_to_head(c, BlockPhase::a2a_qkv_fwd, what, c.kv_dims(), x_seq);
+  const Dims kv = c.kv_dims(), rep = c.rep_dims();
+  const std::int64_t chunk = chunk_elems(rep);
+  Buffer<bf16> x_rep(&c.mem, rep.B * (rep.S / rep.P) * rep.P * rep.D);  // [B,S_l,P,D]
+  Buffer<bf16> send(&c.mem, rep.P * chunk), recv(&c.mem, rep.P * chunk);
+  Buffer<bf16> x_head(&c.mem, rep.B * rep.S * rep.D);  // [B,S,1,D]
+  timed(c, BlockPhase::a2a_qkv_fwd, what, [&] {
+    replicate_heads(kv, x_seq, x_rep.data());
+    pack_seq_to_head(rep, x_rep.data(), send.data());
+    c.ex.alltoall(c.r, send.data(), recv.data(), chunk);
+    unpack_seq_to_head(rep, recv.data(), x_head.data());
+  });
+  return x_head;
+}
+
+// dk or dv backward: the inverse of kv_seq_to_head; with P > H_kv the R replica gradients of
+// each kv head are summed (fp32, ascending peer) and rounded once, for both strategies.
+Buffer<bf16> kv_head_to_seq(RankCtx& c, const std::string& what, const bf16* dx_head) {
+  const BlockPhase p = BlockPhase::a2a_qkv_bwd;
+  if (!c.kv_fewer_than_ranks()) return head_to_seq(c, p, what, c.kv_dims(), dx_head);
+  const Dims kv = c.kv_dims();
+  const bool once = c.s.kv_strategy == KvStrategy::send_once;
+  const Dims x = once ? kv : c.rep_dims();  // what travels
+  const std::int64_t chunk = chunk_elems(x), n_seq = kv.B * (kv.S / kv.P) * kv.H * kv.D;
+  Buffer<bf16> send(&c.mem, x.P * chunk), recv(&c.mem, x.P * chunk);
+  Buffer<bf16> dx_rep(&c.mem, once ? 0 : x.B * (x.S / x.P) * x.P * x.D);  // [B,S_l,P,D] replicate only
+  Buffer<float> acc(nullptr, n_seq);  // fp32 sum: stands in for a fused kernel's registers
+  Buffer<bf16> dx_seq(&c.mem, n_seq);  // [B,S_l,H_kv,D]
+  timed(c, p, what, [&] {
+    pack_head_to_seq(x, dx_head, send.data());
+    c.ex.alltoall(c.r, send.data(), recv.data(), chunk);
+    if (once) {
+      unpack_head_to_seq_sum(kv, recv.data(), acc.data());
+    } else {
+      unpack_head_to_seq(x, recv.data(), dx_rep.data());
+      reduce_replicas(kv, dx_rep.data(), acc.data());
+    }
+    round_to_bf16(acc.data(), dx_seq.data(), n_seq);
+  });
+  return dx_seq;
+}
+
+AttnDims local_attn(const BlockShape& s) {
+  return {s.B, s.S, heads_per_rank(s.H, s.P), heads_per_rank(s.H_kv, s.P), s.D, s.causal};
+}
+
+std::vector<float> widen(const Buffer<bf16>& x) {
+  std::vector<float> y(x.size());
+  widen_to_float(x.data(), y.data(), x.size());
+  return y;
+}
+
+std::vector<bf16> keep(const Buffer<bf16>& x) { return {x.data(), x.data() + x.size()}; }
+
+// Rank r's sequence shard of a global [B,S,Hx,D] tensor: shard[b][s_l] = global[b][r*S_l + s_l].
+Buffer<bf16> shard_of(RankCtx& c, const std::vector<bf16>& global, std::int64_t Hx) {
+  const BlockShape& s = c.s;
+  const std::int64_t S_l = s.S_local(), row = Hx * s.D;
+  Buffer<bf16> x(&c.mem, s.B * S_l * row);
+  for (std::int64_t b = 0; b < s.B; ++b)
+    std::copy_n(global.data() + (b * s.S + c.r * S_l) * row, S_l * row, x.data() + b * S_l * row);
+  return x;
+}
+
+// One forward + backward of the block on rank c.r. keep_out: the validating iteration.
+void iteration(RankCtx& c, const BlockInputs& in, RankResult* keep_out) {
+  const BlockShape& s = c.s;
+  const AttnDims a = local_attn(s);
+  const Dims qx = c.q_dims();
+  Buffer<bf16> q_seq = shard_of(c, in.q, s.H), k_seq = shard_of(c, in.k, s.H_kv), v_seq = shard_of(c, in.v, s.H_kv);
+
+  c.begin_phase();
+  Buffer<bf16> q_head = seq_to_head(c, BlockPhase::a2a_qkv_fwd, "q seq->head", qx, q_seq.data());
+  Buffer<bf16> k_head = kv_seq_to_head(c, "k seq->head", k_seq.data());
+  Buffer<bf16> v_head = kv_seq_to_head(c, "v seq->head", v_seq.data());
+  c.end_phase(BlockPhase::a2a_qkv_fwd);
+
+  c.begin_phase();
+
+  Buffer<bf16> o_head(&c.mem, a.B * a.S * a.H * a.D);  // [B,S,H_l,D]
+  Buffer<float> lse(&c.mem, a.B * a.H * a.S);          // [B,H_l,S]
+  timed(c, BlockPhase::attn_fwd, fmt::format("attention fwd ({} heads)", a.H), [&] {
+    const std::vector<float> q = widen(q_head), k = widen(k_head), v = widen(v_head);
+    std::vector<float> o(o_head.size());
+    attention_forward<float>(a, q.data(), k.data(), v.data(), o.data(), lse.data());
+    round_to_bf16(o.data(), o_head.data(), o_head.size());
+  });
+  c.end_phase(BlockPhase::attn_fwd);
+  c.begin_phase();
+  Buffer<bf16> o_seq = head_to_seq(c, BlockPhase::a2a_out_fwd, "o head->seq", qx, o_head.data());
+
+  c.end_phase(BlockPhase::a2a_out_fwd);
+
+  Buffer<bf16> dout_seq = shard_of(c, in.dout, s.H);  // the incoming gradient, owned by the caller
+  c.begin_phase();
+  Buffer<bf16> dout_head = seq_to_head(c, BlockPhase::a2a_out_bwd, "dout seq->head", qx, dout_seq.data());
+  c.end_phase(BlockPhase::a2a_out_bwd);
+  c.begin_phase();
+  Buffer<bf16> dq_head(&c.mem, q_head.size()), dk_head(&c.mem, k_head.size()), dv_head(&c.mem, v_head.size());
+  timed(c, BlockPhase::attn_bwd, fmt::format("attention bwd ({} heads)", a.H), [&] {
+    const std::vector<float> q = widen(q_head), k = widen(k_head), v = widen(v_head), o = widen(o_head),
+                             dout = widen(dout_head);
+    std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+    attention_backward<float>(a, q.data(), k.data(), v.data(), o.data(), lse.data(), dout.data(), dq.data(),
+                              dk.data(), dv.data());
+    round_to_bf16(dq.data(), dq_head.data(), dq.size());
+    round_to_bf16(dk.data(), dk_head.data(), dk.size());
+    round_to_bf16(dv.data(), dv_head.data(), dv.size());
+  });
+  c.end_phase(BlockPhase::attn_bwd);
+  if (keep_out) {
+    keep_out->q_head = keep(q_head), keep_out->k_head = keep(k_head), keep_out->v_head = keep(v_head);
+    keep_out->o_head = keep(o_head), keep_out->o_seq = keep(o_seq), keep_out->dout_head = keep(dout_head);
+    keep_out->dq_head = keep(dq_head), keep_out->dk_head = keep(dk_head), keep_out->dv_head = keep(dv_head);
+  }
+  // saved activations die with the backward
+  k_head.release(), v_head.release(), o_head.release(), lse.release(), dout_head.release();
+
+  c.begin_phase();
+  Buffer<bf16> dq_seq = head_to_seq(c, BlockPhase::a2a_qkv_bwd, "dq head->seq", qx, dq_head.data());
+  dq_head.release();
+  Buffer<bf16> dk_seq = kv_head_to_seq(c, "dk head->seq", dk_head.data());
+  dk_head.release();
+  Buffer<bf16> dv_seq = kv_head_to_seq(c, "dv head->seq", dv_head.data());
+  dv_head.release();
+  c.end_phase(BlockPhase::a2a_qkv_bwd);
+
+  if (keep_out) {
+    keep_out->dq_seq = keep(dq_seq), keep_out->dk_seq = keep(dk_seq), keep_out->dv_seq = keep(dv_seq);
+    c.timing = false;  // the inverse identity, off the clock: head_to_seq(seq_to_head(q_seq)) == q_seq
+    Buffer<bf16> back = head_to_seq(c, BlockPhase::a2a_out_fwd, "", qx, q_head.data());
+    keep_out->q_roundtrip = keep(back);
+    c.timing = true;
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+BlockInputs make_inputs(const BlockShape& s, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  auto fill = [&](std::int64_t heads) {
+    std::vector<bf16> x(s.B * s.S * heads * s.D);
+    for (auto& e : x) e = float_to_bf16(n01(gen));
+    return x;
+  };
+  BlockInputs in;
+  in.q = fill(s.H), in.k = fill(s.H_kv), in.v = fill(s.H_kv), in.dout = fill(s.H);
+  return in;
+}
+
+std::string host_cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "unknown cpu";
+}
+
+Measurement CpuBackend::run_block(const BlockShape& shape, const RunOptions& opt) {
+  if (const std::string why = validate(shape); !why.empty()) throw std::invalid_argument(why);
+  if (opt.iters < 1 || opt.warmup < 0) throw std::invalid_argument("iters must be >= 1 and warmup >= 0");
+  const int P = static_cast<int>(shape.P);
+  const BlockInputs in = make_inputs(shape, opt.seed);
+  SharedExchange ex(P);
+  const auto origin = Clock::now();
+  const int n_iter = (opt.verify ? 1 : 0) + opt.warmup + opt.iters, first_timed = n_iter - opt.iters;
+
+  std::vector<std::vector<std::array<double, kPhases>>> times(P);  // [rank][timed iter][phase]
+  std::vector<std::int64_t> peak(P, 0);
+  std::vector<std::array<std::int64_t, kPhases>> phase_peak(P);
+  std::vector<std::vector<TraceEvent>> trace(P);
+  std::vector<RankResult> kept(P);
+  std::vector<std::exception_ptr> errors(P);
+  auto rank_main = [&](int r) {
+    try {
+      for (int it = 0; it < n_iter; ++it) {
+        RankCtx c{shape, r, ex, origin};
+        if (it == n_iter - 1) c.trace = &trace[r];
+        iteration(c, in, opt.verify && it == 0 ? &kept[r] : nullptr);
+        if (c.trace) add_phase_spans(c);
+        if (it >= first_timed) {
+          times[r].push_back(c.phase_s);
+          peak[r] = std::max(peak[r], c.mem.peak_bytes);
+          for (int p = 0; p < kPhases; ++p) phase_peak[r][p] = std::max(phase_peak[r][p], c.phase_peak[p]);
+        }
+      }
+    } catch (...) {
+      errors[r] = std::current_exception();  // allocation failure; peers may then block
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < P; ++r) threads.emplace_back(rank_main, r);
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+
+  Measurement m;
+  m.backend = "cpu";
+  m.device = fmt::format("{} ({} threads as ranks, {} hardware threads)", host_cpu_model(), P,
+                         std::thread::hardware_concurrency());
+  m.shape = shape;
+  for (int p = 0; p < kPhases; ++p) {
+    PhaseStats st{std::string(kBlockPhaseNames[p]), 0, 1e300, 0};
+    for (int r = 0; r < P; ++r) {
+      std::vector<double> v;
+      for (auto& t : times[r]) v.push_back(t[p]);
+      st.median_s = std::max(st.median_s, median(v));
+      st.min_s = std::min(st.min_s, *std::min_element(v.begin(), v.end()));
+      st.max_s = std::max(st.max_s, *std::max_element(v.begin(), v.end()));
+    }
+    m.phases.push_back(st);
+  }
+  m.peak_bytes_per_rank = peak;
+  m.phase_peak_bytes.assign(kPhases, 0);
+  for (int r = 0; r < P; ++r)
+    for (int p = 0; p < kPhases; ++p) m.phase_peak_bytes[p] = std::max(m.phase_peak_bytes[p], phase_peak[r][p]);
+  const std::int64_t q_chunk = chunk_elems({shape.B, shape.S, shape.P, shape.H, shape.D});
+  const std::int64_t kv_chunk = chunk_elems({shape.B, shape.S, shape.P, shape.H_kv, shape.D});
+  m.a2a_q_bytes_per_rank = shape.P * q_chunk * kBf16Bytes;
+  m.a2a_kv_bytes_per_rank = 2 * shape.P * kv_chunk * kBf16Bytes;  // k and v; same for both kv strategies
+  if (opt.verify) m.checks = verify_block(shape, in, kept);
+  m.correct = opt.verify && !m.checks.empty() &&
+              std::all_of(m.checks.begin(), m.checks.end(), [](const Check& c) { return c.passed; });
+  // trace: segments of the last iteration, times relative to its first event
+  double t0 = 1e300;
+  for (auto& tr : trace)
+    for (auto& e : tr) t0 = std::min(t0, e.start_us);
+  for (auto& tr : trace)
+    for (auto& e : tr) {
+      e.start_us -= t0;
+      m.trace.push_back(e);
+    }
+  return m;
+}
+
+}  // namespace ulysses::runtime::cpu

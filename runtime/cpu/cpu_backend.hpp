@@ -1,0 +1,56 @@
+#pragma once
+// The CPU reference backend: P ranks as std::threads of one process, the exchange through
+// shared memory with the index maps of runtime/layout.hpp, attention in fp32 accumulation
+// (runtime/reference_attention.hpp), tensors stored as bf16 bits (runtime/cpu/bf16.hpp).
+//
+// One iteration on rank r (B batch, S sequence, S_l = S/P, H_l = H/P, H_kv_l = kv heads per rank):
+//   a2a.qkv.fwd  q_seq [B,S_l,H,D] -> q_head [B,S,H_l,D]; k, v likewise with H_kv heads (when
+//                P > H_kv: replicate -> [B,S_l,P,D] first, or send_once straight from k_seq)
+//   attn.fwd     o_head [B,S,H_l,D] bf16, lse [B,H_l,S] fp32
+//   a2a.out.fwd  o_head -> o_seq [B,S_l,H,D]
+//   a2a.out.bwd  dout_seq -> dout_head
+//   attn.bwd     dq_head, dk_head, dv_head (bf16; fp32 accumulation inside)
+//   a2a.qkv.bwd  dq_head -> dq_seq; dk, dv -> dk_seq, dv_seq (P > H_kv: the R = P/H_kv replica
+//                gradients summed in fp32 in ascending peer order, then rounded once)
+// The first iteration validates (checks below), then `warmup` untimed, then `iters` timed.
+// Phase time on a rank = the timed segments of that phase, each started after a barrier so the
+// ranks enter it together; allocation and NaN poisoning of outputs happen outside the segments.
+// Peak memory per rank = the largest sum of live tracked buffers in a timed iteration (inputs,
+// outputs, both layouts, exchange send/recv buffers, kv replicas, lse). Not counted: the fp32
+// working copies inside attention and the fp32 accumulator of the kv-gradient sum, which stand
+// in for the on-chip tiles / registers of a fused GPU kernel.
+#include <vector>
+
+#include "runtime/backend.hpp"
+#include "runtime/cpu/bf16.hpp"
+
+namespace ulysses::runtime::cpu {
+
+class CpuBackend : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  // Throws std::invalid_argument when validate(shape) fails.
+  Measurement run_block(const BlockShape& shape, const RunOptions& opt) override;
+};
+
+// Full-sequence inputs of one run, bf16 values from N(0,1) drawn with the seed:
+//   q, dout [B,S,H,D]   k, v [B,S,H_kv,D]
+struct BlockInputs {
+  std::vector<bf16> q, k, v, dout;
+};
+BlockInputs make_inputs(const BlockShape& s, std::uint64_t seed);
+
+// What rank r kept from the validating iteration (layouts as in the header comment).
+struct RankResult {
+  std::vector<bf16> q_head, k_head, v_head, o_head, o_seq, dout_head;
+  std::vector<bf16> dq_head, dk_head, dv_head, dq_seq, dk_seq, dv_seq;
+  std::vector<bf16> q_roundtrip;  // head_to_seq(seq_to_head(q_seq)): must equal q_seq
+};
+
+// The checks of one validated run (runtime/cpu/verify.cpp): exchange bit-exact against a direct
+// gather from the layout maps, the inverse identity, and Ulysses vs an fp64 single-rank oracle.
+std::vector<Check> verify_block(const BlockShape& s, const BlockInputs& in, const std::vector<RankResult>& ranks);
+
+std::string host_cpu_model();  // "/proc/cpuinfo" model name, or "unknown cpu"
+
+}  // namespace ulysses::runtime::cpu
