@@ -35,7 +35,7 @@ void put_int(std::string& out, std::int64_t x) {
 }
 
 // The phase names of the first valid point (up to `limit` points scanned), in predict's order.
-std::vector<std::string> first_phase_names(const SweepSpec& spec, std::int64_t limit) {
+std::vector<const char*> first_phase_names(const SweepSpec& spec, std::int64_t limit) {
   const std::int64_t total = std::min(sweep_points(spec), limit);
   for (std::int64_t i = 0; i < total; ++i) {
     Scenario sc = spec.base;
@@ -49,8 +49,8 @@ std::vector<std::string> first_phase_names(const SweepSpec& spec, std::int64_t l
     if (!check(sc).empty()) continue;
     if (spec.mode == "plan" || sc.plan.seq_len <= 0) sc.plan.seq_len = 1024 * sc.plan.sp_size;
     const Prediction p = predict(sc);
-    std::vector<std::string> names;
-    for (int k = 0; k < p.step.n; ++k) names.emplace_back(p.step.phases[k].name);
+    std::vector<const char*> names;
+    for (int k = 0; k < p.step.n; ++k) names.push_back(p.step.phases[k].name);
     return names;
   }
   return {};
@@ -60,7 +60,9 @@ std::vector<std::string> first_phase_names(const SweepSpec& spec, std::int64_t l
 // them is flagged (the sweep then runs again with the union of the names).
 class RowWriter {
  public:
-  RowWriter(const SweepSpec& spec, std::vector<std::string> phases) : phases_(std::move(phases)) {
+  RowWriter(const SweepSpec& spec, std::vector<std::string> phases, std::vector<const char*> literals)
+      : phases_(std::move(phases)), literal_(std::move(literals)) {
+    literal_.resize(phases_.size(), nullptr);
     for (const auto& a : spec.axes) {
       escaped_.emplace_back();
       for (const auto& v : a.values) escaped_.back().push_back(reports::csv_escape(v));
@@ -108,8 +110,10 @@ class RowWriter {
     put_int(out, p.a2a_q_bytes_per_rank), out += ',';
     put_int(out, p.a2a_kv_bytes_per_rank);
     const bool same = p.step.n == static_cast<int>(phases_.size()) && [&] {
-      for (int k = 0; k < p.step.n; ++k)
-        if (phases_[static_cast<std::size_t>(k)] != p.step.phases[k].name) return false;
+      for (int k = 0; k < p.step.n; ++k) {
+        const char* name = p.step.phases[k].name;  // a string literal: usually the very same pointer
+        if (name != literal_[static_cast<std::size_t>(k)] && phases_[static_cast<std::size_t>(k)] != name) return false;
+      }
       return true;
     }();
     for (std::size_t k = 0; k < phases_.size(); ++k) {
@@ -131,6 +135,7 @@ class RowWriter {
   }
 
   std::vector<std::string> phases_;
+  std::vector<const char*> literal_;  // predict's own name pointers, when known
   std::vector<std::vector<std::string>> escaped_;
   std::vector<std::string> header_;
   std::mutex mu_;
@@ -191,12 +196,13 @@ int run_sweep_cmd(int argc, char** argv) {
   const auto csv_path = dir / (spec.name + ".csv");
   const auto summary_path = dir / (spec.name + ".summary.json");
 
-  std::vector<std::string> phases = first_phase_names(spec, 100000);
+  const std::vector<const char*> literals = first_phase_names(spec, 100000);
+  std::vector<std::string> phases(literals.begin(), literals.end());
   SweepStats stats;
   int passes = 0;
   for (;;) {
     ++passes;
-    RowWriter writer(spec, phases);
+    RowWriter writer(spec, phases, passes == 1 ? literals : std::vector<const char*>{});
     std::FILE* f = std::fopen(csv_path.c_str(), "w");
     if (!f) throw std::runtime_error("cannot write " + csv_path.string() + ": " + std::strerror(errno));
     const std::string header = writer.header();

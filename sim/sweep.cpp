@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "sim/capacity.hpp"
+#include "sim/config_internal.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
 
@@ -52,11 +53,26 @@ struct Preloaded {
   std::vector<std::vector<HardwareProfile>> profiles; // per axis (empty unless key == "profile")
 };
 
-void apply_axis(Scenario& sc, const SweepSpec& spec, const Preloaded& pre, std::size_t a, std::int32_t v) {
+// One worker's parsed axis values: set_key would build a YAML node and stat the spec file per
+// call; the values were already checked by preload(), so the worker goes to set_value directly.
+struct AxisSetters {
+  std::vector<cfg::Where> where;                // per axis
+  std::vector<std::vector<YAML::Node>> nodes;   // per axis, per value (this thread's own nodes)
+  AxisSetters(const SweepSpec& spec) {
+    for (const auto& a : spec.axes) {
+      where.push_back(cfg::Where{spec.path, a.key, cfg::dir_of(spec.path)});
+      nodes.emplace_back();
+      for (const auto& v : a.values) nodes.back().emplace_back(v);
+    }
+  }
+};
+
+void apply_axis(Scenario& sc, const SweepSpec& spec, const Preloaded& pre, const AxisSetters& set, std::size_t a,
+                std::int32_t v) {
   const auto i = static_cast<std::size_t>(v);
   if (!pre.models[a].empty()) sc.model = pre.models[a][i];
   else if (!pre.profiles[a].empty()) sc.hw = pre.profiles[a][i];
-  else set_key(sc, spec.axes[a].key, spec.axes[a].values[i], spec.path);
+  else cfg::set_value(sc, spec.axes[a].key, set.nodes[a][i], set.where[a]);
 }
 
 // Applies every value of every axis once to the base (a bad value fails here, on the calling
@@ -80,6 +96,7 @@ void worker(const SweepSpec& spec, const SweepOptions& opt, const Preloaded& pre
             WorkerStats& st) {
   const std::size_t n_axes = spec.axes.size();
   Scenario sc = spec.base;
+  const AxisSetters setters(spec);
   std::vector<std::int32_t> idx(n_axes, 0), applied(n_axes, -1);
   SweepPoint pt;
   pt.scenario = &sc;
@@ -99,7 +116,7 @@ void worker(const SweepSpec& spec, const SweepOptions& opt, const Preloaded& pre
         std::size_t first = 0;
         while (first < n_axes && idx[first] == applied[first]) ++first;
         for (std::size_t a = first; a < n_axes; ++a) {
-          apply_axis(sc, spec, pre, a, idx[a]);
+          apply_axis(sc, spec, pre, setters, a, idx[a]);
           applied[a] = idx[a];
         }
 
