@@ -1,0 +1,269 @@
+#include "runtime/cuda/cluster.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "runtime/cuda/bootstrap.hpp"
+#include "runtime/cuda/cuda_check.hpp"
+#include "sim/errors.hpp"
+
+namespace ulysses::runtime::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string secs(double s) { return std::to_string(static_cast<int>(s + 0.5)) + " s"; }
+
+// Polls a non-blocking communicator until its pending operation finished.
+void poll_comm(ncclComm_t comm, Clock::time_point deadline, const std::string& what, int rank, double timeout_s) {
+  while (true) {
+    ncclResult_t st = ncclSuccess;
+    NCCL_CHECK(ncclCommGetAsyncError(comm, &st));
+    if (st == ncclSuccess) return;
+    if (st != ncclInProgress) {
+      ncclCommAbort(comm);
+      throw std::runtime_error("rank " + std::to_string(rank) + ": NCCL error during " + what + ": " + ncclGetErrorString(st));
+    }
+    if (Clock::now() > deadline) {
+      ncclCommAbort(comm);
+      throw std::runtime_error("rank " + std::to_string(rank) + ": " + what + " did not complete within " + secs(timeout_s) +
+                               " (a rank is missing or stuck); communicator aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace
+
+void RankCtx::abort_comm() {
+  if (comm && comm_aborted && !*comm_aborted) {
+    *comm_aborted = true;
+    ncclCommAbort(comm);
+  }
+}
+
+void RankCtx::wait(cudaStream_t s, const std::string& what) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+  int spins = 0;
+  while (true) {
+    const cudaError_t q = cudaStreamQuery(s);
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady)
+      throw std::runtime_error("rank " + std::to_string(rank) + ": CUDA error while waiting for " + what + ": " +
+                               cudaGetErrorString(q));
+    if (comm) {
+      ncclResult_t st = ncclSuccess;
+      ncclCommGetAsyncError(comm, &st);
+      if (st != ncclSuccess && st != ncclInProgress) {
+        abort_comm();
+        throw std::runtime_error("rank " + std::to_string(rank) + ": NCCL error while waiting for " + what + ": " +
+                                 ncclGetErrorString(st));
+      }
+    }
+    if (abort_flag && abort_flag->load()) {
+      abort_comm();
+      throw std::runtime_error("rank " + std::to_string(rank) + ": aborted while waiting for " + what + " (another rank failed)");
+    }
+    if (Clock::now() > deadline) {
+      abort_comm();
+      throw std::runtime_error("rank " + std::to_string(rank) + ": watchdog: " + what + " did not finish within " + secs(timeout_s) +
+                               " (stuck collective or missing rank); communicator aborted");
+    }
+    if (++spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void RankCtx::group_end(const std::string& what) {
+  const ncclResult_t r = ncclGroupEnd();
+  if (r == ncclInProgress && comm)
+    poll_comm(comm, Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)), what, rank, timeout_s);
+  else
+    NCCL_CHECK(r);
+}
+
+std::shared_ptr<Cluster> Cluster::acquire(int P, double timeout_s) {
+  static std::mutex mu;
+  static std::map<int, std::shared_ptr<Cluster>> cache;
+  std::lock_guard lock(mu);
+  auto it = cache.find(P);
+  if (it != cache.end() && !it->second->broken_) {
+    it->second->timeout_s = timeout_s;
+    for (auto& r : it->second->ranks_) r.timeout_s = timeout_s;
+    return it->second;
+  }
+  std::shared_ptr<Cluster> c(new Cluster);
+  c->timeout_s = timeout_s;
+  c->init(P);
+  cache[P] = c;
+  return c;
+}
+
+void Cluster::init(int P) {
+  launch_ = detect_launch();
+  int n_dev = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&n_dev));
+  if (launch_.launched && P > 1) {
+    if (launch_.world != P)
+      throw InputError("", "sp_size", "is " + std::to_string(P) + " but " + launch_.launcher + " started WORLD_SIZE=" +
+                                          std::to_string(launch_.world) + " processes (they must be equal)");
+    world_ = P;
+    const int dev = launch_.local_rank % n_dev;
+    devices_ = {dev};
+  } else {
+    if (P > n_dev)
+      throw InputError("", "sp_size", "is " + std::to_string(P) + " but this process sees " + std::to_string(n_dev) +
+                                          " GPU(s) (single-process mode drives one GPU per rank; use a launcher for more nodes)");
+    world_ = P;
+    for (int d = 0; d < P; ++d) devices_.push_back(launch_.launched ? (launch_.local_rank + d) % n_dev : d);
+  }
+  const int local = static_cast<int>(devices_.size());
+  ranks_.resize(local);
+  aborted_.assign(local, 0);
+  std::vector<ncclComm_t> comms(local, nullptr);
+  if (P > 1 && !launch_.launched) {
+    NCCL_CHECK(ncclCommInitAll(comms.data(), P, devices_.data()));
+  } else if (P > 1) {
+    ncclUniqueId id;
+    if (launch_.nccl_comm_id) NCCL_CHECK(ncclGetUniqueId(&id));
+    else id = exchange_unique_id(launch_.rank, P, launch_.master_addr, launch_.bootstrap_port, timeout_s);
+    CUDA_CHECK(cudaSetDevice(devices_[0]));
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    NCCL_CHECK(ncclCommInitRankConfig(&comms[0], P, id, launch_.rank, &cfg));
+    poll_comm(comms[0], Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)),
+              "ncclCommInitRankConfig", launch_.rank, timeout_s);
+  }
+  for (int i = 0; i < local; ++i) {
+    RankCtx& r = ranks_[i];
+    r.rank = launch_.launched && P > 1 ? launch_.rank : i;
+    r.world = P;
+    r.device = devices_[i];
+    r.comm = comms[i];
+    r.timeout_s = timeout_s;
+    r.abort_flag = &abort_;
+    r.comm_aborted = reinterpret_cast<bool*>(&aborted_[i]);
+    CUDA_CHECK(cudaSetDevice(r.device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&r.comm_stream, cudaStreamNonBlocking));
+  }
+}
+
+Cluster::~Cluster() {
+  // Communicators and streams are left to process exit: destroying them from a static
+  // destructor can race the CUDA runtime's own teardown.
+}
+
+std::string Cluster::describe() const {
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, devices_.empty() ? 0 : devices_[0]);
+  std::string mode = launch_.launched && world_ > 1
+                         ? launch_.launcher + ", one process per GPU"
+                         : "single process, " + std::to_string(world_) + " thread(s)";
+  int nccl = 0;
+  ncclGetVersion(&nccl);
+  return std::to_string(world_) + "x " + prop.name + " (" + mode + ", NCCL " + std::to_string(nccl / 10000) + "." +
+         std::to_string(nccl / 100 % 100) + ")";
+}
+
+std::vector<std::string> allgather_strings(RankCtx& ctx, const std::string& mine) {
+  if (ctx.world == 1 || !ctx.comm) return {mine};
+  CUDA_CHECK(cudaSetDevice(ctx.device));
+  const int P = ctx.world;
+  std::int64_t* lens_d = nullptr;
+  CUDA_CHECK(cudaMalloc(&lens_d, sizeof(std::int64_t) * P));
+  const std::int64_t my_len = static_cast<std::int64_t>(mine.size());
+  CUDA_CHECK(cudaMemcpy(lens_d + ctx.rank, &my_len, sizeof my_len, cudaMemcpyHostToDevice));
+  NCCL_CHECK(ncclAllGather(lens_d + ctx.rank, lens_d, 1, ncclInt64, ctx.comm, ctx.comm_stream));
+  ctx.wait(ctx.comm_stream, "all-gather of result sizes");
+  std::vector<std::int64_t> lens(P);
+  CUDA_CHECK(cudaMemcpy(lens.data(), lens_d, sizeof(std::int64_t) * P, cudaMemcpyDeviceToHost));
+  cudaFree(lens_d);
+  std::int64_t max_len = 1;
+  for (auto l : lens) max_len = std::max(max_len, l);
+  char* buf_d = nullptr;
+  CUDA_CHECK(cudaMalloc(&buf_d, static_cast<std::size_t>(max_len * P)));
+  CUDA_CHECK(cudaMemcpy(buf_d + ctx.rank * max_len, mine.data(), mine.size(), cudaMemcpyHostToDevice));
+  NCCL_CHECK(ncclAllGather(buf_d + ctx.rank * max_len, buf_d, static_cast<std::size_t>(max_len), ncclChar, ctx.comm, ctx.comm_stream));
+  ctx.wait(ctx.comm_stream, "all-gather of results");
+  std::vector<char> host(static_cast<std::size_t>(max_len * P));
+  CUDA_CHECK(cudaMemcpy(host.data(), buf_d, host.size(), cudaMemcpyDeviceToHost));
+  cudaFree(buf_d);
+  std::vector<std::string> out(P);
+  for (int r = 0; r < P; ++r) out[r].assign(host.data() + r * max_len, static_cast<std::size_t>(lens[r]));
+  return out;
+}
+
+std::vector<std::string> Cluster::run(const std::function<std::string(RankCtx&)>& fn) {
+  if (broken_) throw std::runtime_error("the communicators of this cluster were aborted by an earlier failure");
+  abort_ = false;
+  const int local = static_cast<int>(ranks_.size());
+  if (launch_.launched && world_ > 1) {
+    RankCtx& ctx = ranks_[0];
+    CUDA_CHECK(cudaSetDevice(ctx.device));
+    std::string mine;
+    try {
+      mine = "0" + fn(ctx);
+    } catch (const std::exception& e) {
+      if (aborted_[0]) {
+        broken_ = true;
+        throw;
+      }
+      mine = std::string("1rank ") + std::to_string(ctx.rank) + ": " + e.what();  // tell the others, then fail together
+    }
+    std::vector<std::string> all;
+    try {
+      all = allgather_strings(ctx, mine);
+    } catch (...) {
+      broken_ = true;
+      throw;
+    }
+    for (auto& s : all)
+      if (!s.empty() && s[0] == '1') throw std::runtime_error(s.substr(1));
+    for (auto& s : all) s.erase(0, 1);
+    return all;
+  }
+  std::vector<std::string> out(world_);
+  std::vector<std::exception_ptr> errs(local);
+  std::vector<std::thread> th;
+  for (int i = 0; i < local; ++i)
+    th.emplace_back([&, i] {
+      try {
+        CUDA_CHECK(cudaSetDevice(ranks_[i].device));
+        out[ranks_[i].rank] = fn(ranks_[i]);
+      } catch (...) {
+        errs[i] = std::current_exception();
+        abort_ = true;
+      }
+    });
+  for (auto& t : th) t.join();
+  // Report the first failure that is not the consequence of another rank's.
+  std::exception_ptr first;
+  for (auto& e : errs) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      if (!first || std::string(ex.what()).find("another rank failed") == std::string::npos) {
+        if (!first || std::string(ex.what()).find("another rank failed") == std::string::npos) first = e;
+      }
+    }
+  }
+  for (auto a : aborted_)
+    if (a) broken_ = true;
+  if (first) {
+    if (!broken_ && world_ > 1) {
+      // a rank failed outside a collective: its peers may have NCCL work pending; abort all
+      for (auto& r : ranks_) r.abort_comm();
+      broken_ = true;
+    }
+    std::rethrow_exception(first);
+  }
+  return out;
+}
+
+}  // namespace ulysses::runtime::cuda

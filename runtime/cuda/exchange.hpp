@@ -1,0 +1,53 @@
+#pragma once
+// The Ulysses exchange on one rank: pack (kernels/pack.cuh), one grouped ncclSend/ncclRecv
+// over every tensor and peer, unpack. Layouts and index maps: runtime/layout.hpp.
+//
+// Copies that are not needed are not made: with B = 1 a head-sharded tensor is already the
+// concatenation of the P chunks, so
+//   seq->head: the pack writes chunk r straight into x_head and the peers' chunks are received
+//              straight into x_head (no unpack);
+//   head->seq: chunks are sent straight from x_head (no pack); the unpack reads chunk r from x_head.
+// Slices (B = 1): the local sequence is cut into `slices` ranges; slice k+1 is packed on the
+// compute stream while slice k travels on the communication stream.
+// Streams: pack/unpack on ctx.stream, NCCL on ctx.comm_stream; on return ctx.stream is ordered
+// after the whole exchange (nothing is waited for on the host).
+#include <cstdint>
+#include <vector>
+
+#include "runtime/cuda/cluster.hpp"
+#include "runtime/cuda/device_memory.hpp"
+#include "runtime/layout.hpp"
+
+namespace ulysses::runtime::cuda {
+
+enum class Direction { seq_to_head, head_to_seq };
+
+struct XTensor {
+  layout::Dims dims;     // the tensor that travels: H = its heads as held sequence-sharded (P for kv replicas)
+  const void* src = nullptr;  // seq_to_head: x_seq [B,S_l,H,D]; head_to_seq: x_head [B,S,H_l,D]
+  void* dst = nullptr;        // seq_to_head: x_head; head_to_seq: x_seq
+  bool reduce = false;        // head_to_seq with H < P: dst[g] = fp32 sum of the R chunks (send_once gradient)
+};
+
+class Exchanger {
+ public:
+  // capacity_elems: the largest sum over one call's tensors of P * chunk_elems (bf16 elements).
+  Exchanger(RankCtx& ctx, DeviceArena& arena, std::int64_t capacity_elems);
+  ~Exchanger();
+  void run(Direction dir, const std::vector<XTensor>& xs, int slices = 1);
+
+  // Bare NCCL baselines on the same send/recv buffers, for `ulysses bench exchange`.
+  void bare_alltoall(std::int64_t elems_per_rank);       // ncclAlltoAll, bf16
+  void bare_sendrecv(std::int64_t elems_per_rank);       // one group of P-1 sends + P-1 recvs
+  void* send_buffer() const { return send_.get(); }
+  void* recv_buffer() const { return recv_.get(); }
+
+ private:
+  RankCtx& ctx_;
+  DevBuf<std::uint16_t> send_, recv_;
+  std::int64_t capacity_;
+  std::vector<cudaEvent_t> packed_, moved_;
+  void ensure_events(int n);
+};
+
+}  // namespace ulysses::runtime::cuda
