@@ -74,25 +74,29 @@ void add_phase_spans(RankCtx& c) {
                           c.span_end_us[p] - c.span_begin_us[p]});
 }
 
+// With B = 1 one side of each exchange is the identity (runtime/layout.hpp): seq->head receives
+// straight into x_head, head->seq sends straight from x_head; no buffer, no copy.
 Buffer<bf16> seq_to_head(RankCtx& c, BlockPhase p, const std::string& what, const Dims& x, const bf16* x_seq) {
   const std::int64_t chunk = chunk_elems(x);
-  Buffer<bf16> send(&c.mem, x.P * chunk), recv(&c.mem, x.P * chunk);
+  const bool direct = x.B == 1;
+  Buffer<bf16> send(&c.mem, x.P * chunk), recv(&c.mem, direct ? 0 : x.P * chunk);
   Buffer<bf16> x_head(&c.mem, x.B * x.S * heads_per_rank(x.H, x.P) * x.D);  // [B,S,H_l,D]
   timed(c, p, what, [&] {
     pack_seq_to_head(x, x_seq, send.data());
-    c.ex.alltoall(c.r, send.data(), recv.data(), chunk);
-    unpack_seq_to_head(x, recv.data(), x_head.data());
+    c.ex.alltoall(c.r, send.data(), direct ? x_head.data() : recv.data(), chunk);
+    if (!direct) unpack_seq_to_head(x, recv.data(), x_head.data());
   });
   return x_head;
 }
 
 Buffer<bf16> head_to_seq(RankCtx& c, BlockPhase p, const std::string& what, const Dims& x, const bf16* x_head) {
   const std::int64_t chunk = chunk_elems(x);
-  Buffer<bf16> send(&c.mem, x.P * chunk), recv(&c.mem, x.P * chunk);
+  const bool direct = x.B == 1;
+  Buffer<bf16> send(&c.mem, direct ? 0 : x.P * chunk), recv(&c.mem, x.P * chunk);
   Buffer<bf16> x_seq(&c.mem, x.B * (x.S / x.P) * x.H * x.D);  // [B,S_l,H,D]
   timed(c, p, what, [&] {
-    pack_head_to_seq(x, x_head, send.data());
-    c.ex.alltoall(c.r, send.data(), recv.data(), chunk);
+    if (!direct) pack_head_to_seq(x, x_head, send.data());
+    c.ex.alltoall(c.r, direct ? x_head : send.data(), recv.data(), chunk);
     unpack_head_to_seq(x, recv.data(), x_seq.data());
   });
   return x_seq;
@@ -105,14 +109,15 @@ Buffer<bf16> kv_seq_to_head(RankCtx& c, const std::string& what, const bf16* x_s
     return seq_to_head(c, BlockPhase::a2a_qkv_fwd, what, c.kv_dims(), x_seq);
   const Dims kv = c.kv_dims(), rep = c.rep_dims();
   const std::int64_t chunk = chunk_elems(rep);
+  const bool direct = rep.B == 1;
   Buffer<bf16> x_rep(&c.mem, rep.B * (rep.S / rep.P) * rep.P * rep.D);  // [B,S_l,P,D]
-  Buffer<bf16> send(&c.mem, rep.P * chunk), recv(&c.mem, rep.P * chunk);
+  Buffer<bf16> send(&c.mem, rep.P * chunk), recv(&c.mem, direct ? 0 : rep.P * chunk);
   Buffer<bf16> x_head(&c.mem, rep.B * rep.S * rep.D);  // [B,S,1,D]
   timed(c, BlockPhase::a2a_qkv_fwd, what, [&] {
     replicate_heads(kv, x_seq, x_rep.data());
     pack_seq_to_head(rep, x_rep.data(), send.data());
-    c.ex.alltoall(c.r, send.data(), recv.data(), chunk);
-    unpack_seq_to_head(rep, recv.data(), x_head.data());
+    c.ex.alltoall(c.r, send.data(), direct ? x_head.data() : recv.data(), chunk);
+    if (!direct) unpack_seq_to_head(rep, recv.data(), x_head.data());
   });
   return x_head;
 }
@@ -126,13 +131,14 @@ Buffer<bf16> kv_head_to_seq(RankCtx& c, const std::string& what, const bf16* dx_
   const bool once = c.s.kv_strategy == KvStrategy::send_once;
   const Dims x = once ? kv : c.rep_dims();  // what travels
   const std::int64_t chunk = chunk_elems(x), n_seq = kv.B * (kv.S / kv.P) * kv.H * kv.D;
-  Buffer<bf16> send(&c.mem, x.P * chunk), recv(&c.mem, x.P * chunk);
+  const bool direct = x.B == 1;
+  Buffer<bf16> send(&c.mem, direct ? 0 : x.P * chunk), recv(&c.mem, x.P * chunk);
   Buffer<bf16> dx_rep(&c.mem, once ? 0 : x.B * (x.S / x.P) * x.P * x.D);  // [B,S_l,P,D] replicate only
   Buffer<float> acc(nullptr, n_seq);  // fp32 sum: stands in for a fused kernel's registers
   Buffer<bf16> dx_seq(&c.mem, n_seq);  // [B,S_l,H_kv,D]
   timed(c, p, what, [&] {
-    pack_head_to_seq(x, dx_head, send.data());
-    c.ex.alltoall(c.r, send.data(), recv.data(), chunk);
+    if (!direct) pack_head_to_seq(x, dx_head, send.data());
+    c.ex.alltoall(c.r, direct ? dx_head : send.data(), recv.data(), chunk);
     if (once) {
       unpack_head_to_seq_sum(kv, recv.data(), acc.data());
     } else {
@@ -218,7 +224,7 @@ void iteration(RankCtx& c, const BlockInputs& in, RankResult* keep_out) {
     keep_out->dq_head = keep(dq_head), keep_out->dk_head = keep(dk_head), keep_out->dv_head = keep(dv_head);
   }
   // saved activations die with the backward
-  k_head.release(), v_head.release(), o_head.release(), lse.release(), dout_head.release();
+  q_head.release(), k_head.release(), v_head.release(), o_head.release(), lse.release(), dout_head.release();
 
   c.begin_phase();
   Buffer<bf16> dq_seq = head_to_seq(c, BlockPhase::a2a_qkv_bwd, "dq head->seq", qx, dq_head.data());
@@ -232,7 +238,7 @@ void iteration(RankCtx& c, const BlockInputs& in, RankResult* keep_out) {
   if (keep_out) {
     keep_out->dq_seq = keep(dq_seq), keep_out->dk_seq = keep(dk_seq), keep_out->dv_seq = keep(dv_seq);
     c.timing = false;  // the inverse identity, off the clock: head_to_seq(seq_to_head(q_seq)) == q_seq
-    Buffer<bf16> back = head_to_seq(c, BlockPhase::a2a_out_fwd, "", qx, q_head.data());
+    Buffer<bf16> back = head_to_seq(c, BlockPhase::a2a_out_fwd, "", qx, keep_out->q_head.data());
     keep_out->q_roundtrip = keep(back);
     c.timing = true;
   }

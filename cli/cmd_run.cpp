@@ -1,0 +1,49 @@
+// ulysses run: execute one layer's Ulysses attention block (forward + backward) of a scenario on
+// a backend; print per-phase times, exchanged bytes, peak memory and the correctness checks.
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/runtime_common.hpp"
+#include "sim/errors.hpp"
+
+namespace ulysses::cli {
+namespace {
+
+int run_run(int argc, char** argv) {
+  po::options_description d("run options");
+  d.add_options()("help,h", "this help");
+  add_runtime_options(d);
+  add_format_option(d);
+  po::options_description s("scenario options (flags override the --scenario file)");
+  add_scenario_options(s);
+  d.add(s);
+  const auto vm = parse_args(argc, argv, d);
+  if (vm.count("help")) {
+    print_help(argv[0], "--backend cpu --scenario FILE [--warmup N --iters N --seed N --format table|json]",
+               "Runs the Ulysses attention block of one layer (a2a.qkv.fwd, attn.fwd, a2a.out.fwd, a2a.out.bwd,\n"
+               "attn.bwd, a2a.qkv.bwd) on the backend: one validating iteration (exchange bit-exact, Ulysses ==\n"
+               "single-rank attention), warm-up, then timed iterations. Exit 1 when any check fails.",
+               d);
+    return kExitOk;
+  }
+  const Format format = format_of(vm);
+  if (format == Format::csv) throw InputError("", "--format", "run writes table or json");
+  const std::string backend = backend_of(vm);
+  auto be = open_backend(backend);
+  const Scenario sc = scenario_from_options(vm, true);
+  const runtime::BlockShape shape = block_shape_checked(sc, vm, backend);
+  const runtime::Measurement m = be->run_block(shape, run_options_of(vm));
+  if (format == Format::json) {
+    reports::Json j = measurement_json(m);
+    j["scenario"] = sc.name;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "scenario " << sc.name << "\n" << measurement_table(m);
+  }
+  return m.correct ? kExitOk : kExitFailure;
+}
+
+const RegisterCommand reg{"run", "run one layer's Ulysses attention block on a backend, checked", &run_run};
+
+}  // namespace
+}  // namespace ulysses::cli
