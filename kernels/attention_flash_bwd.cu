@@ -101,20 +101,34 @@ struct BwdArgs {
   float scale, scale_log2;
 };
 
+// Shared-memory layout of the main kernel (byte offsets; tiles swizzled as in load_tile)
+template <int D>
+struct BwdSmem {
+  static constexpr int BM = kBwdBM, BN = kBwdBN;
+  static constexpr int K = 0;                      // [BN][D]
+  static constexpr int V = K + BN * D * 2;         // [BN][D]
+  static constexpr int Q = V + BN * D * 2;         // [2][BM][D]
+  static constexpr int dO = Q + 2 * BM * D * 2;    // [2][BM][D]
+  static constexpr int P = dO + 2 * BM * D * 2;    // P^T  [BN][BM] bf16
+  static constexpr int dS = P + BN * BM * 2;       // dS^T [BN][BM] bf16
+  static constexpr int L = dS + BN * BM * 2;       // lse2  [2][BM] fp32
+  static constexpr int Dl = L + 2 * BM * 4;        // delta [2][BM] fp32
+  static constexpr int bytes = Dl + 2 * BM * 4;
+};
+
+// Warp layouts (8 warps, BN = 128 keys, BM = 64 queries per step):
+//   S^T, dP^T (keys x queries): warp -> keys 32*(w%4).., queries 32*(w/4)..  (2 x 4 MMA tiles)
+//   dV, dK    (keys x d):       warp -> keys 32*(w%4).., d (D/2)*(w/4)..     (2 x D/16 tiles)
+//   dQ        (queries x d):    warp -> queries 32*(w%2).., d (D/4)*(w/2)..  (2 x D/32 tiles)
+// P^T and dS^T go through shared memory (bf16) between the first and the other two.
 template <int D, bool CAUSAL>
 __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   constexpr int BM = kBwdBM, BN = kBwdBN, NW = kBwdNW, NT = NW * 32;
-  constexpr int QT = BM / 8;  // n8 tiles of S^T (queries)
-  constexpr int DT = D / 8;   // n8 tiles of dK, dV
-  static_assert(BN == 16 * NW, "one m16 key tile per warp");
+  static_assert(NW == 8 && BN == 128 && BM == 64, "warp layouts assume 8 warps, 128 keys, 64 queries");
+  constexpr int DH = D / 2, DQ = D / 4;
+  using L = BwdSmem<D>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  __nv_bfloat16* Ks = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  __nv_bfloat16* Vs = Ks + BN * D;
-  __nv_bfloat16* Qs = Vs + BN * D;   // [2][BM*D]
-  __nv_bfloat16* dOs = Qs + 2 * BM * D;  // [2][BM*D]
-  __nv_bfloat16* dSs = dOs + 2 * BM * D; // [BN][BM], swizzled
-  float* Ls = reinterpret_cast<float*>(dSs + BN * BM);  // [2][BM]
-  float* Ds = Ls + 2 * BM;                             // [2][BM]
+  auto tile = [&](int off) { return reinterpret_cast<__nv_bfloat16*>(smem_raw + off); };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -127,8 +141,8 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   const std::int64_t ldk = static_cast<std::int64_t>(a.Hkv) * D;
   const std::int64_t kv_off = (static_cast<std::int64_t>(b) * S + n0) * ldk + hk * D;
 
-  load_tile<BN, D, NT>(Ks, a.k + kv_off, ldk, S - n0, tid);
-  load_tile<BN, D, NT>(Vs, a.v + kv_off, ldk, S - n0, tid);
+  load_tile<BN, D, NT>(tile(L::K), a.k + kv_off, ldk, S - n0, tid);
+  load_tile<BN, D, NT>(tile(L::V), a.v + kv_off, ldk, S - n0, tid);
 
   const int m_first = CAUSAL ? n0 / BM : 0;
   const int m_count = (S + BM - 1) / BM - m_first;
@@ -139,169 +153,192 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
     const int h = hk * group + it / m_count;
     const int m0 = (m_first + it % m_count) * BM;
     const std::int64_t q_off = (static_cast<std::int64_t>(b) * S + m0) * ldq + h * D;
-    load_tile<BM, D, NT>(Qs + buf * BM * D, a.q + q_off, ldq, S - m0, tid);
-    load_tile<BM, D, NT>(dOs + buf * BM * D, a.dout + q_off, ldq, S - m0, tid);
+    load_tile<BM, D, NT>(tile(L::Q + buf * BM * D * 2), a.q + q_off, ldq, S - m0, tid);
+    load_tile<BM, D, NT>(tile(L::dO + buf * BM * D * 2), a.dout + q_off, ldq, S - m0, tid);
     const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.Hq + h) * a.S_pad + m0;
     if (tid < BM / 4) {
-      cp_async16(smem_addr(Ls + buf * BM + tid * 4), a.lse2 + row_off + tid * 4, true);
+      cp_async16(smem_addr(smem_raw + L::L + buf * BM * 4 + tid * 16), a.lse2 + row_off + tid * 4, true);
     } else if (tid < BM / 2) {
       const int i = tid - BM / 4;
-      cp_async16(smem_addr(Ds + buf * BM + i * 4), a.delta + row_off + i * 4, true);
+      cp_async16(smem_addr(smem_raw + L::Dl + buf * BM * 4 + i * 16), a.delta + row_off + i * 4, true);
     }
   };
   load_step(0, 0);
   cp_async_commit();
 
-  float dk[DT][4], dv[DT][4];
+  const int kw = (warp & 3) * 32, qw = (warp >> 2) * 32, dc = (warp >> 2) * DH;
+  const int qr = (warp & 1) * 32, dqc = (warp >> 1) * DQ;
+  // ldmatrix lane addresses (tile byte offsets added at use)
+  const LdsmAddr<D> a_kv(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);     // K, V as A
+  const LdsmAddr<D> b_qdo(smem_raw, qw + (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);    // Q, dO as B
+  const LdsmAddr<BM> a_pds(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);   // P^T, dS^T as A
+  const LdsmAddr<D> bt_qdo(smem_raw, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, dc / 16);  // dO, Q as B^T
+  const LdsmAddr<BM> at_ds(smem_raw, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1, qr / 16);  // dS as A^T
+  const LdsmAddr<D> bt_k(smem_raw, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, dqc / 16);   // K as B^T
+
+  float dk[2][DH / 8][4], dv[2][DH / 8][4];
 #pragma unroll
-  for (int j = 0; j < DT; ++j) {
-    dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = 0.f;
-    dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.f;
-  }
-  const int kw = warp * 16;  // this warp's first key inside the tile
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int j = 0; j < DH / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk[mt][j][e] = dv[mt][j][e] = 0.f;
 
   for (int it = 0; it < steps; ++it) {
     const int buf = it & 1;
     const int h = hk * group + it / m_count;
     const int m0 = (m_first + it % m_count) * BM;
     cp_async_wait<0>();
-    __syncthreads();  // step `it` landed; every warp is done with step it-1 (buffer buf^1, dSs)
+    __syncthreads();  // step `it` landed; every warp is done with step it-1 (buffer buf^1, P^T, dS^T)
     if (it + 1 < steps) load_step(it + 1, buf ^ 1);
     cp_async_commit();
-    const __nv_bfloat16* Qb = Qs + buf * BM * D;
-    const __nv_bfloat16* dOb = dOs + buf * BM * D;
-    const float* Lb = Ls + buf * BM;
-    const float* Db = Ds + buf * BM;
+    const std::uint32_t qo = L::Q + buf * BM * D * 2, doo = L::dO + buf * BM * D * 2;
 
-    // S^T = K Q^T and dP^T = V dO^T  (16 keys x BM queries per warp)
-    float st[QT][4], dpt[QT][4];
+    // S^T = K Q^T, dP^T = V dO^T  (32 keys x 32 queries per warp)
+    float st[2][4][4], dpt[2][4][4];
 #pragma unroll
-    for (int j = 0; j < QT; ++j) {
-      st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.f;
-      dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.f;
-    }
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      std::uint32_t ka[4], va[4];
-      const int r = kw + (lane & 7) + ((lane >> 3) & 1) * 8;
-      ldsm_x4(ka, smem_addr(Ks + swz<D>(r, ks * 2 + (lane >> 4))));
-      ldsm_x4(va, smem_addr(Vs + swz<D>(r, ks * 2 + (lane >> 4))));
+      for (int j = 0; j < 4; ++j)
 #pragma unroll
-      for (int qp = 0; qp < BM / 16; ++qp) {
-        std::uint32_t qb[4], ob[4];
-        const int rq = qp * 16 + (lane & 7) + (lane >> 4) * 8;
-        ldsm_x4(qb, smem_addr(Qb + swz<D>(rq, ks * 2 + ((lane >> 3) & 1))));
-        ldsm_x4(ob, smem_addr(dOb + swz<D>(rq, ks * 2 + ((lane >> 3) & 1))));
-        mma16816(st[2 * qp], ka, qb[0], qb[1]);
-        mma16816(st[2 * qp + 1], ka, qb[2], qb[3]);
-        mma16816(dpt[2 * qp], va, ob[0], ob[1]);
-        mma16816(dpt[2 * qp + 1], va, ob[2], ob[3]);
-      }
-    }
-
-    // P^T (masked: keys beyond S; causal keys after the query) and dS^T = P^T (dP^T - delta)
-    const bool need_mask = (n0 + BN > S) || (CAUSAL && m0 < n0 + BN - 1);
+        for (int e = 0; e < 4; ++e) st[mt][j][e] = dpt[mt][j][e] = 0.f;
+    // two passes (S^T, then dP^T) keep fewer operand fragments live
 #pragma unroll
-    for (int j = 0; j < QT; ++j)
+    for (int pass = 0; pass < 2; ++pass) {
+      const std::uint32_t a_off = pass == 0 ? L::K : L::V;
+      const std::uint32_t b_off = pass == 0 ? qo : doo;
+      float (&acc)[2][4][4] = pass == 0 ? st : dpt;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int qc = j * 8 + 2 * t + (e & 1);
-        float p = exp2f(fmaf(st[j][e], a.scale_log2, -Lb[qc]));
-        if (need_mask) {
-          const int key = n0 + kw + g + (e >> 1) * 8;
-          if (key >= S || (CAUSAL && key > m0 + qc)) p = 0.f;
-        }
-        st[j][e] = p;
-        dpt[j][e] = p * (dpt[j][e] - Db[qc]);
-      }
-
-    // dV += P^T dO and dK += dS^T Q  (B operands: dO and Q, [query][d] -> ldmatrix.trans)
+      for (int ks = 0; ks < D / 16; ++ks) {
+        std::uint32_t fa[2][4];
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) {
-      std::uint32_t pa[4], sa[4];
-      pa[0] = pack_bf16(st[2 * kk][0], st[2 * kk][1]);
-      pa[1] = pack_bf16(st[2 * kk][2], st[2 * kk][3]);
-      pa[2] = pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]);
-      pa[3] = pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3]);
-      sa[0] = pack_bf16(dpt[2 * kk][0], dpt[2 * kk][1]);
-      sa[1] = pack_bf16(dpt[2 * kk][2], dpt[2 * kk][3]);
-      sa[2] = pack_bf16(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
-      sa[3] = pack_bf16(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
-      // dS^T (bf16) to shared memory for the dQ product: row = key, col = query
-      const int c = kk * 2;
-      *reinterpret_cast<std::uint32_t*>(dSs + swz<BM>(kw + g, c) + 2 * t) = sa[0];
-      *reinterpret_cast<std::uint32_t*>(dSs + swz<BM>(kw + g + 8, c) + 2 * t) = sa[1];
-      *reinterpret_cast<std::uint32_t*>(dSs + swz<BM>(kw + g, c + 1) + 2 * t) = sa[2];
-      *reinterpret_cast<std::uint32_t*>(dSs + swz<BM>(kw + g + 8, c + 1) + 2 * t) = sa[3];
+        for (int mt = 0; mt < 2; ++mt) ldsm_x4(fa[mt], a_kv.at(ks, mt * 16) + a_off);
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        std::uint32_t ob[4], qb[4];
-        const int rq = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldsm_x4_t(ob, smem_addr(dOb + swz<D>(rq, dp * 2 + (lane >> 4))));
-        ldsm_x4_t(qb, smem_addr(Qb + swz<D>(rq, dp * 2 + (lane >> 4))));
-        mma16816(dv[2 * dp], pa, ob[0], ob[1]);
-        mma16816(dv[2 * dp + 1], pa, ob[2], ob[3]);
-        mma16816(dk[2 * dp], sa, qb[0], qb[1]);
-        mma16816(dk[2 * dp + 1], sa, qb[2], qb[3]);
-      }
-    }
-    __syncthreads();  // dS^T of all warps in shared memory
-
-    // dQ_tile (BM x D) = dS K: warp w -> rows 16*(w%4).., cols (w/4)*D/2..
-    {
-      constexpr int DH = D / 2;
-      const int rq0 = (warp & 3) * 16, dc0 = (warp >> 2) * DH;
-      float acc[DH / 8][4];
+        for (int qp = 0; qp < 2; ++qp) {
+          std::uint32_t fb[4];
+          ldsm_x4(fb, b_qdo.at(ks, qp * 16) + b_off);
 #pragma unroll
-      for (int j = 0; j < DH / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) {
-        std::uint32_t sa[4];
-        const int rk = ks * 16 + (lane & 7) + (lane >> 4) * 8;
-        ldsm_x4_t(sa, smem_addr(dSs + swz<BM>(rk, rq0 / 8 + ((lane >> 3) & 1))));
-#pragma unroll
-        for (int dp = 0; dp < DH / 16; ++dp) {
-          std::uint32_t kb[4];
-          const int rk2 = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-          ldsm_x4_t(kb, smem_addr(Ks + swz<D>(rk2, dc0 / 8 + dp * 2 + (lane >> 4))));
-          mma16816(acc[2 * dp], sa, kb[0], kb[1]);
-          mma16816(acc[2 * dp + 1], sa, kb[2], kb[3]);
-        }
-      }
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        const int row = m0 + rq0 + g + hr * 8;
-        if (row < S) {
-          float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dc0 + 2 * t;
-#pragma unroll
-          for (int j = 0; j < DH / 8; ++j) {
-            atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(acc[j][2 * hr], acc[j][2 * hr + 1]));
+          for (int mt = 0; mt < 2; ++mt) {
+            mma16816(acc[mt][2 * qp], fa[mt], fb[0], fb[1]);
+            mma16816(acc[mt][2 * qp + 1], fa[mt], fb[2], fb[3]);
           }
         }
       }
     }
+
+    // P^T (masked: keys beyond S; causal keys after the query), dS^T = P^T (dP^T - delta);
+    // both to shared memory as bf16
+    const float* Lb = reinterpret_cast<const float*>(smem_raw + L::L) + buf * BM;
+    const float* Db = reinterpret_cast<const float*>(smem_raw + L::Dl) + buf * BM;
+    const bool need_mask = (n0 + BN > S) || (CAUSAL && m0 < n0 + BN - 1);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int qc = qw + j * 8 + 2 * t;
+        const float2 l2 = *reinterpret_cast<const float2*>(Lb + qc);
+        const float2 dl = *reinterpret_cast<const float2*>(Db + qc);
+        float p[4], ds[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          p[e] = exp2f(fmaf(st[mt][j][e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+          if (need_mask) {
+            const int key = n0 + kw + mt * 16 + g + (e >> 1) * 8;
+            if (key >= S || (CAUSAL && key > m0 + qc + (e & 1))) p[e] = 0.f;
+          }
+          ds[e] = p[e] * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
+        }
+        const int r = kw + mt * 16 + g, c = qw / 8 + j;
+        *reinterpret_cast<std::uint32_t*>(tile(L::P) + swz<BM>(r, c) + 2 * t) = pack_bf16(p[0], p[1]);
+        *reinterpret_cast<std::uint32_t*>(tile(L::P) + swz<BM>(r + 8, c) + 2 * t) = pack_bf16(p[2], p[3]);
+        *reinterpret_cast<std::uint32_t*>(tile(L::dS) + swz<BM>(r, c) + 2 * t) = pack_bf16(ds[0], ds[1]);
+        *reinterpret_cast<std::uint32_t*>(tile(L::dS) + swz<BM>(r + 8, c) + 2 * t) = pack_bf16(ds[2], ds[3]);
+      }
+    __syncthreads();  // P^T and dS^T of all warps in shared memory
+
+    // dV += P^T dO, dK += dS^T Q  (32 keys x D/2 per warp, k = BM queries)
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      std::uint32_t pa[2][4], sa[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        ldsm_x4(pa[mt], a_pds.at(kk, mt * 16) + L::P);
+        ldsm_x4(sa[mt], a_pds.at(kk, mt * 16) + L::dS);
+      }
+#pragma unroll
+      for (int dp = 0; dp < DH / 16; ++dp) {
+        std::uint32_t ob[4], qb[4];
+        ldsm_x4_t(ob, bt_qdo.at(dp, kk * 16) + doo);
+        ldsm_x4_t(qb, bt_qdo.at(dp, kk * 16) + qo);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
+          mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
+          mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
+          mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
+        }
+      }
+    }
+
+    // dQ_tile = dS K  (32 queries x D/4 per warp, k = BN keys), added to dq_accum
+    {
+      float acc[2][DQ / 8][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int j = 0; j < DQ / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][j][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < BN / 16; ++ks) {
+        std::uint32_t da[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) ldsm_x4_t(da[mt], at_ds.at(mt, ks * 16) + L::dS);
+#pragma unroll
+        for (int dp = 0; dp < DQ / 16; ++dp) {
+          std::uint32_t kb[4];
+          ldsm_x4_t(kb, bt_k.at(dp, ks * 16) + L::K);
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            mma16816(acc[mt][2 * dp], da[mt], kb[0], kb[1]);
+            mma16816(acc[mt][2 * dp + 1], da[mt], kb[2], kb[3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const int row = m0 + qr + mt * 16 + g + hr * 8;
+          if (row < S) {
+            float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * t;
+#pragma unroll
+            for (int j = 0; j < DQ / 8; ++j) {
+              atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
+            }
+          }
+        }
+    }
   }
 
   // dK (times scale) and dV: registers -> K/V tiles in shared memory -> global
-  __syncthreads();  // every warp is done reading Ks (dQ) and Vs
+  __syncthreads();  // every warp is done reading K (dQ) and V
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int r = kw + g + hr * 8;
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int j = 0; j < DT; ++j) {
-      *reinterpret_cast<std::uint32_t*>(Ks + swz<D>(r, j) + 2 * t) =
-          pack_bf16(dk[j][2 * hr] * a.scale, dk[j][2 * hr + 1] * a.scale);
-      *reinterpret_cast<std::uint32_t*>(Vs + swz<D>(r, j) + 2 * t) = pack_bf16(dv[j][2 * hr], dv[j][2 * hr + 1]);
+    for (int hr = 0; hr < 2; ++hr) {
+      const int r = kw + mt * 16 + g + hr * 8;
+#pragma unroll
+      for (int j = 0; j < DH / 8; ++j) {
+        *reinterpret_cast<std::uint32_t*>(tile(L::K) + swz<D>(r, dc / 8 + j) + 2 * t) =
+            pack_bf16(dk[mt][j][2 * hr] * a.scale, dk[mt][j][2 * hr + 1] * a.scale);
+        *reinterpret_cast<std::uint32_t*>(tile(L::V) + swz<D>(r, dc / 8 + j) + 2 * t) =
+            pack_bf16(dv[mt][j][2 * hr], dv[mt][j][2 * hr + 1]);
+      }
     }
-  }
   __syncthreads();
-  store_tile<BN, D, NT>(a.dk + kv_off, ldk, Ks, S - n0, tid);
-  store_tile<BN, D, NT>(a.dv + kv_off, ldk, Vs, S - n0, tid);
-}
-
-template <int D>
-constexpr int bwd_smem_bytes() {
-  return (2 * kBwdBN * D + 4 * kBwdBM * D + kBwdBN * kBwdBM) * 2 + 4 * kBwdBM * 4;
+  store_tile<BN, D, NT>(a.dk + kv_off, ldk, tile(L::K), S - n0, tid);
+  store_tile<BN, D, NT>(a.dv + kv_off, ldk, tile(L::V), S - n0, tid);
 }
 
 template <int D, bool CAUSAL>
@@ -319,7 +356,7 @@ cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   BwdArgs a{p.q, p.k, p.v, p.dout, ws.lse2, ws.delta, ws.dq_accum, p.dk, p.dv,
             static_cast<int>(p.S), static_cast<int>(S_pad), static_cast<int>(p.Hq), static_cast<int>(p.Hkv),
             p.scale, p.scale * kLog2e};
-  constexpr int smem = bwd_smem_bytes<D>();
+  constexpr int smem = BwdSmem<D>::bytes;
   auto kern = bwd_kernel<D, CAUSAL>;
   if ((err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.S + kBwdBN - 1) / kBwdBN), static_cast<unsigned>(p.Hkv),

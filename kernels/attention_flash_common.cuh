@@ -28,6 +28,26 @@ __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// ldmatrix lane addresses into a swizzled tile. Lane reads row `row` (row % 8 fixed for the
+// lane across the row offsets used: multiples of 8) and chunk 2*kc + bit for k-chunk-pair kc.
+// Adding 8 chunks does not touch the 3 bits the swizzle XORs, so (2kc + bit) ^ (row % 8) for
+// kc = 4i + j is 8i + ((2j + bit) ^ (row % 8)): four lane-dependent bases plus compile-time
+// offsets cover every (kc, row offset), with no per-use address arithmetic.
+template <int COLS>
+struct LdsmAddr {
+  std::uint32_t base[4];
+  // kc0: chunk-pair offset (run time) added to every kc
+  __device__ __forceinline__ LdsmAddr(const void* tile, int row, int bit, int kc0 = 0) {
+    const std::uint32_t row_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile)) + row * COLS * 2;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) base[j] = row_addr + (((2 * (kc0 + j) + bit) ^ (row & 7)) << 4);
+  }
+  // kc: chunk pair (16 columns) index; row_off: rows added to the lane's row (multiple of 8)
+  __device__ __forceinline__ std::uint32_t at(int kc, int row_off) const {
+    return base[kc & 3] + ((kc >> 2) << 7) + row_off * COLS * 2;
+  }
+};
+
 // 16-byte async copy; when !pred nothing is read and the 16 bytes are zero-filled.
 __device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool pred) {
   const int n = pred ? 16 : 0;
@@ -67,19 +87,22 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
 }
 
 // Copy a ROWS x COLS bf16 tile (global row stride ld elements) into swizzled shared memory;
-// rows >= nvalid are zero-filled. All NT threads of the block take part.
+// rows >= nvalid are zero-filled. All NT threads of the block take part. Thread tid copies
+// chunk tid % CPR of rows tid / CPR + k * RSTEP: with RSTEP a multiple of 8 the swizzle is the
+// same for all its rows, so one shared address plus immediate offsets covers them.
 template <int ROWS, int COLS, int NT>
 __device__ __forceinline__ void load_tile(__nv_bfloat16* smem, const __nv_bfloat16* gmem, std::int64_t ld,
                                           int nvalid, int tid) {
   constexpr int CPR = COLS / 8;  // 16-byte chunks per row
-  constexpr int TOTAL = ROWS * CPR;
-  static_assert(TOTAL % NT == 0, "tile chunks must divide among threads");
+  constexpr int RSTEP = NT / CPR;
+  static_assert(NT % CPR == 0 && RSTEP % 8 == 0 && ROWS % RSTEP == 0, "tile shape vs threads");
+  const int r0 = tid / CPR, c = tid % CPR;
+  const __nv_bfloat16* src = gmem + r0 * ld + c * 8;
+  const std::uint32_t dst = smem_addr(smem + swz<COLS>(r0, c));
 #pragma unroll
-  for (int i = tid; i < TOTAL; i += NT) {
-    const int row = i / CPR, c = i % CPR;
-    const bool ok = row < nvalid;
-    const __nv_bfloat16* src = ok ? gmem + row * ld + c * 8 : gmem;
-    cp_async16(smem_addr(smem + swz<COLS>(row, c)), src, ok);
+  for (int k = 0; k < ROWS / RSTEP; ++k) {
+    const bool ok = r0 + k * RSTEP < nvalid;
+    cp_async16(dst + k * RSTEP * COLS * 2, ok ? src + k * RSTEP * ld : gmem, ok);
   }
 }
 
@@ -89,10 +112,12 @@ template <int ROWS, int COLS, int NT>
 __device__ __forceinline__ void store_tile(__nv_bfloat16* gmem, std::int64_t ld, const __nv_bfloat16* smem,
                                            int nvalid, int tid) {
   constexpr int CPR = COLS / 8;
-  constexpr int TOTAL = ROWS * CPR;
+  constexpr int RSTEP = NT / CPR;
+  static_assert(NT % CPR == 0 && ROWS % RSTEP == 0, "tile shape vs threads");
+  const int r0 = tid / CPR, c = tid % CPR;
 #pragma unroll
-  for (int i = tid; i < TOTAL; i += NT) {
-    const int row = i / CPR, c = i % CPR;
+  for (int k = 0; k < ROWS / RSTEP; ++k) {
+    const int row = r0 + k * RSTEP;
     if (row < nvalid) {
       *reinterpret_cast<uint4*>(gmem + row * ld + c * 8) =
           *reinterpret_cast<const uint4*>(smem + swz<COLS>(row, c));

@@ -69,6 +69,11 @@ __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
   }
 
   const int row_w = warp * MT * 16;  // first row of this warp inside the tile
+  // ldmatrix lanes: Q as A (rows, k chunk by lane/16), K as "col" B (rows by lane/16),
+  // V as B through .trans (rows by lane/8 % 2, d chunk by lane/16)
+  const LdsmAddr<D> q_lds(Qs, row_w + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);
+  const LdsmAddr<D> k_lds(Ks, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);
+  const LdsmAddr<D> v_lds(Vs, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);
   for (int n = 0; n < n_tiles; ++n) {
     const int n0 = n * BN;
     cp_async_wait<0>();
@@ -87,14 +92,12 @@ __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
       std::uint32_t qa[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        const int r = row_w + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldsm_x4(qa[mt], smem_addr(Qs + swz<D>(r, ks * 2 + (lane >> 4))));
+        ldsm_x4(qa[mt], q_lds.at(ks, mt * 16));
       }
 #pragma unroll
       for (int np = 0; np < BN / 16; ++np) {
         std::uint32_t kb[4];
-        const int r = np * 16 + (lane & 7) + (lane >> 4) * 8;
-        ldsm_x4(kb, smem_addr(Ks + swz<D>(r, ks * 2 + ((lane >> 3) & 1))));
+        ldsm_x4(kb, k_lds.at(ks, np * 16));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma16816(s[mt][2 * np], qa[mt], kb[0], kb[1]);
@@ -170,8 +173,7 @@ __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         std::uint32_t vb[4];
-        const int r = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldsm_x4_t(vb, smem_addr(Vs + swz<D>(r, dp * 2 + (lane >> 4))));
+        ldsm_x4_t(vb, v_lds.at(dp, kk * 16));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma16816(o[mt][2 * dp], pa[mt], vb[0], vb[1]);
@@ -234,8 +236,8 @@ cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
                     : flash::launch_fwd<128, 128, 64, 4, false>(p, stream);
   }
   if (p.D == 64) {
-    return p.causal ? flash::launch_fwd<64, 128, 128, 4, true>(p, stream)
-                    : flash::launch_fwd<64, 128, 128, 4, false>(p, stream);
+    return p.causal ? flash::launch_fwd<64, 128, 64, 4, true>(p, stream)
+                    : flash::launch_fwd<64, 128, 64, 4, false>(p, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -4,7 +4,8 @@
 //                                   (NaN) before each run; one JSON line per case with the max
 //                                   abs error of o, lse, dq, dk, dv. --dump writes each case's
 //                                   inputs (q, k, v, dout as raw bf16) for bench/peers/attn_peer.py.
-//   attn_check bench [--quick]      TFLOP/s sweep (S, H, Hkv, D, causal), one JSON line a point.
+//   attn_check bench [--quick | --one S H HKV D CAUSAL]
+//                                   TFLOP/s sweep (S, H, Hkv, D, causal), one JSON line a point.
 // Exit code: 0 ok, 1 a CUDA error, 2 bad arguments.
 #include <cuda_runtime.h>
 
@@ -196,19 +197,26 @@ __global__ void fill_random(__nv_bfloat16* p, std::int64_t n, std::uint64_t seed
   }
 }
 
-int run_bench(bool quick) {
+// the sweep of issue 5 (S=128K non-causal trimmed: 4x the causal work and device time is
+// short); quick: S=32K, H=16 only
+std::vector<Shape> sweep_points(bool quick) {
   std::vector<Shape> points;
   for (std::int64_t S : {4096, 16384, 32768, 131072})
     for (std::int64_t H : {16, 32})
       for (std::int64_t Hkv : {H, std::int64_t{8}})
         for (std::int64_t D : {64, 128})
           for (bool causal : {true, false}) {
-            if (S == 131072 && !causal) continue;  // trimmed: 4x the causal work, device time is short
-            if (quick && !(S == 32768 && H == 16 && D == 128 && causal)) continue;
+            if (S == 131072 && !causal) continue;
+            if (quick && !(S == 32768 && H == 16)) continue;
             Shape s;
             s.B = 1, s.S = S, s.Hq = H, s.Hkv = Hkv, s.D = D, s.causal = causal;
             points.push_back(s);
           }
+  return points;
+}
+
+int run_bench(bool quick, const std::vector<Shape>& given) {
+  const std::vector<Shape> points = given.empty() ? sweep_points(quick) : given;
   for (const Shape& s : points) {
     DeviceBuffers d(s);
     fill_random<<<1024, 256>>>(d.q, s.q_elems(), 1);
@@ -246,12 +254,24 @@ int main(int argc, char** argv) {
   }
   if (mode == "bench") {
     const bool quick = argc == 3 && std::string(argv[2]) == "--quick";
-    if (argc > 3 || (argc == 3 && !quick)) {
-      std::fprintf(stderr, "usage: attn_check bench [--quick]\n");
+    const bool one = argc == 8 && std::string(argv[2]) == "--one";
+    if (!(argc == 2 || quick || one)) {
+      std::fprintf(stderr, "usage: attn_check bench [--quick | --one S H HKV D CAUSAL(0|1)]\n");
       return 2;
     }
-    return run_bench(quick);
+    std::vector<Shape> given;
+    if (one) {
+      Shape s;
+      s.S = std::atoll(argv[3]), s.Hq = std::atoll(argv[4]), s.Hkv = std::atoll(argv[5]), s.D = std::atoll(argv[6]);
+      s.causal = std::atoi(argv[7]) != 0;
+      if (s.S < 1 || s.Hq < 1 || s.Hkv < 1 || s.Hq % s.Hkv != 0 || (s.D != 64 && s.D != 128)) {
+        std::fprintf(stderr, "attn_check bench --one: need S,H,HKV >= 1, H %% HKV == 0, D in {64,128}\n");
+        return 2;
+      }
+      given.push_back(s);
+    }
+    return run_bench(quick, given);
   }
-  std::fprintf(stderr, "usage: attn_check check [--dump DIR] | bench [--quick]\n");
+  std::fprintf(stderr, "usage: attn_check check [--dump DIR] | bench [--quick | --one S H HKV D CAUSAL]\n");
   return 2;
 }
