@@ -80,7 +80,6 @@ Inputs load_inputs(const std::vector<std::string>& args) {
 }
 
 std::string tokens_text(std::int64_t n) {
-  if (n <= 0) return "-";
   if (n >= (1 << 20)) return fmt::format("{:.2f}M", static_cast<double>(n) / (1 << 20));
   return fmt::format("{}K", n / 1024);
 }
@@ -123,7 +122,8 @@ std::string ablation_markdown(const std::vector<Json>& results) {
         }
         const Json& j = *it->second;
         const std::string b = j["binding"] == "host_ram" ? "host" : j["binding"] == "gpu_hbm" ? "gpu" : "-";
-        md += fmt::format(" {} ({}, sp {}) |", tokens_text(j["seq_len"].get<std::int64_t>()), b,
+        const std::int64_t seq = j["seq_len"].get<std::int64_t>();
+        md += fmt::format(" {} ({}, sp {}) |", seq > 0 ? tokens_text(seq) : "none fits", b,
                           j["scenario"]["plan"]["sp_size"].get<std::int64_t>());
       }
       md += "\n";
@@ -167,6 +167,7 @@ int run_report(int argc, char** argv) {
       ("inputs", po::value<std::vector<std::string>>()->multitoken(), "JSON of plan/predict, sweep summaries or CSVs, or folders of them (positional)")
       ("out", po::value<std::string>()->default_value("out/report"), "output folder for the PNG plots and summary.md")
       ("title", po::value<std::string>()->default_value("ulysses report"), "Markdown title")
+      ("note", po::value<std::string>(), "a paragraph put under the title (e.g. what the labels mean)")
       ("no-plots", po::bool_switch(), "write the Markdown summary only");
   po::positional_options_description pos;
   pos.add("inputs", -1);
@@ -214,6 +215,7 @@ int run_report(int argc, char** argv) {
   }
 
   std::string md = "# " + vm["title"].as<std::string>() + "\n\n";
+  if (vm.count("note")) md += vm["note"].as<std::string>() + "\n\n";
   md += ablation_markdown(in.results);
   md += sweep_markdown(in.sweeps);
   if (!pngs.empty()) {

@@ -33,7 +33,7 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
 // then validate(). Throws InputError (exit 2) on any bad input.
 // need_seq_len (predict): a scenario without plan.seq_len and no --seq-len is an error naming
 // --seq-len. Otherwise (plan, which searches the length) a missing seq_len is set to sp_size.
-Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len);
+Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len = true);
 
 // Largest P that divides `ranks` and satisfies the head rules (H % P == 0, and H_kv % P == 0
 // or P % H_kv == 0); 1 when none larger does.

@@ -30,9 +30,9 @@ def slug(text):
 
 def tokens_label(n, _pos=None):
     if n >= (1 << 20):
-        return f"{n / (1 << 20):g}M"
+        return f"{n / (1 << 20):.3g}M"
     if n >= 1024:
-        return f"{n / 1024:g}K"
+        return f"{n / 1024:.3g}K"
     return f"{n:g}"
 
 
@@ -99,7 +99,7 @@ def stacked(ax, rows, field, labels, title):
     ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("GiB")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=6, loc="upper left", ncol=2)
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4)
 
 
 def plot_memory(key, rows, outdir):
@@ -110,7 +110,7 @@ def plot_memory(key, rows, outdir):
     if not sel:
         return None
     labels = [f'{r.get("label", "plan")}\n{tokens_label(r["seq_len"])}' for r in sel]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 5))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 7))
     stacked(a1, sel, "gpu_memory_bytes", labels, f"GPU memory per GPU at the longest sequence ({n} GPUs)")
     cap = sel[0]["gpu_capacity_bytes"] / GIB
     a1.axhline(cap, color="k", ls="--", lw=1)
@@ -147,20 +147,26 @@ def plot_sweep(summary, outdir):
     else:
         x = max(axes, key=lambda k: len(values[k]))
     others = [k for k in axes if k != x and len(values[k]) > 1]
-    # one series per value of the smallest other axis; the rest fixed at their first value
-    series_axis = min(others, key=lambda k: len(values[k])) if others else None
+    # one series per value of the other axis with the most values (at most 8); the rest fixed at
+    # their first value
+    small = [k for k in others if len(values[k]) <= 8]
+    series_axis = max(small, key=lambda k: len(values[k])) if small else None
+    if series_axis is None and others:
+        series_axis = min(others, key=lambda k: len(values[k]))
     fixed = {k: values[k][0] for k in others if k != series_axis}
     sel = [r for r in rows if all(r[k] == v for k, v in fixed.items())]
     if summary["mode"] == "plan":
         metrics = [("seq_len", "longest sequence (tokens)", True), ("step_time_s", "step time (s)", True)]
     else:
-        metrics = [("gpu_total_GiB", "GPU memory (GiB)", False), ("step_time_s", "step time (s)", True),
+        metrics = [("gpu_total_GiB", "GPU memory (GiB)", True), ("step_time_s", "step time (s)", True),
                    ("tokens_per_s", "tokens/s", False)]
     fig, axs = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.5))
     xnum = x in numeric
     for ax, (col, ylabel, logy) in zip(axs, metrics):
         for sv in (values[series_axis] if series_axis else [None]):
             pts = [r for r in sel if series_axis is None or r[series_axis] == sv]
+            if not pts:
+                continue
             if xnum:
                 pts.sort(key=lambda r: float(r[x]))
             xs = [float(r[x]) if xnum else r[x] for r in pts]
