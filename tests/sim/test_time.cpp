@@ -2,7 +2,10 @@
 // curves overriding datasheet figures, NIC bound, step accounting.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
+#include <new>
 #include <string>
+#include <vector>
 
 #include "sim/predict.hpp"
 #include "sim/timing.hpp"
@@ -202,4 +205,43 @@ TEST_CASE("time: step time grows with S and falls with sp", "[sim][time][monoton
     CHECK(a < prev_attn);
     prev_attn = a;
   }
+}
+
+// --- predict() is allocation-free: count heap allocations made by this thread while a flag
+// is set (the replacement forwards to malloc/free, so the rest of the binary is unaffected).
+namespace {
+thread_local bool g_count_allocs = false;
+thread_local long g_allocs = 0;
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (g_count_allocs) ++g_allocs;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+TEST_CASE("time: predict() makes no heap allocation", "[sim][time][speed]") {
+  Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 16, 16, 1 << 20));
+  sc.hw.has_calibration = true;  // exercise the curve lookups too
+  sc.hw.calibrated.attn_fwd_eff.push_back({"flash_attention_2", constant(1024, 1 << 24, 0.5)});
+  sc.hw.calibrated.a2a_busbw_GBps.push_back({16, constant(1 << 20, 1 << 30, 200)});
+  sc.hw.calibrated.gemm_eff = constant(1, 1e15, 0.7);
+  g_allocs = 0;
+  g_count_allocs = true;
+  double sink = 0;
+  for (int i = 0; i < 100; ++i) {
+    sc.plan.seq_len = (1 << 20) + i * 16 * 1024;
+    sink += predict(sc).step_time_s;
+  }
+  g_count_allocs = false;
+  CHECK(sink > 0);
+  CHECK(g_allocs == 0);
+  // and the counter does count (so the check above can fail)
+  g_count_allocs = true;
+  auto* v = new std::vector<int>(10);
+  g_count_allocs = false;
+  delete v;
+  CHECK(g_allocs >= 1);
 }
