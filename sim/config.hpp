@@ -28,6 +28,11 @@ std::string check(const Scenario& sc);
 
 std::string to_yaml(const Scenario& sc);  // loadable by load_scenario (round trip)
 
+// Every dotted key set_key accepts (scenario, plan, workload, model.*, profile.*), file order.
+const std::vector<std::string>& settable_keys();
+// Values accepted for plan.attn_implementation (and as keys of calibrated attention curves).
+const std::vector<std::string>& attn_implementations();
+
 // Sweep spec: base scenario (inline or `base: file.yaml`) plus named axes over any key.
 struct SweepAxis {
   std::string key;                  // dotted key accepted by set_key

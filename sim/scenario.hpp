@@ -84,6 +84,8 @@ struct Plan {
   std::int64_t sp_size = 1;                 // P
   std::int64_t dp_replicate_size = 1;
   std::int64_t dp_shard_size = 1;
+  bool dp_shard_auto = false;               // dp_shard_size follows gpus / (sp_size * dp_replicate_size)
+                                            // (0 when not divisible); set by `dp_shard_size: auto`
   int zero_stage = 3;
   bool offload_optimizer = false;
   bool offload_params = false;

@@ -1,0 +1,116 @@
+// The optional `calibrated:` section of a hardware profile: measured curves and values that
+// override the datasheet figures (docs/INPUTS.md). Parsing here; writing in sim/profile_io.cpp.
+#include <fmt/format.h>
+
+#include "sim/config.hpp"
+#include "sim/config_internal.hpp"
+
+namespace ulysses::cfg {
+
+namespace {
+
+const std::vector<std::string> kCalibrationKeys = {
+    "provenance", "a2a_busbw_GBps", "a2a_alpha_us", "attn_fwd_eff", "attn_bwd_eff", "gemm_eff",
+    "host_link_h2d_GBps", "host_link_d2h_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps"};
+
+// A curve: a list of [x, y] pairs, x > 0 strictly increasing; y checked by `y_rule`.
+using YRule = double (*)(const Scalar&, const Where&);
+
+Curve parse_curve(const YAML::Node& n, const Where& w, YRule y_rule) {
+  if (!n.IsSequence() || n.size() == 0)
+    w.fail("must be a non-empty list of [x, y] points");
+  Curve c;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const Where wi{w.file, fmt::format("{}[{}]", w.key, i), w.dir};
+    const YAML::Node& pt = n[i];
+    if (!pt.IsSequence() || pt.size() != 2) wi.fail("must be a point [x, y]");
+    const double x = positive_number(scalar_of(pt[0], wi, "a number"), wi);
+    const double y = y_rule(scalar_of(pt[1], wi, "a number"), wi);
+    if (!c.points.empty() && x <= c.points.back().first)
+      wi.fail(fmt::format("x must increase strictly (got {} after {})", number(x), number(c.points.back().first)));
+    c.points.emplace_back(x, y);
+  }
+  return c;
+}
+
+std::vector<std::pair<std::string, Curve>> parse_attn_curves(const YAML::Node& n, const Where& w) {
+  std::vector<std::pair<std::string, Curve>> out;
+  for (const auto& [impl, v] : map_items(n, w)) {
+    const Where wk = w.child(impl);
+    parse_choice(Scalar{impl, false}, wk, attn_implementations());
+    out.emplace_back(impl, parse_curve(v, wk, &fraction));
+  }
+  return out;
+}
+
+std::string curve_text(const Curve& c) {
+  std::string out = "[";
+  for (const auto& [x, y] : c.points) out += fmt::format("{}[{}, {}]", out.size() > 1 ? ", " : "", number(x), number(y));
+  return out + "]";
+}
+
+}  // namespace
+
+Calibration parse_calibration(const YAML::Node& n, const Where& w) {
+  const auto items = map_items(n, w);
+  reject_unknown(items, kCalibrationKeys, w);
+  Calibration c;
+  for (const auto& [k, v] : items) {
+    const Where wk = w.child(k);
+    const auto num = [&](const char* what) { return scalar_of(v, wk, what); };
+    if (k == "provenance") {
+      c.provenance = parse_string(num("a text"), wk);
+    } else if (k == "a2a_busbw_GBps") {
+      for (const auto& [sp, curve] : map_items(v, wk)) {
+        const Where ws = wk.child(sp);
+        const std::int64_t P = parse_int(Scalar{sp, false}, ws, 2, INT64_MAX, "an sp size >= 2 as the key");
+        c.a2a_busbw_GBps.emplace_back(P, parse_curve(curve, ws, &positive_number));
+      }
+    } else if (k == "a2a_alpha_us") {
+      c.a2a_alpha_s = nonneg_number(num("a number"), wk) * kUs;
+    } else if (k == "attn_fwd_eff") {
+      c.attn_fwd_eff = parse_attn_curves(v, wk);
+    } else if (k == "attn_bwd_eff") {
+      c.attn_bwd_eff = parse_attn_curves(v, wk);
+    } else if (k == "gemm_eff") {
+      c.gemm_eff = parse_curve(v, wk, &fraction);
+    } else if (k == "host_link_h2d_GBps") {
+      c.host_link_h2d_GBps = positive_number(num("a number"), wk);
+    } else if (k == "host_link_d2h_GBps") {
+      c.host_link_d2h_GBps = positive_number(num("a number"), wk);
+    } else if (k == "cuda_context_GiB") {
+      c.cuda_context_bytes = gib_to_bytes(nonneg_number(num("a number"), wk));
+    } else if (k == "nccl_buffer_GiB") {
+      c.nccl_buffer_bytes = gib_to_bytes(nonneg_number(num("a number"), wk));
+    } else if (k == "pack_GBps") {
+      c.pack_GBps = positive_number(num("a number"), wk);
+    }
+  }
+  return c;
+}
+
+std::string calibration_yaml(const Calibration& c, int indent) {
+  const std::string pad(static_cast<std::size_t>(indent), ' ');
+  std::string out;
+  const auto line = [&](const std::string& k, const std::string& v) { out += fmt::format("{}{}: {}\n", pad, k, v); };
+  if (!c.provenance.empty()) line("provenance", quote(c.provenance));
+  if (!c.a2a_busbw_GBps.empty()) {
+    out += pad + "a2a_busbw_GBps:\n";
+    for (const auto& [P, curve] : c.a2a_busbw_GBps) out += fmt::format("{}  {}: {}\n", pad, P, curve_text(curve));
+  }
+  if (c.a2a_alpha_s >= 0) line("a2a_alpha_us", scaled(c.a2a_alpha_s, kUs));
+  for (const auto& [key, curves] : {std::pair{"attn_fwd_eff", &c.attn_fwd_eff}, std::pair{"attn_bwd_eff", &c.attn_bwd_eff}}) {
+    if (curves->empty()) continue;
+    out += pad + key + ":\n";
+    for (const auto& [impl, curve] : *curves) out += fmt::format("{}  {}: {}\n", pad, impl, curve_text(curve));
+  }
+  if (!c.gemm_eff.empty()) line("gemm_eff", curve_text(c.gemm_eff));
+  if (c.host_link_h2d_GBps > 0) line("host_link_h2d_GBps", number(c.host_link_h2d_GBps));
+  if (c.host_link_d2h_GBps > 0) line("host_link_d2h_GBps", number(c.host_link_d2h_GBps));
+  if (c.cuda_context_bytes >= 0) line("cuda_context_GiB", gib_text(c.cuda_context_bytes));
+  if (c.nccl_buffer_bytes >= 0) line("nccl_buffer_GiB", gib_text(c.nccl_buffer_bytes));
+  if (c.pack_GBps > 0) line("pack_GBps", number(c.pack_GBps));
+  return out;
+}
+
+}  // namespace ulysses::cfg

@@ -1,0 +1,95 @@
+// Writes a `calibrated:` section into a profile file, keeping the rest of the file as it was.
+#include "sim/profile_io.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sim/config.hpp"
+#include "sim/config_internal.hpp"
+#include "sim/errors.hpp"
+
+namespace ulysses {
+
+namespace {
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "file", std::string("cannot be read (") + std::strerror(errno) + ")");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// A line that starts a top-level key (column 0, not a comment, not a document marker).
+bool is_top_level_key(const std::string& l) {
+  return !l.empty() && l[0] != ' ' && l[0] != '\t' && l[0] != '#' && l.rfind("---", 0) != 0 && l.rfind("...", 0) != 0;
+}
+
+bool starts_calibrated(const std::string& l) {
+  if (l.rfind("calibrated", 0) != 0) return false;
+  std::size_t i = std::strlen("calibrated");
+  while (i < l.size() && l[i] == ' ') ++i;
+  return i < l.size() && l[i] == ':';
+}
+
+}  // namespace
+
+std::string calibration_to_yaml(const Calibration& c) {
+  const std::string body = cfg::calibration_yaml(c, 2);
+  return body.empty() ? "calibrated: {}\n" : "calibrated:\n" + body;
+}
+
+void write_calibration(const std::string& profile_path, const Calibration& c) {
+  load_profile(profile_path);  // the file must be a valid profile before we touch it
+  const std::vector<std::string> lines = read_lines(profile_path);
+
+  // Find [begin, end) of the existing section: its key line and the lines indented under it.
+  std::size_t begin = lines.size(), end = lines.size();
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (starts_calibrated(lines[i])) {
+      begin = i;
+      end = i + 1;
+      while (end < lines.size() && !is_top_level_key(lines[end])) ++end;
+      // trailing blank or comment lines belong to what follows, not to the section
+      while (end > begin + 1 && (lines[end - 1].empty() || lines[end - 1].find_first_not_of(' ') == std::string::npos ||
+                                 lines[end - 1][lines[end - 1].find_first_not_of(' ')] == '#'))
+        --end;
+      break;
+    }
+
+  std::ostringstream out;
+  for (std::size_t i = 0; i < begin; ++i) out << lines[i] << '\n';
+  if (begin == lines.size() && !lines.empty() && !lines.back().empty()) out << '\n';
+  out << calibration_to_yaml(c);
+  for (std::size_t i = end; i < lines.size(); ++i) out << lines[i] << '\n';
+
+  // Write next to the file, check that it loads with the new values, then replace atomically.
+  const std::filesystem::path target(profile_path);
+  const std::string tmp =
+      (target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path()) / ("." + target.filename().string() + ".tmp.yaml");
+  {
+    std::ofstream f(tmp);
+    if (!f) throw InputError(profile_path, "file", std::string("cannot be written (") + std::strerror(errno) + ")");
+    f << out.str();
+    if (!f.flush()) throw InputError(profile_path, "file", "cannot be written (write failed)");
+  }
+  try {
+    const HardwareProfile p = load_profile(tmp);
+    if (!p.has_calibration) throw InputError(profile_path, "calibrated", "section was not written");
+  } catch (const InputError& e) {
+    std::remove(tmp.c_str());
+    throw InputError(profile_path, e.key(), e.rule());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, profile_path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw InputError(profile_path, "file", "cannot be replaced (" + ec.message() + ")");
+  }
+}
+
+}  // namespace ulysses

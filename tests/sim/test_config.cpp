@@ -1,0 +1,671 @@
+// YAML inputs: every bad-input class gives one InputError naming file, key and rule;
+// set_key, check/validate, to_yaml round trip, sweep specs, write_calibration.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+#include "sim/profile_io.hpp"
+
+namespace fs = std::filesystem;
+using namespace ulysses;
+
+namespace {
+
+// A fresh directory per test case under the system temp dir.
+fs::path temp_dir() {
+  static std::atomic<int> counter{0};
+  const fs::path d = fs::temp_directory_path() /
+                     ("ulysses_test_config_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string write(const fs::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The message of the InputError that loading `text` as a scenario throws, with the file path
+// replaced by "x.yaml"; "" when it loads.
+std::string scenario_error(const std::string& text) {
+  const std::string path = write(temp_dir() / "x.yaml", text);
+  try {
+    load_scenario(path);
+  } catch (const InputError& e) {
+    std::string m = e.what();
+    if (m.rfind(path, 0) == 0) m = "x.yaml" + m.substr(path.size());
+    return m;
+  }
+  return "";
+}
+
+const std::string kValid = R"(model: llama-3.1-8b
+profile: h100-sxm-80gb
+gpus: 8
+plan:
+  sp_size: 8
+  seq_len: 65536
+)";
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  const auto at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
+Scenario valid_scenario() {
+  return load_scenario(write(temp_dir() / "valid.yaml", kValid));
+}
+
+}  // namespace
+
+TEST_CASE("a minimal scenario loads with documented defaults", "[config]") {
+  const Scenario sc = valid_scenario();
+  CHECK(sc.name == "valid");  // the file stem
+  CHECK(sc.model.name == "llama-3.1-8b");
+  CHECK(sc.hw.name == "h100-sxm-80gb");
+  CHECK(sc.gpus == 8);
+  CHECK(sc.plan.sp_size == 8);
+  CHECK(sc.plan.dp_replicate_size == 1);
+  CHECK(sc.plan.dp_shard_auto);
+  CHECK(sc.plan.dp_shard_size == 1);  // auto: 8 / (8 * 1)
+  CHECK(sc.plan.zero_stage == 3);
+  CHECK(sc.plan.activation_checkpointing);
+  CHECK_FALSE(sc.plan.offload_optimizer);
+  CHECK(sc.plan.attn_implementation == "flash_attention_2");
+  CHECK(sc.plan.kv_strategy == KvStrategy::replicate);
+  CHECK(sc.plan.reduce_bucket_size == 5e8);
+  CHECK(sc.workload.causal);
+  CHECK(sc.gpus_per_node == 0);
+  CHECK(sc.host_ram_bytes == 0);
+  CHECK(check(sc).empty());
+}
+
+TEST_CASE("dp_shard_size auto takes the GPUs sp and dp_replicate leave", "[config]") {
+  Scenario sc = load_scenario(write(temp_dir() / "s.yaml", replace(kValid, "gpus: 8", "gpus: 32")));
+  CHECK(sc.plan.dp_shard_size == 4);  // 32 / (8 * 1)
+  set_key(sc, "gpus", "64", "--gpus");
+  CHECK(sc.plan.dp_shard_size == 8);
+  set_key(sc, "plan.sp_size", "4", "--sp-size");
+  CHECK(sc.plan.dp_shard_size == 16);
+  set_key(sc, "plan.dp_shard_size", "2", "--dp-shard-size");  // explicit: no longer follows
+  set_key(sc, "gpus", "16", "--gpus");
+  CHECK(sc.plan.dp_shard_size == 2);
+  CHECK(check(sc) == "gpus: must equal dp_replicate_size * dp_shard_size * sp_size");
+  set_key(sc, "plan.dp_shard_size", "auto", "--dp-shard-size");
+  CHECK(sc.plan.dp_shard_size == 4);
+  CHECK(check(sc).empty());
+  set_key(sc, "gpus", "6", "--gpus");  // 6 GPUs cannot hold sp 4
+  CHECK(check(sc) == "plan.dp_shard_size: auto needs gpus to be a multiple of sp_size * dp_replicate_size");
+}
+
+TEST_CASE("error: file not found", "[config]") {
+  const std::string missing = (temp_dir() / "nope.yaml").string();
+  REQUIRE_THROWS_AS(load_scenario(missing), InputError);
+  try {
+    load_scenario(missing);
+  } catch (const InputError& e) {
+    CHECK(e.file() == missing);
+    CHECK(e.key() == "file");
+    CHECK(std::string(e.what()).find("cannot be read") != std::string::npos);
+  }
+  // a model path referenced from a scenario: named relative to the scenario
+  CHECK(scenario_error(replace(kValid, "llama-3.1-8b", "models/missing.yaml")).rfind(
+            "x.yaml: model: model file not found: models/missing.yaml", 0) == 0);
+}
+
+TEST_CASE("error: YAML syntax error names the line", "[config]") {
+  const std::string msg = scenario_error("model: llama-3.1-8b\nplan: [1,\n  sp_size: 8\n");
+  CHECK(msg.rfind("x.yaml: line ", 0) == 0);
+  CHECK(msg.find("YAML syntax error") != std::string::npos);
+  CHECK(scenario_error("gpus: 8\nplan:\n  sp_size: 8\n   seq_len: 4\n").find("line 4") != std::string::npos);
+}
+
+TEST_CASE("error: unknown key suggests the closest known key", "[config]") {
+  CHECK(scenario_error(replace(kValid, "sp_size", "sp_sise")) ==
+        "x.yaml: plan.sp_sise: unknown key (did you mean 'sp_size'?)");
+  CHECK(scenario_error(kValid + "gpu_per_node: 8\n") ==
+        "x.yaml: gpu_per_node: unknown key (did you mean 'gpus_per_node'?)");
+  CHECK(scenario_error(kValid + "workload:\n  casual: true\n") ==
+        "x.yaml: workload.casual: unknown key (did you mean 'causal'?)");
+  const std::string far = scenario_error(kValid + "zzzzzzzzzz: 1\n");
+  CHECK(far.rfind("x.yaml: zzzzzzzzzz: unknown key (known keys here: name, model, profile", 0) == 0);
+  CHECK(scenario_error(kValid + "gpus: 8\n").rfind("x.yaml: gpus: duplicate key (line 7)", 0) == 0);
+}
+
+TEST_CASE("error: missing required key", "[config]") {
+  CHECK(scenario_error(replace(kValid, "gpus: 8\n", "")) == "x.yaml: gpus: missing required key");
+  CHECK(scenario_error(replace(kValid, "  seq_len: 65536\n", "")) == "x.yaml: plan.seq_len: missing required key");
+  CHECK(scenario_error(replace(kValid, "  sp_size: 8\n", "")) == "x.yaml: plan.sp_size: missing required key");
+  CHECK(scenario_error(replace(kValid, "model: llama-3.1-8b\n", "")) == "x.yaml: model: missing required key");
+  CHECK(scenario_error(replace(kValid, "profile: h100-sxm-80gb\n", "")) == "x.yaml: profile: missing required key");
+  CHECK(scenario_error(replace(kValid, "model: llama-3.1-8b", "model: {layers: 2, hidden: 64}")) ==
+        "x.yaml: model.heads: missing required key");
+  CHECK(scenario_error("") == "x.yaml: file: must be a map of keys (got nothing)");
+}
+
+TEST_CASE("error: wrong types", "[config]") {
+  CHECK(scenario_error(replace(kValid, "gpus: 8", "gpus: eight")) == "x.yaml: gpus: must be a positive integer (got eight)");
+  CHECK(scenario_error(replace(kValid, "gpus: 8", "gpus: \"8\"")) ==
+        "x.yaml: gpus: must be a positive integer (got the string \"8\")");
+  CHECK(scenario_error(replace(kValid, "gpus: 8", "gpus: 8.5")) == "x.yaml: gpus: must be a positive integer (got 8.5)");
+  CHECK(scenario_error(kValid + "  tiled_mlp: 1\n") == "x.yaml: plan.tiled_mlp: must be true or false (got 1)");
+  CHECK(scenario_error(kValid + "  tiled_mlp: yes\n") == "x.yaml: plan.tiled_mlp: must be true or false (got yes)");
+  CHECK(scenario_error(kValid + "  seq_len: [1, 2]\n").rfind("x.yaml: plan.seq_len: duplicate key", 0) == 0);
+  CHECK(scenario_error(replace(kValid, "seq_len: 65536", "seq_len: [1, 2]")) ==
+        "x.yaml: plan.seq_len: must be a scalar (got a list)");
+  CHECK(scenario_error(replace(kValid, "gpus: 8", "gpus:")) == "x.yaml: gpus: must be a scalar (got nothing)");
+  CHECK(scenario_error(kValid + "workload: true\n") == "x.yaml: workload: must be a map of keys (got a scalar)");
+  CHECK(scenario_error(kValid + "host_mem_GiB: lots\n") == "x.yaml: host_mem_GiB: must be a positive number (got lots)");
+  CHECK(scenario_error(kValid + "  reduce_bucket_size: .inf\n") ==
+        "x.yaml: plan.reduce_bucket_size: must be a positive number (got .inf)");
+}
+
+TEST_CASE("error: negative or zero sizes", "[config]") {
+  CHECK(scenario_error(replace(kValid, "sp_size: 8", "sp_size: -2")) ==
+        "x.yaml: plan.sp_size: must be a positive integer (got -2)");
+  CHECK(scenario_error(replace(kValid, "gpus: 8", "gpus: 0")) == "x.yaml: gpus: must be a positive integer (got 0)");
+  CHECK(scenario_error(replace(kValid, "seq_len: 65536", "seq_len: 0")) ==
+        "x.yaml: plan.seq_len: must be a positive integer (got 0)");
+  CHECK(scenario_error(kValid + "  micro_batch_size: -1\n") ==
+        "x.yaml: plan.micro_batch_size: must be a positive integer (got -1)");
+  CHECK(scenario_error(kValid + "  pad_to_multiple_of: -8\n") ==
+        "x.yaml: plan.pad_to_multiple_of: must be a non-negative integer (got -8)");
+  CHECK(scenario_error(replace(kValid, "model: llama-3.1-8b", "model: {base: llama-3.1-8b, layers: 0}")) ==
+        "x.yaml: model.layers: must be a positive integer (got 0)");
+}
+
+TEST_CASE("error: dp_replicate_size * dp_shard_size * sp_size != gpus", "[config]") {
+  CHECK(scenario_error(kValid + "  dp_shard_size: 2\n") ==
+        "x.yaml: gpus: must equal dp_replicate_size * dp_shard_size * sp_size (gpus 8, 1 * 2 * 8 = 16)");
+  CHECK(scenario_error(kValid + "  dp_replicate_size: 3\n") ==
+        "x.yaml: plan.dp_shard_size: auto needs gpus to be a multiple of sp_size * dp_replicate_size "
+        "(gpus 8, sp_size 8, dp_replicate_size 3)");
+}
+
+TEST_CASE("error: Ulysses head rules", "[config]") {
+  // 32 query heads do not split over 64 ranks
+  const std::string sp64 = replace(replace(kValid, "sp_size: 8", "sp_size: 64"), "gpus: 8", "gpus: 64");
+  CHECK(scenario_error(sp64) == "x.yaml: plan.sp_size: model.heads must be divisible by sp_size (heads 32, sp_size 64)");
+  // 48 heads, 12 kv heads, sp 8: 48 % 8 == 0 but 12 and 8 neither divide the other
+  const std::string kv12 = replace(kValid, "model: llama-3.1-8b", "model: {base: llama-3.1-8b, heads: 48, kv_heads: 12}");
+  CHECK(scenario_error(kv12) ==
+        "x.yaml: plan.sp_size: model.kv_heads must divide or be divisible by sp_size (kv_heads 12, sp_size 8)");
+  // kv heads < sp (replicated) and kv heads > sp (split) are both fine
+  CHECK(scenario_error(replace(replace(kValid, "sp_size: 8", "sp_size: 16"), "gpus: 8", "gpus: 16")).empty());
+  CHECK(scenario_error(replace(replace(kValid, "sp_size: 8", "sp_size: 4"), "gpus: 8", "gpus: 4")).empty());
+  // kv heads must divide heads (GQA)
+  CHECK(scenario_error(replace(kValid, "model: llama-3.1-8b", "model: {base: llama-3.1-8b, kv_heads: 5}")) ==
+        "x.yaml: model.kv_heads: must divide heads (heads 32, kv_heads 5)");
+}
+
+TEST_CASE("error: seq_len not divisible by sp_size without padding", "[config]") {
+  const std::string odd = replace(kValid, "seq_len: 65536", "seq_len: 65537");
+  CHECK(scenario_error(odd) ==
+        "x.yaml: plan.seq_len: must be divisible by sp_size (or set plan.pad_to_multiple_of) (seq_len 65537, sp_size 8)");
+  CHECK(scenario_error(odd + "  pad_to_multiple_of: 64\n").empty());
+}
+
+TEST_CASE("error: zero_stage range and offload dependencies", "[config]") {
+  CHECK(scenario_error(kValid + "  zero_stage: 4\n") == "x.yaml: plan.zero_stage: must be 0, 1, 2 or 3 (got 4)");
+  CHECK(scenario_error(kValid + "  zero_stage: -1\n") == "x.yaml: plan.zero_stage: must be 0, 1, 2 or 3 (got -1)");
+  CHECK(scenario_error(kValid + "  zero_stage: 2\n  offload_params: true\n") ==
+        "x.yaml: plan.offload_params: needs zero_stage 3 (zero_stage 2)");
+  CHECK(scenario_error(kValid + "  zero_stage: 0\n  offload_optimizer: true\n") ==
+        "x.yaml: plan.offload_optimizer: needs zero_stage 1, 2 or 3 (zero_stage 0)");
+  CHECK(scenario_error(kValid + "  activation_checkpointing: false\n  offload_checkpoints: true\n") ==
+        "x.yaml: plan.offload_checkpoints: needs activation_checkpointing (activation_checkpointing false)");
+}
+
+TEST_CASE("error: unknown presets list the available ones", "[config]") {
+  const std::string m = scenario_error(replace(kValid, "llama-3.1-8b", "llama-3-8b"));
+  CHECK(m.rfind("x.yaml: model: unknown model preset 'llama-3-8b', did you mean 'llama-3.1-8b'? (available: ", 0) == 0);
+  CHECK(m.find("qwen3-32b") != std::string::npos);
+  const std::string p = scenario_error(replace(kValid, "h100-sxm-80gb", "b200"));
+  CHECK(p.rfind("x.yaml: profile: unknown profile preset 'b200' (available: ", 0) == 0);
+  CHECK(p.find("h200-sxm-141gb") != std::string::npos);
+  CHECK_THROWS_WITH(load_model("gpt-5"), Catch::StartsWith("command line: model: unknown model preset 'gpt-5'"));
+}
+
+TEST_CASE("error: unknown attn_implementation and kv_strategy values", "[config]") {
+  CHECK(scenario_error(kValid + "  attn_implementation: flash3\n").rfind(
+            "x.yaml: plan.attn_implementation: must be one of flash_attention_2, flash_attention_3, sdpa", 0) == 0);
+  CHECK(scenario_error(kValid + "  kv_strategy: broadcast\n") ==
+        "x.yaml: plan.kv_strategy: must be one of replicate, send_once (got 'broadcast')");
+}
+
+TEST_CASE("inline model and profile maps, with or without a base preset", "[config]") {
+  const std::string tiny = replace(replace(kValid, "model: llama-3.1-8b",
+                                           "model:\n  name: tiny\n  layers: 2\n  hidden: 256\n  heads: 8\n"
+                                           "  kv_heads: 2\n  ffn_hidden: 512\n  vocab: 1000\n"),
+                                   "profile: h100-sxm-80gb", "profile: {base: h200-sxm-141gb, nic_GBps: 25}");
+  const Scenario sc = load_scenario(write(temp_dir() / "tiny.yaml", tiny));
+  CHECK(sc.model.name == "tiny");
+  CHECK(sc.model.head_dim == 32);  // default hidden / heads
+  CHECK_FALSE(sc.model.tied_embeddings);
+  CHECK(sc.hw.name == "h200-sxm-141gb");
+  CHECK(sc.hw.nic_GBps == 25);
+  CHECK(sc.hw.nvlink_GBps == 450);  // kept from the base
+  // a full inline profile needs every figure
+  CHECK(scenario_error(replace(kValid, "profile: h100-sxm-80gb", "profile: {gpu: x, hbm_GiB: 80}")) ==
+        "x.yaml: profile.bf16_dense_TFLOPs: missing required key");
+  CHECK(scenario_error(replace(kValid, "profile: h100-sxm-80gb", "profile: {base: h100-sxm-80gb, gemm_eff: 1.2}")) ==
+        "x.yaml: profile.gemm_eff: must be a fraction of peak in (0, 1] (got 1.2)");
+}
+
+TEST_CASE("model and profile files given by path resolve next to the scenario", "[config]") {
+  const fs::path d = temp_dir();
+  fs::create_directories(d / "models");
+  write(d / "models" / "m.yaml", "layers: 2\nhidden: 128\nheads: 4\nkv_heads: 4\nffn_hidden: 256\nvocab: 100\n");
+  const std::string path = write(d / "s.yaml", replace(replace(kValid, "llama-3.1-8b", "models/m.yaml"),
+                                                       "sp_size: 8", "sp_size: 4"));
+  const std::string text = read(path);
+  const Scenario sc = load_scenario(write(d / "s.yaml", replace(text, "gpus: 8", "gpus: 4")));
+  CHECK(sc.model.name == "m");
+  CHECK(sc.model.layers == 2);
+  // errors inside the referenced file name that file
+  write(d / "models" / "m.yaml", "layers: 2\nhidden: 128\nheads: 4\nkv_heads: 4\nffn_hidden: 256\nvocab: -100\n");
+  CHECK_THROWS_WITH(load_scenario(path), Catch::Contains("models/m.yaml: vocab: must be a positive integer (got -100)"));
+}
+
+TEST_CASE("set_key sets every kind of key and rejects bad ones", "[config]") {
+  Scenario sc = valid_scenario();
+  set_key(sc, "plan.seq_len", "131072", "--seq-len");
+  set_key(sc, "plan.tiled_mlp", "true", "--tiled-mlp");
+  set_key(sc, "plan.attn_implementation", "sdpa", "--attn-implementation");
+  set_key(sc, "plan.kv_strategy", "send_once", "--kv-strategy");
+  set_key(sc, "plan.reduce_bucket_size", "2e8", "x.yaml");
+  set_key(sc, "workload.causal", "false", "x.yaml");
+  set_key(sc, "host_mem_GiB", "512", "--host-mem-GiB");
+  set_key(sc, "gpus_per_node", "4", "--gpus-per-node");
+  set_key(sc, "name", "cli", "--name");
+  CHECK(sc.plan.seq_len == 131072);
+  CHECK(sc.plan.tiled_mlp);
+  CHECK(sc.plan.attn_implementation == "sdpa");
+  CHECK(sc.plan.kv_strategy == KvStrategy::send_once);
+  CHECK(sc.plan.reduce_bucket_size == 2e8);
+  CHECK_FALSE(sc.workload.causal);
+  CHECK(sc.host_ram_bytes == 512LL << 30);
+  CHECK(sc.gpus_per_node == 4);
+  CHECK(sc.name == "cli");
+
+  set_key(sc, "model.layers", "4", "--model-layers");
+  CHECK(sc.model.layers == 4);
+  set_key(sc, "model", "qwen3-32b", "--model");  // a preset name reloads the whole model
+  CHECK(sc.model.layers == 64);
+  CHECK(sc.model.qk_norm);
+  set_key(sc, "model", "{base: qwen3-4b, layers: 2}", "--model");
+  CHECK(sc.model.hidden == 2560);
+  CHECK(sc.model.layers == 2);
+  set_key(sc, "profile", "a100-sxm-80gb", "--profile");
+  CHECK(sc.hw.bf16_dense_flops == 312e12);
+  set_key(sc, "profile.nic_GBps", "100", "--nic");
+  set_key(sc, "profile.a2a_alpha_us", "10", "--alpha");
+  set_key(sc, "profile.hbm_GiB", "40", "--hbm");
+  CHECK(sc.hw.nic_GBps == 100);
+  CHECK(sc.hw.a2a_alpha_s == Approx(10e-6));
+  CHECK(sc.hw.hbm_bytes == 40LL << 30);
+
+  CHECK_THROWS_WITH(set_key(sc, "plan.sp_size", "-2", "--sp-size"),
+                    "command line: --sp-size: must be a positive integer (got -2)");
+  CHECK_THROWS_WITH(set_key(sc, "plan.sp_size", "-2", "sweep.yaml"),
+                    "sweep.yaml: plan.sp_size: must be a positive integer (got -2)");
+  CHECK_THROWS_WITH(set_key(sc, "plan.sp_sise", "2", "sweep.yaml"),
+                    "sweep.yaml: plan.sp_sise: unknown key (did you mean 'plan.sp_size'?)");
+  CHECK_THROWS_WITH(set_key(sc, "model.head", "2", "--x"), "command line: --x: unknown key (did you mean 'model.heads'?)");
+  CHECK_THROWS_WITH(set_key(sc, "plan.offload_params", "on", "--offload-params"),
+                    "command line: --offload-params: must be true or false (got on)");
+  CHECK_THROWS_AS(set_key(sc, "model", "nonexistent-model", "--model"), InputError);
+  // every advertised key is wired to a typed setter: a bad value is a value error, not "unknown key"
+  const std::vector<std::string> text_keys = {"name", "model.name", "model.source", "profile.name", "profile.gpu"};
+  for (const std::string& key : settable_keys()) {
+    if (std::find(text_keys.begin(), text_keys.end(), key) != text_keys.end()) continue;
+    Scenario s = valid_scenario();
+    INFO(key);
+    try {
+      set_key(s, key, "-1.5x", "--x");
+      FAIL("accepted -1.5x");
+    } catch (const InputError& e) {
+      CHECK(e.rule().find("unknown key") == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("check returns a stable rule per violation; validate throws it with values", "[config]") {
+  Scenario sc = valid_scenario();
+  CHECK(check(sc).empty());
+  CHECK_NOTHROW(validate(sc, "x.yaml"));
+  sc.plan.seq_len = 1001;
+  CHECK(check(sc) == "plan.seq_len: must be divisible by sp_size (or set plan.pad_to_multiple_of)");
+  sc.plan.seq_len = 1003;
+  CHECK(check(sc) == "plan.seq_len: must be divisible by sp_size (or set plan.pad_to_multiple_of)");  // same bucket
+  CHECK_THROWS_WITH(validate(sc, "x.yaml"), Catch::EndsWith("(seq_len 1003, sp_size 8)"));
+  CHECK_THROWS_WITH(validate(sc, "--seq-len"), Catch::StartsWith("command line: plan.seq_len: "));
+  sc.plan.seq_len = 1024;
+  sc.plan.zero_stage = 7;  // built directly, bypassing set_key
+  CHECK(check(sc) == "plan.zero_stage: must be 0, 1, 2 or 3");
+  sc.plan.zero_stage = 3;
+  sc.plan.attn_implementation = "magic";
+  CHECK(check(sc) == "plan.attn_implementation: unknown implementation");
+  sc.plan.attn_implementation = "sdpa";
+  sc.hw.gemm_eff = 0;
+  CHECK(check(sc) == "profile.gemm_eff: must be a fraction of peak in (0, 1]");
+}
+
+namespace {
+
+void require_same_curve(const Curve& a, const Curve& b) {
+  REQUIRE(a.points.size() == b.points.size());
+  for (std::size_t i = 0; i < a.points.size(); ++i) {
+    CHECK(a.points[i].first == b.points[i].first);
+    CHECK(a.points[i].second == b.points[i].second);
+  }
+}
+
+void require_same(const Scenario& a, const Scenario& b) {
+  CHECK(a.name == b.name);
+  CHECK(a.gpus == b.gpus);
+  CHECK(a.gpus_per_node == b.gpus_per_node);
+  CHECK(a.host_ram_bytes == b.host_ram_bytes);
+  const ModelSpec &m = a.model, &n = b.model;
+  CHECK(m.name == n.name);
+  CHECK(m.layers == n.layers);
+  CHECK(m.hidden == n.hidden);
+  CHECK(m.heads == n.heads);
+  CHECK(m.kv_heads == n.kv_heads);
+  CHECK(m.head_dim == n.head_dim);
+  CHECK(m.ffn_hidden == n.ffn_hidden);
+  CHECK(m.vocab == n.vocab);
+  CHECK(m.tied_embeddings == n.tied_embeddings);
+  CHECK(m.qk_norm == n.qk_norm);
+  CHECK(m.qkv_bias == n.qkv_bias);
+  CHECK(m.published_params == n.published_params);
+  CHECK(m.source == n.source);
+  const HardwareProfile &h = a.hw, &g = b.hw;
+  CHECK(h.name == g.name);
+  CHECK(h.gpu == g.gpu);
+  CHECK(h.hbm_bytes == g.hbm_bytes);
+  CHECK(h.bf16_dense_flops == g.bf16_dense_flops);
+  CHECK(h.hbm_GBps == g.hbm_GBps);
+  CHECK(h.nvlink_GBps == g.nvlink_GBps);
+  CHECK(h.gpus_per_node == g.gpus_per_node);
+  CHECK(h.host_ram_bytes == g.host_ram_bytes);
+  CHECK(h.host_link_GBps == g.host_link_GBps);
+  CHECK(h.nic_GBps == g.nic_GBps);
+  CHECK(h.attn_fwd_eff == g.attn_fwd_eff);
+  CHECK(h.attn_bwd_eff == g.attn_bwd_eff);
+  CHECK(h.gemm_eff == g.gemm_eff);
+  CHECK(h.a2a_link_eff == g.a2a_link_eff);
+  CHECK(h.a2a_alpha_s == g.a2a_alpha_s);
+  CHECK(h.cuda_context_bytes == g.cuda_context_bytes);
+  CHECK(h.nccl_buffer_bytes == g.nccl_buffer_bytes);
+  CHECK(h.sources == g.sources);
+  CHECK(h.has_calibration == g.has_calibration);
+  const Calibration &c = h.calibrated, &d = g.calibrated;
+  CHECK(c.provenance == d.provenance);
+  REQUIRE(c.a2a_busbw_GBps.size() == d.a2a_busbw_GBps.size());
+  for (std::size_t i = 0; i < c.a2a_busbw_GBps.size(); ++i) {
+    CHECK(c.a2a_busbw_GBps[i].first == d.a2a_busbw_GBps[i].first);
+    require_same_curve(c.a2a_busbw_GBps[i].second, d.a2a_busbw_GBps[i].second);
+  }
+  CHECK(c.a2a_alpha_s == d.a2a_alpha_s);
+  for (const auto& [x, y] : {std::pair{&c.attn_fwd_eff, &d.attn_fwd_eff}, std::pair{&c.attn_bwd_eff, &d.attn_bwd_eff}}) {
+    REQUIRE(x->size() == y->size());
+    for (std::size_t i = 0; i < x->size(); ++i) {
+      CHECK((*x)[i].first == (*y)[i].first);
+      require_same_curve((*x)[i].second, (*y)[i].second);
+    }
+  }
+  require_same_curve(c.gemm_eff, d.gemm_eff);
+  CHECK(c.host_link_h2d_GBps == d.host_link_h2d_GBps);
+  CHECK(c.host_link_d2h_GBps == d.host_link_d2h_GBps);
+  CHECK(c.cuda_context_bytes == d.cuda_context_bytes);
+  CHECK(c.nccl_buffer_bytes == d.nccl_buffer_bytes);
+  CHECK(c.pack_GBps == d.pack_GBps);
+  const Plan &p = a.plan, &q = b.plan;
+  CHECK(p.sp_size == q.sp_size);
+  CHECK(p.dp_replicate_size == q.dp_replicate_size);
+  CHECK(p.dp_shard_size == q.dp_shard_size);
+  CHECK(p.dp_shard_auto == q.dp_shard_auto);
+  CHECK(p.zero_stage == q.zero_stage);
+  CHECK(p.offload_optimizer == q.offload_optimizer);
+  CHECK(p.offload_params == q.offload_params);
+  CHECK(p.activation_checkpointing == q.activation_checkpointing);
+  CHECK(p.offload_checkpoints == q.offload_checkpoints);
+  CHECK(p.tiled_logits == q.tiled_logits);
+  CHECK(p.tiled_mlp == q.tiled_mlp);
+  CHECK(p.attn_implementation == q.attn_implementation);
+  CHECK(p.micro_batch_size == q.micro_batch_size);
+  CHECK(p.seq_len == q.seq_len);
+  CHECK(p.pad_to_multiple_of == q.pad_to_multiple_of);
+  CHECK(p.kv_strategy == q.kv_strategy);
+  CHECK(p.reduce_bucket_size == q.reduce_bucket_size);
+  CHECK(a.workload.causal == b.workload.causal);
+}
+
+Calibration sample_calibration() {
+  Calibration c;
+  c.provenance = "test: 2x H200, \"quoted\" text, nccl 2.28";
+  c.a2a_busbw_GBps = {{2, Curve{{{1048576, 19.0}, {16777216, 159.4}, {1073741824, 331.4}}}},
+                      {8, Curve{{{1048576, 12.5}, {1073741824, 360.1}}}}};
+  c.a2a_alpha_s = 26.3 * 1e-6;
+  c.attn_fwd_eff = {{"flash_attention_2", Curve{{{32768, 338 / 989.4}, {131072, 327 / 989.4}}}},
+                    {"sdpa", Curve{{{32768, 0.6185}}}}};
+  c.attn_bwd_eff = {{"flash_attention_2", Curve{{{32768, 317 / 989.4}}}}};
+  c.gemm_eff = Curve{{{1e9, 0.5}, {1e12, 0.8}}};
+  c.host_link_h2d_GBps = 53.1;
+  c.host_link_d2h_GBps = 51.7;
+  c.cuda_context_bytes = 537919488;
+  c.nccl_buffer_bytes = 1LL << 30;
+  c.pack_GBps = 2950;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("to_yaml and load_scenario round trip every field", "[config]") {
+  const fs::path d = temp_dir();
+  Scenario sc = load_scenario(repo_dir() + "/scenarios/llama70b-h200-sp32.yaml");
+  // make every field differ from its default
+  set_key(sc, "name", "round \"trip\": test", "t");
+  set_key(sc, "gpus", "64", "t");
+  set_key(sc, "plan.dp_replicate_size", "2", "t");
+  set_key(sc, "plan.dp_shard_size", "1", "t");
+  set_key(sc, "gpus_per_node", "4", "t");
+  set_key(sc, "host_mem_GiB", "1536.5", "t");
+  set_key(sc, "plan.zero_stage", "3", "t");
+  set_key(sc, "plan.offload_params", "true", "t");
+  set_key(sc, "plan.micro_batch_size", "2", "t");
+  set_key(sc, "plan.seq_len", "1000001", "t");
+  set_key(sc, "plan.pad_to_multiple_of", "128", "t");
+  set_key(sc, "plan.kv_strategy", "send_once", "t");
+  set_key(sc, "plan.reduce_bucket_size", "123456789", "t");
+  set_key(sc, "plan.attn_implementation", "ulysses_flash", "t");
+  set_key(sc, "workload.causal", "false", "t");
+  set_key(sc, "model.qkv_bias", "true", "t");
+  set_key(sc, "profile.a2a_alpha_us", "13.7", "t");
+  set_key(sc, "profile.cuda_context_GiB", "0.61", "t");
+  sc.hw.has_calibration = true;
+  sc.hw.calibrated = sample_calibration();
+  REQUIRE(check(sc).empty());
+
+  const std::string path = write(d / "rt.yaml", to_yaml(sc));
+  const Scenario back = load_scenario(path);
+  require_same(sc, back);
+  // and again: the text is a fixed point
+  CHECK(to_yaml(back) == read(path));
+
+  // dp_shard_size: auto survives the trip
+  Scenario autos = valid_scenario();
+  const Scenario autos_back = load_scenario(write(d / "auto.yaml", to_yaml(autos)));
+  require_same(autos, autos_back);
+  CHECK(read((d / "auto.yaml").string()).find("dp_shard_size: auto") != std::string::npos);
+}
+
+TEST_CASE("calibrated section: parsed, validated, written back into a profile", "[config]") {
+  const fs::path d = temp_dir();
+  const std::string profile = (d / "h200.yaml").string();
+  fs::copy_file(repo_dir() + "/profiles/h200-sxm-141gb.yaml", profile);
+  const std::string before = read(profile);
+  REQUIRE_FALSE(load_profile(profile).has_calibration);
+
+  const Calibration c = sample_calibration();
+  write_calibration(profile, c);
+  const HardwareProfile p = load_profile(profile);
+  REQUIRE(p.has_calibration);
+  CHECK(p.calibrated.a2a_busbw_GBps.size() == 2);
+  CHECK(p.calibrated.a2a_busbw_GBps[1].first == 8);
+  CHECK(p.calibrated.a2a_busbw_GBps[1].second.points[1].second == 360.1);
+  CHECK(p.calibrated.attn_fwd_eff[0].second.points[1].second == 327 / 989.4);
+  CHECK(p.calibrated.cuda_context_bytes == 537919488);
+  CHECK(p.calibrated.provenance == c.provenance);
+  // everything that was there stays, byte for byte, in front of the new section
+  const std::string after = read(profile);
+  CHECK(after.rfind(before, 0) == 0);
+
+  // writing again replaces the section instead of adding a second one
+  Calibration c2;
+  c2.provenance = "second run";
+  c2.pack_GBps = 1000;
+  write_calibration(profile, c2);
+  const std::string again = read(profile);
+  CHECK(again.find("\ncalibrated:") == again.rfind("\ncalibrated:"));
+  CHECK(again.find("second run") != std::string::npos);
+  CHECK(again.find("a2a_busbw_GBps") == std::string::npos);
+  CHECK(load_profile(profile).calibrated.pack_GBps == 1000);
+
+  // a section in the middle of the file: the keys after it are kept
+  const std::string mid = (d / "mid.yaml").string();
+  std::string text = before;
+  const auto at = text.find("sources:");
+  text.insert(at, "calibrated:\n  provenance: old\n  pack_GBps: 5\n# a comment that stays\n");
+  write(mid, text);
+  REQUIRE(load_profile(mid).calibrated.pack_GBps == 5);
+  write_calibration(mid, c2);
+  const HardwareProfile m = load_profile(mid);
+  CHECK(m.calibrated.provenance == "second run");
+  CHECK(m.sources.size() == p.sources.size());
+  CHECK(read(mid).find("# a comment that stays") != std::string::npos);
+
+  // values the loader would reject are refused and the file is left alone
+  Calibration bad;
+  bad.gemm_eff = Curve{{{1e9, 0.5}, {1e8, 0.6}}};  // x not increasing
+  CHECK_THROWS_WITH(write_calibration(mid, bad), Catch::Contains("calibrated.gemm_eff[1]: x must increase strictly"));
+  CHECK(load_profile(mid).calibrated.provenance == "second run");
+  CHECK_THROWS_AS(write_calibration((d / "none.yaml").string(), c2), InputError);
+
+  // bad calibrated sections name the key
+  const auto with_cal = [&](const std::string& cal) {
+    const std::string f = write(d / "c.yaml", before + "calibrated:\n" + cal);
+    try {
+      load_profile(f);
+    } catch (const InputError& e) {
+      return e.key() + ": " + e.rule();
+    }
+    return std::string();
+  };
+  CHECK(with_cal("  a2a_busbw_GBps:\n    1: [[1, 2]]\n") == "calibrated.a2a_busbw_GBps.1: must be an sp size >= 2 as the key (got 1)");
+  CHECK(with_cal("  attn_fwd_eff:\n    flash: [[1, 0.5]]\n").rfind("calibrated.attn_fwd_eff.flash: must be one of", 0) == 0);
+  CHECK(with_cal("  gemm_eff: [[1, 1.5]]\n") == "calibrated.gemm_eff[0]: must be a fraction of peak in (0, 1] (got 1.5)");
+  CHECK(with_cal("  gemm_eff: [1, 2]\n") == "calibrated.gemm_eff[0]: must be a point [x, y]");
+  CHECK(with_cal("  pack_gbps: 3\n") == "calibrated.pack_gbps: unknown key (did you mean 'pack_GBps'?)");
+  CHECK(with_cal("  a2a_alpha_us: 3\n").empty());
+}
+
+TEST_CASE("profile files: every figure required, sources checked", "[config]") {
+  const fs::path d = temp_dir();
+  std::string text = read(repo_dir() + "/profiles/a100-sxm-80gb.yaml");
+  const auto err = [&](const std::string& t) {
+    const std::string f = write(d / "p.yaml", t);
+    try {
+      load_profile(f);
+    } catch (const InputError& e) {
+      return e.key() + ": " + e.rule();
+    }
+    return std::string();
+  };
+  CHECK(err(text).empty());
+  CHECK(err(replace(text, "nic_GBps: 25\n", "")) == "nic_GBps: missing required key");
+  CHECK(err(replace(text, "attn_bwd_eff: 0.6", "attn_bwd_eff: 60")) == "attn_bwd_eff: must be a fraction of peak in (0, 1] (got 60)");
+  CHECK(err(replace(text, "  nic_GBps: \"DGX", "  nic_gbps: \"DGX")) == "sources.nic_gbps: unknown key (did you mean 'nic_GBps'?)");
+  CHECK(err(replace(text, "hbm_GiB: 80", "hbm_GB: 80")) == "hbm_GB: unknown key (did you mean 'hbm_GiB'?)");
+}
+
+TEST_CASE("sweep specs: base, list and geometric axes, validated against set_key", "[config]") {
+  const SweepSpec s = load_sweep(repo_dir() + "/scenarios/sweep-llama8b-h100.yaml");
+  CHECK(s.name == "sweep-llama8b-h100");
+  CHECK(s.mode == "predict");
+  CHECK(s.base.model.name == "llama-3.1-8b");
+  REQUIRE(s.axes.size() == 4);
+  CHECK(s.axes[0].key == "plan.seq_len");
+  CHECK(s.axes[0].values == std::vector<std::string>{"65536", "131072", "262144", "524288", "1048576", "2097152", "4194304"});
+  CHECK(s.axes[1].values == std::vector<std::string>{"1", "2", "4", "8"});
+
+  const SweepSpec g = load_sweep(repo_dir() + "/scenarios/sweep-llama8b-plan-gpus.yaml");
+  CHECK(g.mode == "plan");
+  CHECK(g.granularity == 65536);
+  CHECK(g.base.plan.dp_shard_auto);
+  Scenario probe = g.base;  // the gpus axis keeps dp_shard on auto
+  set_key(probe, "gpus", "64", g.path);
+  CHECK(probe.plan.dp_shard_size == 8);
+  CHECK(check(probe).empty());
+
+  const fs::path d = temp_dir();
+  write(d / "base.yaml", kValid);
+  const auto err = [&](const std::string& t) {
+    const std::string f = write(d / "sw.yaml", t);
+    try {
+      load_sweep(f);
+    } catch (const InputError& e) {
+      return e.key() + ": " + e.rule();
+    }
+    return std::string();
+  };
+  CHECK(err("base: base.yaml\naxes:\n  plan.sp_size: [1, 2]\n").empty());
+  CHECK(err("base: base.yaml\naxes:\n  plan.seq_len: {geometric: {start: 3, stop: 20, factor: 2}}\n").empty());
+  const SweepSpec three = load_sweep((d / "sw.yaml").string());
+  CHECK(three.axes[0].values == std::vector<std::string>{"3", "6", "12"});  // stop 20 not hit
+  CHECK(err("base: base.yaml\naxes:\n  plan.sp_sise: [1, 2]\n") == "axes.plan.sp_sise: unknown scenario key (did you mean 'plan.sp_size'?)");
+  CHECK(err("base: base.yaml\naxes:\n  plan.sp_size: [1, -2]\n") == "axes.plan.sp_size[1]: must be a positive integer (got -2)");
+  CHECK(err("base: base.yaml\naxes:\n  model: [llama-3.1-8b, llama-9]\n").rfind("axes.model[1]: unknown model preset 'llama-9'", 0) == 0);
+  CHECK(err("base: base.yaml\naxes:\n  plan.seq_len: {geometric: {start: 8, stop: 4, factor: 2}}\n") ==
+        "axes.plan.seq_len.geometric.stop: must be >= start (start 8, stop 4)");
+  CHECK(err("base: base.yaml\naxes:\n  plan.seq_len: {geometric: {start: 8, stop: 64, factor: 1}}\n") ==
+        "axes.plan.seq_len.geometric.factor: must be an integer >= 2 (got 1)");
+  CHECK(err("base: base.yaml\naxes:\n  plan.seq_len: {linear: {start: 8}}\n") ==
+        "axes.plan.seq_len.linear: unknown key (known keys here: geometric)");
+  CHECK(err("base: base.yaml\naxes: {}\n") == "axes: must name at least one axis");
+  CHECK(err("base: base.yaml\naxes:\n  gpus: []\n") == "axes.gpus: must list at least one value");
+  CHECK(err("base: base.yaml\naxes:\n  gpus: [8]\nmode: search\n") == "mode: must be one of predict, plan (got 'search')");
+  CHECK(err("base: nothere.yaml\naxes:\n  gpus: [8]\n").rfind("base: scenario file not found: nothere.yaml", 0) == 0);
+  CHECK(err("axes:\n  gpus: [8]\n") == "base: missing required key");
+  CHECK(err("base:\n  model: llama-3.1-8b\n  profile: h100-sxm-80gb\n  gpus: 3\n  plan: {sp_size: 3, seq_len: 9}\naxes:\n  gpus: [8]\n") ==
+        "base.plan.sp_size: model.heads must be divisible by sp_size (heads 32, sp_size 3)");
+}
+
+TEST_CASE("repo_dir follows ULYSSES_HOME", "[config]") {
+  const std::string source = repo_dir();
+  const fs::path d = temp_dir();
+  fs::create_directories(d / "scenarios" / "models");
+  write(d / "scenarios" / "models" / "only.yaml", "layers: 1\nhidden: 8\nheads: 2\nkv_heads: 1\nffn_hidden: 16\nvocab: 10\n");
+  ::setenv("ULYSSES_HOME", d.c_str(), 1);
+  CHECK(repo_dir() == d.string());
+  CHECK(load_model("only").hidden == 8);
+  CHECK_THROWS_WITH(load_model("llama-3.1-8b"), Catch::Contains("(available: only)"));
+  ::unsetenv("ULYSSES_HOME");
+  CHECK(repo_dir() == source);
+}
