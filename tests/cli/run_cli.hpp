@@ -1,0 +1,64 @@
+#pragma once
+// Runs the built `ulysses` binary (ULYSSES_BIN) and captures exit code, stdout and stderr.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+namespace ulysses::test {
+
+struct CliResult {
+  int rc = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A fresh folder under the system temp dir, removed when the object goes out of scope.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() /
+           ("ulysses-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// args: everything after the binary, already shell-quoted where needed.
+inline CliResult run_cli(const std::string& args) {
+  TempDir tmp;
+  const std::string out = tmp / "stdout", err = tmp / "stderr";
+  const std::string cmd = std::string("'") + ULYSSES_BIN + "' " + args + " >'" + out + "' 2>'" + err + "'";
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+inline std::string source_path(const std::string& rel) { return std::string(ULYSSES_SOURCE_DIR) + "/" + rel; }
+
+inline int count_lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace ulysses::test
