@@ -236,20 +236,27 @@ void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host) {
   host.add("process_overhead", sat(static_cast<double>(kHostProcessOverheadBytes) * g));
 }
 
-bytes_t block_peak_bytes(const Dims& d) {
-  // Every buffer of the block allocated at once (docs/MODEL.md "Block peak"):
+bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
+  // The CUDA backend's BlockRunner (runtime/cuda/block_runner.cpp) allocates every buffer of
+  // the block once, up front; its arena peak is their sum (docs/MODEL.md "Block peak").
   const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
   const double q = tok * d.H * d.D * 2, kvs = tok * d.H_kv * d.D * 2;
   const double kvr = d.kv_replica ? tok * d.P * d.D * 2 : 0, kvh = tok * d.kv_wire * d.D * 2;
-  const double lse = tok * d.H * 4;
-  const double fa_ws = tok * d.H * d.D * 4 + tok * d.H * 4 + (d.H_local != d.kv_local ? 2 * q : 0);
-  const double inputs = q + 2 * kvs + 2 * kvr;           // q, k, v seq layout (+ kv replicas)
-  const double exchange = 2 * q;                         // send + recv, sized for the largest tensor (q)
-  const double head = q + 2 * kvh + q;                   // q, k, v, out head layout
-  const double out_seq = q;
-  const double grads = q /*d_out seq*/ + q /*d_out head*/ + (q + 2 * kvh) /*dq dk dv head*/ +
-                       (q + 2 * kvs + 2 * kvr) /*dq dk dv seq (+ replica grads)*/;
-  return sat(inputs + exchange + head + out_seq + lse + grads + fa_ws);
+  const double seq = 4 * q /*q, o, dout, dq*/ + 4 * kvs /*k, v, dk, dv*/ + 4 * kvr /*k, v replicas and grads*/;
+  const double head = 4 * q /*q, o, dout, dq*/ + 4 * kvh /*k, v, dk, dv*/;
+  const double lse = static_cast<double>(d.B) * d.H_local * static_cast<double>(d.S) * 4;
+  // attention backward workspace: the reference kernel keeps delta [B, H_l, S] fp32; the flash
+  // kernel fp32 dq_accum [B, S, H_l, D] plus lse2 and delta [B, H_l, S padded to 128], each
+  // allocation rounded up to 256 bytes. The runner sizes it for the larger unless "reference".
+  auto r256 = [](double b) { return std::ceil(b / 256) * 256; };
+  const double S_pad = std::ceil(static_cast<double>(d.S) / 128) * 128;
+  const double ws_ref = lse;
+  const double ws_flash = r256(tok * d.H * d.D * 4) + 2 * r256(static_cast<double>(d.B) * d.H_local * S_pad * 4);
+  const double ws = sc.plan.attn_implementation == "reference" ? ws_ref : std::max(ws_ref, ws_flash);
+  // exchanger: one send and one receive buffer for the largest group (q, k, v together)
+  const double exchange = d.P > 1 ? 2 * (q + 2 * kvh) : 0;
+  const double scalars = 4 /*barrier fp32*/ + 8 /*counter u64*/;
+  return sat(seq + head + lse + ws + exchange + scalars);
 }
 
 }  // namespace ulysses::sim

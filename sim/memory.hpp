@@ -52,8 +52,9 @@ void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host);
 // Logits + loss working set: 14 bytes per logit of one tile (the whole B*S_local*V when untiled)
 // plus three [B, S_local, h] bf16 tensors (final norm input and output, grad of the hidden state).
 bytes_t logits_loss_bytes(const Dims& d);
-// Peak bytes of one Ulysses attention block alone, fwd + bwd, as `ulysses run` allocates it.
-bytes_t block_peak_bytes(const Dims& d);
+// Peak bytes of one Ulysses attention block alone, fwd + bwd, as `ulysses run --backend cuda`
+// allocates it (every buffer up front; docs/MODEL.md "Block peak").
+bytes_t block_peak_bytes(const Scenario& sc, const Dims& d);
 
 bytes_t gpu_capacity_bytes(const Scenario& sc);
 bytes_t host_capacity_bytes(const Scenario& sc);

@@ -20,7 +20,7 @@ Prediction predict(const Scenario& sc) {
   p.host_capacity_bytes = sim::host_capacity_bytes(sc);
   p.fits_gpu = p.gpu.total() <= p.gpu_capacity_bytes;
   p.fits_host = p.host.total() <= p.host_capacity_bytes;
-  p.block_peak_bytes = sim::block_peak_bytes(d);
+  p.block_peak_bytes = sim::block_peak_bytes(sc, d);
   p.a2a_q_bytes_per_rank = sim::q_bytes_per_rank(d);
   p.a2a_kv_bytes_per_rank = 2 * sim::kv_bytes_per_rank(d);
 

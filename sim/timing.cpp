@@ -118,12 +118,21 @@ seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K) {
   return 2 * M * N * K / (sc.hw.bf16_dense_flops * gemm_eff(sc, M * N * K));
 }
 
-void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& block) {
+seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped) {
+  if (d.P <= 1) return 0;
   const double T = tokens(d);
   const double q = T * d.H * d.D * 2, kv = T * d.kv_wire * d.D * 2;
-  // kv replica: read k (H_kv heads), write the replica (P heads); the backward sums it back
+  // kv replica: read k (H_kv heads), write the replica (P heads), for k and v; the backward
+  // sums the replica gradients back (same bytes)
   const double replica = d.kv_replica ? 2 * (T * d.H_kv * d.D * 2 + T * d.P * d.D * 2) / (copy_GBps(sc) * kGBps) : 0;
-  const seconds_t qkv = a2a_time_s(sc, d, q) + 2 * a2a_time_s(sc, d, kv) + replica;
+  const seconds_t x = grouped ? a2a_time_s(sc, d, q + 2 * kv) : a2a_time_s(sc, d, q) + 2 * a2a_time_s(sc, d, kv);
+  return x + replica;
+}
+
+void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& block) {
+  // `ulysses run` exchanges q, k and v in one grouped exchange (runtime/cuda/exchange.hpp)
+  const double q = tokens(d) * d.H * d.D * 2;
+  const seconds_t qkv = qkv_exchange_s(sc, d, /*grouped=*/true);
   const seconds_t out = a2a_time_s(sc, d, q);
   const double flops = attn_fwd_flops(d), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
   block[static_cast<int>(BlockPhase::a2a_qkv_fwd)] = qkv;
@@ -142,6 +151,8 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   auto at = [&](BlockPhase p) { return blk[static_cast<int>(p)]; };
   const LayerGemms g = layer_gemms(sc, d);
   const bool ck = d.ckpt, tm = pl.tiled_mlp;
+  // DeepSpeed's Ulysses layer runs one all-to-all per tensor: q, k, v separately
+  const seconds_t a2a_qkv = qkv_exchange_s(sc, d, /*grouped=*/false);
 
   // logits: GEMM T x V x h (tiled: per shard) + cross-entropy elementwise traffic at HBM speed
   const double n_log = static_cast<double>(d.logits_shards), M_log = std::ceil(T / n_log);
@@ -149,7 +160,7 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   const seconds_t loss_pass = kLossBytesPerElement * T * d.V / (sc.hw.hbm_GBps * kGBps);
 
   step.n = 0;
-  step.add("a2a.qkv.fwd", L * at(BlockPhase::a2a_qkv_fwd));
+  step.add("a2a.qkv.fwd", L * a2a_qkv);
   step.add("attn.fwd", L * at(BlockPhase::attn_fwd));
   step.add("a2a.out.fwd", L * at(BlockPhase::a2a_out_fwd));
   step.add("gemm.qkv.fwd", L * g.qkv);
@@ -157,7 +168,7 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   step.add("mlp.fwd", L * g.mlp);
   step.add("logits.fwd", logits_gemm + loss_pass);
   step.add("logits.bwd", 2 * logits_gemm + loss_pass);
-  step.add("a2a.qkv.recompute", ck ? L * at(BlockPhase::a2a_qkv_fwd) : 0);
+  step.add("a2a.qkv.recompute", ck ? L * a2a_qkv : 0);
   step.add("attn.recompute", ck ? L * at(BlockPhase::attn_fwd) : 0);
   step.add("a2a.out.recompute", ck ? L * at(BlockPhase::a2a_out_fwd) : 0);
   step.add("gemm.qkv.recompute", ck ? L * g.qkv : 0);
@@ -168,7 +179,7 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   step.add("gemm.o.bwd", L * 2 * g.o);
   step.add("a2a.out.bwd", L * at(BlockPhase::a2a_out_bwd));
   step.add("attn.bwd", L * at(BlockPhase::attn_bwd));
-  step.add("a2a.qkv.bwd", L * at(BlockPhase::a2a_qkv_bwd));
+  step.add("a2a.qkv.bwd", L * a2a_qkv);
   step.add("gemm.qkv.bwd", L * 2 * g.qkv);
 
   // --- ZeRO / data-parallel collectives (ring algorithms over NVLink or the NIC)

@@ -26,6 +26,9 @@ double attn_eff(const Scenario& sc, bool forward, double S);
 double gemm_eff(const Scenario& sc, double mnk);
 seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K);
 
+// q, k, v exchange (+ kv replica copies): grouped = one exchange of all three (`ulysses run`),
+// else three all-to-alls (DeepSpeed's Ulysses layer, used in the step).
+seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped);
 // The six block phases of one layer (indexed by BlockPhase), forward and backward once.
 void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& block);
 // Every step phase (DESIGN.md names), in a fixed order; returns FLOPs executed per GPU.

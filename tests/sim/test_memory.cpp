@@ -273,15 +273,23 @@ TEST_CASE("memory: host capacity and GPUs per node from the scenario", "[sim][me
   CHECK(p.host_capacity_bytes == (512LL << 30));
 }
 
-TEST_CASE("memory: block peak counts the block's buffers", "[sim][memory][golden]") {
-  // P=2, S=32K, H=32, H_kv=8, D=128, B=1: S_local = 16384
+TEST_CASE("memory: block peak counts the CUDA block runner's buffers", "[sim][memory][golden]") {
+  // P=2, S=32K, H=32, H_kv=8, D=128, B=1: S_local = 16384, H_l = 16
   //   q = 16384*32*128*2 = 134217728; k, v (seq and head) = 16384*8*128*2 = 33554432
-  //   lse = 16384*32*4 = 2097152
-  //   FA2 workspace = dq_accum 16384*32*128*4 + dsoftmax 2097152 + GQA-expanded dk, dv 2*q
-  //                 = 268435456 + 2097152 + 268435456 = 538968064
-  //   10 q-sized (q in, send, recv, q/out head, out seq, d_out seq/head, dq head/seq)
-  //   + 4 kv seq (k, v, dk, dv) + 4 kv head (k, v, dk, dv) + lse + workspace
-  //   = 1342177280 + 134217728 + 134217728 + 2097152 + 538968064 = 2151677952
+  //   sequence layout: q, o, dout, dq + k, v, dk, dv = 4*134217728 + 4*33554432 = 671088640
+  //   head layout: the same sizes                                             = 671088640
+  //   lse [B, H_l, S] fp32 = 16*32768*4                                       = 2097152
+  //   flash workspace: dq_accum 16384*32*128*4 + 2 * (16*32768*4) (lse2, delta) = 272629760
+  //   exchanger send + recv for q, k, v together: 2 * (134217728 + 2*33554432) = 402653184
+  //   barrier + counter                                                       = 12
+  //   total = 671088640*2 + 2097152 + 272629760 + 402653184 + 12 = 2019557388
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 2, 2, 32768);
-  CHECK(predict(sc).block_peak_bytes == 2151677952LL);
+  CHECK(predict(sc).block_peak_bytes == 2019557388LL);
+  // the reference kernel's workspace is delta only (= lse size)
+  sc.plan.attn_implementation = "reference";
+  CHECK(predict(sc).block_peak_bytes == 2019557388LL - 272629760 + 2097152);
+  // P = 1: no exchange buffers
+  Scenario one = make_scenario(llama31_8b(), h100_sxm(), 1, 1, 16384);
+  // q = 16384*32*128*2 = 134217728, k/v = 33554432; 8q + 8kv + lse 2097152 + ws (268435456 + 2*2097152) + 12
+  CHECK(predict(one).block_peak_bytes == 8LL * 134217728 + 8LL * 33554432 + 2097152 + 268435456 + 4194304 + 12);
 }

@@ -63,8 +63,19 @@ TEST_CASE("time: all-to-all alpha-beta with pack/unpack copies", "[sim][time][go
   auto t = [](double X) { return 20e-6 + 7.0 / 8.0 * X / (0.7 * 450e9) + 2 * X / 3350e9; };
   const double q = 134217728, kv = 33554432;  // q: 16384*32*128*2, k or v: 16384*8*128*2
   CHECK(blk(p, BlockPhase::a2a_out_fwd) == Approx(t(q)));
-  CHECK(blk(p, BlockPhase::a2a_qkv_fwd) == Approx(t(q) + 2 * t(kv)));
+  // the block (`ulysses run`) sends q, k, v in one grouped exchange: one alpha
+  CHECK(blk(p, BlockPhase::a2a_qkv_fwd) == Approx(t(q + 2 * kv)));
   CHECK(blk(p, BlockPhase::a2a_qkv_bwd) == Approx(blk(p, BlockPhase::a2a_qkv_fwd)));
+  // the step (DeepSpeed's layer) runs three all-to-alls per layer: three alphas
+  CHECK(p.step.get("a2a.qkv.fwd") == Approx(32 * (t(q) + 2 * t(kv))));
+  CHECK(p.step.get("a2a.qkv.fwd") - 32 * blk(p, BlockPhase::a2a_qkv_fwd) == Approx(32 * 2 * 20e-6));
+  // kv replication (P = 32 > H_kv = 8) adds the replica copies: read k (8 heads), write 32 heads,
+  // for k and v: 2 * (4096*8*128*2 + 4096*32*128*2) bytes over HBM
+  Scenario rep = make_scenario(llama31_8b(), h100_sxm(), 32, 32, 131072);
+  Scenario once = rep;
+  once.plan.kv_strategy = KvStrategy::send_once;
+  CHECK(blk(predict(rep), BlockPhase::a2a_qkv_fwd) - blk(predict(once), BlockPhase::a2a_qkv_fwd) ==
+        Approx(2.0 * (4096 * 8 * 128 * 2 + 4096 * 32 * 128 * 2) / 3350e9));
   // sp = 1: nothing is exchanged
   Scenario one = make_scenario(llama31_8b(), h100_sxm(), 8, 1, 131072);
   const Prediction p1 = predict(one);
