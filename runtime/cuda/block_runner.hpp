@@ -47,6 +47,9 @@ class BlockRunner {
   cpu::RankResult download();            // host copies of the tensors of cpu::RankResult
   const std::vector<std::uint16_t>& roundtrip() const { return roundtrip_; }
   std::string kernel_name() const;
+  void set_slices(int k) { slices_ = k; }
+  Exchanger& exchanger() { return *ex_; }
+  unsigned long long* counter() { return counter_.get(); }  // one device word for checks
 
  private:
   RankCtx& ctx_;

@@ -20,6 +20,7 @@
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/tracing.hpp"
+#include "sim/errors.hpp"
 #include "sim/phases.hpp"
 
 namespace ulysses::runtime::cuda {
@@ -186,9 +187,16 @@ int default_slices() {
 Measurement CudaBackend::run_block(const BlockShape& shape, const RunOptions& opt) {
   CudaRunConfig cfg;
   cfg.slices = default_slices();
+  RunOptions o = opt;
+  if (const char* t = std::getenv("ULYSSES_TIMEOUT_S")) {  // watchdog override for run/compare
+    char* end = nullptr;
+    const double v = std::strtod(t, &end);
+    if (*end || !(v > 0)) throw InputError("", "environment ULYSSES_TIMEOUT_S", "must be a number of seconds > 0");
+    o.timeout_s = v;
+  }
   const char* f = std::getenv("ULYSSES_FOLLOWERS_RETURN");
   cfg.followers_exit = !(f && std::string(f) == "1");
-  return run_block_ex(shape, opt, cfg);
+  return run_block_ex(shape, o, cfg);
 }
 
 Measurement CudaBackend::run_block_ex(const BlockShape& shape, const RunOptions& opt, const CudaRunConfig& cfg,

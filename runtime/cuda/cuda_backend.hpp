@@ -16,6 +16,7 @@
 //      N" for kernels and copies, "rank r nvtx" for the NVTX ranges CUPTI saw).
 // Peak memory per rank = the rank's DeviceArena high-water mark (all block buffers, allocated
 // once up front); the cudaMemGetInfo view is kept in the RankReport.
+// ULYSSES_TIMEOUT_S (seconds) overrides RunOptions.timeout_s in run_block (the watchdog).
 // Launcher mode: every rank returns the same Measurement; unless ULYSSES_FOLLOWERS_RETURN=1,
 // ranks other than 0 then exit the process (status 0 when correct, else 1) so that only rank 0
 // prints and writes files.

@@ -1,0 +1,210 @@
+// ulysses bench exchange|attention|block: CUDA microbenchmarks of the Ulysses attention block.
+// Each validates first (#wrong column), warms up, then times: median = max over ranks of the
+// per-rank median, max = max over ranks and iterations.
+// Bandwidth as nccl-tests defines it for all-to-all: algbw = bytes_per_rank / time,
+// busbw = algbw * (P-1)/P, GB = 1e9 bytes.
+// --peer FILE reads bench/peers/ulysses_peer.py's JSON from the same device call and prints the
+// ratios against it.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/runtime_common.hpp"
+#include "reports/table.hpp"
+#include "sim/errors.hpp"
+
+#ifdef ULYSSES_WITH_CUDA
+#include "runtime/backend_registry.hpp"
+#include "runtime/cuda/bench.hpp"
+#include "runtime/cuda/cuda_backend.hpp"
+#endif
+
+namespace ulysses::cli {
+namespace {
+
+std::string us(double s) { return fmt::format("{:.1f}", s * 1e6); }
+
+nlohmann::json read_peer(const po::variables_map& vm) {
+  if (!vm.count("peer")) return nullptr;
+  const std::string path = vm["peer"].as<std::string>();
+  std::ifstream f(path);
+  if (!f) throw InputError(path, "--peer", "cannot open the peer's JSON file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  // the peer prints one JSON object per line of interest; take the last line that parses
+  nlohmann::json j = nullptr;
+  std::string line;
+  std::istringstream lines(ss.str());
+  while (std::getline(lines, line)) {
+    auto k = nlohmann::json::parse(line, nullptr, false);
+    if (!k.is_discarded() && k.is_object()) j = k;
+  }
+  if (j.is_null()) throw InputError(path, "--peer", "holds no JSON object line");
+  return j;
+}
+
+double peer_ms(const nlohmann::json& peer, const char* a, const char* b = nullptr) {
+  if (peer.is_null() || !peer.contains(a)) return 0;
+  const auto& x = b ? peer[a] : peer;
+  if (b && (!x.is_object() || !x.contains(b))) return 0;
+  const auto& v = b ? x[b] : x[a];
+  return v.is_number() ? v.get<double>() : 0;
+}
+
+std::vector<int> parse_slices(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  for (std::string tok; std::getline(ss, tok, ',');) {
+    char* end = nullptr;
+    const long v = std::strtol(tok.c_str(), &end, 10);
+    if (tok.empty() || *end || v < 1 || v > 64) throw InputError("", "--slices", "a comma list of integers in 1..64, e.g. 1,2,4");
+    out.push_back(static_cast<int>(v));
+  }
+  if (out.empty()) throw InputError("", "--slices", "needs at least one value");
+  return out;
+}
+
+#ifdef ULYSSES_WITH_CUDA
+
+int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt, const po::variables_map& vm) {
+  const auto res = runtime::cuda::bench_exchange(shape, opt, parse_slices(vm["slices"].as<std::string>()));
+  if (res.launcher_follower) return kExitOk;
+  const nlohmann::json peer = read_peer(vm);
+  std::cout << fmt::format("bench exchange: a2a.qkv.fwd on {}\nB={} S={} H={} H_kv={} D={} P={} kv_strategy={}\n"
+                           "busbw = algbw * (P-1)/P, algbw = bytes per rank / time (nccl-tests), GB = 1e9 B\n\n",
+                           res.device, shape.B, shape.S, shape.H, shape.H_kv, shape.D, shape.P,
+                           shape.kv_strategy == KvStrategy::replicate ? "replicate" : "send_once");
+  reports::Table t({{"variant", "", reports::Align::left}, {"size", "B/rank"}, {"median", "us"}, {"max", "us"},
+                    {"algbw", "GB/s"}, {"busbw", "GB/s"}, {"#wrong", ""}});
+  bool ok = true;
+  double best = 0, bare = 0;
+  for (const auto& r : res.rows) {
+    t.add_row({r.name, fmt::format("{}", r.bytes_per_rank), us(r.median_s), us(r.max_s),
+               fmt::format("{:.1f}", runtime::cuda::algbw_GBps(r)), fmt::format("{:.1f}", runtime::cuda::busbw_GBps(r, shape.P)),
+               fmt::format("{}", r.wrong)});
+    ok = ok && r.wrong == 0;
+    if (r.name.rfind("ulysses", 0) == 0 && (best == 0 || r.median_s < best)) best = r.median_s;
+    if (r.name.find("ncclAlltoAll") != std::string::npos) bare = r.median_s;
+  }
+  std::cout << t.render() << "\n";
+  if (best > 0 && bare > 0)
+    std::cout << fmt::format("ulysses q,k,v exchange (best) / bare ncclAlltoAll of the same bytes: {:.3f}x (target <= 1.10)\n",
+                             best / bare);
+  if (const double p = peer_ms(peer, "exchange_qkv_ms"); p > 0 && best > 0)
+    std::cout << fmt::format("PyTorch peer q,k,v exchange {:.1f} us / ulysses {:.1f} us: {:.2f}x faster (target >= 1.5)\n",
+                             p * 1e3, best * 1e6, p * 1e-3 / best);
+  std::cout << (ok ? "validation: all exchanges bit-exact\n" : "validation: FAILED (#wrong > 0)\n");
+  return ok ? kExitOk : kExitFailure;
+}
+
+int bench_attention_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt) {
+  const auto res = runtime::cuda::bench_attention(shape, opt);
+  if (res.launcher_follower) return kExitOk;
+  std::cout << fmt::format("bench attention: local attention of one rank on {}\nB={} S={} H_local={} H_kv_local={} D={} {}\n"
+                           "FLOPs fwd = 4*B*S^2*H*D (half when causal), bwd = 2.5x fwd; TFLOP/s on the median\n\n",
+                           res.device, shape.B, shape.S, shape.H / shape.P, shape.H_kv >= shape.P ? shape.H_kv / shape.P : 1,
+                           shape.D, shape.causal ? "causal" : "non-causal");
+  reports::Table t({{"pass", "", reports::Align::left}, {"median", "us"}, {"max", "us"}, {"rate", "TFLOP/s"},
+                    {"#wrong", ""}, {"validation", "", reports::Align::left}});
+  bool ok = true, any = false;
+  for (const auto& r : res.rows) {
+    const bool ran = r.wrong >= 0;
+    t.add_row({r.name, ran ? us(r.median_s) : "-", ran ? us(r.max_s) : "-",
+               ran && r.median_s > 0 ? fmt::format("{:.1f}", r.flops / r.median_s * 1e-12) : "-",
+               ran ? fmt::format("{}", r.wrong) : "-", r.note});
+    if (ran) ok = ok && r.wrong == 0, any = true;
+  }
+  std::cout << t.render();
+  return ok && any ? kExitOk : kExitFailure;
+}
+
+int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt, const po::variables_map& vm) {
+  runtime::cuda::CudaBackend be;
+  runtime::cuda::CudaRunConfig cfg;
+  cfg.slices = vm.count("slices") && !vm["slices"].defaulted() ? parse_slices(vm["slices"].as<std::string>())[0]
+                                                               : runtime::cuda::default_slices();
+  cfg.followers_exit = false;
+  std::vector<runtime::cuda::RankReport> reps;
+  const runtime::Measurement m = be.run_block_ex(shape, opt, cfg, &reps);
+  if (m.device.find("one process per GPU") != std::string::npos && !reps.empty()) {
+    const char* rank = std::getenv("RANK");
+    if (rank && std::string(rank) != "0") return m.correct ? kExitOk : kExitFailure;
+  }
+  std::cout << "bench block (exchange slices " << cfg.slices << ")\n" << measurement_table(m);
+  double fwd = 0, bwd = 0;
+  for (std::size_t i = 0; i < m.phases.size(); ++i) (i < 3 ? fwd : bwd) += m.phases[i].median_s;
+  std::cout << fmt::format("\nblock fwd {:.1f} us, bwd {:.1f} us, fwd+bwd {:.1f} us (sum of phase medians)\n", fwd * 1e6,
+                           bwd * 1e6, (fwd + bwd) * 1e6);
+  std::cout << "traced iteration, GPU busy per phase (CUPTI, rank 0):";
+  for (int p = 0; p < 6 && !reps.empty(); ++p) std::cout << fmt::format(" {} {:.1f} us;", m.phases[p].name, reps[0].traced_busy_s[p] * 1e6);
+  std::cout << fmt::format("\ndevice memory used (cudaMemGetInfo, max seen) rank 0: {} bytes\n",
+                           reps.empty() ? 0 : reps[0].device_used_peak_bytes);
+  const nlohmann::json peer = read_peer(vm);
+  for (const char* backend : {"flash", "cudnn"}) {
+    const double f = peer_ms(peer, backend, "fwd_ms"), fb = peer_ms(peer, backend, "fwd_bwd_ms");
+    if (fb > 0)
+      std::cout << fmt::format("PyTorch peer ({}): fwd {:.1f} us, fwd+bwd {:.1f} us -> ulysses fwd+bwd / peer = {:.3f}x{}\n",
+                               backend, f * 1e3, fb * 1e3, (fwd + bwd) / (fb * 1e-3),
+                               std::string(backend) == "flash" ? " (target <= 1.5)" : "");
+  }
+  if (vm.count("json")) {
+    std::ofstream o(vm["json"].as<std::string>());
+    o << measurement_json(m).dump(2) << "\n";
+  }
+  return m.correct ? kExitOk : kExitFailure;
+}
+
+#endif
+
+int run_bench(int argc, char** argv) {
+  po::options_description d("bench options");
+  d.add_options()("help,h", "this help")("what", po::value<std::string>(), "exchange | attention | block")(
+      "slices", po::value<std::string>()->default_value("1,2,4"),
+      "exchange: slice counts to time (pipelined pack/send); block: the first one (default ULYSSES_A2A_SLICES or 1)")(
+      "peer", po::value<std::string>(), "JSON output of bench/peers/ulysses_peer.py from the same call: print ratios")(
+      "json", po::value<std::string>(), "block: also write the measurement as JSON to this file")(
+      "timeout", po::value<double>()->default_value(300), "watchdog seconds for a collective or a missing rank");
+  add_runtime_options(d);
+  po::options_description s("scenario options (flags override the --scenario file)");
+  add_scenario_options(s);
+  d.add(s);
+  po::positional_options_description pos;
+  pos.add("what", 1);
+  const auto vm = parse_args(argc, argv, d, &pos);
+  if (vm.count("help") || !vm.count("what")) {
+    print_help(argv[0], "exchange|attention|block --scenario FILE [--seq-len N ...] [--slices 1,2,4] [--peer FILE]",
+               "CUDA microbenchmarks, each validated before it is timed:\n"
+               "  exchange   q,k,v seq->head exchange (pack + one NCCL group + unpack) vs a bare ncclAlltoAll and\n"
+               "             a bare grouped send/recv of the same bytes; busbw = algbw*(P-1)/P as nccl-tests\n"
+               "  attention  one rank's local attention (H/P heads, full S), fwd and bwd, flash and reference\n"
+               "  block      the whole block (six phases) as `ulysses run --backend cuda`",
+               d);
+    return vm.count("help") ? kExitOk : kExitInput;
+  }
+  const std::string what = vm["what"].as<std::string>();
+  if (what != "exchange" && what != "attention" && what != "block")
+    throw InputError("", "bench", "'" + what + "' is not one of exchange, attention, block");
+#ifdef ULYSSES_WITH_CUDA
+  runtime::RunOptions opt = run_options_of(vm);
+  opt.timeout_s = vm["timeout"].as<double>();
+  if (!(opt.timeout_s > 0)) throw InputError("", "--timeout", "must be > 0 seconds");
+  const Scenario sc = scenario_from_options(vm, true);
+  const runtime::BlockShape shape = block_shape_checked(sc, vm, "cuda");
+  if (what == "exchange") return bench_exchange_cmd(shape, opt, vm);
+  if (what == "attention") return bench_attention_cmd(shape, opt);
+  return bench_block_cmd(shape, opt, vm);
+#else
+  std::fprintf(stderr, "ulysses bench: this binary was built without the CUDA backend\n");
+  return kExitFailure;
+#endif
+}
+
+const RegisterCommand reg{"bench", "CUDA microbenchmarks: exchange, attention, block (validated, then timed)", &run_bench};
+
+}  // namespace
+}  // namespace ulysses::cli

@@ -1,0 +1,315 @@
+#include "runtime/cuda/bench.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "kernels/attention.hpp"
+#include "kernels/testdata.cuh"
+#include "runtime/checks.hpp"
+#include "runtime/cpu/bf16.hpp"
+#include "runtime/cuda/block_runner.hpp"
+#include "runtime/cuda/cluster.hpp"
+#include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/report.hpp"
+#include "runtime/cuda/tracing.hpp"
+#include "runtime/reference_attention.hpp"
+
+namespace ulysses::runtime::cuda {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// One rank's rows: name, bytes/flops, wrong, per-iteration seconds.
+struct RankRows {
+  std::vector<BenchRow> rows;
+  std::vector<std::vector<double>> times;
+};
+
+std::string pack_rows(const RankRows& r) {
+  Writer w;
+  w.pod<std::uint64_t>(r.rows.size());
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    const BenchRow& b = r.rows[i];
+    w.str(b.name), w.pod(b.bytes_per_rank), w.pod(b.flops), w.pod(b.wrong), w.str(b.note), w.vec(r.times[i]);
+  }
+  return std::move(w.out);
+}
+
+RankRows unpack_rows(const std::string& s) {
+  Reader rd(s);
+  RankRows r;
+  const auto n = rd.pod<std::uint64_t>();
+  for (std::uint64_t i = 0; i < n; ++i) {
+    BenchRow b;
+    b.name = rd.str(), b.bytes_per_rank = rd.pod<std::int64_t>(), b.flops = rd.pod<double>(), b.wrong = rd.pod<std::int64_t>();
+    b.note = rd.str();
+    r.rows.push_back(b);
+    r.times.push_back(rd.vec<double>());
+  }
+  return r;
+}
+
+BenchResult aggregate(Cluster& cl, const std::vector<std::string>& raw) {
+  BenchResult out;
+  out.device = cl.describe();
+  std::vector<RankRows> ranks;
+  for (const auto& s : raw) ranks.push_back(unpack_rows(s));
+  for (std::size_t i = 0; i < ranks[0].rows.size(); ++i) {
+    BenchRow b = ranks[0].rows[i];
+    b.median_s = 0, b.max_s = 0;
+    std::int64_t wrong = 0;
+    for (const auto& r : ranks) {
+      b.median_s = std::max(b.median_s, median(r.times[i]));
+      for (double t : r.times[i]) b.max_s = std::max(b.max_s, t);
+      wrong += std::max<std::int64_t>(r.rows[i].wrong, 0);
+    }
+    b.wrong = ranks[0].rows[i].wrong < 0 ? -1 : wrong;
+    out.rows.push_back(b);
+  }
+  out.launcher_follower = cl.launcher_mode() && cl.my_rank() != 0;
+  return out;
+}
+
+// Times fn (enqueued on ctx.stream and/or joined into it) warmup + iters times, ranks aligned.
+template <class F>
+std::vector<double> time_it(RankCtx& ctx, BlockRunner& run, const RunOptions& opt, F&& fn) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int it = 0; it < opt.warmup + opt.iters; ++it) {
+    run.barrier();
+    CUDA_CHECK(cudaEventRecord(a, ctx.stream));
+    fn();
+    CUDA_CHECK(cudaEventRecord(b, ctx.stream));
+    ctx.wait(ctx.stream, "a timed benchmark iteration");
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (it >= opt.warmup) t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(a), cudaEventDestroy(b);
+  return t;
+}
+
+// Runs a bare NCCL call enqueued on comm_stream as if on ctx.stream (joined both ways).
+template <class F>
+void on_comm(RankCtx& ctx, F&& fn) {
+  cudaEvent_t e;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventRecord(e, ctx.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(ctx.comm_stream, e, 0));
+  fn();
+  CUDA_CHECK(cudaEventRecord(e, ctx.comm_stream));
+  CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, e, 0));
+  CUDA_CHECK(cudaEventDestroy(e));
+}
+
+std::int64_t read_counter(RankCtx& ctx, unsigned long long* w) {
+  unsigned long long h = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&h, w, sizeof h, cudaMemcpyDeviceToHost, ctx.stream));
+  ctx.wait(ctx.stream, "a validation count");
+  return static_cast<std::int64_t>(h);
+}
+
+std::string exchange_rank(RankCtx& ctx, const BlockShape& s, const RunOptions& opt, const std::vector<int>& slices) {
+  DeviceArena arena(ctx.device);
+  BlockRunner run(ctx, arena, s, {kernels::AttnKernel::reference, false}, 1);
+  run.fill_inputs(opt.seed);
+  const layout::Dims qx{s.B, s.S, s.P, s.H, s.D}, kvx{s.B, s.S, s.P, s.H_kv, s.D};
+  const layout::Dims kv_travel = s.H_kv < s.P && s.kv_strategy == KvStrategy::replicate ? layout::Dims{s.B, s.S, s.P, s.P, s.D} : kvx;
+  const std::int64_t elems = s.P * (layout::chunk_elems(qx) + 2 * layout::chunk_elems(kv_travel));
+  unsigned long long* w = run.counter();
+  RankRows out;
+  for (int k : slices) {
+    run.set_slices(k);
+    run.poison_outputs();
+    run.barrier();
+    run.phase(0);
+    const auto checks = run.device_checks(opt.seed, false);  // q, k, v bit-exact are the first three
+    std::int64_t wrong = checks[0].wrong + checks[1].wrong + checks[2].wrong;
+    out.rows.push_back({fmt::format("ulysses q,k,v (pack+group+unpack, slices={})", k), elems * 2, 0, 0, 0, wrong, ""});
+    out.times.push_back(time_it(ctx, run, opt, [&] { run.phase(0); }));
+  }
+  if (ctx.world > 1) {
+    void* send = run.exchanger().send_buffer();
+    void* recv = run.exchanger().recv_buffer();
+    const std::int64_t count = elems / s.P;
+    auto validate = [&](auto&& call) {
+      CUDA_CHECK(kernels::fill_a2a_send_bf16(send, elems, ctx.rank, opt.seed, ctx.stream));
+      CUDA_CHECK(cudaMemsetAsync(recv, 0xFF, static_cast<std::size_t>(elems * 2), ctx.stream));
+      CUDA_CHECK(cudaMemsetAsync(w, 0, sizeof *w, ctx.stream));
+      run.barrier();
+      on_comm(ctx, call);
+      CUDA_CHECK(kernels::count_wrong_a2a_bf16(recv, count, ctx.world, ctx.rank, opt.seed, w, ctx.stream));
+      return read_counter(ctx, w);
+    };
+    auto a2a = [&] { run.exchanger().bare_alltoall(elems); };
+    const std::int64_t w1 = validate(a2a);
+    out.rows.push_back({"nccl ncclAlltoAll (bare, same bytes)", elems * 2, 0, 0, 0, w1, ""});
+    out.times.push_back(time_it(ctx, run, opt, [&] { on_comm(ctx, a2a); }));
+    auto grp = [&] { run.exchanger().bare_sendrecv(elems); };
+    const std::int64_t w2 = validate(grp);
+    out.rows.push_back({"nccl grouped send/recv (bare, same bytes)", elems * 2, 0, 0, 0, w2, ""});
+    out.times.push_back(time_it(ctx, run, opt, [&] { on_comm(ctx, grp); }));
+  }
+  return pack_rows(out);
+}
+
+// ---- attention ----
+
+struct AttnBufs {
+  DevBuf<std::uint16_t> q, k, v, o, dout, dq, dk, dv;
+  DevBuf<float> lse;
+  DevBuf<std::uint8_t> ws;
+};
+
+AttnBufs attn_bufs(DeviceArena& a, std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D) {
+  AttnBufs b;
+  for (auto* x : {&b.q, &b.o, &b.dout, &b.dq}) *x = DevBuf<std::uint16_t>(a, B * S * Hq * D);
+  for (auto* x : {&b.k, &b.v, &b.dk, &b.dv}) *x = DevBuf<std::uint16_t>(a, B * S * Hkv * D);
+  b.lse = DevBuf<float>(a, B * Hq * S);
+  const std::size_t ws = std::max(kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::reference, B, S, Hq, Hkv, D),
+                                  kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::flash, B, S, Hq, Hkv, D));
+  b.ws = DevBuf<std::uint8_t>(a, static_cast<std::int64_t>(ws));
+  return b;
+}
+
+void fill_attn(AttnBufs& b, std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D,
+               std::uint64_t seed, cudaStream_t st) {
+  const layout::Dims qd{B, S, 1, Hq, D}, kd{B, S, 1, Hkv, D};  // P = 1: the shard is the whole tensor
+  CUDA_CHECK(kernels::fill_seq_shard_bf16(b.q.get(), qd, 0, seed, kernels::kTensorQ, st));
+  CUDA_CHECK(kernels::fill_seq_shard_bf16(b.k.get(), kd, 0, seed, kernels::kTensorK, st));
+  CUDA_CHECK(kernels::fill_seq_shard_bf16(b.v.get(), kd, 0, seed, kernels::kTensorV, st));
+  CUDA_CHECK(kernels::fill_seq_shard_bf16(b.dout.get(), qd, 0, seed, kernels::kTensorDout, st));
+}
+
+kernels::AttnFwdParams fwd_params(AttnBufs& b, std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D, bool causal) {
+  kernels::AttnFwdParams p;
+  p.q = reinterpret_cast<const __nv_bfloat16*>(b.q.get()), p.k = reinterpret_cast<const __nv_bfloat16*>(b.k.get());
+  p.v = reinterpret_cast<const __nv_bfloat16*>(b.v.get()), p.o = reinterpret_cast<__nv_bfloat16*>(b.o.get());
+  p.lse = b.lse.get();
+  p.B = B, p.S = S, p.Hq = Hq, p.Hkv = Hkv, p.D = D, p.causal = causal, p.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  return p;
+}
+
+kernels::AttnBwdParams bwd_params(AttnBufs& b, const kernels::AttnFwdParams& f) {
+  kernels::AttnBwdParams p;
+  p.q = f.q, p.k = f.k, p.v = f.v, p.o = f.o, p.lse = f.lse;
+  p.dout = reinterpret_cast<const __nv_bfloat16*>(b.dout.get());
+  p.dq = reinterpret_cast<__nv_bfloat16*>(b.dq.get()), p.dk = reinterpret_cast<__nv_bfloat16*>(b.dk.get());
+  p.dv = reinterpret_cast<__nv_bfloat16*>(b.dv.get());
+  p.workspace = b.ws.get();
+  p.B = f.B, p.S = f.S, p.Hq = f.Hq, p.Hkv = f.Hkv, p.D = f.D, p.causal = f.causal, p.scale = f.scale;
+  return p;
+}
+
+std::vector<float> widen_dev(const DevBuf<std::uint16_t>& x) {
+  std::vector<std::uint16_t> h(static_cast<std::size_t>(x.size()));
+  CUDA_CHECK(cudaMemcpy(h.data(), x.get(), static_cast<std::size_t>(x.bytes()), cudaMemcpyDeviceToHost));
+  std::vector<float> f(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) f[i] = cpu::bf16_to_float(h[i]);
+  return f;
+}
+
+// #wrong of fwd (o) + bwd (dq, dk, dv) of `kind` against the fp64 oracle at a small S.
+std::int64_t validate_attention(RankCtx& ctx, kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::int64_t Hq,
+                                std::int64_t Hkv, std::int64_t D, bool causal, std::uint64_t seed, std::string& note) {
+  DeviceArena arena(ctx.device);
+  AttnBufs b = attn_bufs(arena, B, S, Hq, Hkv, D);
+  fill_attn(b, B, S, Hq, Hkv, D, seed, ctx.stream);
+  const auto f = fwd_params(b, B, S, Hq, Hkv, D, causal);
+  cudaError_t e = kernels::attn_fwd(kind, f, ctx.stream);
+  if (e == cudaSuccess) e = kernels::attn_bwd(kind, bwd_params(b, f), ctx.stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    note = std::string("not available: ") + cudaGetErrorString(e);
+    return -1;
+  }
+  ctx.wait(ctx.stream, "attention validation");
+  const std::vector<float> q = widen_dev(b.q), k = widen_dev(b.k), v = widen_dev(b.v), dout = widen_dev(b.dout);
+  std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), gd(dout.begin(), dout.end());
+  const AttnDims a{B, S, Hq, Hkv, D, causal};
+  std::vector<double> o(qd.size()), lse(static_cast<std::size_t>(B * Hq * S)), dq(qd.size()), dk(kd.size()), dv(vd.size());
+  attention_forward<double>(a, qd.data(), kd.data(), vd.data(), o.data(), lse.data());
+  attention_backward<double>(a, qd.data(), kd.data(), vd.data(), o.data(), lse.data(), gd.data(), dq.data(), dk.data(), dv.data());
+  std::int64_t wrong = 0;
+  double worst = 0;
+  for (auto [got, ref, name] : {std::tuple{&b.o, &o, "o"}, {&b.dq, &dq, "dq"}, {&b.dk, &dk, "dk"}, {&b.dv, &dv, "dv"}}) {
+    const std::vector<float> g = widen_dev(*got);
+    const Check c = check_close(name, g.data(), ref->data(), static_cast<std::int64_t>(g.size()), kBf16AttentionTol);
+    wrong += c.wrong;
+    worst = std::max(worst, c.max_abs_err);
+  }
+  note = fmt::format("checked at S={} vs fp64 (max err {:.3g} of tol)", S, worst);
+  return wrong;
+}
+
+std::string attention_rank(RankCtx& ctx, const BlockShape& s, const RunOptions& opt) {
+  const std::int64_t Hq = s.H / s.P, Hkv = layout::heads_per_rank(s.H_kv, s.P);
+  const std::int64_t S_check = std::min<std::int64_t>(s.S, 512);
+  const AttnDims full{s.B, s.S, Hq, Hkv, s.D, s.causal};
+  RankRows out;
+  DeviceArena arena(ctx.device);
+  AttnBufs b = attn_bufs(arena, s.B, s.S, Hq, Hkv, s.D);
+  fill_attn(b, s.B, s.S, Hq, Hkv, s.D, opt.seed, ctx.stream);
+  for (auto [kind, kname] : {std::pair{kernels::AttnKernel::flash, "flash"}, {kernels::AttnKernel::reference, "reference"}}) {
+    std::string note;
+    const std::int64_t wrong = validate_attention(ctx, kind, s.B, S_check, Hq, Hkv, s.D, s.causal, opt.seed, note);
+    const auto f = fwd_params(b, s.B, s.S, Hq, Hkv, s.D, s.causal);
+    const auto bw = bwd_params(b, f);
+    std::vector<double> tf, tb;
+    if (wrong >= 0) {
+      cudaEvent_t e0, e1, e2;
+      CUDA_CHECK(cudaEventCreate(&e0));
+      CUDA_CHECK(cudaEventCreate(&e1));
+      CUDA_CHECK(cudaEventCreate(&e2));
+      for (int it = 0; it < opt.warmup + opt.iters; ++it) {
+        CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
+        CUDA_CHECK(kernels::attn_fwd(kind, f, ctx.stream));
+        CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
+        CUDA_CHECK(kernels::attn_bwd(kind, bw, ctx.stream));
+        CUDA_CHECK(cudaEventRecord(e2, ctx.stream));
+        ctx.wait(ctx.stream, std::string("attention ") + kname);
+        float a = 0, c = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&a, e0, e1));
+        CUDA_CHECK(cudaEventElapsedTime(&c, e1, e2));
+        if (it >= opt.warmup) tf.push_back(a * 1e-3), tb.push_back(c * 1e-3);
+      }
+      cudaEventDestroy(e0), cudaEventDestroy(e1), cudaEventDestroy(e2);
+    }
+    out.rows.push_back({fmt::format("attn.fwd {}", kname), 0, attention_fwd_flops(full), 0, 0, wrong, note});
+    out.times.push_back(tf);
+    out.rows.push_back({fmt::format("attn.bwd {}", kname), 0, attention_bwd_flops(full), 0, 0, wrong, note});
+    out.times.push_back(tb);
+  }
+  return pack_rows(out);
+}
+
+}  // namespace
+
+double algbw_GBps(const BenchRow& r) { return r.median_s > 0 ? r.bytes_per_rank / r.median_s * 1e-9 : 0; }
+double busbw_GBps(const BenchRow& r, std::int64_t P) { return algbw_GBps(r) * static_cast<double>(P - 1) / static_cast<double>(P); }
+
+BenchResult bench_exchange(const BlockShape& s, const RunOptions& opt, const std::vector<int>& slices) {
+  if (const std::string why = validate(s); !why.empty()) throw std::invalid_argument(why);
+  prepare_nvtx_injection();
+  auto cl = Cluster::acquire(static_cast<int>(s.P), opt.timeout_s);
+  return aggregate(*cl, cl->run([&](RankCtx& ctx) { return exchange_rank(ctx, s, opt, slices); }));
+}
+
+BenchResult bench_attention(const BlockShape& s, const RunOptions& opt) {
+  if (const std::string why = validate(s); !why.empty()) throw std::invalid_argument(why);
+  prepare_nvtx_injection();
+  auto cl = Cluster::acquire(static_cast<int>(s.P), opt.timeout_s);
+  return aggregate(*cl, cl->run([&](RankCtx& ctx) { return attention_rank(ctx, s, opt); }));
+}
+
+}  // namespace ulysses::runtime::cuda
