@@ -256,3 +256,28 @@ TEST_CASE("time: predict() makes no heap allocation", "[sim][time][speed]") {
   delete v;
   CHECK(g_allocs >= 1);
 }
+
+TEST_CASE("time: step phase names are unique, stable and use DESIGN.md's vocabulary", "[sim][time]") {
+  const char* expected[] = {"a2a.qkv.fwd", "attn.fwd", "a2a.out.fwd", "gemm.qkv.fwd", "gemm.o.fwd", "mlp.fwd",
+                            "logits.fwd", "logits.bwd", "a2a.qkv.recompute", "attn.recompute", "a2a.out.recompute",
+                            "gemm.qkv.recompute", "gemm.o.recompute", "mlp.recompute", "mlp.tiled_recompute", "mlp.bwd",
+                            "gemm.o.bwd", "a2a.out.bwd", "attn.bwd", "a2a.qkv.bwd", "gemm.qkv.bwd", "zero.allgather",
+                            "zero.reduce_scatter", "dp.allreduce", "offload.ckpt.d2h", "offload.ckpt.h2d",
+                            "offload.optimizer", "offload.params", "optimizer.step"};
+  for (bool features : {false, true}) {
+    Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 65536);
+    if (features) sc = test::all_features(sc);
+    const Prediction p = predict(sc);
+    REQUIRE(p.step.n == static_cast<int>(std::size(expected)));
+    for (int i = 0; i < p.step.n; ++i) CHECK(std::string(p.step.phases[i].name) == expected[i]);
+  }
+}
+
+TEST_CASE("time: a ZeRO group spanning nodes reduces over the NIC", "[sim][time]") {
+  Scenario in = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 65536);
+  Scenario across = make_scenario(llama31_8b(), h100_sxm(), 16, 8, 65536);  // N = 2 * 8 over two nodes
+  const double Pn = 8030261248.0;
+  // ring busbw: min(0.7 * 450, 0.7 * 50) = 35 GB/s across nodes; 315 inside a node
+  CHECK(predict(in).step.get("zero.reduce_scatter") == Approx(7.0 / 8 * 4 * Pn / 315e9 + 20e-6 * 32));
+  CHECK(predict(across).step.get("zero.reduce_scatter") == Approx(15.0 / 16 * 4 * Pn / 35e9 + 20e-6 * 32));
+}
