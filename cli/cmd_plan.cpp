@@ -13,6 +13,7 @@
 #include "reports/table.hpp"
 #include "sim/capacity.hpp"
 #include "sim/errors.hpp"
+#include "sim/predict.hpp"
 
 namespace ulysses::cli {
 namespace {
@@ -23,13 +24,18 @@ void print_table(const Scenario& sc, const CapacityResult& r) {
   if (r.max_seq_len > 0) {
     std::cout << fmt::format("longest sequence: {} tokens ({}), S_local {} (multiple of {}, {} evaluations)\n",
                              r.max_seq_len, reports::human_tokens(r.max_seq_len), p.s_local, r.step, r.evaluations);
-    std::cout << fmt::format("binds first: {} (one step further, at S = {})\n", to_string(r.binding),
-                             r.max_seq_len + r.step);
+    Scenario next = sc;  // one step further: what fails there
+    next.plan.seq_len = r.max_seq_len + r.step;
+    const Prediction q = predict(next);
+    std::cout << fmt::format("binds first: {} (at S = {}: GPU {:.3f} of {:.3f} GiB, host {:.1f} of {:.1f} GiB/node)\n",
+                             to_string(r.binding), next.plan.seq_len, to_GiB(q.gpu.total()),
+                             to_GiB(q.gpu_capacity_bytes), to_GiB(q.host.total()), to_GiB(q.host_capacity_bytes));
   } else {
     std::cout << fmt::format("nothing fits: even S = {} exceeds {} (breakdown below is at S = {})\n", r.step,
                              to_string(r.binding), p.seq_len);
   }
-  std::cout << "\n" << reports::memory_table(p.gpu, p.gpu_capacity_bytes, "GPU");
+  std::cout << fmt::format("\nGPU peak at: {}\n", p.gpu_peak_at ? p.gpu_peak_at : "");
+  std::cout << reports::memory_table(p.gpu, p.gpu_capacity_bytes, "GPU");
   std::cout << "\n" << reports::memory_table(p.host, p.host_capacity_bytes, "host/node");
   std::cout << "\n" << reports::phase_table(p.step);
   std::cout << "\n" << reports::throughput_lines(p);

@@ -20,7 +20,8 @@ void print_table(const Scenario& sc, const Prediction& p) {
                            p.seq_len, p.padded_seq_len, p.s_local, p.fits_gpu ? "fits" : "DOES NOT FIT",
                            to_GiB(p.gpu.total()), to_GiB(p.gpu_capacity_bytes), p.fits_host ? "fits" : "DOES NOT FIT",
                            to_GiB(p.host.total()), to_GiB(p.host_capacity_bytes));
-  std::cout << "\n" << reports::memory_table(p.gpu, p.gpu_capacity_bytes, "GPU");
+  std::cout << fmt::format("\nGPU peak at: {}\n", p.gpu_peak_at ? p.gpu_peak_at : "");
+  std::cout << reports::memory_table(p.gpu, p.gpu_capacity_bytes, "GPU");
   std::cout << "\n" << reports::memory_table(p.host, p.host_capacity_bytes, "host/node");
   std::cout << "\n" << reports::phase_table(p.step);
   PhaseTimes block;

@@ -72,6 +72,7 @@ Json prediction_json(const Prediction& p) {
   j["gpu_capacity_bytes"] = p.gpu_capacity_bytes;
   j["host_capacity_bytes_per_node"] = p.host_capacity_bytes;
   j["gpu_memory_bytes"] = breakdown_json(p.gpu);
+  j["gpu_peak_at"] = p.gpu_peak_at ? p.gpu_peak_at : "";
   j["host_memory_bytes_per_node"] = breakdown_json(p.host);
   j["phases_s"] = phases_json(p.step);
   Json block = Json::object();
