@@ -104,6 +104,7 @@ const std::vector<std::string>& profile_keys();  // settable profile keys (witho
 // Scenarios: one key set from a node (scalar, or a map for model/profile), and a whole map.
 // Keys of errors come from w (the sweep loader prefixes them with "base." or "axes.").
 void set_value(Scenario& sc, const std::string& key, const YAML::Node& n, const Where& w);
+void set_scalar(Scenario& sc, const std::string& key, const Scalar& s, const Where& w);
 Scenario parse_scenario(const YAML::Node& root, const Where& w, const std::string& default_name);
 
 // YAML text emission (block style, two-space indent), loadable by the parsers above.

@@ -93,25 +93,25 @@ void derive_dp_shard(Scenario& sc) {
 
 }  // namespace
 
-void set_value(Scenario& sc, const std::string& key, const YAML::Node& n, const Where& w) {
-  const auto scalar = [&] { return scalar_of(n, w, "a scalar"); };
+// Every key but model/profile takes a scalar; no YAML node is needed (set_key stays cheap).
+void set_scalar(Scenario& sc, const std::string& key, const Scalar& s, const Where& w) {
   const std::size_t dot = key.find('.');
   const std::string head = key.substr(0, dot), rest = dot == std::string::npos ? "" : key.substr(dot + 1);
   bool known = true;
-  if (key == "name") sc.name = parse_string(scalar(), w);
-  else if (key == "model") sc.model = model_from_node(n, w);
-  else if (key == "profile") sc.hw = profile_from_node(n, w);
-  else if (key == "gpus") sc.gpus = positive_int(scalar(), w);
-  else if (key == "gpus_per_node") sc.gpus_per_node = positive_int(scalar(), w);
-  else if (key == "host_mem_GiB") sc.host_ram_bytes = gib_to_bytes(positive_number(scalar(), w));
-  else if (key == "workload.causal") sc.workload.causal = parse_bool(scalar(), w);
-  else if (head == "model" && !rest.empty()) known = set_model_field(sc.model, rest, scalar(), w);
-  else if (head == "profile" && !rest.empty()) known = set_profile_field(sc.hw, rest, scalar(), w);
+  if (key == "name") sc.name = parse_string(s, w);
+  else if (key == "model") sc.model = model_from_ref(s.text, w);
+  else if (key == "profile") sc.hw = profile_from_ref(s.text, w);
+  else if (key == "gpus") sc.gpus = positive_int(s, w);
+  else if (key == "gpus_per_node") sc.gpus_per_node = positive_int(s, w);
+  else if (key == "host_mem_GiB") sc.host_ram_bytes = gib_to_bytes(positive_number(s, w));
+  else if (key == "workload.causal") sc.workload.causal = parse_bool(s, w);
+  else if (head == "model" && !rest.empty()) known = set_model_field(sc.model, rest, s, w);
+  else if (head == "profile" && !rest.empty()) known = set_profile_field(sc.hw, rest, s, w);
   else if (head == "plan" && !rest.empty()) {
     const auto& fields = plan_fields();
     const auto f = std::find_if(fields.begin(), fields.end(), [&](const PlanField& pf) { return rest == pf.key; });
     if (f == fields.end()) known = false;
-    else f->set(sc.plan, scalar(), w);
+    else f->set(sc.plan, s, w);
   } else known = false;
   if (!known) {
     const std::string near = closest(key, settable_keys());
@@ -119,6 +119,13 @@ void set_value(Scenario& sc, const std::string& key, const YAML::Node& n, const 
   }
   if (key == "gpus" || key == "plan.sp_size" || key == "plan.dp_replicate_size" || key == "plan.dp_shard_size")
     derive_dp_shard(sc);
+}
+
+void set_value(Scenario& sc, const std::string& key, const YAML::Node& n, const Where& w) {
+  if (key == "model" && n.IsMap()) sc.model = model_from_node(n, w);
+  else if (key == "profile" && n.IsMap()) sc.hw = profile_from_node(n, w);
+  else if (key == "model" || key == "profile") set_scalar(sc, key, scalar_of(n, w, "a " + key + " preset name, a path or a map"), w);
+  else set_scalar(sc, key, scalar_of(n, w, "a scalar"), w);
 }
 
 Scenario parse_scenario(const YAML::Node& root, const Where& w, const std::string& default_name) {
@@ -175,21 +182,23 @@ Scenario load_scenario(const std::string& path) {
 }
 
 void set_key(Scenario& sc, const std::string& key, const std::string& value, const std::string& origin) {
-  // origin: a file (paths in value resolve next to it) or a command-line flag such as "--sp-size".
+  // origin: a file (paths in a model/profile value resolve next to it) or a command-line flag
+  // such as "--sp-size". Only model/profile values can be paths, so only they look at the disk.
   const bool is_flag = !origin.empty() && origin[0] == '-';
-  const bool is_file = !is_flag && !origin.empty() && std::filesystem::is_regular_file(origin);
+  const bool may_be_path = key == "model" || key == "profile";
+  const bool is_file = may_be_path && !is_flag && !origin.empty() && std::filesystem::is_regular_file(origin);
   const cfg::Where w = is_flag ? cfg::Where{"", origin, ""} : cfg::Where{origin, key, is_file ? cfg::dir_of(origin) : ""};
-  YAML::Node n;
-  if ((key == "model" || key == "profile") && !value.empty() && value.front() == '{') {
+  if (may_be_path && !value.empty() && value.front() == '{') {  // an inline YAML map
+    YAML::Node n;
     try {
       n = YAML::Load(value);
     } catch (const YAML::ParserException& e) {
       w.fail("YAML syntax error in inline map: " + e.msg);
     }
-  } else {
-    n = YAML::Node(value);  // a plain scalar: the text as typed
+    cfg::set_value(sc, key, n, w);
+    return;
   }
-  cfg::set_value(sc, key, n, w);
+  cfg::set_scalar(sc, key, cfg::Scalar{value, false}, w);  // the text as typed: a plain scalar
 }
 
 std::string to_yaml(const Scenario& sc) {

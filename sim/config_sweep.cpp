@@ -89,20 +89,21 @@ SweepSpec load_sweep(const std::string& path) {
                              : fmt::format("unknown scenario key (did you mean '{}'?)", near));
       }
       SweepAxis axis{key, {}};
+      std::vector<cfg::Scalar> scalars;  // as written: a quoted "8" is not an integer
       if (values.IsSequence()) {
         if (values.size() == 0) wk.fail("must list at least one value");
         for (std::size_t i = 0; i < values.size(); ++i)
-          axis.values.push_back(cfg::scalar_of(values[i], cfg::Where{path, fmt::format("{}[{}]", wk.key, i), w.dir},
-                                               "a scalar value").text);
+          scalars.push_back(cfg::scalar_of(values[i], cfg::Where{path, fmt::format("{}[{}]", wk.key, i), w.dir}, "a scalar value"));
       } else if (values.IsMap()) {
-        axis.values = geometric_values(values, wk);
+        for (const auto& text : geometric_values(values, wk)) scalars.push_back(cfg::Scalar{text, false});
       } else {
         wk.fail("must be a list of values or {geometric: {start, stop, factor}}");
       }
       // Every value must be acceptable to set_key (type, range, preset exists).
-      for (std::size_t i = 0; i < axis.values.size(); ++i) {
+      for (std::size_t i = 0; i < scalars.size(); ++i) {
         Scenario probe = spec.base;
-        cfg::set_value(probe, key, YAML::Node(axis.values[i]), cfg::Where{path, fmt::format("{}[{}]", wk.key, i), w.dir});
+        cfg::set_scalar(probe, key, scalars[i], cfg::Where{path, fmt::format("{}[{}]", wk.key, i), w.dir});
+        axis.values.push_back(scalars[i].text);
       }
       spec.axes.push_back(std::move(axis));
     }

@@ -641,6 +641,9 @@ TEST_CASE("sweep specs: base, list and geometric axes, validated against set_key
   CHECK(three.axes[0].values == std::vector<std::string>{"3", "6", "12"});  // stop 20 not hit
   CHECK(err("base: base.yaml\naxes:\n  plan.sp_sise: [1, 2]\n") == "axes.plan.sp_sise: unknown scenario key (did you mean 'plan.sp_size'?)");
   CHECK(err("base: base.yaml\naxes:\n  plan.sp_size: [1, -2]\n") == "axes.plan.sp_size[1]: must be a positive integer (got -2)");
+  CHECK(err("base: base.yaml\naxes:\n  plan.sp_size: [1, \"2\"]\n") ==
+        "axes.plan.sp_size[1]: must be a positive integer (got the string \"2\")");
+  CHECK(err("base: base.yaml\naxes:\n  plan.tiled_mlp: [true, 1]\n") == "axes.plan.tiled_mlp[1]: must be true or false (got 1)");
   CHECK(err("base: base.yaml\naxes:\n  model: [llama-3.1-8b, llama-9]\n").rfind("axes.model[1]: unknown model preset 'llama-9'", 0) == 0);
   CHECK(err("base: base.yaml\naxes:\n  plan.seq_len: {geometric: {start: 8, stop: 4, factor: 2}}\n") ==
         "axes.plan.seq_len.geometric.stop: must be >= start (start 8, stop 4)");
