@@ -50,8 +50,11 @@ struct RankCtx {
 };
 
 // One timed segment of a phase: all ranks enter together, then fn() runs on the clock.
+// Two barriers: the first may put early ranks to sleep (waking them costs up to a scheduler
+// slice on a busy host); the second finds every rank awake, so the clocks start together.
 template <class F>
 void timed(RankCtx& c, BlockPhase p, const std::string& what, F&& fn) {
+  c.ex.barrier();
   c.ex.barrier();
   const auto t0 = Clock::now();
   fn();

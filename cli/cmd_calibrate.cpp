@@ -1,0 +1,218 @@
+// ulysses calibrate --backend cpu: microbenchmarks of the CPU backend (exchange bus bandwidth vs
+// bytes per rank for each sp size, attention efficiency vs S, pack bandwidth), written as the
+// `calibrated:` section of a hardware profile that predict() reads, with its provenance.
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "reports/table.hpp"
+#include "runtime/cpu/cpu_backend.hpp"
+#include "runtime/cpu/microbench.hpp"
+#include "sim/config.hpp"
+#include "sim/config_internal.hpp"
+#include "sim/errors.hpp"
+#include "sim/profile_io.hpp"
+
+namespace ulysses::cli {
+namespace {
+
+using runtime::AttnDims;
+
+std::vector<std::int64_t> parse_int_list(const std::string& text, const char* flag, std::int64_t lo) {
+  std::vector<std::int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < lo) throw std::invalid_argument("range");
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw InputError("", flag, fmt::format("'{}' is not a comma-separated list of integers >= {}", text, lo));
+    }
+  }
+  if (out.empty()) throw InputError("", flag, "must list at least one value");
+  return out;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown host";
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+struct Setup {
+  std::vector<std::int64_t> sp_sizes, a2a_bytes, attn_S;
+  int threads = 2, iters = 5, attn_iters = 3;
+  std::int64_t heads = 4, kv_heads = 1, head_dim = 64, pack_bytes = 1 << 20;
+  bool causal = true;
+  std::string impl = "ulysses_reference";
+};
+
+// a2a: alpha from the smallest exchange at P = 2; per sp size busbw(bytes) as the time model
+// uses it: t = alpha + (P-1)/P * bytes / busbw  =>  busbw = (P-1)/P * bytes / (t - alpha).
+void calibrate_a2a(const Setup& s, Calibration& c, std::string& out) {
+  c.a2a_alpha_s = runtime::cpu::alltoall_time_s(2, 2 * 2, 5 * s.iters);
+  reports::Table t({{"P", ""}, {"bytes/rank", "B"}, {"time", "us"}, {"algbw", "GB/s"}, {"busbw", "GB/s"}, {"model busbw", "GB/s"}});
+  for (std::int64_t P : s.sp_sizes) {
+    Curve curve;
+    for (std::int64_t bytes : s.a2a_bytes) {
+      const double t_s = runtime::cpu::alltoall_time_s(int(P), bytes, s.iters);
+      const double frac = double(P - 1) / double(P);
+      const double busbw = frac * double(bytes) / t_s / 1e9;
+      const double model = frac * double(bytes) / std::max(t_s - c.a2a_alpha_s, 0.1 * t_s) / 1e9;
+      curve.points.emplace_back(double(bytes), model);
+      t.add_row({fmt::format("{}", P), fmt::format("{}", bytes), fmt::format("{:.1f}", t_s * 1e6),
+                 fmt::format("{:.2f}", double(bytes) / t_s / 1e9), fmt::format("{:.2f}", busbw), fmt::format("{:.2f}", model)});
+    }
+    c.a2a_busbw_GBps.emplace_back(P, curve);
+  }
+  out += fmt::format("all-to-all (alpha = {:.1f} us: a {}-byte exchange at P = 2)\n", c.a2a_alpha_s * 1e6, 4) + t.render();
+}
+
+void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, std::string& out) {
+  reports::Table t({{"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "GFLOP/s"}, {"bwd", "GFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}});
+  Curve fwd, bwd;
+  for (std::int64_t S : s.attn_S) {
+    const AttnDims a{1, S, s.heads, s.kv_heads, s.head_dim, s.causal};
+    const auto tm = runtime::cpu::attention_time_s(a, s.threads, s.attn_iters);
+    const double ff = runtime::attention_fwd_flops(a) / tm.fwd_s, fb = runtime::attention_bwd_flops(a) / tm.bwd_s;
+    const double ef = ff / hw.bf16_dense_flops, eb = fb / hw.bf16_dense_flops;
+    if (ef > 1 || eb > 1)
+      throw InputError(hw.name, "bf16_dense_TFLOPs",
+                       fmt::format("the measured attention rate ({:.1f} GFLOP/s per thread) exceeds the profile's peak; "
+                                   "raise the peak so that efficiencies are fractions",
+                                   std::max(ff, fb) / 1e9));
+    fwd.points.emplace_back(double(S), ef);
+    bwd.points.emplace_back(double(S), eb);
+    t.add_row({fmt::format("{}", S), fmt::format("{:.0f}", tm.fwd_s * 1e6), fmt::format("{:.0f}", tm.bwd_s * 1e6),
+               fmt::format("{:.2f}", ff / 1e9), fmt::format("{:.2f}", fb / 1e9), fmt::format("{:.3f}", ef),
+               fmt::format("{:.3f}", eb)});
+  }
+  c.attn_fwd_eff.emplace_back(s.impl, fwd);
+  c.attn_bwd_eff.emplace_back(s.impl, bwd);
+  out += fmt::format("\nattention '{}' per thread, {} threads at once: B=1 H_l={} H_kv_l={} D={} {} (eff = of {:.1f} GFLOP/s)\n",
+                     s.impl, s.threads, s.heads, s.kv_heads, s.head_dim, s.causal ? "causal" : "non-causal",
+                     hw.bf16_dense_flops / 1e9) +
+         t.render();
+}
+
+// Shape dependence at one S, printed only (the profile's curve is per implementation vs S).
+void attention_shapes(const Setup& s, std::string& out) {
+  const std::int64_t S = s.attn_S[s.attn_S.size() / 2];
+  reports::Table t({{"D", ""}, {"causal", ""}, {"H_l/H_kv_l", ""}, {"fwd", "GFLOP/s"}, {"bwd", "GFLOP/s"}});
+  for (std::int64_t D : {64, 128})
+    for (bool causal : {true, false})
+      for (std::int64_t kv : {s.heads, s.kv_heads}) {
+        const AttnDims a{1, S, s.heads, kv, D, causal};
+        const auto tm = runtime::cpu::attention_time_s(a, s.threads, 1);
+        t.add_row({fmt::format("{}", D), causal ? "yes" : "no", fmt::format("{}/{}", s.heads, kv),
+                   fmt::format("{:.2f}", runtime::attention_fwd_flops(a) / tm.fwd_s / 1e9),
+                   fmt::format("{:.2f}", runtime::attention_bwd_flops(a) / tm.bwd_s / 1e9)});
+        if (kv == s.heads && s.heads == s.kv_heads) break;
+      }
+  out += fmt::format("\nattention shape dependence at S = {} (one iteration each; not written to the profile)\n", S) + t.render();
+}
+
+int run_calibrate(int argc, char** argv) {
+  po::options_description d("calibrate options");
+  d.add_options()("help,h", "this help")
+      ("backend", po::value<std::string>()->default_value("cpu"), "cpu")
+      ("profile", po::value<std::string>()->default_value("cpu-local"), "base profile (name or path) the section is added to")
+      ("profile-out", po::value<std::string>(), "write the base profile with the `calibrated:` section here (else print the section)")
+      ("sp-sizes", po::value<std::string>()->default_value("2,4"), "sp sizes (thread-ranks) of the exchange curves")
+      ("threads", po::value<int>()->default_value(2), "threads running attention and pack at once (ranks on this host)")
+      ("iters", po::value<int>()->default_value(9), "iterations per exchange / pack point (median)")
+      ("heads-per-rank", po::value<std::int64_t>()->default_value(4), "attention shape: query heads per thread")
+      ("kv-heads-per-rank", po::value<std::int64_t>()->default_value(1), "attention shape: kv heads per thread")
+      ("head-dim", po::value<std::int64_t>()->default_value(64), "attention shape: D")
+      ("non-causal", po::bool_switch(), "attention shape: without the causal mask")
+      ("attn-implementation", po::value<std::string>()->default_value("ulysses_reference"),
+       "the implementation name the attention curves are filed under (scenarios select it by plan.attn_implementation)")
+      ("quick", po::bool_switch(), "fewer, smaller points (seconds; for tests)");
+  const auto vm = parse_args(argc, argv, d);
+  if (vm.count("help")) {
+    print_help(argv[0], "--backend cpu [--profile-out FILE] [--profile cpu-local]",
+               "Measures the CPU backend (all-to-all busbw vs bytes per rank per sp size, attention efficiency\n"
+               "vs S, pack bandwidth) and writes them as the `calibrated:` section of a profile.",
+               d);
+    return kExitOk;
+  }
+  if (vm["backend"].as<std::string>() != "cpu")
+    throw InputError("", "--backend", fmt::format("'{}': calibrate implements the cpu backend here", vm["backend"].as<std::string>()));
+  Setup s;
+  const bool quick = vm["quick"].as<bool>();
+  s.sp_sizes = parse_int_list(vm["sp-sizes"].as<std::string>(), "--sp-sizes", 2);
+  s.threads = vm["threads"].as<int>();
+  s.iters = vm["iters"].as<int>();
+  s.heads = vm["heads-per-rank"].as<std::int64_t>();
+  s.kv_heads = vm["kv-heads-per-rank"].as<std::int64_t>();
+  s.head_dim = vm["head-dim"].as<std::int64_t>();
+  s.causal = !vm["non-causal"].as<bool>();
+  s.impl = vm["attn-implementation"].as<std::string>();
+  if (s.threads < 1 || s.threads > 64) throw InputError("", "--threads", "must be 1..64");
+  if (s.iters < 1) throw InputError("", "--iters", "must be >= 1");
+  for (std::int64_t P : s.sp_sizes)
+    if (P > 64) throw InputError("", "--sp-sizes", "thread-ranks are limited to 64");
+  if (s.heads < 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.head_dim < 1)
+    throw InputError("", "--heads-per-rank", "heads and kv heads per rank must be positive, heads a multiple of kv heads");
+  s.a2a_bytes = quick ? std::vector<std::int64_t>{16 << 10, 256 << 10} : std::vector<std::int64_t>{16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
+  s.attn_S = quick ? std::vector<std::int64_t>{128, 256} : std::vector<std::int64_t>{256, 512, 1024, 2048};
+  if (quick) s.attn_iters = 1;
+
+  const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());  // InputError on a bad profile
+  Calibration c;
+  std::string out;
+  calibrate_a2a(s, c, out);
+  calibrate_attention(s, hw, c, out);
+  if (!quick) attention_shapes(s, out);
+  c.pack_GBps = runtime::cpu::pack_GBps(s.pack_bytes, s.threads, s.iters);
+  out += fmt::format("\npack (seq->head, {} B per thread, {} threads at once): {:.2f} GB/s (read + write)\n", s.pack_bytes,
+                     s.threads, c.pack_GBps);
+  c.provenance = fmt::format(
+      "measured {} on host {} ({}, {} hardware threads) by `{}`; a2a: median over {} iterations of the max over P "
+      "thread-ranks, busbw = (P-1)/P * bytes / (t - alpha); attention '{}': B=1 H_l={} H_kv_l={} D={} {} on {} threads at "
+      "once, eff = FLOPs / t / bf16_dense_flops of profile {} ({:.1f} GFLOP/s); pack: {} B per thread on {} threads",
+      utc_now(), host_name(), runtime::cpu::host_cpu_model(), std::thread::hardware_concurrency(), command_line(argc, argv),
+      s.iters, s.impl, s.heads, s.kv_heads, s.head_dim, s.causal ? "causal" : "non-causal", s.threads, hw.name,
+      hw.bf16_dense_flops / 1e9, s.pack_bytes, s.threads);
+  std::cout << out << "\n";
+  if (vm.count("profile-out")) {
+    const std::string src = cfg::resolve(vm["profile"].as<std::string>(), "profiles", "profile", cfg::Where{"", "--profile", ""});
+    const std::string dst = vm["profile-out"].as<std::string>();
+    std::error_code ec;
+    if (std::filesystem::absolute(src, ec) != std::filesystem::absolute(dst, ec))
+      std::filesystem::copy_file(src, dst, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) throw InputError("", "--profile-out", fmt::format("cannot write '{}' ({})", dst, ec.message()));
+    write_calibration(dst, c);
+    std::cout << fmt::format("wrote {} (profile {} with a calibrated: section)\n", dst, hw.name);
+  } else {
+    std::cout << calibration_to_yaml(c);
+  }
+  return kExitOk;
+}
+
+const RegisterCommand reg{"calibrate", "microbenchmarks -> the calibrated: section of a hardware profile", &run_calibrate};
+
+}  // namespace
+}  // namespace ulysses::cli
