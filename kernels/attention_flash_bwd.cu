@@ -16,6 +16,7 @@
 
 #include "kernels/attention_flash.hpp"
 #include "kernels/attention_flash_common.cuh"
+#include "kernels/attention_flash_tuning.hpp"
 
 namespace ulysses::kernels {
 namespace flash {
@@ -121,7 +122,9 @@ struct BwdSmem {
 //   dV, dK    (keys x d):       warp -> keys 32*(w%4).., d (D/2)*(w/4)..     (2 x D/16 tiles)
 //   dQ        (queries x d):    warp -> queries 32*(w%2).., d (D/4)*(w/2)..  (2 x D/32 tiles)
 // P^T and dS^T go through shared memory (bf16) between the first and the other two.
-template <int D, bool CAUSAL>
+// VAR (tuning variants, measured side by side): bit 0 stores P^T/dS^T with stmatrix instead of
+// 32-bit stores; bit 1 adds dQ with float4 atomics (pairs of lanes swap halves) instead of float2.
+template <int D, bool CAUSAL, int VAR>
 __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   constexpr int BM = kBwdBM, BN = kBwdBN, NW = kBwdNW, NT = NW * 32;
   static_assert(NW == 8 && BN == 128 && BM == 64, "warp layouts assume 8 warps, 128 keys, 64 queries");
@@ -175,6 +178,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   const LdsmAddr<D> bt_qdo(smem_raw, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, dc / 16);  // dO, Q as B^T
   const LdsmAddr<BM> at_ds(smem_raw, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1, qr / 16);  // dS as A^T
   const LdsmAddr<D> bt_k(smem_raw, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, dqc / 16);   // K as B^T
+  const LdsmAddr<BM> st_pds(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, qw / 16);  // stmatrix
 
   float dk[2][DH / 8][4], dv[2][DH / 8][4];
 #pragma unroll
@@ -238,22 +242,46 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
         const int qc = qw + j * 8 + 2 * t;
         const float2 l2 = *reinterpret_cast<const float2*>(Lb + qc);
         const float2 dl = *reinterpret_cast<const float2*>(Db + qc);
-        float p[4], ds[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          p[e] = exp2f(fmaf(st[mt][j][e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+          float p = exp2f(fmaf(st[mt][j][e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
           if (need_mask) {
             const int key = n0 + kw + mt * 16 + g + (e >> 1) * 8;
-            if (key >= S || (CAUSAL && key > m0 + qc + (e & 1))) p[e] = 0.f;
+            if (key >= S || (CAUSAL && key > m0 + qc + (e & 1))) p = 0.f;
           }
-          ds[e] = p[e] * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
+          st[mt][j][e] = p;
+          dpt[mt][j][e] = p * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
         }
-        const int r = kw + mt * 16 + g, c = qw / 8 + j;
-        *reinterpret_cast<std::uint32_t*>(tile(L::P) + swz<BM>(r, c) + 2 * t) = pack_bf16(p[0], p[1]);
-        *reinterpret_cast<std::uint32_t*>(tile(L::P) + swz<BM>(r + 8, c) + 2 * t) = pack_bf16(p[2], p[3]);
-        *reinterpret_cast<std::uint32_t*>(tile(L::dS) + swz<BM>(r, c) + 2 * t) = pack_bf16(ds[0], ds[1]);
-        *reinterpret_cast<std::uint32_t*>(tile(L::dS) + swz<BM>(r + 8, c) + 2 * t) = pack_bf16(ds[2], ds[3]);
       }
+    if constexpr ((VAR & 1) != 0) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int jp = 0; jp < 2; ++jp) {
+          const std::uint32_t at = st_pds.at(jp, mt * 16);
+          const float(&p0)[4] = st[mt][2 * jp];
+          const float(&p1)[4] = st[mt][2 * jp + 1];
+          stsm_x4(at + L::P, pack_bf16(p0[0], p0[1]), pack_bf16(p0[2], p0[3]), pack_bf16(p1[0], p1[1]),
+                  pack_bf16(p1[2], p1[3]));
+          const float(&d0)[4] = dpt[mt][2 * jp];
+          const float(&d1)[4] = dpt[mt][2 * jp + 1];
+          stsm_x4(at + L::dS, pack_bf16(d0[0], d0[1]), pack_bf16(d0[2], d0[3]), pack_bf16(d1[0], d1[1]),
+                  pack_bf16(d1[2], d1[3]));
+        }
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int r = kw + mt * 16 + g, c = qw / 8 + j;
+          const float(&p)[4] = st[mt][j];
+          const float(&ds)[4] = dpt[mt][j];
+          *reinterpret_cast<std::uint32_t*>(tile(L::P) + swz<BM>(r, c) + 2 * t) = pack_bf16(p[0], p[1]);
+          *reinterpret_cast<std::uint32_t*>(tile(L::P) + swz<BM>(r + 8, c) + 2 * t) = pack_bf16(p[2], p[3]);
+          *reinterpret_cast<std::uint32_t*>(tile(L::dS) + swz<BM>(r, c) + 2 * t) = pack_bf16(ds[0], ds[1]);
+          *reinterpret_cast<std::uint32_t*>(tile(L::dS) + swz<BM>(r + 8, c) + 2 * t) = pack_bf16(ds[2], ds[3]);
+        }
+    }
     __syncthreads();  // P^T and dS^T of all warps in shared memory
 
     // dV += P^T dO, dK += dS^T Q  (32 keys x D/2 per warp, k = BM queries)
@@ -305,19 +333,38 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
           }
         }
       }
+      if constexpr ((VAR & 2) != 0) {
+        // lanes t, t^1 swap: even t -> row g, cols 2t..2t+3; odd t -> row g+8, cols 2(t-1)..
+        const bool odd = (t & 1) != 0;
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
+        for (int mt = 0; mt < 2; ++mt) {
+          const int row = m0 + qr + mt * 16 + g + (odd ? 8 : 0);
+          float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * (t & ~1);
 #pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-          const int row = m0 + qr + mt * 16 + g + hr * 8;
-          if (row < S) {
-            float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * t;
-#pragma unroll
-            for (int j = 0; j < DQ / 8; ++j) {
-              atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
-            }
+          for (int j = 0; j < DQ / 8; ++j) {
+            const float* c = acc[mt][j];
+            const float sx = __shfl_xor_sync(0xffffffffu, odd ? c[0] : c[2], 1);
+            const float sy = __shfl_xor_sync(0xffffffffu, odd ? c[1] : c[3], 1);
+            const float4 v = odd ? make_float4(sx, sy, c[2], c[3]) : make_float4(c[0], c[1], sx, sy);
+            if (row < S) atomicAdd(reinterpret_cast<float4*>(dst + j * 8), v);
           }
         }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const int row = m0 + qr + mt * 16 + g + hr * 8;
+            if (row < S) {
+              float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * t;
+#pragma unroll
+              for (int j = 0; j < DQ / 8; ++j) {
+                atomicAdd(reinterpret_cast<float2*>(dst + j * 8),
+                          make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
+              }
+            }
+          }
+      }
     }
   }
 
@@ -341,7 +388,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   store_tile<BN, D, NT>(a.dv + kv_off, ldk, tile(L::V), S - n0, tid);
 }
 
-template <int D, bool CAUSAL>
+template <int D, bool CAUSAL, int VAR>
 cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   const Workspace ws = carve(p.workspace, p.B, p.S, p.Hq, p.D);
   const std::int64_t S_pad = padded_rows(p.S);
@@ -357,7 +404,7 @@ cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
             static_cast<int>(p.S), static_cast<int>(S_pad), static_cast<int>(p.Hq), static_cast<int>(p.Hkv),
             p.scale, p.scale * kLog2e};
   constexpr int smem = BwdSmem<D>::bytes;
-  auto kern = bwd_kernel<D, CAUSAL>;
+  auto kern = bwd_kernel<D, CAUSAL, VAR>;
   if ((err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.S + kBwdBN - 1) / kBwdBN), static_cast<unsigned>(p.Hkv),
                   static_cast<unsigned>(p.B));
@@ -371,8 +418,25 @@ cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <int D>
+cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
+  switch (flash_tuning::bwd_variant()) {
+    case 1: return p.causal ? launch_bwd<D, true, 1>(p, stream) : launch_bwd<D, false, 1>(p, stream);
+    case 2: return p.causal ? launch_bwd<D, true, 2>(p, stream) : launch_bwd<D, false, 2>(p, stream);
+    case 3: return p.causal ? launch_bwd<D, true, 3>(p, stream) : launch_bwd<D, false, 3>(p, stream);
+    default: return p.causal ? launch_bwd<D, true, 0>(p, stream) : launch_bwd<D, false, 0>(p, stream);
+  }
+}
+
+int g_bwd_variant = 0;
+
 }  // namespace
 }  // namespace flash
+
+namespace flash_tuning {
+void set_bwd_variant(int v) { flash::g_bwd_variant = v; }
+int bwd_variant() { return flash::g_bwd_variant; }
+}  // namespace flash_tuning
 
 std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t,
                                            std::int64_t D) {
@@ -382,17 +446,14 @@ std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::
 }
 
 cudaError_t attn_bwd_flash(const AttnBwdParams& p, cudaStream_t stream) {
+  if (p.D != 64 && p.D != 128) return cudaErrorInvalidValue;
   if (p.S < 1 || p.B < 1 || p.Hq < 1 || p.Hkv < 1 || p.Hq % p.Hkv != 0) return cudaErrorInvalidValue;
   if (p.S > (1LL << 30) || p.B > 65535 || p.Hkv > 65535) return cudaErrorInvalidValue;
   if (!p.q || !p.k || !p.v || !p.o || !p.dout || !p.lse || !p.dq || !p.dk || !p.dv || !p.workspace) {
     return cudaErrorInvalidValue;
   }
-  if (p.D == 128) {
-    return p.causal ? flash::launch_bwd<128, true>(p, stream) : flash::launch_bwd<128, false>(p, stream);
-  }
-  if (p.D == 64) {
-    return p.causal ? flash::launch_bwd<64, true>(p, stream) : flash::launch_bwd<64, false>(p, stream);
-  }
+  if (p.D == 128) return flash::launch_bwd_d<128>(p, stream);
+  if (p.D == 64) return flash::launch_bwd_d<64>(p, stream);
   return cudaErrorInvalidValue;
 }
 

@@ -70,6 +70,13 @@ __device__ __forceinline__ void ldsm_x4_t(std::uint32_t (&r)[4], std::uint32_t a
                : "r"(addr));
 }
 
+// stmatrix: the inverse of ldsm_x4 (four 8x8 bf16 matrices from C-fragment-shaped registers)
+__device__ __forceinline__ void stsm_x4(std::uint32_t addr, std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
+                                        std::uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3));
+}
+
 // c += a * b  (16x8x16, bf16 in, fp32 accumulate)
 __device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {

@@ -10,6 +10,7 @@
 
 #include "kernels/attention_flash.hpp"
 #include "kernels/attention_flash_common.cuh"
+#include "kernels/attention_flash_tuning.hpp"
 
 namespace ulysses::kernels {
 namespace flash {
@@ -224,10 +225,18 @@ cudaError_t launch_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+int g_fwd_variant = 0;
+
 }  // namespace
 }  // namespace flash
 
+namespace flash_tuning {
+void set_fwd_variant(int v) { flash::g_fwd_variant = v; }
+int fwd_variant() { return flash::g_fwd_variant; }
+}  // namespace flash_tuning
+
 cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
+  if (p.D != 64 && p.D != 128) return cudaErrorInvalidValue;
   if (p.S < 1 || p.B < 1 || p.Hq < 1 || p.Hkv < 1 || p.Hq % p.Hkv != 0) return cudaErrorInvalidValue;
   if (p.S > (1LL << 30) || p.B > 65535 || p.Hq > 65535) return cudaErrorInvalidValue;
   if (!p.q || !p.k || !p.v || !p.o || !p.lse) return cudaErrorInvalidValue;
@@ -236,6 +245,10 @@ cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
                     : flash::launch_fwd<128, 128, 64, 4, false>(p, stream);
   }
   if (p.D == 64) {
+    if (flash_tuning::fwd_variant() == 1) {
+      return p.causal ? flash::launch_fwd<64, 128, 128, 4, true>(p, stream)
+                      : flash::launch_fwd<64, 128, 128, 4, false>(p, stream);
+    }
     return p.causal ? flash::launch_fwd<64, 128, 64, 4, true>(p, stream)
                     : flash::launch_fwd<64, 128, 64, 4, false>(p, stream);
   }

@@ -1,6 +1,7 @@
 // Correctness check and benchmark of the flash attention kernels (kernels/attention_flash.hpp).
 //
-//   attn_check check [--dump DIR]   fp64 CPU reference on fresh random inputs, outputs poisoned
+//   attn_check check [--dump DIR] [--all-variants]
+//                                   fp64 CPU reference on fresh random inputs, outputs poisoned
 //                                   (NaN) before each run; one JSON line per case with the max
 //                                   abs error of o, lse, dq, dk, dv. --dump writes each case's
 //                                   inputs (q, k, v, dout as raw bf16) for bench/peers/attn_peer.py.
@@ -16,11 +17,13 @@
 
 #include "bench/attn/attn_reference.hpp"
 #include "kernels/attention_flash.hpp"
+#include "kernels/attention_flash_tuning.hpp"
 
 namespace {
 
 using ulysses::attn_ref::Shape;
 namespace K = ulysses::kernels;
+namespace T = ulysses::kernels::flash_tuning;
 
 #define CHECK_CUDA(x)                                                                             \
   do {                                                                                            \
@@ -94,7 +97,7 @@ std::string case_name(const Shape& s) {
   return buf;
 }
 
-int run_check(const std::string& dump_dir) {
+int run_check(const std::string& dump_dir, const std::vector<std::pair<int, int>>& combos) {
   using namespace ulysses::attn_ref;
   int failures = 0;
   std::uint64_t seed = 1234;
@@ -120,34 +123,40 @@ int run_check(const std::string& dump_dir) {
             for (auto* vec : {&qb, &kb, &vb, &db}) std::fwrite(vec->data(), 2, vec->size(), f);
             std::fclose(f);
           }
+          const Result ref = reference(s, qf, kf, vf, df);
           DeviceBuffers d(s);
           CHECK_CUDA(cudaMemcpy(d.q, qb.data(), d.qb, cudaMemcpyHostToDevice));
           CHECK_CUDA(cudaMemcpy(d.k, kb.data(), d.kvb, cudaMemcpyHostToDevice));
           CHECK_CUDA(cudaMemcpy(d.v, vb.data(), d.kvb, cudaMemcpyHostToDevice));
           CHECK_CUDA(cudaMemcpy(d.dout, db.data(), d.qb, cudaMemcpyHostToDevice));
-          d.poison_outputs();
-          CHECK_CUDA(K::attn_fwd_flash(d.fwd(s), nullptr));
-          CHECK_CUDA(K::attn_bwd_flash(d.bwd(s), nullptr));
-          CHECK_CUDA(cudaDeviceSynchronize());
-          std::vector<std::uint16_t> o(qb.size()), dq(qb.size()), dk(kb.size()), dv(kb.size());
-          std::vector<float> lse(static_cast<std::size_t>(s.B * s.Hq * s.S));
-          CHECK_CUDA(cudaMemcpy(o.data(), d.o, d.qb, cudaMemcpyDeviceToHost));
-          CHECK_CUDA(cudaMemcpy(dq.data(), d.dq, d.qb, cudaMemcpyDeviceToHost));
-          CHECK_CUDA(cudaMemcpy(dk.data(), d.dk, d.kvb, cudaMemcpyDeviceToHost));
-          CHECK_CUDA(cudaMemcpy(dv.data(), d.dv, d.kvb, cudaMemcpyDeviceToHost));
-          CHECK_CUDA(cudaMemcpy(lse.data(), d.lse, d.lseb, cudaMemcpyDeviceToHost));
-          const Result ref = reference(s, qf, kf, vf, df);
-          auto bf = [](std::uint16_t h) { return static_cast<double>(from_bf16(h)); };
-          auto fl = [](float x) { return static_cast<double>(x); };
-          const double eo = max_abs_err(o, ref.o, bf), el = max_abs_err(lse, ref.lse, fl);
-          const double eq = max_abs_err(dq, ref.dq, bf), ek = max_abs_err(dk, ref.dk, bf);
-          const double ev = max_abs_err(dv, ref.dv, bf);
-          const bool finite = std::isfinite(eo + el + eq + ek + ev);
-          failures += finite ? 0 : 1;
-          std::printf("{\"kind\":\"check\",\"impl\":\"ulysses_flash\",\"case\":\"%s\",%s,\"err_o\":%.3e,\"err_lse\":%.3e,"
-                      "\"err_dq\":%.3e,\"err_dk\":%.3e,\"err_dv\":%.3e,\"finite\":%s}\n",
-                      case_name(s).c_str(), shape_json(s).c_str(), eo, el, eq, ek, ev, finite ? "true" : "false");
-          std::fflush(stdout);
+          for (auto [fv, bv] : combos) {
+            T::set_fwd_variant(fv);
+            T::set_bwd_variant(bv);
+            d.poison_outputs();
+            CHECK_CUDA(K::attn_fwd_flash(d.fwd(s), nullptr));
+            CHECK_CUDA(K::attn_bwd_flash(d.bwd(s), nullptr));
+            CHECK_CUDA(cudaDeviceSynchronize());
+            std::vector<std::uint16_t> o(qb.size()), dq(qb.size()), dk(kb.size()), dv(kb.size());
+            std::vector<float> lse(static_cast<std::size_t>(s.B * s.Hq * s.S));
+            CHECK_CUDA(cudaMemcpy(o.data(), d.o, d.qb, cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaMemcpy(dq.data(), d.dq, d.qb, cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaMemcpy(dk.data(), d.dk, d.kvb, cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaMemcpy(dv.data(), d.dv, d.kvb, cudaMemcpyDeviceToHost));
+            CHECK_CUDA(cudaMemcpy(lse.data(), d.lse, d.lseb, cudaMemcpyDeviceToHost));
+            auto bf = [](std::uint16_t h) { return static_cast<double>(from_bf16(h)); };
+            auto fl = [](float x) { return static_cast<double>(x); };
+            const double eo = max_abs_err(o, ref.o, bf), el = max_abs_err(lse, ref.lse, fl);
+            const double eq = max_abs_err(dq, ref.dq, bf), ek = max_abs_err(dk, ref.dk, bf);
+            const double ev = max_abs_err(dv, ref.dv, bf);
+            const bool finite = std::isfinite(eo + el + eq + ek + ev);
+            failures += finite ? 0 : 1;
+            std::printf("{\"kind\":\"check\",\"impl\":\"ulysses_flash\",\"fwd_variant\":%d,\"bwd_variant\":%d,"
+                        "\"case\":\"%s\",%s,\"err_o\":%.3e,\"err_lse\":%.3e,\"err_dq\":%.3e,\"err_dk\":%.3e,"
+                        "\"err_dv\":%.3e,\"finite\":%s}\n",
+                        fv, bv, case_name(s).c_str(), shape_json(s).c_str(), eo, el, eq, ek, ev,
+                        finite ? "true" : "false");
+            std::fflush(stdout);
+          }
         }
   return failures == 0 ? 0 : 1;
 }
@@ -230,9 +239,9 @@ int run_bench(bool quick, const std::vector<Shape>& given) {
     const double fwd_ms = bench_ms([&] { return K::attn_fwd_flash(fp, nullptr); });
     const double bwd_ms = bench_ms([&] { return K::attn_bwd_flash(bp, nullptr); });
     const double fwd_flop = 4.0 * s.S * s.S * s.Hq * s.D * s.B * (s.causal ? 0.5 : 1.0);
-    std::printf("{\"kind\":\"bench\",\"impl\":\"ulysses_flash\",%s,\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,"
-                "\"fwd_tflops\":%.1f,\"bwd_tflops\":%.1f}\n",
-                shape_json(s).c_str(), fwd_ms, bwd_ms, fwd_flop / fwd_ms * 1e-9, 2.5 * fwd_flop / bwd_ms * 1e-9);
+    std::printf("{\"kind\":\"bench\",\"impl\":\"ulysses_flash\",\"fwd_variant\":%d,\"bwd_variant\":%d,%s,"
+                "\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,\"fwd_tflops\":%.1f,\"bwd_tflops\":%.1f}\n",
+                T::fwd_variant(), T::bwd_variant(), shape_json(s).c_str(), fwd_ms, bwd_ms, fwd_flop / fwd_ms * 1e-9, 2.5 * fwd_flop / bwd_ms * 1e-9);
     std::fflush(stdout);
   }
   return 0;
@@ -240,38 +249,61 @@ int run_bench(bool quick, const std::vector<Shape>& given) {
 
 }  // namespace
 
+int usage() {
+  std::fprintf(stderr,
+               "usage: attn_check check [--dump DIR] [--all-variants] [--fwd-variant N] [--bwd-variant N]\n"
+               "       attn_check bench [--quick | --one S H HKV D CAUSAL(0|1)] [--fwd-variant N] [--bwd-variant N]\n");
+  return 2;
+}
+
 int main(int argc, char** argv) {
-  const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "check") {
-    std::string dump;
-    if (argc == 4 && std::string(argv[2]) == "--dump") {
-      dump = argv[3];
-    } else if (argc != 2) {
-      std::fprintf(stderr, "usage: attn_check check [--dump DIR]\n");
-      return 2;
-    }
-    return run_check(dump);
-  }
-  if (mode == "bench") {
-    const bool quick = argc == 3 && std::string(argv[2]) == "--quick";
-    const bool one = argc == 8 && std::string(argv[2]) == "--one";
-    if (!(argc == 2 || quick || one)) {
-      std::fprintf(stderr, "usage: attn_check bench [--quick | --one S H HKV D CAUSAL(0|1)]\n");
-      return 2;
-    }
-    std::vector<Shape> given;
-    if (one) {
+  if (argc < 2) return usage();
+  const std::string mode = argv[1];
+  std::string dump;
+  bool quick = false, all_variants = false;
+  int fv = T::fwd_variant(), bv = T::bwd_variant();
+  std::vector<Shape> given;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    const int left = argc - i - 1;
+    if (a == "--dump" && left >= 1) {
+      dump = argv[++i];
+    } else if (a == "--quick") {
+      quick = true;
+    } else if (a == "--all-variants") {
+      all_variants = true;
+    } else if (a == "--fwd-variant" && left >= 1) {
+      fv = std::atoi(argv[++i]);
+    } else if (a == "--bwd-variant" && left >= 1) {
+      bv = std::atoi(argv[++i]);
+    } else if (a == "--one" && left >= 5) {
       Shape s;
-      s.S = std::atoll(argv[3]), s.Hq = std::atoll(argv[4]), s.Hkv = std::atoll(argv[5]), s.D = std::atoll(argv[6]);
-      s.causal = std::atoi(argv[7]) != 0;
+      s.S = std::atoll(argv[i + 1]), s.Hq = std::atoll(argv[i + 2]), s.Hkv = std::atoll(argv[i + 3]);
+      s.D = std::atoll(argv[i + 4]), s.causal = std::atoi(argv[i + 5]) != 0;
+      i += 5;
       if (s.S < 1 || s.Hq < 1 || s.Hkv < 1 || s.Hq % s.Hkv != 0 || (s.D != 64 && s.D != 128)) {
-        std::fprintf(stderr, "attn_check bench --one: need S,H,HKV >= 1, H %% HKV == 0, D in {64,128}\n");
+        std::fprintf(stderr, "attn_check: --one needs S, H, HKV >= 1, H %% HKV == 0, D in {64, 128}\n");
         return 2;
       }
       given.push_back(s);
+    } else {
+      std::fprintf(stderr, "attn_check: unknown or incomplete option '%s'\n", a.c_str());
+      return usage();
     }
+  }
+  if (fv < 0 || fv > 1 || bv < 0 || bv > 3) {
+    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..1 and --bwd-variant 0..3\n");
+    return 2;
+  }
+  if (mode == "check") {
+    std::vector<std::pair<int, int>> combos{{fv, bv}};
+    if (all_variants) combos = {{0, 0}, {1, 1}, {0, 2}, {1, 3}};  // every fwd and bwd variant at least once
+    return run_check(dump, combos);
+  }
+  if (mode == "bench") {
+    T::set_fwd_variant(fv);
+    T::set_bwd_variant(bv);
     return run_bench(quick, given);
   }
-  std::fprintf(stderr, "usage: attn_check check [--dump DIR] | bench [--quick | --one S H HKV D CAUSAL]\n");
-  return 2;
+  return usage();
 }

@@ -1,0 +1,14 @@
+#pragma once
+// Tuning variants of the flash attention kernels, for side-by-side measurement in
+// bench/attn/attn_check (--fwd-variant / --bwd-variant). Library users need not touch these;
+// the defaults are the measured best (docs/ATTENTION.md).
+//   forward  0: D=64 with 64-key tiles; 1: D=64 with 128-key tiles (D=128 always 64)
+//   backward bit 0: P^T/dS^T stored with stmatrix; bit 1: dQ added with float4 atomics
+namespace ulysses::kernels::flash_tuning {
+
+void set_fwd_variant(int v);  // 0..1
+void set_bwd_variant(int v);  // 0..3
+int fwd_variant();
+int bwd_variant();
+
+}  // namespace ulysses::kernels::flash_tuning
