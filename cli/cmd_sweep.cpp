@@ -23,11 +23,7 @@
 namespace ulysses::cli {
 namespace {
 
-void put_double(std::string& out, double x) {
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general, 7);
-  out.append(buf, r.ptr);
-}
+void put_double(std::string& out, double x) { reports::append_g7(out, x); }
 void put_int(std::string& out, std::int64_t x) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, x);

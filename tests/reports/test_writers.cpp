@@ -1,5 +1,7 @@
 // Writers: CSV escaping, table alignment, JSON breakdowns and flattening.
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "reports/csv.hpp"
@@ -87,4 +89,31 @@ TEST_CASE("memory and phase tables carry total rows", "[reports]") {
   const std::string pt = phase_table(p);
   CHECK(pt.find("4000") != std::string::npos);  // the step, in microseconds
   CHECK(pt.find("75.0") != std::string::npos);
+}
+
+TEST_CASE("append_g7 prints what %.7g prints, up to the last digit", "[reports]") {
+  const double values[] = {0,      1,          -1,        0.5,      123456.7,  1234567,  12345678, 1e7,
+                           9999999.6, 0.0001234567, 1.5e-5, 9.99999999e-6, 3.14159265358979, -2.5e-12,
+                           6.02214076e23, 1e300, 5e-310, 0.1, 100, 7.25};
+  for (double x : values) {
+    std::string mine;
+    append_g7(mine, x);
+    char ref[64];
+    std::snprintf(ref, sizeof ref, "%.7g", x);
+    INFO(x << " -> " << mine << " vs " << ref);
+    if (x == 0) {
+      CHECK(mine == "0");
+      continue;
+    }
+    CHECK(std::strtod(mine.c_str(), nullptr) == Approx(x).epsilon(1.01e-6));
+    // same notation: both fixed or both scientific
+    CHECK((mine.find('e') == std::string::npos) == (std::string(ref).find('e') == std::string::npos));
+  }
+  std::string s;
+  append_g7(s, 0.25);
+  s += ',';
+  append_g7(s, 1e-7);
+  s += ',';
+  append_g7(s, 4096);
+  CHECK(s == "0.25,1e-07,4096");
 }
