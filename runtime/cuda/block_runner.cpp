@@ -21,11 +21,15 @@ std::vector<u16> to_host(const DevBuf<u16>& b) {
 }  // namespace
 
 KernelChoice parse_kernel_choice(const std::string& a) {
-  if (a.empty() || a == "flash" || a == "flash_attention_2" || a == "fa2" || a == "sdpa")
-    return {kernels::AttnKernel::flash, a.empty() || a == "sdpa"};
-  if (a == "reference") return {kernels::AttnKernel::reference, false};
+  // plan.attn_implementation values (docs/INPUTS.md): the ulysses_* ones name a kernel exactly;
+  // the PyTorch ones stand for "the fast kernel": flash, or reference when flash is unavailable.
+  if (a == "ulysses_flash" || a == "flash") return {kernels::AttnKernel::flash, false};
+  if (a == "ulysses_reference" || a == "reference" || a == "eager") return {kernels::AttnKernel::reference, false};
+  if (a.empty() || a == "flash_attention_2" || a == "flash_attention_3" || a == "sdpa" || a == "flex_attention" || a == "fa2")
+    return {kernels::AttnKernel::flash, true};
   throw std::invalid_argument("attn_implementation '" + a +
-                              "' is not a CUDA backend kernel (choose flash, flash_attention_2, sdpa or reference)");
+                              "' is not a CUDA backend kernel (ulysses_flash, ulysses_reference, or a PyTorch name: "
+                              "flash_attention_2, flash_attention_3, sdpa, flex_attention -> ulysses_flash)");
 }
 
 BlockRunner::BlockRunner(RankCtx& ctx, DeviceArena& a, const BlockShape& s, KernelChoice kernel, int slices)
@@ -77,7 +81,7 @@ void BlockRunner::barrier() {
   CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventRecord(ev, ctx_.stream));
   CUDA_CHECK(cudaStreamWaitEvent(ctx_.comm_stream, ev, 0));
-  NCCL_CHECK(ncclAllReduce(barrier_.get(), barrier_.get(), 1, ncclFloat32, ncclSum, ctx_.comm, ctx_.comm_stream));
+  ctx_.nccl(ncclAllReduce(barrier_.get(), barrier_.get(), 1, ncclFloat32, ncclSum, ctx_.comm, ctx_.comm_stream), "barrier");
   CUDA_CHECK(cudaEventRecord(ev, ctx_.comm_stream));
   CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, ev, 0));
   CUDA_CHECK(cudaEventDestroy(ev));

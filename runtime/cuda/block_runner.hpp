@@ -25,8 +25,10 @@
 
 namespace ulysses::runtime::cuda {
 
-// "" / "flash" / "flash_attention_2" / "fa2" / "sdpa": flash kernel, reference when flash is not
-// available in this build; "reference": the reference kernel. Throws std::invalid_argument otherwise.
+// ulysses_flash / flash: the flash kernel; ulysses_reference / reference / eager: the reference
+// kernel; "" and the PyTorch names (flash_attention_2, flash_attention_3, sdpa, flex_attention):
+// flash, falling back to reference when flash refuses the shape or is not built.
+// Throws std::invalid_argument otherwise.
 struct KernelChoice {
   kernels::AttnKernel kind = kernels::AttnKernel::flash;
   bool fallback = true;

@@ -31,8 +31,8 @@ void poll_comm(ncclComm_t comm, Clock::time_point deadline, const std::string& w
     }
     if (Clock::now() > deadline) {
       ncclCommAbort(comm);
-      throw std::runtime_error("rank " + std::to_string(rank) + ": " + what + " did not complete within " + secs(timeout_s) +
-                               " (a rank is missing or stuck); communicator aborted");
+      throw std::runtime_error("rank " + std::to_string(rank) + ": watchdog: " + what + " did not complete within " +
+                               secs(timeout_s) + " (a rank is missing or stuck); communicator aborted");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
@@ -78,12 +78,22 @@ void RankCtx::wait(cudaStream_t s, const std::string& what) {
   }
 }
 
-void RankCtx::group_end(const std::string& what) {
-  const ncclResult_t r = ncclGroupEnd();
-  if (r == ncclInProgress && comm)
-    poll_comm(comm, Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)), what, rank, timeout_s);
-  else
-    NCCL_CHECK(r);
+void RankCtx::group_end(const std::string& what) { nccl(ncclGroupEnd(), what); }
+
+void RankCtx::nccl(ncclResult_t r, const std::string& what) {
+  if (r == ncclInProgress && comm) {
+    try {
+      poll_comm(comm, Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)), what, rank, timeout_s);
+    } catch (...) {
+      if (comm_aborted) *comm_aborted = true;  // poll_comm aborted it
+      throw;
+    }
+    return;
+  }
+  if (r != ncclSuccess && r != ncclInProgress) {
+    abort_comm();
+    throw std::runtime_error("rank " + std::to_string(rank) + ": NCCL error in " + what + ": " + ncclGetErrorString(r));
+  }
 }
 
 std::shared_ptr<Cluster> Cluster::acquire(int P, double timeout_s) {
@@ -125,18 +135,27 @@ void Cluster::init(int P) {
   ranks_.resize(local);
   aborted_.assign(local, 0);
   std::vector<ncclComm_t> comms(local, nullptr);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;  // every NCCL call returns at once; the watchdog polls (never a host hang)
   if (P > 1 && !launch_.launched) {
-    NCCL_CHECK(ncclCommInitAll(comms.data(), P, devices_.data()));
+    // the non-blocking equivalent of ncclCommInitAll: one id, every GPU's rank in one group
+    ncclUniqueId id;
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < local; ++i) {
+      CUDA_CHECK(cudaSetDevice(devices_[i]));
+      NCCL_CHECK(ncclCommInitRankConfig(&comms[i], P, id, i, &cfg));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    for (int i = 0; i < local; ++i) poll_comm(comms[i], deadline, "ncclCommInitRankConfig", i, timeout_s);
   } else if (P > 1) {
     ncclUniqueId id;
     if (launch_.nccl_comm_id) NCCL_CHECK(ncclGetUniqueId(&id));
     else id = exchange_unique_id(launch_.rank, P, launch_.master_addr, launch_.bootstrap_port, timeout_s);
     CUDA_CHECK(cudaSetDevice(devices_[0]));
-    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
     NCCL_CHECK(ncclCommInitRankConfig(&comms[0], P, id, launch_.rank, &cfg));
-    poll_comm(comms[0], Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)),
-              "ncclCommInitRankConfig", launch_.rank, timeout_s);
+    poll_comm(comms[0], deadline, "ncclCommInitRankConfig", launch_.rank, timeout_s);
   }
   for (int i = 0; i < local; ++i) {
     RankCtx& r = ranks_[i];
@@ -178,7 +197,7 @@ std::vector<std::string> allgather_strings(RankCtx& ctx, const std::string& mine
   CUDA_CHECK(cudaMalloc(&lens_d, sizeof(std::int64_t) * P));
   const std::int64_t my_len = static_cast<std::int64_t>(mine.size());
   CUDA_CHECK(cudaMemcpy(lens_d + ctx.rank, &my_len, sizeof my_len, cudaMemcpyHostToDevice));
-  NCCL_CHECK(ncclAllGather(lens_d + ctx.rank, lens_d, 1, ncclInt64, ctx.comm, ctx.comm_stream));
+  ctx.nccl(ncclAllGather(lens_d + ctx.rank, lens_d, 1, ncclInt64, ctx.comm, ctx.comm_stream), "all-gather of result sizes");
   ctx.wait(ctx.comm_stream, "all-gather of result sizes");
   std::vector<std::int64_t> lens(P);
   CUDA_CHECK(cudaMemcpy(lens.data(), lens_d, sizeof(std::int64_t) * P, cudaMemcpyDeviceToHost));
@@ -188,7 +207,8 @@ std::vector<std::string> allgather_strings(RankCtx& ctx, const std::string& mine
   char* buf_d = nullptr;
   CUDA_CHECK(cudaMalloc(&buf_d, static_cast<std::size_t>(max_len * P)));
   CUDA_CHECK(cudaMemcpy(buf_d + ctx.rank * max_len, mine.data(), mine.size(), cudaMemcpyHostToDevice));
-  NCCL_CHECK(ncclAllGather(buf_d + ctx.rank * max_len, buf_d, static_cast<std::size_t>(max_len), ncclChar, ctx.comm, ctx.comm_stream));
+  ctx.nccl(ncclAllGather(buf_d + ctx.rank * max_len, buf_d, static_cast<std::size_t>(max_len), ncclChar, ctx.comm, ctx.comm_stream),
+           "all-gather of results");
   ctx.wait(ctx.comm_stream, "all-gather of results");
   std::vector<char> host(static_cast<std::size_t>(max_len * P));
   CUDA_CHECK(cudaMemcpy(host.data(), buf_d, host.size(), cudaMemcpyDeviceToHost));

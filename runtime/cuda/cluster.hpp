@@ -1,8 +1,12 @@
 #pragma once
 // The ranks of a run and their NCCL communicators, in either process model (launcher.hpp):
-//   single-process: P local GPUs, ncclCommInitAll, one std::thread per GPU;
+//   single-process: P local GPUs, one std::thread per GPU; the communicators are made as
+//     ncclCommInitAll makes them (one unique id, every rank inside one NCCL group) but with
+//     ncclCommInitRankConfig non-blocking, so that both modes share the watchdog below;
 //   launcher: this process is one rank; unique id over TCP (bootstrap.hpp), then
 //     ncclCommInitRankConfig non-blocking, polled with ncclCommGetAsyncError until the deadline.
+// Non-blocking communicators: an NCCL call may return ncclInProgress; RankCtx::nccl() polls
+// ncclCommGetAsyncError until it is done (bounded by timeout_s) before the next call.
 // Watchdog: every host wait on GPU work goes through RankCtx::wait, which polls the stream and
 // the communicator's async error; past timeout_s (or when another rank of this process failed)
 // it calls ncclCommAbort and throws one line naming the rank and what it waited for. So a
@@ -33,6 +37,8 @@ struct RankCtx {
   void wait(cudaStream_t s, const std::string& what);
   // ncclGroupEnd, then (non-blocking communicator) polls until the group is enqueued.
   void group_end(const std::string& what);
+  // Completes an NCCL call's result: polls ncclInProgress to the deadline, throws on errors.
+  void nccl(ncclResult_t r, const std::string& what);
   // Aborts the communicator (idempotent).
   void abort_comm();
 };

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "runtime/backend.hpp"
 #include "runtime/cuda/cuda_check.hpp"
 
 namespace ulysses::runtime::cuda {
@@ -19,9 +20,11 @@ void* DeviceArena::alloc(std::int64_t bytes) {
   const cudaError_t e = cudaMalloc(&p, static_cast<std::size_t>(bytes));
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free allocation error
-    throw std::runtime_error("device " + std::to_string(device_) + ": cudaMalloc of " + std::to_string(bytes) +
+    const std::string what = "device " + std::to_string(device_) + ": cudaMalloc of " + std::to_string(bytes) +
                              " bytes failed (" + cudaGetErrorString(e) + ") with " + std::to_string(live_) +
-                             " bytes live in this rank's arena");
+                             " bytes live in this rank's arena";
+    if (e == cudaErrorMemoryAllocation) throw OutOfMemory(what);  // runtime/backend.hpp
+    throw std::runtime_error(what);
   }
   sizes_[p] = bytes;
   live_ += bytes;

@@ -121,10 +121,9 @@ void Exchanger::run(Direction dir, const std::vector<XTensor>& xs, int slices) {
 void Exchanger::bare_alltoall(std::int64_t elems_per_rank) {
   const int P = ctx_.world;
   if (P < 2 || elems_per_rank > capacity_ || elems_per_rank % P) throw std::invalid_argument("bare_alltoall: bad size");
-  NCCL_CHECK(ncclAlltoAll(send_.get(), recv_.get(), static_cast<std::size_t>(elems_per_rank / P), ncclBfloat16, ctx_.comm,
-                          ctx_.comm_stream));
-  ncclResult_t st = ncclSuccess;
-  NCCL_CHECK(ncclCommGetAsyncError(ctx_.comm, &st));
+  ctx_.nccl(ncclAlltoAll(send_.get(), recv_.get(), static_cast<std::size_t>(elems_per_rank / P), ncclBfloat16, ctx_.comm,
+                         ctx_.comm_stream),
+            "ncclAlltoAll");
 }
 
 void Exchanger::bare_sendrecv(std::int64_t elems_per_rank) {
