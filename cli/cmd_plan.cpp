@@ -56,7 +56,8 @@ int run_plan(int argc, char** argv) {
     print_help(argv[0], "--model NAME [--gpus N] [flags] | --scenario FILE [flags]",
                "The largest sequence (a multiple of sp_size and of --granularity) that fits GPU HBM and host\n"
                "RAM per node, which one binds first, the memory breakdown at that length and the step time.\n"
-               "GPUs not taken by sp_size and dp_replicate_size form dp_shard_size unless it is given.",
+               "GPUs not taken by sp_size and dp_replicate_size form dp_shard_size unless it is given.\n"
+               "--seq-len (and a scenario's seq_len) is not used: plan searches the length.",
                d);
     return kExitOk;
   }

@@ -135,6 +135,24 @@ std::string ablation_markdown(const std::vector<Json>& results) {
   return md;
 }
 
+// Markdown: one row per predict result.
+std::string predict_markdown(const std::vector<Json>& results) {
+  std::string md;
+  for (const auto& j : results) {
+    if (j["command"] != "predict") continue;
+    const auto& sc = j["scenario"];
+    md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {} | {:.3f} | {:.1f} |\n", j.value("label", sc["name"].get<std::string>()),
+                      sc["model"]["name"].get<std::string>(), sc["profile"]["name"].get<std::string>(),
+                      sc["gpus"].get<std::int64_t>(), j["seq_len"].get<std::int64_t>(),
+                      j["gpu_memory_bytes"]["total"].get<double>() / kGiB,
+                      j["host_memory_bytes_per_node"]["total"].get<double>() / kGiB, j["binding"].get<std::string>(),
+                      j["step_time_s"].get<double>(), j["megatron_tflops_per_gpu"].get<double>());
+  }
+  if (md.empty()) return md;
+  return "\n## Predictions\n\n| scenario | model | profile | GPUs | S | GPU GiB | host GiB/node | does not fit | step s | "
+         "TFLOP/s/GPU (Megatron) |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|\n" + md;
+}
+
 std::string sweep_markdown(const std::vector<Json>& sweeps) {
   if (sweeps.empty()) return "";
   std::string md = "\n## Sweeps\n\n| sweep | mode | points | valid | skipped | points/s | threads |\n|---|---|---:|---:|---:|---:|---:|\n";
@@ -217,6 +235,7 @@ int run_report(int argc, char** argv) {
   std::string md = "# " + vm["title"].as<std::string>() + "\n\n";
   if (vm.count("note")) md += vm["note"].as<std::string>() + "\n\n";
   md += ablation_markdown(in.results);
+  md += predict_markdown(in.results);
   md += sweep_markdown(in.sweeps);
   if (!pngs.empty()) {
     md += "\n## Plots\n\n";
