@@ -22,6 +22,9 @@
 #include "sim/profile_io.hpp"
 
 namespace ulysses::cli {
+
+int run_calibrate_cuda(int argc, char** argv);  // cli/calibrate_cuda.cpp
+
 namespace {
 
 using runtime::AttnDims;
@@ -57,7 +60,10 @@ std::string host_name() {
 
 std::string command_line(int argc, char** argv) {
   std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    if (i) s += ' ';
+    s += argv[i];
+  }
   return s;
 }
 
@@ -134,10 +140,20 @@ void attention_shapes(const Setup& s, std::string& out) {
   out += fmt::format("\nattention shape dependence at S = {} (one iteration each; not written to the profile)\n", S) + t.render();
 }
 
+// --backend cuda lives in cli/calibrate_cuda.cpp (its own flags).
+bool asks_for_cuda(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--backend=cuda" || (a == "--backend" && i + 1 < argc && std::string(argv[i + 1]) == "cuda")) return true;
+  }
+  return false;
+}
+
 int run_calibrate(int argc, char** argv) {
+  if (asks_for_cuda(argc, argv)) return run_calibrate_cuda(argc, argv);
   po::options_description d("calibrate options");
   d.add_options()("help,h", "this help")
-      ("backend", po::value<std::string>()->default_value("cpu"), "cpu")
+      ("backend", po::value<std::string>()->default_value("cpu"), "cpu | cuda (cuda: see --backend cuda --help)")
       ("profile", po::value<std::string>()->default_value("cpu-local"), "base profile (name or path) the section is added to")
       ("profile-out", po::value<std::string>(), "write the base profile with the `calibrated:` section here (else print the section)")
       ("sp-sizes", po::value<std::string>()->default_value("2,4"), "sp sizes (thread-ranks) of the exchange curves")
@@ -159,7 +175,7 @@ int run_calibrate(int argc, char** argv) {
     return kExitOk;
   }
   if (vm["backend"].as<std::string>() != "cpu")
-    throw InputError("", "--backend", fmt::format("'{}': calibrate implements the cpu backend here", vm["backend"].as<std::string>()));
+    throw InputError("", "--backend", fmt::format("'{}' is not a backend (cpu | cuda)", vm["backend"].as<std::string>()));
   Setup s;
   const bool quick = vm["quick"].as<bool>();
   s.sp_sizes = parse_int_list(vm["sp-sizes"].as<std::string>(), "--sp-sizes", 2);

@@ -60,10 +60,12 @@ Json compare_json(const Scenario& sc, const Prediction& p, const runtime::Measur
 std::string compare_table(const Scenario& sc, const Json& j) {
   std::string out = fmt::format("scenario {} on profile {} ({}), backend {}\n", sc.name, sc.hw.name,
                                 sc.hw.has_calibration ? "calibrated" : "uncalibrated", j["backend"].get<std::string>());
-  reports::Table t({{"phase", "", reports::Align::left}, {"predicted", "us"}, {"measured", "us"}, {"error", "%"}});
+  reports::Table t({{"phase", "", reports::Align::left}, {"predicted", "us"}, {"measured", "us"}, {"error", "%"},
+                    {"meas. min", "us"}, {"meas. max", "us"}});
   auto row = [&](const std::string& name, const Json& e) {
-    t.add_row({name, fmt::format("{:.1f}", e["predicted_s"].get<double>() * 1e6),
-               fmt::format("{:.1f}", e["measured_s"].get<double>() * 1e6), fmt::format("{:+.1f}", e["error_pct"].get<double>())});
+    auto us = [&](const char* k) { return e.contains(k) ? fmt::format("{:.1f}", e[k].get<double>() * 1e6) : std::string("-"); };
+    t.add_row({name, us("predicted_s"), us("measured_s"), fmt::format("{:+.1f}", e["error_pct"].get<double>()),
+               us("measured_min_s"), us("measured_max_s")});
   };
   for (const auto& e : j["phases"]) row(e["name"].get<std::string>(), e);
   row("block total", j["block_total"]);
