@@ -63,8 +63,10 @@ TEST_CASE("P > H_kv: both kv strategies move the same bytes; the replica costs m
   CHECK(rep.phase_peak_bytes[4] == once.phase_peak_bytes[4]);
 }
 
-TEST_CASE("head dims 64 and 128, batch 2", "[runtime]") {
+TEST_CASE("head dims 64 and 128, batch 2 (exchanges with explicit unpack)", "[runtime]") {
   require_correct(run(2, 4, 2, true, KvStrategy::replicate, 64, 2));
+  require_correct(run(4, 8, 2, false, KvStrategy::replicate, 16, 2));
+  require_correct(run(4, 8, 2, true, KvStrategy::send_once, 16, 2));
   require_correct(run(2, 2, 2, false, KvStrategy::replicate, 128, 1));
 }
 
