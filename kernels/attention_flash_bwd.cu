@@ -123,7 +123,8 @@ struct BwdSmem {
 //   dQ        (queries x d):    warp -> queries 32*(w%2).., d (D/4)*(w/2)..  (2 x D/32 tiles)
 // P^T and dS^T go through shared memory (bf16) between the first and the other two.
 // VAR (tuning variants, measured side by side): bit 0 stores P^T/dS^T with stmatrix instead of
-// 32-bit stores; bit 1 adds dQ with float4 atomics (pairs of lanes swap halves) instead of float2.
+// 32-bit stores; bit 1 adds dQ with float4 atomics (pairs of lanes swap halves) instead of
+// float2; bit 2 computes dQ (and issues its atomics) before the dK/dV products.
 template <int D, bool CAUSAL, int VAR>
 __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   constexpr int BM = kBwdBM, BN = kBwdBN, NW = kBwdNW, NT = NW * 32;
@@ -284,87 +285,98 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
     }
     __syncthreads();  // P^T and dS^T of all warps in shared memory
 
-    // dV += P^T dO, dK += dS^T Q  (32 keys x D/2 per warp, k = BM queries)
+    auto dkv_phase = [&] {
+      // dV += P^T dO, dK += dS^T Q  (32 keys x D/2 per warp, k = BM queries)
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) {
-      std::uint32_t pa[2][4], sa[2][4];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        ldsm_x4(pa[mt], a_pds.at(kk, mt * 16) + L::P);
-        ldsm_x4(sa[mt], a_pds.at(kk, mt * 16) + L::dS);
-      }
-#pragma unroll
-      for (int dp = 0; dp < DH / 16; ++dp) {
-        std::uint32_t ob[4], qb[4];
-        ldsm_x4_t(ob, bt_qdo.at(dp, kk * 16) + doo);
-        ldsm_x4_t(qb, bt_qdo.at(dp, kk * 16) + qo);
+      for (int kk = 0; kk < BM / 16; ++kk) {
+        std::uint32_t pa[2][4], sa[2][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
-          mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
-          mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
-          mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
+          ldsm_x4(pa[mt], a_pds.at(kk, mt * 16) + L::P);
+          ldsm_x4(sa[mt], a_pds.at(kk, mt * 16) + L::dS);
         }
-      }
-    }
-
-    // dQ_tile = dS K  (32 queries x D/4 per warp, k = BN keys), added to dq_accum
-    {
-      float acc[2][DQ / 8][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int j = 0; j < DQ / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mt][j][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) {
-        std::uint32_t da[2][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) ldsm_x4_t(da[mt], at_ds.at(mt, ks * 16) + L::dS);
-#pragma unroll
-        for (int dp = 0; dp < DQ / 16; ++dp) {
-          std::uint32_t kb[4];
-          ldsm_x4_t(kb, bt_k.at(dp, ks * 16) + L::K);
+        for (int dp = 0; dp < DH / 16; ++dp) {
+          std::uint32_t ob[4], qb[4];
+          ldsm_x4_t(ob, bt_qdo.at(dp, kk * 16) + doo);
+          ldsm_x4_t(qb, bt_qdo.at(dp, kk * 16) + qo);
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
-            mma16816(acc[mt][2 * dp], da[mt], kb[0], kb[1]);
-            mma16816(acc[mt][2 * dp + 1], da[mt], kb[2], kb[3]);
+            mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
+            mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
+            mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
+            mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
           }
         }
       }
-      if constexpr ((VAR & 2) != 0) {
-        // lanes t, t^1 swap: even t -> row g, cols 2t..2t+3; odd t -> row g+8, cols 2(t-1)..
-        const bool odd = (t & 1) != 0;
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          const int row = m0 + qr + mt * 16 + g + (odd ? 8 : 0);
-          float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * (t & ~1);
-#pragma unroll
-          for (int j = 0; j < DQ / 8; ++j) {
-            const float* c = acc[mt][j];
-            const float sx = __shfl_xor_sync(0xffffffffu, odd ? c[0] : c[2], 1);
-            const float sy = __shfl_xor_sync(0xffffffffu, odd ? c[1] : c[3], 1);
-            const float4 v = odd ? make_float4(sx, sy, c[2], c[3]) : make_float4(c[0], c[1], sx, sy);
-            if (row < S) atomicAdd(reinterpret_cast<float4*>(dst + j * 8), v);
-          }
-        }
-      } else {
+
+    };
+    auto dq_phase = [&] {
+      // dQ_tile = dS K  (32 queries x D/4 per warp, k = BN keys), added to dq_accum
+      {
+        float acc[2][DQ / 8][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const int row = m0 + qr + mt * 16 + g + hr * 8;
-            if (row < S) {
-              float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * t;
+          for (int j = 0; j < DQ / 8; ++j)
 #pragma unroll
-              for (int j = 0; j < DQ / 8; ++j) {
-                atomicAdd(reinterpret_cast<float2*>(dst + j * 8),
-                          make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
-              }
+            for (int e = 0; e < 4; ++e) acc[mt][j][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ++ks) {
+          std::uint32_t da[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) ldsm_x4_t(da[mt], at_ds.at(mt, ks * 16) + L::dS);
+#pragma unroll
+          for (int dp = 0; dp < DQ / 16; ++dp) {
+            std::uint32_t kb[4];
+            ldsm_x4_t(kb, bt_k.at(dp, ks * 16) + L::K);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              mma16816(acc[mt][2 * dp], da[mt], kb[0], kb[1]);
+              mma16816(acc[mt][2 * dp + 1], da[mt], kb[2], kb[3]);
             }
           }
+        }
+        if constexpr ((VAR & 2) != 0) {
+          // lanes t, t^1 swap: even t -> row g, cols 2t..2t+3; odd t -> row g+8, cols 2(t-1)..
+          const bool odd = (t & 1) != 0;
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            const int row = m0 + qr + mt * 16 + g + (odd ? 8 : 0);
+            float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * (t & ~1);
+#pragma unroll
+            for (int j = 0; j < DQ / 8; ++j) {
+              const float* c = acc[mt][j];
+              const float sx = __shfl_xor_sync(0xffffffffu, odd ? c[0] : c[2], 1);
+              const float sy = __shfl_xor_sync(0xffffffffu, odd ? c[1] : c[3], 1);
+              const float4 v = odd ? make_float4(sx, sy, c[2], c[3]) : make_float4(c[0], c[1], sx, sy);
+              if (row < S) atomicAdd(reinterpret_cast<float4*>(dst + j * 8), v);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+              const int row = m0 + qr + mt * 16 + g + hr * 8;
+              if (row < S) {
+                float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * t;
+#pragma unroll
+                for (int j = 0; j < DQ / 8; ++j) {
+                  atomicAdd(reinterpret_cast<float2*>(dst + j * 8),
+                            make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
+                }
+              }
+            }
+        }
       }
+    };
+    if constexpr ((VAR & 4) != 0) {  // dQ (and its atomics) first, dK/dV MMAs after
+      dq_phase();
+      dkv_phase();
+    } else {
+      dkv_phase();
+      dq_phase();
     }
   }
 
@@ -420,15 +432,24 @@ cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
 
 template <int D>
 cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
+#define ULYSSES_BWD_CASE(V) \
+  case V:                   \
+    return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
   switch (flash_tuning::bwd_variant()) {
-    case 1: return p.causal ? launch_bwd<D, true, 1>(p, stream) : launch_bwd<D, false, 1>(p, stream);
-    case 2: return p.causal ? launch_bwd<D, true, 2>(p, stream) : launch_bwd<D, false, 2>(p, stream);
-    case 3: return p.causal ? launch_bwd<D, true, 3>(p, stream) : launch_bwd<D, false, 3>(p, stream);
-    default: return p.causal ? launch_bwd<D, true, 0>(p, stream) : launch_bwd<D, false, 0>(p, stream);
+    ULYSSES_BWD_CASE(1)
+    ULYSSES_BWD_CASE(2)
+    ULYSSES_BWD_CASE(3)
+    ULYSSES_BWD_CASE(4)
+    ULYSSES_BWD_CASE(5)
+    ULYSSES_BWD_CASE(6)
+    ULYSSES_BWD_CASE(7)
+    default:
+      return p.causal ? launch_bwd<D, true, 0>(p, stream) : launch_bwd<D, false, 0>(p, stream);
   }
+#undef ULYSSES_BWD_CASE
 }
 
-int g_bwd_variant = 0;
+int g_bwd_variant = 1;  // measured best (docs/ATTENTION.md)
 
 }  // namespace
 }  // namespace flash

@@ -225,7 +225,7 @@ cudaError_t launch_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-int g_fwd_variant = 0;
+int g_fwd_variant = 1;  // measured best (docs/ATTENTION.md)
 
 }  // namespace
 }  // namespace flash

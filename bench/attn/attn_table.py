@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Join the JSON lines of `attn_check` and `bench/peers/attn_peer.py` into markdown tables.
 
-  attn_table.py FILE...   (any mix of check and bench lines)
-Correctness: per case, each quantity's max abs error for ulysses_flash and torch_flash and the
-worst ratio (ulysses / torch; the target is <= 2). Benchmark: TFLOP/s and ratios against the
-torch flash (FA2) and cuDNN backends.
+  attn_table.py [--fwd-variant F] [--bwd-variant B] FILE...   (any mix of check and bench lines)
+Correctness: per case, each quantity's max abs error for ulysses_flash (the largest over all
+tuning variants checked) and torch_flash, and the worst ratio (ulysses / torch; the target is
+<= 2). Benchmark: TFLOP/s of the ulysses_flash rows with the given variants (default 1 1, the library defaults) and
+ratios against the torch flash (FA2) and cuDNN backends.
 """
 import json
 import sys
@@ -29,7 +30,12 @@ def key(r):
 
 
 def check_table(rows):
-    mine = {r["case"]: r for r in rows if r["kind"] == "check" and r["impl"] == "ulysses_flash"}
+    mine = {}
+    for r in rows:
+        if r["kind"] == "check" and r["impl"] == "ulysses_flash":
+            m = mine.setdefault(r["case"], dict(r))
+            for x in ("o", "lse", "dq", "dk", "dv"):
+                m["err_" + x] = max(m["err_" + x], r["err_" + x])
     peer = {r["case"]: r for r in rows if r["kind"] == "check" and r["impl"] == "torch_flash"}
     if not mine:
         return
@@ -55,9 +61,11 @@ def check_table(rows):
     print(f"\nworst error ratio over all cases: {worst_all:.2f} (target <= 2)\n")
 
 
-def bench_table(rows):
+def bench_table(rows, fv, bv):
     by = {}
     for r in rows:
+        if r.get("impl") == "ulysses_flash" and (r.get("fwd_variant", fv), r.get("bwd_variant", bv)) != (fv, bv):
+            continue
         if r["kind"] == "bench" and "fwd_tflops" in r:
             by.setdefault(key(r), {})[r["impl"]] = r
     if not by:
@@ -79,12 +87,19 @@ def bench_table(rows):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print("usage: attn_table.py FILE...", file=sys.stderr)
+    args, fv, bv = sys.argv[1:], 1, 1
+    while args and args[0] in ("--fwd-variant", "--bwd-variant") and len(args) >= 2:
+        if args[0] == "--fwd-variant":
+            fv = int(args[1])
+        else:
+            bv = int(args[1])
+        args = args[2:]
+    if not args:
+        print("usage: attn_table.py [--fwd-variant F] [--bwd-variant B] FILE...", file=sys.stderr)
         sys.exit(2)
-    rows = load(sys.argv[1:])
+    rows = load(args)
     check_table(rows)
-    bench_table(rows)
+    bench_table(rows, fv, bv)
 
 
 if __name__ == "__main__":
