@@ -42,13 +42,13 @@ void print_table(const Scenario& sc, const CapacityResult& r) {
 }
 
 int run_plan(int argc, char** argv) {
-  po::options_description d("plan options");
+  po::options_description d("plan options", kHelpColumns, kHelpDescColumn);
   d.add_options()("help,h", "this help")
       ("granularity", po::value<std::int64_t>()->default_value(1024),
        "the longest sequence is searched in multiples of lcm(granularity, sp_size)")
       ("label", po::value<std::string>(), "a name echoed in the output (e.g. the feature ablation)");
   add_format_option(d);
-  po::options_description s("scenario options (without --scenario: --model is required)");
+  po::options_description s("scenario options (without --scenario: --model is required)", kHelpColumns, kHelpDescColumn);
   add_scenario_options(s);
   d.add(s);
   const auto vm = parse_args(argc, argv, d);

@@ -33,11 +33,11 @@ void print_table(const Scenario& sc, const Prediction& p) {
 }
 
 int run_predict(int argc, char** argv) {
-  po::options_description d("predict options");
+  po::options_description d("predict options", kHelpColumns, kHelpDescColumn);
   d.add_options()("help,h", "this help")
       ("label", po::value<std::string>(), "a name echoed in the output");
   add_format_option(d);
-  po::options_description s("scenario options (without --scenario: --model and --seq-len are required)");
+  po::options_description s("scenario options (without --scenario: --model and --seq-len are required)", kHelpColumns, kHelpDescColumn);
   add_scenario_options(s);
   d.add(s);
   const auto vm = parse_args(argc, argv, d);

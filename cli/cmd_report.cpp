@@ -180,7 +180,7 @@ std::string quote(const std::string& s) {
 }
 
 int run_report(int argc, char** argv) {
-  po::options_description d("report options");
+  po::options_description d("report options", kHelpColumns, kHelpDescColumn);
   d.add_options()("help,h", "this help")
       ("inputs", po::value<std::vector<std::string>>()->multitoken(), "JSON of plan/predict, sweep summaries or CSVs, or folders of them (positional)")
       ("out", po::value<std::string>()->default_value("out/report"), "output folder for the PNG plots and summary.md")

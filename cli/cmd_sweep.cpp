@@ -157,7 +157,7 @@ class ProgressBar {
 };
 
 int run_sweep_cmd(int argc, char** argv) {
-  po::options_description d("sweep options");
+  po::options_description d("sweep options", kHelpColumns, kHelpDescColumn);
   d.add_options()("help,h", "this help")
       ("spec", po::value<std::string>(), "sweep spec YAML (positional)")
       ("out", po::value<std::string>()->default_value("out"), "output folder for <name>.csv and <name>.summary.json")

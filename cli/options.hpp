@@ -15,6 +15,9 @@ namespace po = boost::program_options;
 
 enum class Format { table, json, csv };
 
+// --help layout: line width and the column where descriptions start.
+inline constexpr unsigned kHelpColumns = 120, kHelpDescColumn = 60;
+
 // --format table|json|csv
 void add_format_option(po::options_description& d);
 Format format_of(const po::variables_map& vm);  // InputError naming --format on a bad value
