@@ -45,12 +45,6 @@ struct Pow10 {
 };
 constexpr Pow10 kPow10;
 
-void append_digits(std::string& out, std::uint64_t n) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, n);
-  out.append(buf, r.ptr);
-}
-
 }  // namespace
 
 void append_g7(std::string& out, double x) {
@@ -63,46 +57,53 @@ void append_g7(std::string& out, double x) {
     return;
   }
   const double ax = std::fabs(x);
-  int e = static_cast<int>(std::floor(std::log10(ax)));
-  if (e - 6 < kPowMin || 6 - e > kPowMax || 6 - e < kPowMin) {  // far outside the table: the slow path
+  int e2 = 0;
+  std::frexp(ax, &e2);  // ax in [2^(e2-1), 2^e2)
+  int e = static_cast<int>(std::floor((e2 - 1) * 0.30102999566398120));  // log10(2): e = floor(log10(ax)) or one less
+  if (e - 6 < kPowMin || e + 1 > kPowMax || 6 - e > kPowMax || 6 - e < kPowMin) {  // outside the table: slow path
     char buf[32];
     auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general, 7);
     out.append(buf, r.ptr);
     return;
   }
+  if (ax >= kPow10(e + 1)) ++e;
   // m: the 7 significant digits as an integer, m in [1e6, 1e7)
-  std::uint64_t m = static_cast<std::uint64_t>(std::llround(ax * kPow10(6 - e)));
-  if (m >= 10000000) m /= 10, ++e;
+  auto m = static_cast<std::uint64_t>(ax * kPow10(6 - e) + 0.5);
+  if (m >= 10000000) m = (m + 5) / 10, ++e;
   if (m < 1000000) m *= 10, --e;
-  if (x < 0) out += '-';
   int digits = 7;
   while (digits > 1 && m % 10 == 0) m /= 10, --digits;  // drop trailing zeros
   char d[8];
   for (int i = digits - 1; i >= 0; --i) d[i] = static_cast<char>('0' + m % 10), m /= 10;
+
+  char buf[32];
+  char* p = buf;
+  if (x < 0) *p++ = '-';
   if (e >= -4 && e < 7) {  // fixed, as %g: exponent in [-4, precision)
     if (e < 0) {
-      out += "0.";
-      out.append(static_cast<std::size_t>(-e - 1), '0');
-      out.append(d, static_cast<std::size_t>(digits));
+      *p++ = '0', *p++ = '.';
+      for (int i = 0; i < -e - 1; ++i) *p++ = '0';
+      for (int i = 0; i < digits; ++i) *p++ = d[i];
     } else if (digits <= e + 1) {
-      out.append(d, static_cast<std::size_t>(digits));
-      out.append(static_cast<std::size_t>(e + 1 - digits), '0');
+      for (int i = 0; i < digits; ++i) *p++ = d[i];
+      for (int i = digits; i < e + 1; ++i) *p++ = '0';
     } else {
-      out.append(d, static_cast<std::size_t>(e + 1));
-      out += '.';
-      out.append(d + e + 1, static_cast<std::size_t>(digits - e - 1));
+      for (int i = 0; i <= e; ++i) *p++ = d[i];
+      *p++ = '.';
+      for (int i = e + 1; i < digits; ++i) *p++ = d[i];
     }
-    return;
+  } else {
+    *p++ = d[0];
+    if (digits > 1) {
+      *p++ = '.';
+      for (int i = 1; i < digits; ++i) *p++ = d[i];
+    }
+    *p++ = 'e', *p++ = e < 0 ? '-' : '+';
+    const int ae = e < 0 ? -e : e;
+    if (ae >= 100) *p++ = static_cast<char>('0' + ae / 100);
+    *p++ = static_cast<char>('0' + ae / 10 % 10), *p++ = static_cast<char>('0' + ae % 10);
   }
-  out += d[0];
-  if (digits > 1) {
-    out += '.';
-    out.append(d + 1, static_cast<std::size_t>(digits - 1));
-  }
-  out += e < 0 ? "e-" : "e+";
-  const int ae = std::abs(e);
-  if (ae < 10) out += '0';
-  append_digits(out, static_cast<std::uint64_t>(ae));
+  out.append(buf, static_cast<std::size_t>(p - buf));
 }
 
 }  // namespace ulysses::reports
