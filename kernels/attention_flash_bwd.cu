@@ -124,14 +124,16 @@ struct BwdSmem {
 // P^T and dS^T go through shared memory (bf16) between the first and the other two.
 // VAR (tuning variants, measured side by side): bit 0 stores P^T/dS^T with stmatrix instead of
 // 32-bit stores; bit 1 adds dQ with float4 atomics (pairs of lanes swap halves) instead of
-// float2; bit 2 computes dQ (and issues its atomics) before the dK/dV products.
+// float2; bit 2 computes dQ (and issues its atomics) before the dK/dV products; bit 3 uses the
+// one-register XOR form of the ldmatrix lane addresses (LdsmXor).
 template <int D, bool CAUSAL, int VAR>
 __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   constexpr int BM = kBwdBM, BN = kBwdBN, NW = kBwdNW, NT = NW * 32;
   static_assert(NW == 8 && BN == 128 && BM == 64, "warp layouts assume 8 warps, 128 keys, 64 queries");
   constexpr int DH = D / 2, DQ = D / 4;
+  constexpr bool kXor = (VAR & 8) != 0;
   using L = BwdSmem<D>;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto tile = [&](int off) { return reinterpret_cast<__nv_bfloat16*>(smem_raw + off); };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -173,13 +175,13 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   const int kw = (warp & 3) * 32, qw = (warp >> 2) * 32, dc = (warp >> 2) * DH;
   const int qr = (warp & 1) * 32, dqc = (warp >> 1) * DQ;
   // ldmatrix lane addresses (tile byte offsets added at use)
-  const LdsmAddr<D> a_kv(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);     // K, V as A
-  const LdsmAddr<D> b_qdo(smem_raw, qw + (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);    // Q, dO as B
-  const LdsmAddr<BM> a_pds(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);   // P^T, dS^T as A
-  const LdsmAddr<D> bt_qdo(smem_raw, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, dc / 16);  // dO, Q as B^T
-  const LdsmAddr<BM> at_ds(smem_raw, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1, qr / 16);  // dS as A^T
-  const LdsmAddr<D> bt_k(smem_raw, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, dqc / 16);   // K as B^T
-  const LdsmAddr<BM> st_pds(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, qw / 16);  // stmatrix
+  const LaneAddr<D, kXor> a_kv(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);     // K, V as A
+  const LaneAddr<D, kXor> b_qdo(smem_raw, qw + (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);    // Q, dO as B
+  const LaneAddr<BM, kXor> a_pds(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);   // P^T, dS^T as A
+  const LaneAddr<D, kXor> bt_qdo(smem_raw, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, dc / 16);  // dO, Q as B^T
+  const LaneAddr<BM, kXor> at_ds(smem_raw, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1, qr / 16);  // dS as A^T
+  const LaneAddr<D, kXor> bt_k(smem_raw, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, dqc / 16);   // K as B^T
+  const LaneAddr<BM, kXor> st_pds(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, qw / 16);  // stmatrix
 
   float dk[2][DH / 8][4], dv[2][DH / 8][4];
 #pragma unroll
@@ -443,6 +445,8 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
     ULYSSES_BWD_CASE(5)
     ULYSSES_BWD_CASE(6)
     ULYSSES_BWD_CASE(7)
+    ULYSSES_BWD_CASE(8)
+    ULYSSES_BWD_CASE(9)
     default:
       return p.causal ? launch_bwd<D, true, 0>(p, stream) : launch_bwd<D, false, 0>(p, stream);
   }

@@ -7,7 +7,8 @@ viewed as [B, H, S, D], no copies; GQA through enable_gqa, kv heads not expanded
                            (q, k, v, dout raw bf16): max abs error of PyTorch flash's o, lse,
                            dq, dk, dv against an fp64 reference computed here (math backend,
                            float64, on the GPU). One JSON line per case.
-  attn_peer.py bench [--quick]   the same sweep as `attn_check bench`: TFLOP/s of the flash
+  attn_peer.py bench [--quick | --one S H HKV D CAUSAL]...
+                           the same sweep as `attn_check bench` (or the given points): TFLOP/s of the flash
                            and cuDNN backends (4*S^2*H*D forward, half when causal, backward
                            2.5x). One JSON line per point and backend.
 """
@@ -114,9 +115,9 @@ def sweep(quick):
                         yield S, H, Hkv, D, causal
 
 
-def run_bench(quick):
+def run_bench(points):
     torch.manual_seed(0)
-    for S, H, Hkv, D, causal in sweep(quick):
+    for S, H, Hkv, D, causal in points:
         q = torch.randn(1, S, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         k = torch.randn(1, S, Hkv, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         v = torch.randn(1, S, Hkv, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -143,11 +144,21 @@ def main():
     args = sys.argv[1:]
     if len(args) == 2 and args[0] == "check":
         run_check(args[1])
-    elif args and args[0] == "bench" and args[1:] in ([], ["--quick"]):
-        run_bench(args[1:] == ["--quick"])
-    else:
-        print("usage: attn_peer.py check DIR | bench [--quick]", file=sys.stderr)
-        sys.exit(2)
+        return
+    if args and args[0] == "bench":
+        rest, points = args[1:], []
+        if rest == ["--quick"] or not rest:
+            run_bench(list(sweep(rest == ["--quick"])))
+            return
+        while len(rest) >= 6 and rest[0] == "--one":
+            S, H, Hkv, D, c = (int(x) for x in rest[1:6])
+            points.append((S, H, Hkv, D, bool(c)))
+            rest = rest[6:]
+        if points and not rest:
+            run_bench(points)
+            return
+    print("usage: attn_peer.py check DIR | bench [--quick | --one S H HKV D CAUSAL ...]", file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == "__main__":
