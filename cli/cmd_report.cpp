@@ -84,6 +84,47 @@ std::string tokens_text(std::int64_t n) {
   return fmt::format("{}K", n / 1024);
 }
 
+// Markdown: the GPU memory terms (GiB) at the longest sequence, one column per label, at 8 GPUs
+// (or the largest count planned) of each (model, profile) group.
+std::string memory_markdown(const std::map<std::string, std::vector<const Json*>>& groups,
+                            const std::vector<std::string>& order) {
+  std::string md;
+  for (const auto& g : order) {
+    std::set<std::int64_t> gpus;
+    for (const Json* j : groups.at(g)) gpus.insert((*j)["scenario"]["gpus"].get<std::int64_t>());
+    const std::int64_t n = gpus.count(8) ? 8 : *gpus.rbegin();
+    std::vector<const Json*> cols;
+    for (const Json* j : groups.at(g))
+      if ((*j)["scenario"]["gpus"] == n && (*j)["seq_len"].get<std::int64_t>() > 0) cols.push_back(j);
+    if (cols.empty()) continue;
+    std::vector<std::string> terms;  // in the model's order, without those zero in every column
+    for (const Json* j : cols)
+      for (auto it = (*j)["gpu_memory_bytes"].begin(); it != (*j)["gpu_memory_bytes"].end(); ++it)
+        if (it.key() != "total" && std::find(terms.begin(), terms.end(), it.key()) == terms.end()) terms.push_back(it.key());
+    std::erase_if(terms, [&](const std::string& t) {
+      return std::all_of(cols.begin(), cols.end(), [&](const Json* j) { return (*j)["gpu_memory_bytes"].value(t, std::int64_t{0}) == 0; });
+    });
+    terms.push_back("total");
+    md += fmt::format("\n### GPU memory at the longest sequence (GiB): {}, {} GPUs\n\n| term |", g, n);
+    for (const Json* j : cols) md += fmt::format(" {} ({}) |", j->value("label", std::string("plan")),
+                                                 tokens_text((*j)["seq_len"].get<std::int64_t>()));
+    md += "\n|---|";
+    for (std::size_t i = 0; i < cols.size(); ++i) md += "---:|";
+    md += "\n";
+    for (const auto& t : terms) {
+      md += "| " + t + " |";
+      for (const Json* j : cols)
+        md += fmt::format(" {:.2f} |", (*j)["gpu_memory_bytes"].value(t, std::int64_t{0}) / kGiB);
+      md += "\n";
+    }
+    md += "| host RAM per node (total) |";
+    for (const Json* j : cols)
+      md += fmt::format(" {:.1f} |", (*j)["host_memory_bytes_per_node"]["total"].get<std::int64_t>() / kGiB);
+    md += "\n";
+  }
+  return md;
+}
+
 // Markdown: the longest sequence per (model, profile), gpus x label, from plan results.
 std::string ablation_markdown(const std::vector<Json>& results) {
   std::map<std::string, std::vector<const Json*>> groups;
@@ -129,6 +170,7 @@ std::string ablation_markdown(const std::vector<Json>& results) {
       md += "\n";
     }
   }
+  md += memory_markdown(groups, group_order);
   if (!md.empty())
     md = "## Longest sequence that fits\n\nEach cell: the longest sequence (M = 2^20 tokens), what binds one step "
          "further (gpu = HBM, host = host RAM per node) and the sp size.\n" + md;
