@@ -72,7 +72,7 @@ TEST_CASE("GPUs not taken by sp and dp_replicate form dp_shard", "[cli]") {
   CHECK(j["scenario"]["gpus"] == 16);
 }
 
-TEST_CASE("--scenario with flags overriding it", "[cli]") {
+TEST_CASE("plan with --scenario and flags overriding it", "[cli]") {
   const std::string sc = ulysses::test::source_path("scenarios/llama8b-h100-sp8.yaml");
   const json base = plan_json("--scenario '" + sc + "'");
   const json more = plan_json("--scenario '" + sc + "' --gpus 16 --sp-size 16");
@@ -140,7 +140,7 @@ TEST_CASE("bad flags and values: exit 2 with one line naming the flag", "[cli]")
   }
 }
 
-TEST_CASE("--help on each command exits 0", "[cli]") {
+TEST_CASE("help on each command exits 0", "[cli]") {
   for (const char* cmd : {"plan", "predict", "sweep", "report"}) {
     INFO(cmd);
     const auto r = run_cli(std::string(cmd) + " --help");
