@@ -239,7 +239,9 @@ std::int64_t validate_attention(RankCtx& ctx, kernels::AttnKernel kind, std::int
   const AttnDims a{B, S, Hq, Hkv, D, causal};
   std::vector<double> o(qd.size()), lse(static_cast<std::size_t>(B * Hq * S)), dq(qd.size()), dk(kd.size()), dv(vd.size());
   attention_forward<double>(a, qd.data(), kd.data(), vd.data(), o.data(), lse.data());
-  attention_backward<double>(a, qd.data(), kd.data(), vd.data(), o.data(), lse.data(), gd.data(), dq.data(), dk.data(), dv.data());
+  const std::vector<float> o_gpu = widen_dev(b.o);  // backward from the kernel's rounded o (delta = dout . o)
+  const std::vector<double> od(o_gpu.begin(), o_gpu.end());
+  attention_backward<double>(a, qd.data(), kd.data(), vd.data(), od.data(), lse.data(), gd.data(), dq.data(), dk.data(), dv.data());
   std::int64_t wrong = 0;
   double worst = 0;
   for (auto [got, ref, name] : {std::tuple{&b.o, &o, "o"}, {&b.dq, &dq, "dq"}, {&b.dk, &dk, "dk"}, {&b.dv, &dv, "dv"}}) {

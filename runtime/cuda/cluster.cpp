@@ -21,6 +21,7 @@ std::string secs(double s) { return std::to_string(static_cast<int>(s + 0.5)) + 
 
 // Polls a non-blocking communicator until its pending operation finished.
 void poll_comm(ncclComm_t comm, Clock::time_point deadline, const std::string& what, int rank, double timeout_s) {
+  const auto spin_until = Clock::now() + std::chrono::milliseconds(20);  // busy first: a group end is often microseconds
   while (true) {
     ncclResult_t st = ncclSuccess;
     NCCL_CHECK(ncclCommGetAsyncError(comm, &st));
@@ -34,8 +35,14 @@ void poll_comm(ncclComm_t comm, Clock::time_point deadline, const std::string& w
       throw std::runtime_error("rank " + std::to_string(rank) + ": watchdog: " + what + " did not complete within " +
                                secs(timeout_s) + " (a rank is missing or stuck); communicator aborted");
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (Clock::now() < spin_until) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+bool blocking_wanted() {
+  const char* s = std::getenv("ULYSSES_NCCL_BLOCKING");
+  return !(s && std::string(s) == "0");
 }
 
 }  // namespace
@@ -109,6 +116,7 @@ std::shared_ptr<Cluster> Cluster::acquire(int P, double timeout_s) {
   std::shared_ptr<Cluster> c(new Cluster);
   c->timeout_s = timeout_s;
   c->init(P);
+  if (P > 1) c->connect_all();
   cache[P] = c;
   return c;
 }
@@ -136,16 +144,19 @@ void Cluster::init(int P) {
   aborted_.assign(local, 0);
   std::vector<ncclComm_t> comms(local, nullptr);
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;  // every NCCL call returns at once; the watchdog polls (never a host hang)
-  if (P > 1 && !launch_.launched) {
+  const bool blocking = blocking_wanted();
+  ncclConfig_t nb = NCCL_CONFIG_INITIALIZER;
+  nb.blocking = 0;
+  if (P > 1 && !launch_.launched && blocking) {
+    NCCL_CHECK(ncclCommInitAll(comms.data(), P, devices_.data()));  // all ranks are threads here: nothing can be missing
+  } else if (P > 1 && !launch_.launched) {
     // the non-blocking equivalent of ncclCommInitAll: one id, every GPU's rank in one group
     ncclUniqueId id;
     NCCL_CHECK(ncclGetUniqueId(&id));
     NCCL_CHECK(ncclGroupStart());
     for (int i = 0; i < local; ++i) {
       CUDA_CHECK(cudaSetDevice(devices_[i]));
-      NCCL_CHECK(ncclCommInitRankConfig(&comms[i], P, id, i, &cfg));
+      NCCL_CHECK(ncclCommInitRankConfig(&comms[i], P, id, i, &nb));
     }
     NCCL_CHECK(ncclGroupEnd());
     for (int i = 0; i < local; ++i) poll_comm(comms[i], deadline, "ncclCommInitRankConfig", i, timeout_s);
@@ -154,8 +165,19 @@ void Cluster::init(int P) {
     if (launch_.nccl_comm_id) NCCL_CHECK(ncclGetUniqueId(&id));
     else id = exchange_unique_id(launch_.rank, P, launch_.master_addr, launch_.bootstrap_port, timeout_s);
     CUDA_CHECK(cudaSetDevice(devices_[0]));
-    NCCL_CHECK(ncclCommInitRankConfig(&comms[0], P, id, launch_.rank, &cfg));
+    NCCL_CHECK(ncclCommInitRankConfig(&comms[0], P, id, launch_.rank, &nb));
     poll_comm(comms[0], deadline, "ncclCommInitRankConfig", launch_.rank, timeout_s);
+    if (blocking) {
+      // every rank is known alive now: derive a blocking communicator (no ncclInProgress polling
+      // on the hot path); the non-blocking parent stays for the life of the process
+      ncclConfig_t bc = NCCL_CONFIG_INITIALIZER;
+      bc.blocking = 1;
+      ncclComm_t child = nullptr;
+      NCCL_CHECK(ncclCommSplit(comms[0], 0, launch_.rank, &child, &bc));
+      if (!child) throw std::runtime_error("rank " + std::to_string(launch_.rank) + ": ncclCommSplit returned no communicator");
+      poll_comm(child, deadline, "ncclCommSplit", launch_.rank, timeout_s);
+      comms[0] = child;
+    }
   }
   for (int i = 0; i < local; ++i) {
     RankCtx& r = ranks_[i];
@@ -170,6 +192,25 @@ void Cluster::init(int P) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&r.comm_stream, cudaStreamNonBlocking));
   }
+}
+
+void Cluster::connect_all() {
+  // One small send/recv with every peer and one all-reduce, so that NCCL sets its connections up
+  // now, while every rank is known to be alive (a blocking communicator connects lazily, on the host).
+  run([](RankCtx& ctx) {
+    void* buf = nullptr;
+    CUDA_CHECK(cudaMalloc(&buf, 2 * 4096 * ctx.world));
+    NCCL_CHECK(ncclGroupStart());
+    for (int c = 0; c < ctx.world; ++c) {
+      NCCL_CHECK(ncclSend(static_cast<char*>(buf) + 4096 * c, 2048, ncclBfloat16, c, ctx.comm, ctx.comm_stream));
+      NCCL_CHECK(ncclRecv(static_cast<char*>(buf) + 4096 * (ctx.world + c), 2048, ncclBfloat16, c, ctx.comm, ctx.comm_stream));
+    }
+    ctx.group_end("connection warm-up");
+    ctx.nccl(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, ctx.comm, ctx.comm_stream), "warm-up all-reduce");
+    ctx.wait(ctx.comm_stream, "connection warm-up");
+    cudaFree(buf);
+    return std::string();
+  });
 }
 
 Cluster::~Cluster() {

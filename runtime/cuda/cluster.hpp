@@ -1,12 +1,14 @@
 #pragma once
 // The ranks of a run and their NCCL communicators, in either process model (launcher.hpp):
-//   single-process: P local GPUs, one std::thread per GPU; the communicators are made as
-//     ncclCommInitAll makes them (one unique id, every rank inside one NCCL group) but with
-//     ncclCommInitRankConfig non-blocking, so that both modes share the watchdog below;
+//   single-process: P local GPUs, one std::thread per GPU, ncclCommInitAll;
 //   launcher: this process is one rank; unique id over TCP (bootstrap.hpp), then
-//     ncclCommInitRankConfig non-blocking, polled with ncclCommGetAsyncError until the deadline.
-// Non-blocking communicators: an NCCL call may return ncclInProgress; RankCtx::nccl() polls
-// ncclCommGetAsyncError until it is done (bounded by timeout_s) before the next call.
+//     ncclCommInitRankConfig non-blocking, polled with ncclCommGetAsyncError until the deadline
+//     (a missing rank or a wrong world size ends here, bounded), then ncclCommSplit into a
+//     blocking communicator for the run.
+//   Then one small send/recv with every peer sets NCCL's connections up while all ranks live.
+// ULYSSES_NCCL_BLOCKING=0 keeps non-blocking communicators for the run instead (single-process
+// too: ncclCommInitRankConfig per GPU in one group): every NCCL call may then return
+// ncclInProgress and RankCtx::nccl() polls it to completion (bounded by timeout_s).
 // Watchdog: every host wait on GPU work goes through RankCtx::wait, which polls the stream and
 // the communicator's async error; past timeout_s (or when another rank of this process failed)
 // it calls ncclCommAbort and throws one line naming the rank and what it waited for. So a
@@ -65,6 +67,7 @@ class Cluster {
  private:
   Cluster() = default;
   void init(int P);
+  void connect_all();
   LaunchInfo launch_;
   int world_ = 1;
   std::vector<RankCtx> ranks_;  // local ranks

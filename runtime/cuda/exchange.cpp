@@ -66,22 +66,24 @@ void Exchanger::run(Direction dir, const std::vector<XTensor>& xs, int slices) {
     return at(for_pack || c == r ? send_.get() : recv_.get(), offset[i] + c * ch);
   };
 
-  // 1. pack every slice (compute stream), marking each slice done
-  for (int k = 0; k < slices; ++k) {
-    const std::int64_t lo = slice_lo(k), hi = slice_lo(k + 1);
+  // 1. pack the peers' chunks of every slice (compute stream), marking each slice done; the own
+  //    chunk (no NCCL) is packed after them, so it overlaps the transfer instead of delaying it
+  auto pack = [&](std::int64_t lo, std::int64_t hi, bool own) {
     for (std::size_t i = 0; i < xs.size(); ++i) {
       const XTensor& x = xs[i];
+      if (!fwd && b1) continue;  // sent straight from x_head
       ChunkPtrs ptrs;
-      if (fwd) {
-        for (int c = 0; c < P; ++c) ptrs.p[c] = self_or_buf(i, c, true);
-        CUDA_CHECK(kernels::pack_seq_to_head(x.src, ptrs, x.dims, kBf16, lo, hi, ctx_.stream));
-      } else if (!b1) {
-        for (int c = 0; c < P; ++c) ptrs.p[c] = at(send_.get(), offset[i] + c * chunk_elems(x.dims));
-        CUDA_CHECK(kernels::pack_head_to_seq(x.src, ptrs, x.dims, kBf16, lo, hi, ctx_.stream));
-      }
+      for (int c = 0; c < P; ++c)
+        if ((c == r) == own) ptrs.p[c] = fwd ? self_or_buf(i, c, true) : at(send_.get(), offset[i] + c * chunk_elems(x.dims));
+      if (fwd) CUDA_CHECK(kernels::pack_seq_to_head(x.src, ptrs, x.dims, kBf16, lo, hi, ctx_.stream));
+      else CUDA_CHECK(kernels::pack_head_to_seq(x.src, ptrs, x.dims, kBf16, lo, hi, ctx_.stream));
     }
+  };
+  for (int k = 0; k < slices; ++k) {
+    if (P > 1) pack(slice_lo(k), slice_lo(k + 1), false);
     CUDA_CHECK(cudaEventRecord(packed_[k], ctx_.stream));
   }
+  pack(0, S_l, true);
   // 2. move every slice (communication stream), one group per slice holding every tensor
   for (int k = 0; k < slices && P > 1; ++k) {
     const std::int64_t lo = slice_lo(k), hi = slice_lo(k + 1);
@@ -89,8 +91,9 @@ void Exchanger::run(Direction dir, const std::vector<XTensor>& xs, int slices) {
     NCCL_CHECK(ncclGroupStart());
     for (std::size_t i = 0; i < xs.size(); ++i) {
       const XTensor& x = xs[i];
-      const std::int64_t ch = chunk_elems(x.dims), row = ch / (x.dims.B * S_l);  // elements per s_l (B = 1 when sliced)
-      const std::int64_t off = lo * row, count = (hi - lo) * row;
+      const std::int64_t ch = chunk_elems(x.dims);
+      const bool whole = lo == 0 && hi == S_l;  // always when B > 1 (slices = 1)
+      const std::int64_t off = whole ? 0 : lo * (ch / S_l), count = whole ? ch : (hi - lo) * (ch / S_l);
       for (int c = 0; c < P; ++c) {
         if (c == r) continue;
         const void* sbuf = (!fwd && b1) ? at(x.src, c * ch + off) : at(send_.get(), offset[i] + c * ch + off);

@@ -70,8 +70,11 @@ bool check_shape(kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::
   const auto qd = widen(q), kd = widen(k), vd = widen(v), gd = widen(g);
   std::vector<double> ro(qd.size()), rl(static_cast<std::size_t>(B * Hq * S)), rdq(qd.size()), rdk(kd.size()), rdv(vd.size());
   runtime::attention_forward<double>(a, qd.data(), kd.data(), vd.data(), ro.data(), rl.data());
-  runtime::attention_backward<double>(a, qd.data(), kd.data(), vd.data(), ro.data(), rl.data(), gd.data(), rdq.data(), rdk.data(),
-                                      rdv.data());
+  // backward oracle from the kernel's own (bf16-rounded) o, as a training step would use it:
+  // delta = dout . o cancels against dout . v, so the fp64 o would charge o's rounding to dq/dk
+  const auto o_gpu = widen(o.download());
+  runtime::attention_backward<double>(a, qd.data(), kd.data(), vd.data(), o_gpu.data(), rl.data(), gd.data(), rdq.data(),
+                                      rdk.data(), rdv.data());
   for (auto [got, ref, name] : {std::tuple{&o, &ro, "o"}, {&gq, &rdq, "dq"}, {&gk, &rdk, "dk"}, {&gv, &rdv, "dv"}}) {
     const auto gf = widen_f(got->download());
     const runtime::Check c = runtime::check_close(name, gf.data(), ref->data(), static_cast<std::int64_t>(gf.size()),

@@ -109,10 +109,16 @@ TEST_CASE("watchdog: a stuck collective is aborted within the timeout", "[.gpu][
   const auto t0 = Clock::now();
   // rank 0 sends to rank 1, which never posts the receive
   CHECK_THROWS_WITH(cl->run([](RankCtx& ctx) -> std::string {
-                      if (ctx.rank == 1) return "";
                       void* buf = nullptr;
                       const std::size_t n = std::size_t(64) << 20;  // 128 MiB: far beyond NCCL's FIFOs
                       CUDA_CHECK(cudaMalloc(&buf, n * 2));
+                      // a matched exchange first (connections exist), then the unmatched send
+                      NCCL_CHECK(ncclGroupStart());
+                      NCCL_CHECK(ncclSend(buf, 1024, ncclBfloat16, 1 - ctx.rank, ctx.comm, ctx.comm_stream));
+                      NCCL_CHECK(ncclRecv(static_cast<char*>(buf) + 4096, 1024, ncclBfloat16, 1 - ctx.rank, ctx.comm, ctx.comm_stream));
+                      ctx.group_end("matched exchange");
+                      ctx.wait(ctx.comm_stream, "a matched exchange");
+                      if (ctx.rank == 1) return "";
                       ctx.nccl(ncclSend(buf, n, ncclBfloat16, 1, ctx.comm, ctx.comm_stream), "an unmatched send");
                       ctx.wait(ctx.comm_stream, "an unmatched send");
                       return "";

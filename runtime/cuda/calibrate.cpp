@@ -1,0 +1,173 @@
+#include "runtime/cuda/calibrate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "kernels/attention.hpp"
+#include "kernels/pack.cuh"
+#include "kernels/testdata.cuh"
+#include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/device_memory.hpp"
+#include "runtime/layout.hpp"
+#include "runtime/reference_attention.hpp"
+
+namespace ulysses::runtime::cuda {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string version_text(int v, int major_div, int minor_div, int minor_mod) {
+  return std::to_string(v / major_div) + "." + std::to_string((v / minor_div) % minor_mod);
+}
+
+// Times fn (enqueued on st) warmup + iters times; the median of the timed ones in seconds.
+template <class F>
+double time_median(cudaStream_t st, int warmup, int iters, F&& fn) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int it = 0; it < warmup + iters; ++it) {
+    CUDA_CHECK(cudaEventRecord(a, st));
+    fn();
+    CUDA_CHECK(cudaEventRecord(b, st));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (it >= warmup) t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(a), cudaEventDestroy(b);
+  return median(t);
+}
+
+kernels::AttnKernel kernel_of(const std::string& k) {
+  if (k == "flash") return kernels::AttnKernel::flash;
+  if (k == "reference") return kernels::AttnKernel::reference;
+  throw std::invalid_argument("unknown attention kernel '" + k + "' (flash | reference)");
+}
+
+struct Stream {
+  explicit Stream(int device) {
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  }
+  ~Stream() { cudaStreamDestroy(s); }
+  cudaStream_t s = nullptr;
+};
+
+}  // namespace
+
+DeviceInfo device_info() {
+  DeviceInfo d;
+  CUDA_CHECK(cudaGetDeviceCount(&d.count));
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  d.name = p.name;
+  int drv = 0, rt = 0, nccl = 0;
+  CUDA_CHECK(cudaDriverGetVersion(&drv));
+  CUDA_CHECK(cudaRuntimeGetVersion(&rt));
+  ncclGetVersion(&nccl);
+  d.driver = "CUDA driver API " + version_text(drv, 1000, 10, 100);
+  d.runtime = version_text(rt, 1000, 10, 100);
+  d.nccl = std::to_string(nccl / 10000) + "." + std::to_string((nccl / 100) % 100) + "." + std::to_string(nccl % 100);
+  std::size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaSetDevice(0));
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  d.total_bytes = static_cast<std::int64_t>(total_b);
+  return d;
+}
+
+std::int64_t device_free_bytes(int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+  std::size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<std::int64_t>(free_b);
+}
+
+void load_block_kernels(int device) {
+  for (bool causal : {true, false})
+    for (std::int64_t D : {64, 128})
+      for (const char* k : {"flash", "reference"}) attention_time(k, 256, 2, 1, D, causal, 0, 1, device);
+  pack_GBps(1 << 20, 0, 1, device);
+}
+
+AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D,
+                        bool causal, int warmup, int iters, int device) {
+  const kernels::AttnKernel kind = kernel_of(kernel);
+  Stream st(device);
+  DeviceArena a(device);
+  const std::int64_t B = 1;
+  // q, o, dout, dq: [B, S, Hq, D] bf16; k, v, dk, dv: [B, S, Hkv, D] bf16; lse [B, Hq, S] fp32
+  DevBuf<std::uint16_t> q(a, B * S * Hq * D), o(a, B * S * Hq * D), dout(a, B * S * Hq * D), dq(a, B * S * Hq * D);
+  DevBuf<std::uint16_t> k(a, B * S * Hkv * D), v(a, B * S * Hkv * D), dk(a, B * S * Hkv * D), dv(a, B * S * Hkv * D);
+  DevBuf<float> lse(a, B * Hq * S);
+  DevBuf<std::uint8_t> ws(a, static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(kind, B, S, Hq, Hkv, D)));
+  const layout::Dims qd{B, S, 1, Hq, D}, kd{B, S, 1, Hkv, D};  // P = 1: the shard is the whole tensor
+  const std::uint64_t seed = 77;
+  CUDA_CHECK(kernels::fill_seq_shard_bf16(q.get(), qd, 0, seed, kernels::kTensorQ, st.s));
+  CUDA_CHECK(kernels::fill_seq_shard_bf16(k.get(), kd, 0, seed, kernels::kTensorK, st.s));
+  CUDA_CHECK(kernels::fill_seq_shard_bf16(v.get(), kd, 0, seed, kernels::kTensorV, st.s));
+  CUDA_CHECK(kernels::fill_seq_shard_bf16(dout.get(), qd, 0, seed, kernels::kTensorDout, st.s));
+  auto bf = [](DevBuf<std::uint16_t>& x) { return reinterpret_cast<__nv_bfloat16*>(x.get()); };
+  kernels::AttnFwdParams f;
+  f.q = bf(q), f.k = bf(k), f.v = bf(v), f.o = bf(o), f.lse = lse.get();
+  f.B = B, f.S = S, f.Hq = Hq, f.Hkv = Hkv, f.D = D, f.causal = causal, f.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  kernels::AttnBwdParams b;
+  b.q = f.q, b.k = f.k, b.v = f.v, b.o = f.o, b.lse = f.lse, b.dout = bf(dout);
+  b.dq = bf(dq), b.dk = bf(dk), b.dv = bf(dv), b.workspace = ws.get();
+  b.B = B, b.S = S, b.Hq = Hq, b.Hkv = Hkv, b.D = D, b.causal = causal, b.scale = f.scale;
+  AttnTime t;
+  t.fwd_s = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(kernels::attn_fwd(kind, f, st.s)); });
+  t.bwd_s = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(kernels::attn_bwd(kind, b, st.s)); });
+  const AttnDims ad{B, S, Hq, Hkv, D, causal};
+  t.fwd_flops = attention_fwd_flops(ad), t.bwd_flops = attention_bwd_flops(ad);
+  return t;
+}
+
+double pack_GBps(std::int64_t bytes, int warmup, int iters, int device) {
+  Stream st(device);
+  DeviceArena a(device);
+  const std::int64_t H = 8, D = 128, P = 2;
+  const std::int64_t S_l = std::max<std::int64_t>(1, bytes / (H * D * 2));
+  const layout::Dims x{1, S_l * P, P, H, D};  // this rank's seq shard: [1, S_l, H, D] bf16 = `bytes`
+  DevBuf<std::uint16_t> src(a, S_l * H * D), dst(a, S_l * H * D);
+  CUDA_CHECK(kernels::fill_seq_shard_bf16(src.get(), x, 0, 5, kernels::kTensorQ, st.s));
+  kernels::ChunkPtrs c;  // chunk[c]: [1, S_l, H/P, D]
+  for (int i = 0; i < P; ++i) c.p[i] = dst.get() + i * layout::chunk_elems(x);
+  const double t = time_median(st.s, warmup, iters, [&] {
+    CUDA_CHECK(kernels::pack_seq_to_head(src.get(), c, x, 2, 0, S_l, st.s));
+  });
+  return 2.0 * static_cast<double>(src.bytes()) / t * 1e-9;
+}
+
+HostLink host_link(std::int64_t bytes, int warmup, int iters, int device) {
+  Stream st(device);
+  DeviceArena a(device);
+  DevBuf<std::uint8_t> d(a, bytes);
+  void* h = nullptr;
+  CUDA_CHECK(cudaMallocHost(&h, static_cast<std::size_t>(bytes)));
+  const auto n = static_cast<std::size_t>(bytes);
+  HostLink r;
+  try {
+    const double th = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(d.get(), h, n, cudaMemcpyHostToDevice, st.s)); });
+    const double td = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(h, d.get(), n, cudaMemcpyDeviceToHost, st.s)); });
+    r.h2d_GBps = static_cast<double>(bytes) / th * 1e-9;
+    r.d2h_GBps = static_cast<double>(bytes) / td * 1e-9;
+  } catch (...) {
+    cudaFreeHost(h);
+    throw;
+  }
+  cudaFreeHost(h);
+  return r;
+}
+
+}  // namespace ulysses::runtime::cuda

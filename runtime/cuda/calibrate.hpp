@@ -1,0 +1,46 @@
+#pragma once
+// Microbenchmarks behind `ulysses calibrate --backend cuda` (cli/calibrate_cuda.cpp) that the
+// bench module (bench.hpp) does not already provide: attention forward/backward time of one
+// kernel at one shape (no validation here: the kernels are validated by `ulysses bench`, the GPU
+// tests and every `ulysses validate` run), the pack kernel's copy bandwidth, pinned host<->device
+// copies, and the device memory the driver reports (fixed costs). Single device (device 0 unless
+// given); every time is a median over `iters` after `warmup` (CUDA events).
+#include <cstdint>
+#include <string>
+
+namespace ulysses::runtime::cuda {
+
+struct DeviceInfo {
+  int count = 0;                  // visible GPUs
+  std::string name;               // device 0
+  std::string driver, runtime, nccl;  // versions as text, e.g. "13.0", "2.28.3"
+  std::int64_t total_bytes = 0;   // cudaMemGetInfo total of device 0
+};
+DeviceInfo device_info();
+
+// cudaMemGetInfo on `device`: free bytes now (creates the context on first use).
+std::int64_t device_free_bytes(int device);
+
+// Loads the attention and pack kernels on `device` (one tiny launch each) so that the memory
+// their modules take (lazy loading) is part of the context that is measured after it.
+void load_block_kernels(int device);
+
+struct AttnTime {
+  double fwd_s = 0, bwd_s = 0;    // medians
+  double fwd_flops = 0, bwd_flops = 0;
+};
+// kernel: "flash" | "reference". B=1, S, Hq / Hkv heads on this device, head dim D.
+AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D,
+                        bool causal, int warmup, int iters, int device = 0);
+
+// pack_seq_to_head of a [1, S_l, H, D] bf16 tensor of `bytes` into P = 2 chunks; returns the copy
+// bandwidth as the time model counts it: 2 * bytes (read + write) / t, GB/s.
+double pack_GBps(std::int64_t bytes, int warmup, int iters, int device = 0);
+
+struct HostLink {
+  double h2d_GBps = 0, d2h_GBps = 0;
+};
+// cudaMemcpyAsync between pinned host memory and the device, `bytes` each way.
+HostLink host_link(std::int64_t bytes, int warmup, int iters, int device = 0);
+
+}  // namespace ulysses::runtime::cuda
