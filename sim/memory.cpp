@@ -247,12 +247,15 @@ bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
   const double lse = static_cast<double>(d.B) * d.H_local * static_cast<double>(d.S) * 4;
   // attention backward workspace: the reference kernel keeps delta [B, H_l, S] fp32; the flash
   // kernel fp32 dq_accum [B, S, H_l, D] plus lse2 and delta [B, H_l, S padded to 128], each
-  // allocation rounded up to 256 bytes. The runner sizes it for the larger unless "reference".
+  // allocation rounded up to 256 bytes. The runner sizes it for the larger unless the reference
+  // kernel is chosen (ulysses_reference, reference, eager: block_runner.cpp parse_kernel_choice).
   auto r256 = [](double b) { return std::ceil(b / 256) * 256; };
   const double S_pad = std::ceil(static_cast<double>(d.S) / 128) * 128;
   const double ws_ref = lse;
   const double ws_flash = r256(tok * d.H * d.D * 4) + 2 * r256(static_cast<double>(d.B) * d.H_local * S_pad * 4);
-  const double ws = sc.plan.attn_implementation == "reference" ? ws_ref : std::max(ws_ref, ws_flash);
+  const std::string& impl = sc.plan.attn_implementation;
+  const bool reference = impl == "ulysses_reference" || impl == "reference" || impl == "eager";
+  const double ws = reference ? ws_ref : std::max(ws_ref, ws_flash);
   // exchanger: one send and one receive buffer for the largest group (q, k, v together)
   const double exchange = d.P > 1 ? 2 * (q + 2 * kvh) : 0;
   const double scalars = 4 /*barrier fp32*/ + 8 /*counter u64*/;

@@ -285,9 +285,11 @@ TEST_CASE("memory: block peak counts the CUDA block runner's buffers", "[sim][me
   //   total = 671088640*2 + 2097152 + 272629760 + 402653184 + 12 = 2019557388
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 2, 2, 32768);
   CHECK(predict(sc).block_peak_bytes == 2019557388LL);
-  // the reference kernel's workspace is delta only (= lse size)
-  sc.plan.attn_implementation = "reference";
-  CHECK(predict(sc).block_peak_bytes == 2019557388LL - 272629760 + 2097152);
+  // the reference kernel's workspace is delta only (= lse size), under each of its names
+  for (const char* ref : {"ulysses_reference", "reference", "eager"}) {
+    sc.plan.attn_implementation = ref;
+    CHECK(predict(sc).block_peak_bytes == 2019557388LL - 272629760 + 2097152);
+  }
   // P = 1: no exchange buffers
   Scenario one = make_scenario(llama31_8b(), h100_sxm(), 1, 1, 16384);
   // q = 16384*32*128*2 = 134217728, k/v = 33554432; 8q + 8kv + lse 2097152 + ws (268435456 + 2*2097152) + 12
