@@ -13,7 +13,6 @@
 // chunk index is XOR-swizzled with (row % 8): the 8 rows an ldmatrix reads, and the 8 rows a
 // warp's C-fragment stores touch, fall in 8 different bank groups.
 #include <cstdint>
-#include <type_traits>
 
 #include <cuda_bf16.h>
 
@@ -48,27 +47,6 @@ struct LdsmAddr {
     return base[kc & 3] + ((kc >> 2) << 7) + row_off * COLS * 2;
   }
 };
-
-// Same addresses from one register: when the tile's row address has zero bits 4..7 (row bytes
-// and tile offsets multiples of 256 for COLS=128, 128 for COLS=64, 1024-aligned shared base),
-// row_addr + (chunk << 4) = row_addr ^ (chunk << 4), and with 2*kc0 and 2*kc sharing no bits
-// (true for every kc0/kc pair used here), chunk = ((2*kc0 + bit) ^ (row % 8)) ^ (2*kc), so
-// address(kc) = base ^ (kc << 5): one register and one LOP3 per use instead of four registers.
-template <int COLS>
-struct LdsmXor {
-  std::uint32_t base;
-  __device__ __forceinline__ LdsmXor(const void* tile, int row, int bit, int kc0 = 0) {
-    const std::uint32_t row_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(tile)) + row * COLS * 2;
-    base = row_addr + (((2 * kc0 + bit) ^ (row & 7)) << 4);
-  }
-  __device__ __forceinline__ std::uint32_t at(int kc, int row_off) const {
-    return (base + row_off * COLS * 2) ^ static_cast<std::uint32_t>(kc << 5);
-  }
-};
-
-// address helper by variant: XOR form (one register) or four bases
-template <int COLS, bool XOR>
-using LaneAddr = typename std::conditional<XOR, LdsmXor<COLS>, LdsmAddr<COLS>>::type;
 
 // 16-byte async copy; when !pred nothing is read and the 16 bytes are zero-filled.
 __device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool pred) {

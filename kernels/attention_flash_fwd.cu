@@ -26,8 +26,7 @@ struct FwdArgs {
   float scale, scale_log2;
 };
 
-// XOR: one-register ldmatrix lane addresses (LdsmXor) instead of four bases (LdsmAddr)
-template <int D, int BM, int BN, int NW, bool CAUSAL, bool XOR>
+template <int D, int BM, int BN, int NW, bool CAUSAL>
 __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
   constexpr int NT = NW * 32;
   constexpr int MT = BM / (16 * NW);  // m16 tiles per warp
@@ -73,9 +72,9 @@ __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
   const int row_w = warp * MT * 16;  // first row of this warp inside the tile
   // ldmatrix lanes: Q as A (rows, k chunk by lane/16), K as "col" B (rows by lane/16),
   // V as B through .trans (rows by lane/8 % 2, d chunk by lane/16)
-  const LaneAddr<D, XOR> q_lds(Qs, row_w + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);
-  const LaneAddr<D, XOR> k_lds(Ks, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);
-  const LaneAddr<D, XOR> v_lds(Vs, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);
+  const LdsmAddr<D> q_lds(Qs, row_w + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);
+  const LdsmAddr<D> k_lds(Ks, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);
+  const LdsmAddr<D> v_lds(Vs, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);
   for (int n = 0; n < n_tiles; ++n) {
     const int n0 = n * BN;
     cp_async_wait<0>();
@@ -212,12 +211,12 @@ __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
                             Qs + row_w * D, S - m0 - row_w, lane);
 }
 
-template <int D, int BM, int BN, int NW, bool CAUSAL, bool XOR>
+template <int D, int BM, int BN, int NW, bool CAUSAL>
 cudaError_t launch_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   FwdArgs a{p.q, p.k, p.v, p.o, p.lse, static_cast<int>(p.S), static_cast<int>(p.Hq), static_cast<int>(p.Hkv),
             p.scale, p.scale * kLog2e};
   constexpr int smem = (BM + 2 * BN) * D * 2;
-  auto kern = fwd_kernel<D, BM, BN, NW, CAUSAL, XOR>;
+  auto kern = fwd_kernel<D, BM, BN, NW, CAUSAL>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.S + BM - 1) / BM), static_cast<unsigned>(p.Hq),
@@ -227,17 +226,16 @@ cudaError_t launch_fwd(const AttnFwdParams& p, cudaStream_t stream) {
 }
 
 // d64_wide: 128-key tiles for D=64 (else 64)
-template <bool XOR>
 cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool d64_wide) {
   if (p.D == 128) {
-    return p.causal ? launch_fwd<128, 128, 64, 4, true, XOR>(p, stream)
-                    : launch_fwd<128, 128, 64, 4, false, XOR>(p, stream);
+    return p.causal ? launch_fwd<128, 128, 64, 4, true>(p, stream)
+                    : launch_fwd<128, 128, 64, 4, false>(p, stream);
   }
   if (d64_wide) {
-    return p.causal ? launch_fwd<64, 128, 128, 4, true, XOR>(p, stream)
-                    : launch_fwd<64, 128, 128, 4, false, XOR>(p, stream);
+    return p.causal ? launch_fwd<64, 128, 128, 4, true>(p, stream)
+                    : launch_fwd<64, 128, 128, 4, false>(p, stream);
   }
-  return p.causal ? launch_fwd<64, 128, 64, 4, true, XOR>(p, stream) : launch_fwd<64, 128, 64, 4, false, XOR>(p, stream);
+  return p.causal ? launch_fwd<64, 128, 64, 4, true>(p, stream) : launch_fwd<64, 128, 64, 4, false>(p, stream);
 }
 
 int g_fwd_variant = 1;  // measured best (docs/ATTENTION.md)
@@ -255,9 +253,7 @@ cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
   if (p.S < 1 || p.B < 1 || p.Hq < 1 || p.Hkv < 1 || p.Hq % p.Hkv != 0) return cudaErrorInvalidValue;
   if (p.S > (1LL << 30) || p.B > 65535 || p.Hq > 65535) return cudaErrorInvalidValue;
   if (!p.q || !p.k || !p.v || !p.o || !p.lse) return cudaErrorInvalidValue;
-  const int v = flash_tuning::fwd_variant();
-  return (v & 2) ? flash::dispatch_fwd<true>(p, stream, (v & 1) != 0)
-                 : flash::dispatch_fwd<false>(p, stream, (v & 1) != 0);
+  return flash::dispatch_fwd(p, stream, (flash_tuning::fwd_variant() & 1) != 0);
 }
 
 }  // namespace ulysses::kernels

@@ -2,17 +2,16 @@
 // Tuning variants of the flash attention kernels, for side-by-side measurement in
 // bench/attn/attn_check (--fwd-variant / --bwd-variant). Library users need not touch these;
 // the defaults are the measured best (docs/ATTENTION.md).
-//   forward  bit 0: D=64 with 128-key tiles instead of 64 (D=128: always 64); bit 1: one-register
-//            XOR ldmatrix addressing (LdsmXor). Default 1.
-//   backward bit 0: P^T/dS^T stored with stmatrix; bit 1: dQ added with float4 atomics;
-//            bit 2: dQ product and atomics before the dK/dV products; bit 3: XOR addressing
-//            (variants 8, 9 only). Default 1.
+//   forward  0: D=64 with 64-key tiles; 1 (default): D=64 with 128-key tiles (D=128: always 64)
+//   backward bit 0: P^T/dS^T stored with stmatrix; bit 1: dQ added with float4 atomics. Default 1.
+// Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
+// the backward (-7%), one-register XOR ldmatrix addressing (fwd -6%, bwd -3..5%).
 // H200, D=128 causal S=32K H=16, bwd TFLOP/s by variant 0..7: 289 293 288 290 271 270 271 272;
 // fwd D=64 causal 32K: variant 0 291, variant 1 305.
 namespace ulysses::kernels::flash_tuning {
 
-void set_fwd_variant(int v);  // 0..3
-void set_bwd_variant(int v);  // 0..9
+void set_fwd_variant(int v);  // 0..1
+void set_bwd_variant(int v);  // 0..3
 int fwd_variant();
 int bwd_variant();
 

@@ -291,13 +291,13 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (fv < 0 || fv > 3 || bv < 0 || bv > 9) {
-    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..3 and --bwd-variant 0..9\n");
+  if (fv < 0 || fv > 1 || bv < 0 || bv > 3) {
+    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..1 and --bwd-variant 0..3\n");
     return 2;
   }
   if (mode == "check") {
     std::vector<std::pair<int, int>> combos{{fv, bv}};
-    if (all_variants) combos = {{0, 0}, {1, 1}, {0, 2}, {1, 3}, {0, 4}, {1, 5}, {0, 6}, {1, 7}, {2, 8}, {3, 9}};  // all
+    if (all_variants) combos = {{0, 0}, {1, 1}, {0, 2}, {1, 3}};  // every fwd and bwd variant
     return run_check(dump, combos);
   }
   if (mode == "bench") {
