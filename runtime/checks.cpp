@@ -23,6 +23,11 @@ Check check_bits(std::string name, const std::uint16_t* got, const std::uint16_t
 }
 
 Check check_close(std::string name, const float* got, const double* ref, std::int64_t n, double tol) {
+  return check_close(std::move(name), got, ref, n, tol, nullptr);
+}
+
+Check check_close(std::string name, const float* got, const double* ref, std::int64_t n, double tol,
+                  const double* extra_scale) {
   Check c;
   c.name = std::move(name);
   c.tolerance = tol;
@@ -30,7 +35,7 @@ Check check_close(std::string name, const float* got, const double* ref, std::in
   for (std::int64_t i = 0; i < n; ++i) ss += ref[i] * ref[i];
   const double rms = n ? std::sqrt(ss / double(n)) : 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    const double scale = std::abs(ref[i]) + rms;
+    const double scale = std::abs(ref[i]) + rms + (extra_scale ? extra_scale[i] : 0.0);
     const double err = std::abs(double(got[i]) - ref[i]);
     const double rel = scale > 0 ? err / scale : err;
     if (!std::isfinite(double(got[i])) || !(rel <= tol)) {

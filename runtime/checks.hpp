@@ -18,6 +18,12 @@ Check check_bits(std::string name, const std::uint16_t* got, const std::uint16_t
 // so that it reads against Check.tolerance.
 Check check_close(std::string name, const float* got, const double* ref, std::int64_t n, double tol);
 
+// Same rule with a per-element term added to the scale: |got_i - ref_i| <= tol * (|ref_i| +
+// rms(ref) + extra_scale_i). Used where the result is a sum of addends that were each rounded
+// to bf16 (the kv-head gradients summed over R replicas): extra_scale_i = sum of |addend_i|.
+Check check_close(std::string name, const float* got, const double* ref, std::int64_t n, double tol,
+                  const double* extra_scale);
+
 // Tolerance of the Ulysses-vs-single-rank checks of the CPU backend (see cpu_backend.cpp).
 inline constexpr double kBf16AttentionTol = 1.0 / 64;  // 2^-6 = 4 bf16 rounding units (2^-8)
 

@@ -49,6 +49,7 @@ TEST_CASE("P > H_kv: both kv strategies move the same bytes; the replica costs m
   const Measurement once = run(4, 8, 1, true, KvStrategy::send_once);
   require_correct(rep);
   require_correct(once);
+  require_correct(run(8, 8, 1, false, KvStrategy::replicate));  // R = 8 replica gradients summed
   CHECK(rep.a2a_kv_bytes_per_rank == once.a2a_kv_bytes_per_rank);
   // each rank gets all S positions of its one kv head, for k and v, in bf16
   CHECK(once.a2a_kv_bytes_per_rank == 2 * 32 * 16 * 2);
