@@ -28,7 +28,7 @@ void print_table(const Scenario& sc, const Prediction& p) {
   for (int i = 0; i < static_cast<int>(BlockPhase::count); ++i) block.add(kBlockPhaseNames[i].data(), p.block[i]);
   std::cout << fmt::format("\none layer's Ulysses attention block (q exchange {} B/rank, k+v {} B/rank, peak {:.3f} GiB):\n",
                            p.a2a_q_bytes_per_rank, p.a2a_kv_bytes_per_rank, to_GiB(p.block_peak_bytes))
-            << reports::phase_table(block);
+            << reports::phase_table(block, false);
   std::cout << "\n" << reports::throughput_lines(p);
 }
 

@@ -84,7 +84,8 @@ std::string memory_table(const MemoryBreakdown& m, bytes_t capacity, const std::
   const bytes_t total = m.total();
   auto share = [&](bytes_t b) { return total > 0 ? fmt::format("{:.1f}", 100.0 * b / total) : "-"; };
   for (int i = 0; i < m.n; ++i)
-    t.add_row({m.terms[i].name, fmt::format("{:.3f}", to_GiB(m.terms[i].bytes)), share(m.terms[i].bytes)});
+    if (m.terms[i].bytes != 0)
+      t.add_row({m.terms[i].name, fmt::format("{:.3f}", to_GiB(m.terms[i].bytes)), share(m.terms[i].bytes)});
   t.add_row({"total", fmt::format("{:.3f}", to_GiB(total)), share(total)});
   t.add_row({"capacity", fmt::format("{:.3f}", to_GiB(capacity)),
              capacity > 0 ? fmt::format("{:.1f}", 100.0 * total / capacity) : "-"});
@@ -97,11 +98,12 @@ static std::string us_text(double time_s) {
   return us < 100 ? fmt::format("{:.1f}", us) : fmt::format("{:.0f}", us);
 }
 
-std::string phase_table(const PhaseTimes& p) {
+std::string phase_table(const PhaseTimes& p, bool omit_zero) {
   Table t({{"phase", "", Align::left}, {"time", "us"}, {"share", "%"}});
   const double total = p.total();
   for (int i = 0; i < p.n; ++i)
-    t.add_row({p.phases[i].name, us_text(p.phases[i].time_s),
+    if (p.phases[i].time_s != 0 || !omit_zero)
+      t.add_row({p.phases[i].name, us_text(p.phases[i].time_s),
                total > 0 ? fmt::format("{:.1f}", 100.0 * p.phases[i].time_s / total) : "-"});
   t.add_row({"step (sum)", us_text(total), total > 0 ? "100.0" : "-"});
   return t.render();

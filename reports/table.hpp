@@ -40,10 +40,11 @@ namespace ulysses::reports {
 
 // "llama-3.1-8b on 8 x h100-sxm-80gb (8 GPUs/node), host RAM 2048 GiB/node" and the plan line.
 std::string describe_scenario(const Scenario& sc);
-// term | GiB | share of total | plus a total row and the capacity.
+// term | GiB | share of total | plus a total row and the capacity. Terms of 0 bytes are left out
+// (the JSON lists every term).
 std::string memory_table(const MemoryBreakdown& m, bytes_t capacity, const std::string& where);
-// phase | time (us) | share of the step.
-std::string phase_table(const PhaseTimes& p);
+// phase | time (us) | share of the step; phases of 0 s left out when omit_zero.
+std::string phase_table(const PhaseTimes& p, bool omit_zero = true);
 // step time, tokens/s, TFLOP/s (hardware count, Megatron-style count), each labelled.
 std::string throughput_lines(const Prediction& p);
 
