@@ -3,6 +3,7 @@
 // one layer, forward and backward, and return a Measurement keyed by DESIGN.md phase names.
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,12 @@ struct Measurement {
   std::int64_t a2a_q_bytes_per_rank = 0;
   std::int64_t a2a_kv_bytes_per_rank = 0;
   std::vector<TraceEvent> trace;    // one timed iteration
+};
+
+// Thrown by a backend when a device allocation fails for lack of memory: the shape does not fit
+// (what `ulysses capacity` bisects on). Other failures stay std::runtime_error.
+struct OutOfMemory : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 class Backend {

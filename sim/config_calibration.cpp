@@ -2,6 +2,7 @@
 // override the datasheet figures (docs/INPUTS.md). Parsing here; writing in sim/profile_io.cpp.
 #include <fmt/format.h>
 
+#include "sim/attn_key.hpp"
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
 
@@ -35,10 +36,14 @@ Curve parse_curve(const YAML::Node& n, const Where& w, YRule y_rule) {
 
 std::vector<std::pair<std::string, Curve>> parse_attn_curves(const YAML::Node& n, const Where& w) {
   std::vector<std::pair<std::string, Curve>> out;
-  for (const auto& [impl, v] : map_items(n, w)) {
-    const Where wk = w.child(impl);
-    parse_choice(Scalar{impl, false}, wk, attn_implementations());
-    out.emplace_back(impl, parse_curve(v, wk, &fraction));
+  for (const auto& [key, v] : map_items(n, w)) {
+    const Where wk = w.child(key);
+    AttnCurveKey k;  // <impl>[@d<D>.<causal|full>[.h<H_local>]] (sim/attn_key.hpp)
+    if (!parse_attn_curve_key(key, k))
+      wk.fail("must be <attn_implementation>[@d<head_dim>.<causal|full>[.h<heads_per_rank>]], e.g. "
+              "ulysses_flash@d128.causal.h16");
+    parse_choice(Scalar{std::string(k.impl), false}, wk, attn_implementations());
+    out.emplace_back(key, parse_curve(v, wk, &fraction));
   }
   return out;
 }

@@ -2,6 +2,8 @@
 // bandwidth or a FLOP rate; calibrated curves override datasheet figures when present.
 #include "sim/timing.hpp"
 
+#include "sim/attn_key.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -37,12 +39,7 @@ double copy_GBps(const Scenario& sc) {
   return sc.hw.has_calibration && c.pack_GBps > 0 ? c.pack_GBps : sc.hw.hbm_GBps;
 }
 
-// A curve from a list keyed by name / sp size; nullptr when absent or empty.
-const Curve* find_curve(const std::vector<std::pair<std::string, Curve>>& v, const std::string& key) {
-  for (const auto& [k, c] : v)
-    if (k == key && !c.empty()) return &c;
-  return nullptr;
-}
+// A curve from a list keyed by sp size; nullptr when absent or empty.
 const Curve* find_curve(const std::vector<std::pair<std::int64_t, Curve>>& v, std::int64_t key) {
   for (const auto& [k, c] : v)
     if (k == key && !c.empty()) return &c;
@@ -100,13 +97,46 @@ seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank) {
   return a2a_alpha_s(sc) + wire + copies;
 }
 
+namespace {
+
+// The most specific calibrated curve for this shape (sim/attn_key.hpp): curves filed for the
+// head dim and mask, and per heads-per-rank interpolated linearly in log(H_local) between the two
+// nearest (clamped outside); else the head dim and mask without H_local; else the bare
+// implementation name. Returns < 0 when no curve applies.
+double keyed_attn_eff(const std::vector<std::pair<std::string, Curve>>& curves, const std::string& impl,
+                      std::int64_t D, bool causal, std::int64_t h_local, double S) {
+  const Curve *lo = nullptr, *hi = nullptr, *shape = nullptr, *bare = nullptr;
+  std::int64_t h_lo = 0, h_hi = 0;
+  for (const auto& [key, c] : curves) {
+    AttnCurveKey k;
+    if (c.empty() || !parse_attn_curve_key(key, k) || k.impl != impl) continue;
+    if (k.D == 0) { bare = &c; continue; }
+    if (k.D != D || k.causal != (causal ? 1 : 0)) continue;
+    if (k.h_local == 0) { shape = &c; continue; }
+    if (k.h_local <= h_local && (!lo || k.h_local > h_lo)) lo = &c, h_lo = k.h_local;
+    if (k.h_local >= h_local && (!hi || k.h_local < h_hi)) hi = &c, h_hi = k.h_local;
+  }
+  if (lo && hi && h_lo != h_hi) {
+    const double t = (std::log(double(h_local)) - std::log(double(h_lo))) / (std::log(double(h_hi)) - std::log(double(h_lo)));
+    return lo->at(S) + t * (hi->at(S) - lo->at(S));
+  }
+  if (lo || hi) return (lo ? lo : hi)->at(S);
+  if (shape) return shape->at(S);
+  return bare ? bare->at(S) : -1;
+}
+
+}  // namespace
+
 double attn_eff(const Scenario& sc, bool forward, double S) {
   const Calibration& c = sc.hw.calibrated;
-  const Curve* curve = sc.hw.has_calibration
-                           ? find_curve(forward ? c.attn_fwd_eff : c.attn_bwd_eff, sc.plan.attn_implementation)
-                           : nullptr;
-  return curve ? curve->at(S) : (forward ? sc.hw.attn_fwd_eff : sc.hw.attn_bwd_eff);
+  const std::int64_t P = std::max<std::int64_t>(sc.plan.sp_size, 1);
+  const double eff = sc.hw.has_calibration
+                         ? keyed_attn_eff(forward ? c.attn_fwd_eff : c.attn_bwd_eff, sc.plan.attn_implementation,
+                                          sc.model.head_dim, sc.workload.causal, sc.model.heads / P, S)
+                         : -1;
+  return eff > 0 ? eff : (forward ? sc.hw.attn_fwd_eff : sc.hw.attn_bwd_eff);
 }
+
 
 double gemm_eff(const Scenario& sc, double mnk) {
   const Curve& c = sc.hw.calibrated.gemm_eff;

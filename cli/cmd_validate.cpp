@@ -1,0 +1,237 @@
+// ulysses validate: the cost model against measured runs.
+//   --set FILE --backend cpu|cuda --out FILE.json   runs every case of a validation set on the
+//       backend next to its prediction, writes the record (cases as set_key keys, measured phases
+//       and memory, environment) and prints the error tables;
+//   --stored FILE.json                               re-predicts every stored case with today's
+//       model and profile (no GPU needed) and prints the same tables.
+// Both exit 1 when a case failed a correctness check or the errors exceed the targets
+// (per phase: median |error| and max |error|; peak memory: max |error|; a negative target is off).
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "cli/runtime_common.hpp"
+#include "cli/validation.hpp"
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+#include "sim/predict.hpp"
+
+#ifdef ULYSSES_WITH_CUDA
+#include "runtime/cuda/calibrate.hpp"
+#endif
+
+namespace ulysses::cli {
+namespace {
+
+using reports::Json;
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string s = "ulysses";
+  for (int i = 1; i < argc; ++i) s += " " + std::string(argv[i]);
+  return s;
+}
+
+Json environment(const std::string& backend, const HardwareProfile& hw) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  Json e{{"host", host}, {"profile_provenance", hw.has_calibration ? hw.calibrated.provenance : "uncalibrated"}};
+#ifdef ULYSSES_WITH_CUDA
+  if (backend == "cuda") {
+    const auto d = runtime::cuda::device_info();
+    e["gpu"] = d.name, e["gpus"] = d.count, e["driver"] = d.driver, e["cuda_runtime"] = d.runtime, e["nccl"] = d.nccl;
+    e["device_total_bytes"] = d.total_bytes;
+  }
+#else
+  (void)backend;
+#endif
+  return e;
+}
+
+Targets targets_of(const po::variables_map& vm) {
+  return {vm["max-median-error-pct"].as<double>(), vm["max-error-pct"].as<double>(), vm["max-memory-error-pct"].as<double>()};
+}
+
+int report(const std::vector<CaseResult>& results, const Targets& t, const std::string& title) {
+  const Summary s = summarize(results);
+  std::cout << title << "\n" << cases_table(results) << "\n" << summary_table(s);
+  std::cout << "error = (predicted - measured) / measured; measured = median over iterations, max over ranks; "
+               "exchanges at P = 1 are not scored\n";
+  const auto missed = missed_targets(s, t);
+  std::cout << fmt::format("targets: per phase median |error| <= {}%, max |error| <= {}%; peak memory |error| <= {}%: {}\n",
+                           t.max_median_error_pct, t.max_error_pct, t.max_memory_error_pct, missed.empty() ? "met" : "MISSED");
+  for (const auto& m : missed) std::cout << "  missed: " << m << "\n";
+  return missed.empty() ? kExitOk : kExitFailure;
+}
+
+int run_stored(const po::variables_map& vm) {
+  const std::string path = vm["stored"].as<std::string>();
+  std::ifstream f(path);
+  if (!f) throw InputError(path, "--stored", "cannot open the stored validation record");
+  Json j;
+  try {
+    j = Json::parse(f);
+  } catch (const std::exception& e) {
+    throw InputError(path, "file", std::string("is not JSON (") + e.what() + ")");
+  }
+  if (!j.contains("cases") || !j["cases"].is_array() || j["cases"].empty())
+    throw InputError(path, "cases", "missing or empty: not a validation record of `ulysses validate --out`");
+  const std::string model = j.value("model", ""), profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
+  std::vector<CaseResult> results;
+  for (std::size_t i = 0; i < j["cases"].size(); ++i) {
+    const Json& c = j["cases"][i];
+    const std::string where = fmt::format("cases[{}]", i);
+    try {
+      CaseResult r;
+      r.name = c.at("name").get<std::string>();
+      for (const auto& kv : c.at("keys")) r.keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+      r.sc = case_scenario(model, profile, r.keys, path, r.name);
+      r.p = predict(r.sc);
+      const Json& ph = c.at("phases");
+      for (std::size_t k = 0; k < 6; ++k) {
+        if (ph.at(k).at("name").get<std::string>() != kBlockPhaseNames[k]) throw std::runtime_error("phase order");
+        r.m.phase_s[k] = ph.at(k).at("measured_s").get<double>();
+        r.m.phase_min_s[k] = ph.at(k).value("measured_min_s", 0.0), r.m.phase_max_s[k] = ph.at(k).value("measured_max_s", 0.0);
+      }
+      r.m.peak_bytes = c.at("peak_memory").at("measured_bytes").get<std::int64_t>();
+      r.m.correct = c.at("correct").get<bool>();
+      results.push_back(std::move(r));
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw InputError(path, where, std::string("is not a stored case (") + e.what() + ")");
+    }
+  }
+  const std::string title = fmt::format(
+      "validation record {} ({} cases, measured {} on {}, backend {}) re-predicted with profile {}", path, results.size(),
+      j.value("measured_at", "?"), j.value("device", "?"), j.value("backend", "?"), profile);
+  if (vm.count("json")) {
+    Json out{{"record", path}, {"profile", profile}, {"summary", summary_json(summarize(results))}, {"cases", Json::array()}};
+    for (const auto& r : results) out["cases"].push_back(case_json(r, nullptr));
+    std::ofstream o(vm["json"].as<std::string>());
+    if (!o) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
+    o << out.dump(1) << "\n";
+  }
+  return report(results, targets_of(vm), title);
+}
+
+int run_set(const po::variables_map& vm, int argc, char** argv) {
+  if (!vm.count("out")) throw InputError("", "--out", "required with --set (where the validation record is written)");
+  const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
+  // predictions use --profile when given; the record names the set's profile, which --stored
+  // loads by default on any machine (commit the calibrated profile under that name)
+  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
+  const std::string backend = backend_of(vm);
+  const std::string out_path = vm["out"].as<std::string>();
+  std::ofstream probe(out_path, std::ios::app);  // fail fast on a bad path
+  if (!probe) throw InputError("", "--out", "cannot write '" + out_path + "'");
+  probe.close();
+  const runtime::RunOptions opt = run_options_of(vm);
+  std::vector<std::string> only;
+  if (vm.count("case")) only = vm["case"].as<std::vector<std::string>>();
+  // build and check every scenario before running anything
+  std::vector<CaseResult> todo;
+  for (const auto& c : set.cases) {
+    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+    CaseResult r;
+    r.name = c.name;
+    r.keys = set.defaults;
+    r.keys.insert(r.keys.end(), c.keys.begin(), c.keys.end());
+    r.sc = case_scenario(set.model, profile, r.keys, set.path, c.name);
+    todo.push_back(std::move(r));
+  }
+  if (todo.empty()) throw InputError("", "--case", "selects no case of the set");
+  std::vector<runtime::BlockShape> shapes;
+  for (const auto& r : todo) shapes.push_back(block_shape_checked(r.sc, vm, backend));
+  auto be = open_backend(backend);
+  Json rec{{"format", "ulysses-validation/1"},
+           {"set", set.path},
+           {"set_name", set.name},
+           {"model", set.model},
+           {"profile", set.profile},
+           {"profile_used", profile},
+           {"backend", backend},
+           {"device", ""},
+           {"measured_at", utc_now()},
+           {"command", command_line(argc, argv)},
+           {"error_pct_convention", "(predicted - measured) / measured * 100; measured = median over timed iterations, max over ranks"},
+           {"options", {{"warmup", opt.warmup}, {"iters", opt.iters}, {"seed", opt.seed}, {"verify", opt.verify}}},
+           {"environment", environment(backend, todo.front().sc.hw)},
+           {"cases", Json::array()}};
+  std::vector<CaseResult> done;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    CaseResult& r = todo[i];
+    r.p = predict(r.sc);
+    runtime::Measurement m;
+    try {
+      m = be->run_block(shapes[i], opt);
+    } catch (const std::exception& e) {
+      std::cerr << fmt::format("case {}: run failed: {}\n", r.name, e.what());
+      Json failed{{"name", r.name}, {"error", e.what()}};
+      rec["failed_cases"].push_back(failed);
+      continue;
+    }
+    r.m = measurement_of(m);
+    rec["device"] = m.device;
+    rec["cases"].push_back(case_json(r, &m));
+    std::cerr << fmt::format("[{:.0f} s] case {} ({}/{}): correct {}, block {:.3f} ms\n",
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), r.name, i + 1,
+                             todo.size(), r.m.correct ? "yes" : "NO",
+                             (r.m.phase_s[0] + r.m.phase_s[1] + r.m.phase_s[2] + r.m.phase_s[3] + r.m.phase_s[4] + r.m.phase_s[5]) * 1e3);
+    done.push_back(r);
+  }
+  const Summary s = summarize(done);
+  rec["summary"] = summary_json(s);
+  rec["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ofstream o(out_path);
+  o << rec.dump(1) << "\n";
+  if (!o.flush()) throw InputError("", "--out", "cannot write '" + out_path + "'");
+  std::cout << "wrote " << out_path << "\n";
+  const int rc = report(done, targets_of(vm), fmt::format("validation set {} on backend {} ({}), profile {}", set.path, backend,
+                                                          rec["device"].get<std::string>(), profile));
+  return done.size() == todo.size() ? rc : kExitFailure;
+}
+
+int run_validate(int argc, char** argv) {
+  po::options_description d("validate options");
+  d.add_options()("help,h", "this help")
+      ("set", po::value<std::string>(), "validation set YAML (scenarios/validation/*.yaml): run it on --backend")
+      ("out", po::value<std::string>(), "with --set: write the validation record (JSON) here")
+      ("case", po::value<std::vector<std::string>>()->composing(), "with --set: run only this case (repeatable)")
+      ("stored", po::value<std::string>(), "re-predict a stored validation record (no backend run)")
+      ("json", po::value<std::string>(), "with --stored: write the re-predicted cases and summary as JSON here")
+      ("profile", po::value<std::string>(), "hardware profile to predict with (default: the set's / the record's)")
+      ("max-median-error-pct", po::value<double>()->default_value(5), "target: per phase median |error| (%; < 0: off)")
+      ("max-error-pct", po::value<double>()->default_value(15), "target: per phase max |error| (%; < 0: off)")
+      ("max-memory-error-pct", po::value<double>()->default_value(3), "target: peak memory max |error| (%; < 0: off)");
+  add_runtime_options(d);
+  const auto vm = parse_args(argc, argv, d);
+  if (vm.count("help")) {
+    print_help(argv[0], "--set FILE --backend cpu|cuda --out FILE.json | --stored FILE.json",
+               "Runs a validation set of block scenarios on a backend next to their predictions (per phase\n"
+               "and peak memory: predicted, measured, signed error), or re-predicts a stored record on any\n"
+               "machine. Exit 1 when a correctness check failed or the errors exceed the targets.",
+               d);
+    return kExitOk;
+  }
+  if (vm.count("set") == vm.count("stored")) throw InputError("", "--set", "give exactly one of --set FILE and --stored FILE");
+  return vm.count("stored") ? run_stored(vm) : run_set(vm, argc, argv);
+}
+
+const RegisterCommand reg{"validate", "the model against measured runs: a validation set, or a stored record re-predicted", &run_validate};
+
+}  // namespace
+}  // namespace ulysses::cli

@@ -1,0 +1,108 @@
+// ulysses validate and capacity through the built binary: the committed GPU records re-predicted
+// against today's model (the CI drift check), the whole loop on the CPU backend, drift detection,
+// and bad input.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_cli.hpp"
+
+using nlohmann::json;
+using ulysses::test::run_cli;
+using ulysses::test::slurp;
+using ulysses::test::source_path;
+using ulysses::test::TempDir;
+
+namespace {
+const std::string kOff = " --max-median-error-pct -1 --max-error-pct -1 --max-memory-error-pct -1";
+}
+
+TEST_CASE("the committed H200 validation record meets the accuracy targets with today's model", "[cli][validate]") {
+  const std::string rec = source_path("reports/validation/h200.json");
+  REQUIRE(std::filesystem::exists(rec));
+  const json j = json::parse(slurp(rec));
+  CHECK(j["backend"] == "cuda");
+  CHECK(j["cases"].size() >= 24);
+  for (const auto& c : j["cases"]) CHECK(c["correct"] == true);
+  // the targets of issue 6: per phase median |error| <= 5 %, max <= 15 %; memory <= 3 %
+  const auto r = run_cli("validate --stored '" + rec + "' --max-median-error-pct 5 --max-error-pct 15 --max-memory-error-pct 3");
+  INFO(r.out << r.err);
+  CHECK(r.out.find("a2a.qkv.fwd") != std::string::npos);
+  CHECK(r.out.find("peak memory") != std::string::npos);
+  CHECK(r.rc == 0);
+}
+
+TEST_CASE("the committed H200 capacity record: predicted longest S within 3 %", "[cli][validate]") {
+  const std::string rec = source_path("reports/validation/h200-capacity.json");
+  REQUIRE(std::filesystem::exists(rec));
+  const auto r = run_cli("capacity --stored '" + rec + "' --max-error-pct 3");
+  INFO(r.out << r.err);
+  CHECK(r.rc == 0);
+}
+
+TEST_CASE("validate detects a model that drifts from the stored measurements", "[cli][validate]") {
+  TempDir dir;
+  json j = json::parse(slurp(source_path("reports/validation/h200.json")));
+  // pretend attention forward ran 30 % faster than it did: the model now over-predicts it
+  for (auto& c : j["cases"]) c["phases"][1]["measured_s"] = c["phases"][1]["measured_s"].get<double>() / 1.3;
+  std::ofstream(dir / "drift.json") << j.dump();
+  const auto r = run_cli("validate --stored '" + (dir / "drift.json") + "'");
+  CHECK(r.rc == 1);
+  CHECK(r.out.find("missed: attn.fwd") != std::string::npos);
+}
+
+TEST_CASE("validate runs a set on the CPU backend and re-predicts the stored record", "[cli][validate]") {
+  TempDir dir;
+  const std::string out = dir / "cpu.json";
+  const auto r = run_cli("validate --backend cpu --set '" + source_path("scenarios/validation/cpu-tiny.yaml") + "' --out '" + out +
+                         "' --warmup 0 --iters 1" + kOff);
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  const json j = json::parse(slurp(out));
+  CHECK(j["backend"] == "cpu");
+  REQUIRE(j["cases"].size() == 6);
+  for (const auto& c : j["cases"]) {
+    CHECK(c["correct"] == true);
+    REQUIRE(c["phases"].size() == 6);
+    CHECK(c["peak_memory"]["measured_bytes"].get<std::int64_t>() > 0);
+    CHECK(c["phases"][1]["measured_s"].get<double>() > 0);
+    const bool p2 = c["shape"]["P"] == 2;
+    CHECK(c["phases"][0]["scored"] == p2);
+  }
+  // the same numbers come back from the stored record
+  const auto s = run_cli("validate --stored '" + out + "' --json '" + (dir / "re.json") + "'" + kOff);
+  INFO(s.out << s.err);
+  REQUIRE(s.rc == 0);
+  const json re = json::parse(slurp(dir / "re.json"));
+  REQUIRE(re["cases"].size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) {
+    CHECK(re["cases"][i]["phases"][1]["predicted_s"].get<double>() == Approx(j["cases"][i]["phases"][1]["predicted_s"].get<double>()));
+    CHECK(re["cases"][i]["peak_memory"]["error_pct"].get<double>() ==
+          Approx(j["cases"][i]["peak_memory"]["error_pct"].get<double>()));
+  }
+  // impossible targets fail
+  const auto t = run_cli("validate --stored '" + out + "' --max-median-error-pct 0 --max-error-pct 0 --max-memory-error-pct -1");
+  CHECK(t.rc == 1);
+}
+
+TEST_CASE("validate and capacity reject bad input with one line and exit 2", "[cli][validate]") {
+  TempDir dir;
+  const std::string bad = dir / "bad.yaml";
+  std::ofstream(bad) << "model: llama-3.1-8b\nprofile: cpu-local\ncases:\n  - {name: x, plan.seq_len: 512, model.headz: 8}\n";
+  auto r = run_cli("validate --backend cpu --set '" + bad + "' --out '" + (dir / "o.json") + "'");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("bad.yaml") != std::string::npos);
+  CHECK(r.err.find("model.headz") != std::string::npos);
+  r = run_cli("validate --backend cpu --set '" + source_path("scenarios/validation/cpu-tiny.yaml") + "'");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--out") != std::string::npos);
+  r = run_cli("validate --stored '" + (dir / "missing.json") + "'");
+  CHECK(r.rc == 2);
+  std::ofstream(dir / "empty.json") << "{}";
+  r = run_cli("validate --stored '" + (dir / "empty.json") + "'");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("cases") != std::string::npos);
+  r = run_cli("capacity --stored '" + (dir / "empty.json") + "'");
+  CHECK(r.rc == 2);
+}
