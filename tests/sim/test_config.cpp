@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
@@ -671,4 +673,24 @@ TEST_CASE("repo_dir follows ULYSSES_HOME", "[config]") {
   CHECK_THROWS_WITH(load_model("llama-3.1-8b"), Catch::Contains("(available: only)"));
   ::unsetenv("ULYSSES_HOME");
   CHECK(repo_dir() == source);
+}
+
+TEST_CASE("set_key is safe to call from several threads (sweeps run one scenario per thread)", "[config]") {
+  const Scenario base = valid_scenario();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      Scenario sc = base;
+      for (int i = 0; i < 100; ++i) {
+        const bool qwen = (i + t) % 2 == 0;
+        set_key(sc, "model", qwen ? "qwen3-32b" : "llama-3.1-8b", "--model");
+        set_key(sc, "profile", qwen ? "h200-sxm-141gb" : "h100-sxm-80gb", "--profile");
+        set_key(sc, "plan.seq_len", std::to_string(1024 * (i + 1)), "--seq-len");
+        if (sc.model.layers != (qwen ? 64 : 32) || sc.hw.hbm_GBps != (qwen ? 4800 : 3350) || sc.plan.seq_len != 1024 * (i + 1))
+          ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(wrong == 0);
 }
