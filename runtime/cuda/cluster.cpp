@@ -125,6 +125,9 @@ void Cluster::init(int P) {
   launch_ = detect_launch();
   int n_dev = 0;
   CUDA_CHECK(cudaGetDeviceCount(&n_dev));
+  if (launch_.launched && launch_.world != P)
+    throw InputError("", "sp_size", "is " + std::to_string(P) + " but " + launch_.launcher + " started WORLD_SIZE=" +
+                                        std::to_string(launch_.world) + " processes (they must be equal)");
   if (launch_.launched && P > 1) {
     if (launch_.world != P)
       throw InputError("", "sp_size", "is " + std::to_string(P) + " but " + launch_.launcher + " started WORLD_SIZE=" +
