@@ -49,6 +49,10 @@ struct RankCtx {
   bool kv_fewer_than_ranks() const { return s.H_kv < s.P; }
 };
 
+bool kv_fewer_than_ranks_replicate(const RankCtx& c) {
+  return c.kv_fewer_than_ranks() && c.s.kv_strategy == KvStrategy::replicate;
+}
+
 // One timed segment of a phase: all ranks enter together, then fn() runs on the clock.
 // Two barriers: the first may put early ranks to sleep (waking them costs up to a scheduler
 // slice on a busy host); the second finds every rank awake, so the clocks start together.
@@ -105,52 +109,87 @@ Buffer<bf16> head_to_seq(RankCtx& c, BlockPhase p, const std::string& what, cons
   return x_seq;
 }
 
-// k or v forward: like q when H_kv >= P; else replicate (ALST) or send each kv head once.
-Buffer<bf16> kv_seq_to_head(RankCtx& c, const std::string& what, const bf16* x_seq) {
-  if (!c.kv_fewer_than_ranks()) return seq_to_head(c, BlockPhase::a2a_qkv_fwd, what, c.kv_dims(), x_seq);
-  if (c.s.kv_strategy == KvStrategy::send_once)  // pack straight from x_seq: source_head(c) = c/R
-    return seq_to_head(c, BlockPhase::a2a_qkv_fwd, what, c.kv_dims(), x_seq);
-  const Dims kv = c.kv_dims(), rep = c.rep_dims();
-  const std::int64_t chunk = chunk_elems(rep);
-  const bool direct = rep.B == 1;
-  Buffer<bf16> x_rep(&c.mem, rep.B * (rep.S / rep.P) * rep.P * rep.D);  // [B,S_l,P,D]
-  Buffer<bf16> send(&c.mem, rep.P * chunk), recv(&c.mem, direct ? 0 : rep.P * chunk);
-  Buffer<bf16> x_head(&c.mem, rep.B * rep.S * rep.D);  // [B,S,1,D]
-  timed(c, BlockPhase::a2a_qkv_fwd, what, [&] {
-    replicate_heads(kv, x_seq, x_rep.data());
-    pack_seq_to_head(rep, x_rep.data(), send.data());
-    c.ex.alltoall(c.r, send.data(), direct ? x_head.data() : recv.data(), chunk);
-    if (!direct) unpack_seq_to_head(rep, recv.data(), x_head.data());
-  });
-  return x_head;
+// What k and v look like on the wire: like q with H_kv heads, or, when P > H_kv, one head per
+// rank packed from the replica [B,S_l,P,D] (replicate) or straight from k_seq (send_once).
+Dims kv_wire_dims(const RankCtx& c) {
+  return c.kv_fewer_than_ranks() && c.s.kv_strategy == KvStrategy::replicate ? c.rep_dims() : c.kv_dims();
 }
 
-// dk or dv backward: the inverse of kv_seq_to_head; with P > H_kv the R replica gradients of
-// each kv head are summed (fp32, ascending peer) and rounded once, for both strategies.
-Buffer<bf16> kv_head_to_seq(RankCtx& c, const std::string& what, const bf16* dx_head) {
-  const BlockPhase p = BlockPhase::a2a_qkv_bwd;
-  if (!c.kv_fewer_than_ranks()) return head_to_seq(c, p, what, c.kv_dims(), dx_head);
-  const Dims kv = c.kv_dims();
-  const bool once = c.s.kv_strategy == KvStrategy::send_once;
-  const Dims x = once ? kv : c.rep_dims();  // what travels
-  const std::int64_t chunk = chunk_elems(x), n_seq = kv.B * (kv.S / kv.P) * kv.H * kv.D;
-  const bool direct = x.B == 1;
-  Buffer<bf16> send(&c.mem, direct ? 0 : x.P * chunk), recv(&c.mem, x.P * chunk);
-  Buffer<bf16> dx_rep(&c.mem, once ? 0 : x.B * (x.S / x.P) * x.P * x.D);  // [B,S_l,P,D] replicate only
-  Buffer<float> acc(nullptr, n_seq);  // fp32 sum: stands in for a fused kernel's registers
-  Buffer<bf16> dx_seq(&c.mem, n_seq);  // [B,S_l,H_kv,D]
-  timed(c, p, what, [&] {
-    if (!direct) pack_head_to_seq(x, dx_head, send.data());
-    c.ex.alltoall(c.r, direct ? dx_head : send.data(), recv.data(), chunk);
-    if (once) {
-      unpack_head_to_seq_sum(kv, recv.data(), acc.data());
-    } else {
-      unpack_head_to_seq(x, recv.data(), dx_rep.data());
-      reduce_replicas(kv, dx_rep.data(), acc.data());
+// a2a.qkv.fwd: q, k, v seq -> head in one grouped exchange (one pair of barriers, as the CUDA
+// backend's NCCL group); with B = 1 each tensor is received straight into its x_head.
+void qkv_seq_to_head(RankCtx& c, const bf16* q_seq, const bf16* k_seq, const bf16* v_seq, Buffer<bf16>& q_head,
+                     Buffer<bf16>& k_head, Buffer<bf16>& v_head) {
+  const BlockShape& s = c.s;
+  const bool direct = s.B == 1, rep = kv_fewer_than_ranks_replicate(c);
+  const Dims qx = c.q_dims(), kx = kv_wire_dims(c);
+  const std::int64_t cq = chunk_elems(qx), ck = chunk_elems(kx), n_rep = s.B * s.S_local() * s.P * s.D;
+  Buffer<bf16> k_rep(&c.mem, rep ? n_rep : 0), v_rep(&c.mem, rep ? n_rep : 0);  // [B,S_l,P,D]
+  Buffer<bf16> q_send(&c.mem, s.P * cq), k_send(&c.mem, s.P * ck), v_send(&c.mem, s.P * ck);
+  Buffer<bf16> q_recv(&c.mem, direct ? 0 : s.P * cq), k_recv(&c.mem, direct ? 0 : s.P * ck),
+      v_recv(&c.mem, direct ? 0 : s.P * ck);
+  q_head = Buffer<bf16>(&c.mem, s.B * s.S * heads_per_rank(qx.H, s.P) * s.D);  // [B,S,H_l,D]
+  k_head = Buffer<bf16>(&c.mem, s.B * s.S * heads_per_rank(kx.H, s.P) * s.D);  // [B,S,H_kv_l,D]
+  v_head = Buffer<bf16>(&c.mem, k_head.size());
+  timed(c, BlockPhase::a2a_qkv_fwd, "q,k,v seq->head", [&] {
+    if (rep) replicate_heads(c.kv_dims(), k_seq, k_rep.data()), replicate_heads(c.kv_dims(), v_seq, v_rep.data());
+    pack_seq_to_head(qx, q_seq, q_send.data());
+    pack_seq_to_head(kx, rep ? k_rep.data() : k_seq, k_send.data());
+    pack_seq_to_head(kx, rep ? v_rep.data() : v_seq, v_send.data());
+    c.ex.alltoall_group(c.r, {{q_send.data(), direct ? q_head.data() : q_recv.data(), cq},
+                              {k_send.data(), direct ? k_head.data() : k_recv.data(), ck},
+                              {v_send.data(), direct ? v_head.data() : v_recv.data(), ck}});
+    if (!direct) {
+      unpack_seq_to_head(qx, q_recv.data(), q_head.data());
+      unpack_seq_to_head(kx, k_recv.data(), k_head.data());
+      unpack_seq_to_head(kx, v_recv.data(), v_head.data());
     }
-    round_to_bf16(acc.data(), dx_seq.data(), n_seq);
   });
-  return dx_seq;
+}
+
+// The seq-layout kv gradient from what arrived: H_kv >= P a plain unpack; P > H_kv the R replica
+// gradients of each kv head summed (fp32, ascending peer) and rounded once, for both strategies.
+void unpack_kv_grad(const RankCtx& c, const bf16* recv, bf16* dx_rep, float* acc, bf16* dx_seq) {
+  const Dims kv = c.kv_dims();
+  if (!c.kv_fewer_than_ranks()) return unpack_head_to_seq(kv, recv, dx_seq);
+  if (c.s.kv_strategy == KvStrategy::send_once) {
+    unpack_head_to_seq_sum(kv, recv, acc);
+  } else {
+    unpack_head_to_seq(c.rep_dims(), recv, dx_rep);
+    reduce_replicas(kv, dx_rep, acc);
+  }
+  round_to_bf16(acc, dx_seq, kv.B * (kv.S / kv.P) * kv.H * kv.D);
+}
+
+// a2a.qkv.bwd: dq, dk, dv head -> seq in one grouped exchange; with B = 1 each is sent straight
+// from its x_head.
+void dqkv_head_to_seq(RankCtx& c, const bf16* dq_head, const bf16* dk_head, const bf16* dv_head, Buffer<bf16>& dq_seq,
+                      Buffer<bf16>& dk_seq, Buffer<bf16>& dv_seq) {
+  const BlockShape& s = c.s;
+  const bool direct = s.B == 1, rep = kv_fewer_than_ranks_replicate(c), summed = c.kv_fewer_than_ranks();
+  const Dims qx = c.q_dims(), kx = kv_wire_dims(c);
+  const std::int64_t cq = chunk_elems(qx), ck = chunk_elems(kx), n_kv = s.B * s.S_local() * s.H_kv * s.D;
+  Buffer<bf16> q_send(&c.mem, direct ? 0 : s.P * cq), k_send(&c.mem, direct ? 0 : s.P * ck),
+      v_send(&c.mem, direct ? 0 : s.P * ck);
+  Buffer<bf16> q_recv(&c.mem, s.P * cq), k_recv(&c.mem, s.P * ck), v_recv(&c.mem, s.P * ck);
+  const std::int64_t n_rep = rep ? s.B * s.S_local() * s.P * s.D : 0;
+  Buffer<bf16> dk_rep(&c.mem, n_rep), dv_rep(&c.mem, n_rep);  // [B,S_l,P,D], replicate only
+  Buffer<float> k_acc(nullptr, summed ? n_kv : 0), v_acc(nullptr, summed ? n_kv : 0);  // a fused kernel's registers
+  dq_seq = Buffer<bf16>(&c.mem, s.B * s.S_local() * s.H * s.D);
+  dk_seq = Buffer<bf16>(&c.mem, n_kv);
+  dv_seq = Buffer<bf16>(&c.mem, n_kv);
+  timed(c, BlockPhase::a2a_qkv_bwd, "dq,dk,dv head->seq", [&] {
+    if (!direct) {
+      pack_head_to_seq(qx, dq_head, q_send.data());
+      pack_head_to_seq(kx, dk_head, k_send.data());
+      pack_head_to_seq(kx, dv_head, v_send.data());
+    }
+    c.ex.alltoall_group(c.r, {{direct ? dq_head : q_send.data(), q_recv.data(), cq},
+                              {direct ? dk_head : k_send.data(), k_recv.data(), ck},
+                              {direct ? dv_head : v_send.data(), v_recv.data(), ck}});
+    unpack_head_to_seq(qx, q_recv.data(), dq_seq.data());
+    unpack_kv_grad(c, k_recv.data(), dk_rep.data(), k_acc.data(), dk_seq.data());
+    unpack_kv_grad(c, v_recv.data(), dv_rep.data(), v_acc.data(), dv_seq.data());
+  });
 }
 
 AttnDims local_attn(const BlockShape& s) {
@@ -183,9 +222,8 @@ void iteration(RankCtx& c, const BlockInputs& in, RankResult* keep_out) {
   Buffer<bf16> q_seq = shard_of(c, in.q, s.H), k_seq = shard_of(c, in.k, s.H_kv), v_seq = shard_of(c, in.v, s.H_kv);
 
   c.begin_phase();
-  Buffer<bf16> q_head = seq_to_head(c, BlockPhase::a2a_qkv_fwd, "q seq->head", qx, q_seq.data());
-  Buffer<bf16> k_head = kv_seq_to_head(c, "k seq->head", k_seq.data());
-  Buffer<bf16> v_head = kv_seq_to_head(c, "v seq->head", v_seq.data());
+  Buffer<bf16> q_head, k_head, v_head;
+  qkv_seq_to_head(c, q_seq.data(), k_seq.data(), v_seq.data(), q_head, k_head, v_head);
   c.end_phase(BlockPhase::a2a_qkv_fwd);
 
   c.begin_phase();
@@ -230,12 +268,9 @@ void iteration(RankCtx& c, const BlockInputs& in, RankResult* keep_out) {
   q_head.release(), k_head.release(), v_head.release(), o_head.release(), lse.release(), dout_head.release();
 
   c.begin_phase();
-  Buffer<bf16> dq_seq = head_to_seq(c, BlockPhase::a2a_qkv_bwd, "dq head->seq", qx, dq_head.data());
-  dq_head.release();
-  Buffer<bf16> dk_seq = kv_head_to_seq(c, "dk head->seq", dk_head.data());
-  dk_head.release();
-  Buffer<bf16> dv_seq = kv_head_to_seq(c, "dv head->seq", dv_head.data());
-  dv_head.release();
+  Buffer<bf16> dq_seq, dk_seq, dv_seq;
+  dqkv_head_to_seq(c, dq_head.data(), dk_head.data(), dv_head.data(), dq_seq, dk_seq, dv_seq);
+  dq_head.release(), dk_head.release(), dv_head.release();
   c.end_phase(BlockPhase::a2a_qkv_bwd);
 
   if (keep_out) {

@@ -5,13 +5,14 @@
 //
 // One iteration on rank r (B batch, S sequence, S_l = S/P, H_l = H/P, H_kv_l = kv heads per rank):
 //   a2a.qkv.fwd  q_seq [B,S_l,H,D] -> q_head [B,S,H_l,D]; k, v likewise with H_kv heads (when
-//                P > H_kv: replicate -> [B,S_l,P,D] first, or send_once straight from k_seq)
+//                P > H_kv: replicate -> [B,S_l,P,D] first, or send_once straight from k_seq);
+//                q, k and v travel in one grouped exchange (one pair of barriers)
 //   attn.fwd     o_head [B,S,H_l,D] bf16, lse [B,H_l,S] fp32
 //   a2a.out.fwd  o_head -> o_seq [B,S_l,H,D]
 //   a2a.out.bwd  dout_seq -> dout_head
 //   attn.bwd     dq_head, dk_head, dv_head (bf16; fp32 accumulation inside)
 //   a2a.qkv.bwd  dq_head -> dq_seq; dk, dv -> dk_seq, dv_seq (P > H_kv: the R = P/H_kv replica
-//                gradients summed in fp32 in ascending peer order, then rounded once)
+//                gradients summed in fp32 in ascending peer order, then rounded once); grouped
 // The first iteration validates (checks below), then `warmup` untimed, then `iters` timed.
 // Phase time on a rank = the timed segments of that phase, each started after a barrier so the
 // ranks enter it together; allocation and NaN poisoning of outputs happen outside the segments.

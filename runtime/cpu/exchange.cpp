@@ -93,10 +93,18 @@ void widen_to_float(const bf16* x, float* y, std::int64_t n) {
 }
 
 void SharedExchange::alltoall(int rank, const bf16* send, bf16* recv, std::int64_t chunk_elems) {
-  send_[rank] = send;
+  alltoall_group(rank, {{send, recv, chunk_elems}});
+}
+
+void SharedExchange::alltoall_group(int rank, const std::vector<A2aPart>& parts) {
+  std::vector<const bf16*>& mine = send_[rank];
+  mine.clear();
+  for (const A2aPart& t : parts) mine.push_back(t.send);
   bar_.arrive_and_wait();
-  for (int c = 0; c < P_; ++c)  // recv_on_r[c] = send_on_c[r]
-    std::memcpy(recv + c * chunk_elems, send_[c] + rank * chunk_elems, chunk_elems * sizeof(bf16));
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    for (int c = 0; c < P_; ++c)  // recv_on_r[c] = send_on_c[r]
+      std::memcpy(parts[i].recv + c * parts[i].chunk_elems, send_[c][i] + rank * parts[i].chunk_elems,
+                  parts[i].chunk_elems * sizeof(bf16));
   bar_.arrive_and_wait();
 }
 

@@ -45,18 +45,27 @@ void widen_to_float(const bf16* x, float* y, std::int64_t n);
 // All-to-all of equal chunks among P threads (ranks 0..P-1) of one process. Every rank
 // publishes its send buffer, waits, copies chunk r of every peer's buffer into its recv[c],
 // and waits again so no send buffer is reused while a peer still reads it.
+// alltoall_group moves several tensors under one pair of barriers, as an NCCL group does: for
+// each part t, recv_t on r [c] = send_t on c [r].
+struct A2aPart {
+  const bf16* send;          // [P, chunk_elems]
+  bf16* recv;                // [P, chunk_elems]
+  std::int64_t chunk_elems;
+};
+
 class SharedExchange {
  public:
-  explicit SharedExchange(int P) : P_(P), bar_(P), send_(P, nullptr) {}
+  explicit SharedExchange(int P) : P_(P), bar_(P), send_(P) {}
   int size() const { return P_; }
   void barrier() { bar_.arrive_and_wait(); }
   // send, recv: [P, chunk_elems]
   void alltoall(int rank, const bf16* send, bf16* recv, std::int64_t chunk_elems);
+  void alltoall_group(int rank, const std::vector<A2aPart>& parts);  // same parts, same order, on every rank
 
  private:
   int P_;
   std::barrier<> bar_;
-  std::vector<const bf16*> send_;
+  std::vector<std::vector<const bf16*>> send_;  // [rank][part]
 };
 
 }  // namespace ulysses::runtime::cpu

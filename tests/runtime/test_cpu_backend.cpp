@@ -54,11 +54,11 @@ TEST_CASE("P > H_kv: both kv strategies move the same bytes; the replica costs m
   // each rank gets all S positions of its one kv head, for k and v, in bf16
   CHECK(once.a2a_kv_bytes_per_rank == 2 * 32 * 16 * 2);
   CHECK(rep.a2a_q_bytes_per_rank == (32 / 4) * 8 * 16 * 2);
-  // the replica [B,S_l,P,D] lives in a2a.qkv.fwd (k and v: 8*4*16*2 bytes each, one at a time)
+  // the replicas [B,S_l,P,D] live in a2a.qkv.fwd (k and v together, grouped: 8*4*16*2 bytes each)
   // and the replica gradient in a2a.qkv.bwd (there the dq exchange sets the peak of this
   // shape); the attention phases are unaffected
   REQUIRE(rep.phase_peak_bytes.size() == 6);
-  CHECK(rep.phase_peak_bytes[0] - once.phase_peak_bytes[0] == 8 * 4 * 16 * 2);
+  CHECK(rep.phase_peak_bytes[0] - once.phase_peak_bytes[0] == 2 * 8 * 4 * 16 * 2);
   CHECK(rep.phase_peak_bytes[5] >= once.phase_peak_bytes[5]);
   CHECK(rep.phase_peak_bytes[1] == once.phase_peak_bytes[1]);
   CHECK(rep.phase_peak_bytes[4] == once.phase_peak_bytes[4]);
