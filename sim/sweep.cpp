@@ -34,13 +34,16 @@ struct WorkerStats {
   std::unordered_map<std::string, std::int64_t> skipped;
 };
 
-// Shared state between the workers and the writer (the calling thread).
+// Shared state between the workers and the writer (the calling thread). Finished chunks wait in
+// a window of `slots` (chunk c in slot c % slots) until the writer takes them in order, so memory
+// stays bounded however large the sweep.
 struct Chunks {
   std::int64_t count = 0;
   std::int64_t size = 0;
   std::atomic<std::int64_t> next{0};
-  std::vector<std::string> text;
-  std::vector<char> ready;
+  std::int64_t written = 0;              // chunks handed to the sink so far
+  std::vector<std::string> text;         // per slot
+  std::vector<std::int64_t> ready;       // per slot: chunk id + 1 when filled, else 0
   std::mutex mu;
   std::condition_variable cv;
   std::exception_ptr error;
@@ -154,9 +157,13 @@ void worker(const SweepSpec& spec, const SweepOptions& opt, const Preloaded& pre
           idx[a] = 0;
         }
       }
-      std::lock_guard lk(ch.mu);
-      ch.text[static_cast<std::size_t>(c)].swap(out);
-      ch.ready[static_cast<std::size_t>(c)] = 1;
+      std::unique_lock lk(ch.mu);
+      const auto slots = static_cast<std::int64_t>(ch.text.size());
+      ch.cv.wait(lk, [&] { return c - ch.written < slots || ch.failed; });
+      if (ch.failed) break;
+      const auto slot = static_cast<std::size_t>(c % slots);
+      ch.text[slot].swap(out);
+      ch.ready[slot] = c + 1;
       ch.cv.notify_all();
     }
   } catch (...) {
@@ -182,11 +189,12 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
   Chunks ch;
   ch.size = std::max<std::int64_t>(1, opt.chunk);
   ch.count = (total + ch.size - 1) / ch.size;
-  ch.text.resize(static_cast<std::size_t>(ch.count));
-  ch.ready.assign(static_cast<std::size_t>(ch.count), 0);
   int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<std::int64_t>(threads, std::max<std::int64_t>(ch.count, 1)));
   stats.threads = threads;
+  const auto slots = static_cast<std::size_t>(std::min<std::int64_t>(std::max<std::int64_t>(ch.count, 1), 8 * threads));
+  ch.text.resize(slots);
+  ch.ready.assign(slots, 0);
 
   std::vector<WorkerStats> wstats(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
@@ -195,24 +203,39 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
                       std::ref(wstats[static_cast<std::size_t>(t)]));
 
   std::int64_t done = 0;
-  for (std::int64_t c = 0; c < ch.count; ++c) {
-    std::string text;
-    {
-      std::unique_lock lk(ch.mu);
-      while (!ch.ready[static_cast<std::size_t>(c)] && !ch.failed) {
-        ch.cv.wait_for(lk, std::chrono::milliseconds(100));
-        if (opt.progress && !ch.ready[static_cast<std::size_t>(c)]) {
-          lk.unlock();
-          opt.progress(done, total);
-          lk.lock();
+  try {
+    for (std::int64_t c = 0; c < ch.count; ++c) {
+      std::string text;
+      const std::size_t slot = static_cast<std::size_t>(c) % slots;
+      {
+        std::unique_lock lk(ch.mu);
+        while (ch.ready[slot] != c + 1 && !ch.failed) {
+          ch.cv.wait_for(lk, std::chrono::milliseconds(100));
+          if (opt.progress && ch.ready[slot] != c + 1) {
+            lk.unlock();
+            opt.progress(done, total);
+            lk.lock();
+          }
         }
+        if (ch.failed) break;
+        text.swap(ch.text[slot]);
+        ch.ready[slot] = 0;
+        ch.written = c + 1;
+        ch.cv.notify_all();
       }
-      if (ch.failed) break;
-      text.swap(ch.text[static_cast<std::size_t>(c)]);
+      if (opt.sink) opt.sink(text);
+      done = std::min(total, (c + 1) * ch.size);
+      if (opt.progress) opt.progress(done, total);
     }
-    if (opt.sink) opt.sink(text);
-    done = std::min(total, (c + 1) * ch.size);
-    if (opt.progress) opt.progress(done, total);
+  } catch (...) {  // the sink or progress callback failed: stop the workers, then rethrow
+    {
+      std::lock_guard lk(ch.mu);
+      ch.failed = true;
+      ch.next = ch.count;
+      ch.cv.notify_all();
+    }
+    for (auto& t : pool) t.join();
+    throw;
   }
   for (auto& t : pool) t.join();
   if (ch.error) std::rethrow_exception(ch.error);
