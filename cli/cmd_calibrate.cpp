@@ -96,48 +96,52 @@ void calibrate_a2a(const Setup& s, Calibration& c, std::string& out) {
   out += fmt::format("all-to-all (alpha = {:.1f} us: a {}-byte exchange at P = 2)\n", c.a2a_alpha_s * 1e6, 4) + t.render();
 }
 
-void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, std::string& out) {
-  reports::Table t({{"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "GFLOP/s"}, {"bwd", "GFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}});
-  Curve fwd, bwd;
-  for (std::int64_t S : s.attn_S) {
-    const AttnDims a{1, S, s.heads, s.kv_heads, s.head_dim, s.causal};
-    const auto tm = runtime::cpu::attention_time_s(a, s.threads, s.attn_iters);
-    const double ff = runtime::attention_fwd_flops(a) / tm.fwd_s, fb = runtime::attention_bwd_flops(a) / tm.bwd_s;
-    const double ef = ff / hw.bf16_dense_flops, eb = fb / hw.bf16_dense_flops;
-    if (ef > 1 || eb > 1)
-      throw InputError(hw.name, "bf16_dense_TFLOPs",
-                       fmt::format("the measured attention rate ({:.1f} GFLOP/s per thread) exceeds the profile's peak; "
-                                   "raise the peak so that efficiencies are fractions",
-                                   std::max(ff, fb) / 1e9));
-    fwd.points.emplace_back(double(S), ef);
-    bwd.points.emplace_back(double(S), eb);
-    t.add_row({fmt::format("{}", S), fmt::format("{:.0f}", tm.fwd_s * 1e6), fmt::format("{:.0f}", tm.bwd_s * 1e6),
-               fmt::format("{:.2f}", ff / 1e9), fmt::format("{:.2f}", fb / 1e9), fmt::format("{:.3f}", ef),
-               fmt::format("{:.3f}", eb)});
-  }
-  c.attn_fwd_eff.emplace_back(s.impl, fwd);
-  c.attn_bwd_eff.emplace_back(s.impl, bwd);
-  out += fmt::format("\nattention '{}' per thread, {} threads at once: B=1 H_l={} H_kv_l={} D={} {} (eff = of {:.1f} GFLOP/s)\n",
-                     s.impl, s.threads, s.heads, s.kv_heads, s.head_dim, s.causal ? "causal" : "non-causal",
-                     hw.bf16_dense_flops / 1e9) +
-         t.render();
+// The curve key of sim/attn_key.hpp: <impl>@d<D>.<causal|full>.h<H_l>.
+std::string attn_key(const std::string& impl, const AttnDims& a) {
+  return fmt::format("{}@d{}.{}.h{}", impl, a.D, a.causal ? "causal" : "full", a.H);
 }
 
-// Shape dependence at one S, printed only (the profile's curve is per implementation vs S).
-void attention_shapes(const Setup& s, std::string& out) {
-  const std::int64_t S = s.attn_S[s.attn_S.size() / 2];
-  reports::Table t({{"D", ""}, {"causal", ""}, {"H_l/H_kv_l", ""}, {"fwd", "GFLOP/s"}, {"bwd", "GFLOP/s"}});
-  for (std::int64_t D : {64, 128})
-    for (bool causal : {true, false})
-      for (std::int64_t kv : {s.heads, s.kv_heads}) {
-        const AttnDims a{1, S, s.heads, kv, D, causal};
-        const auto tm = runtime::cpu::attention_time_s(a, s.threads, 1);
-        t.add_row({fmt::format("{}", D), causal ? "yes" : "no", fmt::format("{}/{}", s.heads, kv),
-                   fmt::format("{:.2f}", runtime::attention_fwd_flops(a) / tm.fwd_s / 1e9),
-                   fmt::format("{:.2f}", runtime::attention_bwd_flops(a) / tm.bwd_s / 1e9)});
-        if (kv == s.heads && s.heads == s.kv_heads) break;
+// Attention efficiency vs S, forward and backward, for the configured shape (filed under the bare
+// implementation name, which any shape falls back to, and under its shape key) and, unless quick,
+// for head dims 64 and 128 with and without the causal mask at the same heads per rank (filed
+// under their shape keys; fewer, shorter points, one iteration each).
+void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, bool quick, std::string& out) {
+  reports::Table t({{"curve", "", reports::Align::left}, {"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "GFLOP/s"},
+                    {"bwd", "GFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}});
+  auto measure = [&](const AttnDims& shape, const std::vector<std::int64_t>& S_list, int iters, bool also_bare) {
+    Curve fwd, bwd;
+    for (std::int64_t S : S_list) {
+      AttnDims a = shape;
+      a.S = S;
+      const auto tm = runtime::cpu::attention_time_s(a, s.threads, iters);
+      const double ff = runtime::attention_fwd_flops(a) / tm.fwd_s, fb = runtime::attention_bwd_flops(a) / tm.bwd_s;
+      const double ef = ff / hw.bf16_dense_flops, eb = fb / hw.bf16_dense_flops;
+      if (ef > 1 || eb > 1)
+        throw InputError(hw.name, "bf16_dense_TFLOPs",
+                         fmt::format("the measured attention rate ({:.1f} GFLOP/s per thread) exceeds the profile's peak; "
+                                     "raise the peak so that efficiencies are fractions",
+                                     std::max(ff, fb) / 1e9));
+      fwd.points.emplace_back(double(S), ef);
+      bwd.points.emplace_back(double(S), eb);
+      t.add_row({attn_key(s.impl, shape), fmt::format("{}", S), fmt::format("{:.0f}", tm.fwd_s * 1e6),
+                 fmt::format("{:.0f}", tm.bwd_s * 1e6), fmt::format("{:.2f}", ff / 1e9), fmt::format("{:.2f}", fb / 1e9),
+                 fmt::format("{:.3f}", ef), fmt::format("{:.3f}", eb)});
+    }
+    if (also_bare) c.attn_fwd_eff.emplace_back(s.impl, fwd), c.attn_bwd_eff.emplace_back(s.impl, bwd);
+    c.attn_fwd_eff.emplace_back(attn_key(s.impl, shape), fwd);
+    c.attn_bwd_eff.emplace_back(attn_key(s.impl, shape), bwd);
+  };
+  const AttnDims primary{1, 0, s.heads, s.kv_heads, s.head_dim, s.causal};
+  measure(primary, s.attn_S, s.attn_iters, true);
+  if (!quick)
+    for (std::int64_t D : {64, 128})
+      for (bool causal : {true, false}) {
+        const AttnDims shape{1, 0, s.heads, s.kv_heads, D, causal};
+        if (D != primary.D || causal != primary.causal) measure(shape, {256, 512, 1024}, 1, false);
       }
-  out += fmt::format("\nattention shape dependence at S = {} (one iteration each; not written to the profile)\n", S) + t.render();
+  out += fmt::format("\nattention '{}' per thread, {} threads at once, B=1 H_l={} H_kv_l={} (eff = of {:.1f} GFLOP/s)\n",
+                     s.impl, s.threads, s.heads, s.kv_heads, hw.bf16_dense_flops / 1e9) +
+         t.render();
 }
 
 // --backend cuda lives in cli/calibrate_cuda.cpp (its own flags).
@@ -200,8 +204,7 @@ int run_calibrate(int argc, char** argv) {
   Calibration c;
   std::string out;
   calibrate_a2a(s, c, out);
-  calibrate_attention(s, hw, c, out);
-  if (!quick) attention_shapes(s, out);
+  calibrate_attention(s, hw, c, quick, out);
   c.pack_GBps = runtime::cpu::pack_GBps(s.pack_bytes, s.threads, s.iters);
   out += fmt::format("\npack (seq->head, {} B per thread, {} threads at once): {:.2f} GB/s (read + write)\n", s.pack_bytes,
                      s.threads, c.pack_GBps);

@@ -125,7 +125,9 @@ TEST_CASE("calibrate writes a profile that loads, and compare then uses it", "[r
   REQUIRE(hw.has_calibration);
   CHECK(hw.calibrated.provenance.find("hardware threads") != std::string::npos);
   CHECK(hw.calibrated.a2a_busbw_GBps.size() == 1);
-  CHECK(hw.calibrated.attn_fwd_eff.size() == 1);
+  REQUIRE(hw.calibrated.attn_fwd_eff.size() == 2);  // quick: the bare name and the shape key
+  CHECK(hw.calibrated.attn_fwd_eff[0].first == "ulysses_reference");
+  CHECK(hw.calibrated.attn_fwd_eff[1].first == "ulysses_reference@d64.causal.h4");
   CHECK(hw.calibrated.pack_GBps > 0);
   const Result r = sh("compare --backend cpu " + kSmall + " --profile " + out + " --format json");
   REQUIRE(r.rc == 0);
