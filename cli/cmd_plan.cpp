@@ -18,18 +18,16 @@
 namespace ulysses::cli {
 namespace {
 
-void print_table(const Scenario& sc, const CapacityResult& r) {
+// q: the prediction one step past the longest length (what fails there).
+void print_table(const Scenario& sc, const CapacityResult& r, const Prediction& q) {
   const Prediction& p = r.at_max;
   std::cout << reports::describe_scenario(sc);
   if (r.max_seq_len > 0) {
     std::cout << fmt::format("longest sequence: {} tokens ({}), S_local {} (multiple of {}, {} evaluations)\n",
                              r.max_seq_len, reports::human_tokens(r.max_seq_len), p.s_local, r.step, r.evaluations);
-    Scenario next = sc;  // one step further: what fails there
-    next.plan.seq_len = r.max_seq_len + r.step;
-    const Prediction q = predict(next);
     std::cout << fmt::format("binds first: {} (at S = {}: GPU {:.3f} of {:.3f} GiB, host {:.1f} of {:.1f} GiB/node)\n",
-                             to_string(r.binding), next.plan.seq_len, to_GiB(q.gpu.total()),
-                             to_GiB(q.gpu_capacity_bytes), to_GiB(q.host.total()), to_GiB(q.host_capacity_bytes));
+                             to_string(r.binding), q.seq_len, to_GiB(q.gpu.total()), to_GiB(q.gpu_capacity_bytes),
+                             to_GiB(q.host.total()), to_GiB(q.host_capacity_bytes));
   } else {
     std::cout << fmt::format("nothing fits: even S = {} exceeds {} (breakdown below is at S = {})\n", r.step,
                              to_string(r.binding), p.seq_len);
@@ -69,15 +67,23 @@ int run_plan(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const CapacityResult r = find_max_seq_len(sc, granularity);
   const double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Scenario next = sc;  // one step further
+  next.plan.seq_len = r.max_seq_len + r.step;
+  const Prediction q = r.max_seq_len > 0 ? predict(next) : r.at_max;
   sc.plan.seq_len = r.max_seq_len > 0 ? r.max_seq_len : r.at_max.seq_len;  // the scenario as planned
 
   if (format == Format::table) {
     if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";
-    print_table(sc, r);
+    print_table(sc, r, q);
     return kExitOk;
   }
   reports::Json j = reports::plan_result_json(sc, r, granularity);
   if (vm.count("label")) j["label"] = vm["label"].as<std::string>();
+  j["next_step"] = {{"seq_len", q.seq_len},
+                    {"gpu_total_bytes", q.gpu.total()},
+                    {"host_total_bytes_per_node", q.host.total()},
+                    {"fits_gpu", q.fits_gpu},
+                    {"fits_host", q.fits_host}};
   j["search_time_s"] = search_s;
   if (format == Format::json) {
     std::cout << j.dump(2) << "\n";

@@ -49,6 +49,11 @@ TEST_CASE("plan JSON carries the contract keys and breakdowns that sum to their 
   const auto S = j["seq_len"].get<std::int64_t>();
   CHECK(S > 0);
   CHECK(S % 1024 == 0);
+  // one step further, what binds does not fit
+  const auto& next = j["next_step"];
+  CHECK(next["seq_len"].get<std::int64_t>() == S + j["step"].get<std::int64_t>());
+  if (j["binding"] == "gpu_hbm") CHECK(next["fits_gpu"] == false);
+  if (j["binding"] == "host_ram") CHECK(next["fits_host"] == false);
 }
 
 TEST_CASE("plan's length fits and one step more does not (checked with predict)", "[cli]") {
