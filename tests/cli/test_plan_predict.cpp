@@ -153,3 +153,29 @@ TEST_CASE("help on each command exits 0", "[cli]") {
     CHECK(r.out.find("usage: ulysses ") != std::string::npos);
   }
 }
+
+TEST_CASE("plan: each ALST feature, added in turn, lets a longer sequence fit", "[cli]") {
+  // the main job's cumulative ablations, Llama-3.1-8B on 8 H100s
+  const char* steps[] = {"--sp-size 1", "--sp-size 1 --tiled-logits", "--sp-size auto --tiled-logits",
+                         "--sp-size auto --tiled-logits --tiled-mlp",
+                         "--sp-size auto --tiled-logits --tiled-mlp --offload-checkpoints"};
+  std::int64_t previous = 0;
+  for (const char* flags : steps) {
+    INFO(flags);
+    const json j = plan_json(std::string("--model llama-3.1-8b --profile h100-sxm-80gb --gpus 8 ") + flags);
+    const auto S = j["seq_len"].get<std::int64_t>();
+    CHECK(S > previous);
+    previous = S;
+  }
+}
+
+TEST_CASE("plan: --all-features on one GPU offloads parameters too, explicit flags win", "[cli]") {
+  const json one = plan_json("--model llama-3.1-8b --gpus 1 --all-features");
+  CHECK(one["scenario"]["plan"]["offload_params"] == true);
+  CHECK(one["scenario"]["plan"]["sp_size"] == 1);
+  const json eight = plan_json("--model llama-3.1-8b --gpus 8 --all-features --tiled-mlp=false --sp-size 4");
+  CHECK(eight["scenario"]["plan"]["offload_params"] == false);
+  CHECK(eight["scenario"]["plan"]["tiled_mlp"] == false);
+  CHECK(eight["scenario"]["plan"]["sp_size"] == 4);
+  CHECK(eight["scenario"]["plan"]["dp_shard_size"] == 2);
+}
