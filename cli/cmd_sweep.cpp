@@ -162,7 +162,7 @@ int run_sweep_cmd(int argc, char** argv) {
       ("spec", po::value<std::string>(), "sweep spec YAML (positional)")
       ("out", po::value<std::string>()->default_value("out"), "output folder for <name>.csv and <name>.summary.json")
       ("threads", po::value<int>()->default_value(0), "worker threads (0 = all cores)")
-      ("format", po::value<std::string>()->default_value("table"), "summary on stdout: table | json");
+      ("format", po::value<std::string>()->default_value("table"), "summary on stdout: table | json | csv (the points go to DIR/<name>.csv)");
   po::positional_options_description pos;
   pos.add("spec", 1);
   const auto vm = parse_args(argc, argv, d, &pos);
@@ -178,9 +178,7 @@ int run_sweep_cmd(int argc, char** argv) {
     return kExitOk;
   }
   if (!vm.count("spec")) throw InputError("", "SPEC", "a sweep spec file is required (ulysses sweep SPEC.yaml)");
-  const std::string fmt_name = vm["format"].as<std::string>();
-  if (fmt_name != "table" && fmt_name != "json")
-    throw InputError("", "--format", "'" + fmt_name + "' is not one of table, json (the CSV goes to --out)");
+  const Format format = format_of(vm);
   const int threads = vm["threads"].as<int>();
   if (threads < 0) throw InputError("", "--threads", "must be >= 0");
 
@@ -248,8 +246,17 @@ int run_sweep_cmd(int argc, char** argv) {
   std::fwrite(text.data(), 1, text.size(), sf);
   if (std::fclose(sf) != 0) throw std::runtime_error("cannot write " + summary_path.string());
 
-  if (fmt_name == "json") {
+  if (format == Format::json) {
     std::cout << text;
+    return kExitOk;
+  }
+  if (format == Format::csv) {  // the summary's counts as one row (the points are in the CSV file)
+    std::vector<std::string> header, row;
+    for (const char* k : {"name", "mode", "points", "valid", "skipped_total", "elapsed_s", "points_per_s", "threads", "csv"}) {
+      header.emplace_back(k);
+      row.push_back(summary[k].is_string() ? summary[k].get<std::string>() : summary[k].dump());
+    }
+    std::cout << reports::csv_row(header) << reports::csv_row(row);
     return kExitOk;
   }
   std::cout << fmt::format("sweep {} (mode {}): {} points, {} valid, {} skipped in {:.3f} s ({:.0f} points/s on {} threads)\n",
