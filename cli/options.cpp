@@ -156,7 +156,7 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
   if (vm["no-causal"].as<bool>()) set_key(sc, "workload.causal", "false", "--no-causal");
 
   // GPUs not taken by sp and dp_replicate form dp_shard, unless dp_shard_size is given.
-  const bool shard_given = given(vm, "dp-shard-size");
+  const bool shard_given = given(vm, "dp-shard-size") && str(vm, "dp-shard-size") != "auto";
   const bool layout_changed = given(vm, "gpus") || given(vm, "sp-size") || given(vm, "dp-replicate-size") || sp_auto;
   const bool derive_shard = !shard_given && (!from_file || layout_changed);
   auto& p = sc.plan;
