@@ -115,6 +115,13 @@ Json trace_of(const Prediction& p, const runtime::Measurement& m, const Json& cm
     const bool is_phase = std::find(kBlockPhaseNames.begin(), kBlockPhaseNames.end(), e.name) != kBlockPhaseNames.end();
     meas.threads[it->second].spans.push_back({e.name, e.start_us, e.dur_us, is_phase ? "phase" : "segment", {{"rank", e.rank}}});
   }
+  // parents before children: by start, longer first, a phase before a segment of equal extent
+  for (auto& th : meas.threads)
+    std::stable_sort(th.spans.begin(), th.spans.end(), [](const reports::TraceSpan& a, const reports::TraceSpan& b) {
+      if (a.start_us != b.start_us) return a.start_us < b.start_us;
+      if (a.dur_us != b.dur_us) return a.dur_us > b.dur_us;
+      return a.category == "phase" && b.category != "phase";
+    });
   return reports::chrome_trace({pred, meas});
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/cpu/exchange.hpp"
+#include "runtime/cpu/tracked.hpp"
 
 namespace ulysses::runtime::cpu {
 namespace {
@@ -66,6 +67,27 @@ double alltoall_time_s(int P, std::int64_t bytes_per_rank, int iters) {
   std::vector<int> round(P, 0);
   auto prepare = [&](int r) { std::fill(send[r].begin(), send[r].end(), static_cast<bf16>(++round[r])); };
   auto body = [&](int r, SharedExchange& ex) { ex.alltoall(r, send[r].data(), recv[r].data(), chunk); };
+  timed_on_threads(P, 2, prepare, body);
+  return timed_on_threads(P, iters, prepare, body);
+}
+
+double exchange_time_s(int P, std::int64_t bytes_per_rank, int iters) {
+  const std::int64_t H = 4 * P, D = 64;  // 4 heads per rank after the exchange
+  const std::int64_t S_l = std::max<std::int64_t>(1, bytes_per_rank / kBf16Bytes / (H * D));
+  const Dims x{1, S_l * P, P, H, D};
+  const std::int64_t n = S_l * H * D, chunk = layout::chunk_elems(x);
+  std::vector<std::vector<bf16>> x_seq(P, std::vector<bf16>(n));
+  std::vector<Buffer<bf16>> send(P), x_head(P);
+  std::vector<int> round(P, 0);
+  auto prepare = [&](int r) {
+    std::fill(x_seq[r].begin(), x_seq[r].end(), static_cast<bf16>(++round[r]));
+    send[r] = Buffer<bf16>(nullptr, P * chunk);
+    x_head[r] = Buffer<bf16>(nullptr, x.S * (H / P) * D);
+  };
+  auto body = [&](int r, SharedExchange& ex) {
+    pack_seq_to_head(x, x_seq[r].data(), send[r].data());
+    ex.alltoall(r, send[r].data(), x_head[r].data(), chunk);
+  };
   timed_on_threads(P, 2, prepare, body);
   return timed_on_threads(P, iters, prepare, body);
 }

@@ -11,6 +11,11 @@ namespace ulysses::runtime::cpu {
 // One all-to-all of bytes_per_rank (P equal chunks of bytes_per_rank / P) among P threads.
 double alltoall_time_s(int P, std::int64_t bytes_per_rank, int iters);
 
+// One seq->head exchange as a2a.qkv.fwd runs it, B = 1: the producer has just written x_seq
+// (untimed), the send and x_head buffers are freshly allocated and poisoned (untimed), then pack
+// + all-to-all straight into x_head are timed. bytes_per_rank: the tensor's bytes on one rank.
+double exchange_time_s(int P, std::int64_t bytes_per_rank, int iters);
+
 // pack_seq_to_head of a bf16 tensor of `bytes` per thread, on `threads` threads at once.
 // Returns the copy bandwidth per thread as the time model counts it: 2 * bytes (read + write) / t.
 double pack_GBps(std::int64_t bytes, int threads, int iters);
