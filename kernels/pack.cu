@@ -12,6 +12,8 @@
 // Grid: blockIdx.y = chunk c, blockIdx.x/threadIdx.x stride over [b][s_l in slice][h_l][v].
 #include "kernels/pack.cuh"
 
+#include <algorithm>
+
 #include <cuda_bf16.h>
 
 namespace ulysses::kernels {
@@ -56,6 +58,29 @@ __global__ void pack_seq_to_head_kernel(const uint4* __restrict__ x_seq, ChunkPt
   const int c = blockIdx.y;
   uint4* __restrict__ dst = static_cast<uint4*>(chunks.p[c]);
   if (dst == nullptr) return;
+  const std::int64_t H_l = layout::heads_per_rank(xv.H, xv.P);
+  const std::int64_t n = xv.B * n_s * H_l * xv.D;
+  for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
+    const SliceIdx t = decompose(i, n_s, H_l, xv.D, s_lo);
+    const std::int64_t h = layout::source_head(xv, c, t.h_l);
+    dst[layout::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)] = x_seq[layout::seq_index(xv, t.b, t.s_l, h, t.v)];
+  }
+}
+
+struct MultiJobs {
+  const uint4* src[kMaxJobs];
+  ChunkPtrs chunks[kMaxJobs];
+  Dims xv[kMaxJobs];
+};
+
+// blockIdx.y = job * P + c (all jobs share P and S)
+__global__ void pack_multi_kernel(MultiJobs jobs, int P, std::int64_t s_lo,
+                                  std::int64_t n_s) {
+  const int j = blockIdx.y / P, c = blockIdx.y % P;
+  uint4* __restrict__ dst = static_cast<uint4*>(jobs.chunks[j].p[c]);
+  if (dst == nullptr) return;
+  const Dims xv = jobs.xv[j];
+  const uint4* __restrict__ x_seq = jobs.src[j];
   const std::int64_t H_l = layout::heads_per_rank(xv.H, xv.P);
   const std::int64_t n = xv.B * n_s * H_l * xv.D;
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
@@ -199,6 +224,27 @@ cudaError_t launch_chunked(Kernel k, Src src, Dst dst, const Dims& x, int elem_b
 cudaError_t pack_seq_to_head(const void* x_seq, const ChunkPtrs& chunks, const Dims& x, int elem_bytes, std::int64_t s_lo,
                              std::int64_t s_hi, cudaStream_t stream) {
   return launch_chunked(pack_seq_to_head_kernel, static_cast<const uint4*>(x_seq), chunks, x, elem_bytes, s_lo, s_hi, stream);
+}
+
+cudaError_t pack_seq_to_head_multi(const PackJob* jobs, int n_jobs, int elem_bytes, std::int64_t s_lo, std::int64_t s_hi,
+                                   int max_blocks, cudaStream_t stream) {
+  if (n_jobs < 1 || n_jobs > kMaxJobs) return cudaErrorInvalidValue;
+  MultiJobs m{};
+  std::int64_t units = 0;
+  const std::int64_t P = jobs[0].x.P;
+  for (int j = 0; j < n_jobs; ++j) {
+    if (!vector_dims(jobs[j].x, elem_bytes, m.xv[j]) || !slice_ok(jobs[j].x, s_lo, s_hi) || jobs[j].x.P != P ||
+        jobs[j].x.S != jobs[0].x.S)
+      return cudaErrorInvalidValue;
+    m.src[j] = static_cast<const uint4*>(jobs[j].src);
+    m.chunks[j] = jobs[j].chunks;
+    units = std::max(units, m.xv[j].B * (s_hi - s_lo) * layout::heads_per_rank(m.xv[j].H, P) * m.xv[j].D);
+  }
+  if (s_hi == s_lo) return cudaSuccess;
+  dim3 grid = grid_for(units, static_cast<int>(P * n_jobs));
+  if (max_blocks > 0) grid.x = std::max(1u, std::min(grid.x, static_cast<unsigned>(max_blocks)));
+  pack_multi_kernel<<<grid, kThreads, 0, stream>>>(m, static_cast<int>(P), s_lo, s_hi - s_lo);
+  return cudaGetLastError();
 }
 
 cudaError_t unpack_seq_to_head(const ChunkPtrs& chunks, void* x_head, const Dims& x, int elem_bytes, std::int64_t s_lo,

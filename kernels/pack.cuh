@@ -28,6 +28,18 @@ struct ChunkPtrs {
 cudaError_t pack_seq_to_head(const void* x_seq, const ChunkPtrs& chunks, const layout::Dims& x, int elem_bytes,
                              std::int64_t s_lo, std::int64_t s_hi, cudaStream_t stream);
 
+// The same pack for up to kMaxJobs tensors (q, k, v) in one launch. max_blocks caps the grid
+// (0 = enough blocks to fill the GPU): a small grid leaves SMs and memory bandwidth to a
+// concurrent NCCL kernel when the pack overlaps the transfer.
+inline constexpr int kMaxJobs = 3;
+struct PackJob {
+  const void* src = nullptr;
+  ChunkPtrs chunks;
+  layout::Dims x{};
+};
+cudaError_t pack_seq_to_head_multi(const PackJob* jobs, int n_jobs, int elem_bytes, std::int64_t s_lo, std::int64_t s_hi,
+                                   int max_blocks, cudaStream_t stream);
+
 // seq -> head unpack: x_head[b][c*S_l + s_l][h_l][d] = chunk[c][b][s_l][h_l][d]
 cudaError_t unpack_seq_to_head(const ChunkPtrs& chunks, void* x_head, const layout::Dims& x, int elem_bytes,
                                std::int64_t s_lo, std::int64_t s_hi, cudaStream_t stream);

@@ -11,7 +11,12 @@
 #include "kernels/attention.hpp"
 #include "kernels/pack.cuh"
 #include "kernels/testdata.cuh"
+#include "runtime/cuda/block_runner.hpp"
+#include "runtime/cuda/cluster.hpp"
+#include "runtime/cuda/cuda_backend.hpp"
 #include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/report.hpp"
+#include "runtime/cuda/tracing.hpp"
 #include "runtime/cuda/device_memory.hpp"
 #include "runtime/layout.hpp"
 #include "runtime/reference_attention.hpp"
@@ -168,6 +173,48 @@ HostLink host_link(std::int64_t bytes, int warmup, int iters, int device) {
   }
   cudaFreeHost(h);
   return r;
+}
+
+std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int warmup, int iters, double timeout_s) {
+  if (const std::string why = validate(s); !why.empty()) throw std::invalid_argument(why);
+  prepare_nvtx_injection();
+  auto cl = Cluster::acquire(static_cast<int>(s.P), timeout_s);
+  const std::vector<std::string> all = cl->run([&](RankCtx& ctx) {
+    DeviceArena arena(ctx.device);
+    BlockRunner run(ctx, arena, s, parse_kernel_choice(s.attn_implementation), default_slices());
+    run.fill_inputs(11);
+    std::array<cudaEvent_t, 5> ev{};
+    for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+    const std::array<int, 4> phases = {0, 2, 3, 5};
+    std::array<std::vector<double>, 6> t;
+    for (int it = 0; it < warmup + iters; ++it) {
+      run.barrier();
+      CUDA_CHECK(cudaEventRecord(ev[0], ctx.stream));
+      for (int i = 0; i < 4; ++i) {
+        run.phase(phases[i]);
+        CUDA_CHECK(cudaEventRecord(ev[i + 1], ctx.stream));
+      }
+      ctx.wait(ctx.stream, "an exchange calibration iteration");
+      if (it < warmup) continue;
+      for (int i = 0; i < 4; ++i) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]));
+        t[phases[i]].push_back(ms * 1e-3);
+      }
+    }
+    for (auto& e : ev) cudaEventDestroy(e);
+    Writer w;
+    for (const auto& v : t) w.pod(median(v));
+    return w.out;
+  });
+  std::vector<std::array<double, 6>> out;
+  for (const auto& r : all) {
+    Reader rd(r);
+    std::array<double, 6> m{};
+    for (auto& x : m) x = rd.pod<double>();
+    out.push_back(m);
+  }
+  return out;
 }
 
 }  // namespace ulysses::runtime::cuda

@@ -6,7 +6,11 @@
 // copies, and the device memory the driver reports (fixed costs). Single device (device 0 unless
 // given); every time is a median over `iters` after `warmup` (CUDA events).
 #include <cstdint>
+#include <array>
 #include <string>
+#include <vector>
+
+#include "runtime/backend.hpp"
 
 namespace ulysses::runtime::cuda {
 
@@ -42,5 +46,11 @@ struct HostLink {
 };
 // cudaMemcpyAsync between pinned host memory and the device, `bytes` each way.
 HostLink host_link(std::int64_t bytes, int warmup, int iters, int device = 0);
+
+// The block's four exchange phases (BlockPhase 0, 2, 3, 5: a2a.qkv.fwd, a2a.out.fwd, a2a.out.bwd,
+// a2a.qkv.bwd) of shape s on its P GPUs, back to back after a barrier, attention skipped (so no
+// rank waits for another's compute): per rank, the median over iters of each phase (seconds;
+// the attention entries stay 0).
+std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int warmup, int iters, double timeout_s);
 
 }  // namespace ulysses::runtime::cuda

@@ -177,8 +177,9 @@ void Cluster::init(int P) {
       bc.blocking = 1;
       ncclComm_t child = nullptr;
       NCCL_CHECK(ncclCommSplit(comms[0], 0, launch_.rank, &child, &bc));
+      poll_comm(comms[0], deadline, "ncclCommSplit", launch_.rank, timeout_s);  // the parent is non-blocking
       if (!child) throw std::runtime_error("rank " + std::to_string(launch_.rank) + ": ncclCommSplit returned no communicator");
-      poll_comm(child, deadline, "ncclCommSplit", launch_.rank, timeout_s);
+      poll_comm(child, deadline, "ncclCommSplit (child)", launch_.rank, timeout_s);
       comms[0] = child;
     }
   }

@@ -157,7 +157,9 @@ std::string short_kernel_name(const char* mangled) {
   char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &st);
   std::string s = (st == 0 && d) ? d : mangled;
   std::free(d);
-  // drop the parameter list and leading "void "
+  // drop namespaces we own, the parameter list and a leading "void "
+  for (const char* ns : {"ulysses::kernels::(anonymous namespace)::", "ulysses::kernels::", "(anonymous namespace)::"})
+    for (std::size_t p; (p = s.find(ns)) != std::string::npos;) s.erase(p, std::strlen(ns));
   int depth = 0;
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '<') ++depth;
@@ -168,8 +170,6 @@ std::string short_kernel_name(const char* mangled) {
     }
   }
   if (s.rfind("void ", 0) == 0) s.erase(0, 5);
-  for (const char* ns : {"ulysses::kernels::(anonymous namespace)::", "ulysses::kernels::"})
-    for (std::size_t p; (p = s.find(ns)) != std::string::npos;) s.erase(p, std::strlen(ns));
   if (s.size() > 96) s = s.substr(0, 93) + "...";
   return s;
 }

@@ -92,7 +92,10 @@ TEST_CASE("Ulysses on 2 GPUs equals 1 GPU on the full sequence", "[.gpu][gpu][bl
         const auto ref_f = gather_seq(r1, f);
         REQUIRE(got.size() == ref_f.size());
         const std::vector<double> ref(ref_f.begin(), ref_f.end());
-        const auto c = runtime::check_close(name, got.data(), ref.data(), static_cast<std::int64_t>(got.size()), runtime::kBf16AttentionTol);
+        // both sides are bf16 results within kBf16AttentionTol of the same fp64 value (the CPU
+        // reference's checks above), so they may differ by twice that
+        const auto c = runtime::check_close(name, got.data(), ref.data(), static_cast<std::int64_t>(got.size()),
+                                            2 * runtime::kBf16AttentionTol);
         INFO(fmt::format("{}: sp=2 vs sp=1 #wrong {} of {}, max err {:.3g}", name, c.wrong, got.size(), c.max_abs_err));
         CHECK(c.passed);
       }
