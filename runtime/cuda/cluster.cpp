@@ -40,9 +40,14 @@ void poll_comm(ncclComm_t comm, Clock::time_point deadline, const std::string& w
   }
 }
 
-bool blocking_wanted() {
+// Blocking communicators for the run: default in single-process mode (ncclCommInitAll, measured);
+// in launcher mode only with ULYSSES_NCCL_BLOCKING=1 (the ncclCommSplit path is not yet verified
+// on the GPU host); ULYSSES_NCCL_BLOCKING=0 makes both modes non-blocking.
+bool blocking_wanted(bool launched) {
   const char* s = std::getenv("ULYSSES_NCCL_BLOCKING");
-  return !(s && std::string(s) == "0");
+  if (s && std::string(s) == "0") return false;
+  if (s && std::string(s) == "1") return true;
+  return !launched;
 }
 
 }  // namespace
@@ -147,7 +152,7 @@ void Cluster::init(int P) {
   aborted_.assign(local, 0);
   std::vector<ncclComm_t> comms(local, nullptr);
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
-  const bool blocking = blocking_wanted();
+  const bool blocking = blocking_wanted(launch_.launched);
   ncclConfig_t nb = NCCL_CONFIG_INITIALIZER;
   nb.blocking = 0;
   if (P > 1 && !launch_.launched && blocking) {

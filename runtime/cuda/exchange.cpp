@@ -1,6 +1,7 @@
 #include "runtime/cuda/exchange.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -22,7 +23,10 @@ const std::uint16_t* at(const void* base, std::int64_t elems) { return static_ca
 
 Exchanger::Exchanger(RankCtx& ctx, DeviceArena& arena, std::int64_t capacity_elems)
     : ctx_(ctx), send_(arena, ctx.world > 1 ? capacity_elems : 0), recv_(arena, ctx.world > 1 ? capacity_elems : 0),
-      capacity_(capacity_elems) {}
+      capacity_(capacity_elems) {
+  const char* o = std::getenv("ULYSSES_A2A_OVERLAP");
+  overlap_ = o && std::string(o) == "1";
+}
 
 Exchanger::~Exchanger() {
   for (auto e : packed_) cudaEventDestroy(e);
@@ -70,9 +74,10 @@ void Exchanger::run(Direction dir, const std::vector<XTensor>& xs, int slices) {
 
   // 1. pack the peers' chunks of every slice (compute stream), marking each slice done; the own
   //    chunk (no NCCL) is packed after them, so it overlaps the transfer instead of delaying it
-  //    A pack that runs next to a transfer gets a small grid, leaving the SMs and HBM to NCCL.
-  auto pack = [&](std::int64_t lo, std::int64_t hi, bool own, int max_blocks) {
-    if (fwd) {  // one launch for every tensor
+  //    overlap_ (ULYSSES_A2A_OVERLAP=1, not yet measured on the GPU host): one launch for all
+  //    tensors, and a pack that runs next to a transfer gets a small grid (SMs and HBM left to NCCL).
+  auto pack = [&](std::int64_t lo, std::int64_t hi, bool own, bool next_to_transfer) {
+    if (fwd && overlap_) {
       std::vector<kernels::PackJob> jobs(xs.size());
       for (std::size_t i = 0; i < xs.size(); ++i) {
         jobs[i].src = xs[i].src, jobs[i].x = xs[i].dims;
@@ -80,24 +85,26 @@ void Exchanger::run(Direction dir, const std::vector<XTensor>& xs, int slices) {
           if ((c == r) == own) jobs[i].chunks.p[c] = self_or_buf(i, c, true);
       }
       for (std::size_t i = 0; i < jobs.size(); i += kernels::kMaxJobs)
-        CUDA_CHECK(kernels::pack_seq_to_head_multi(jobs.data() + i, static_cast<int>(std::min<std::size_t>(kernels::kMaxJobs, jobs.size() - i)),
-                                                   kBf16, lo, hi, max_blocks, ctx_.stream));
+        CUDA_CHECK(kernels::pack_seq_to_head_multi(jobs.data() + i,
+                                                   static_cast<int>(std::min<std::size_t>(kernels::kMaxJobs, jobs.size() - i)),
+                                                   kBf16, lo, hi, next_to_transfer ? kOverlapBlocks : 0, ctx_.stream));
       return;
     }
-    if (b1) return;  // head->seq, B = 1: sent straight from x_head
     for (std::size_t i = 0; i < xs.size(); ++i) {
       const XTensor& x = xs[i];
+      if (!fwd && b1) continue;  // sent straight from x_head
       ChunkPtrs ptrs;
       for (int c = 0; c < P; ++c)
-        if ((c == r) == own) ptrs.p[c] = at(send_.get(), offset[i] + c * chunk_elems(x.dims));
-      CUDA_CHECK(kernels::pack_head_to_seq(x.src, ptrs, x.dims, kBf16, lo, hi, ctx_.stream));
+        if ((c == r) == own) ptrs.p[c] = fwd ? self_or_buf(i, c, true) : at(send_.get(), offset[i] + c * chunk_elems(x.dims));
+      if (fwd) CUDA_CHECK(kernels::pack_seq_to_head(x.src, ptrs, x.dims, kBf16, lo, hi, ctx_.stream));
+      else CUDA_CHECK(kernels::pack_head_to_seq(x.src, ptrs, x.dims, kBf16, lo, hi, ctx_.stream));
     }
   };
   for (int k = 0; k < slices; ++k) {
-    if (P > 1) pack(slice_lo(k), slice_lo(k + 1), false, k == 0 ? 0 : kOverlapBlocks);
+    if (P > 1) pack(slice_lo(k), slice_lo(k + 1), false, k > 0);
     CUDA_CHECK(cudaEventRecord(packed_[k], ctx_.stream));
   }
-  pack(0, S_l, true, P > 1 ? kOverlapBlocks : 0);
+  pack(0, S_l, true, P > 1);
   // 2. move every slice (communication stream), one group per slice holding every tensor
   for (int k = 0; k < slices && P > 1; ++k) {
     const std::int64_t lo = slice_lo(k), hi = slice_lo(k + 1);

@@ -9,6 +9,9 @@
 //   head->seq: chunks are sent straight from x_head (no pack); the unpack reads chunk r from x_head.
 // Slices (B = 1): the local sequence is cut into `slices` ranges; slice k+1 is packed on the
 // compute stream while slice k travels on the communication stream.
+// Own chunk: packed after the peers' chunks, so it runs while NCCL moves them.
+// ULYSSES_A2A_OVERLAP=1: q, k, v packed in one launch, and packs that overlap a transfer use a
+// 32-block grid (not yet measured on the GPU host; off by default).
 // Streams: pack/unpack on ctx.stream, NCCL on ctx.comm_stream; on return ctx.stream is ordered
 // after the whole exchange (nothing is waited for on the host).
 #include <cstdint>
@@ -46,6 +49,7 @@ class Exchanger {
   RankCtx& ctx_;
   DevBuf<std::uint16_t> send_, recv_;
   std::int64_t capacity_;
+  bool overlap_ = false;  // ULYSSES_A2A_OVERLAP=1: multi-tensor pack, small grids next to NCCL
   std::vector<cudaEvent_t> packed_, moved_;
   void ensure_events(int n);
 };
