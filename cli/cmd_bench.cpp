@@ -27,6 +27,8 @@
 namespace ulysses::cli {
 namespace {
 
+#ifdef ULYSSES_WITH_CUDA
+
 std::string us(double s) { return fmt::format("{:.1f}", s * 1e6); }
 
 nlohmann::json read_peer(const po::variables_map& vm) {
@@ -68,8 +70,6 @@ std::vector<int> parse_slices(const std::string& s) {
   if (out.empty()) throw InputError("", "--slices", "needs at least one value");
   return out;
 }
-
-#ifdef ULYSSES_WITH_CUDA
 
 int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt, const po::variables_map& vm) {
   const auto res = runtime::cuda::bench_exchange(shape, opt, parse_slices(vm["slices"].as<std::string>()));
