@@ -77,8 +77,13 @@ bool check_shape(kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::
                                       rdk.data(), rdv.data());
   for (auto [got, ref, name] : {std::tuple{&o, &ro, "o"}, {&gq, &rdq, "dq"}, {&gk, &rdk, "dk"}, {&gv, &rdv, "dv"}}) {
     const auto gf = widen_f(got->download());
-    const runtime::Check c = runtime::check_close(name, gf.data(), ref->data(), static_cast<std::int64_t>(gf.size()),
-                                                  runtime::kBf16AttentionTol);
+    // The flash kernels, like FlashAttention-2, round P and dS to bf16 before the tensor-core
+    // MMAs of the backward, so their gradients carry about twice the reference kernel's error
+    // (fp32 P). Their accuracy against PyTorch's own flash backend on the same inputs (<= 2x its
+    // error, issue 5) is checked by tests/gpu/test_attention_flash.cpp; here the bound is 2x.
+    const bool flash_grad = kind == kernels::AttnKernel::flash && std::string(name) != "o";
+    const double tol = flash_grad ? 2 * runtime::kBf16AttentionTol : runtime::kBf16AttentionTol;
+    const runtime::Check c = runtime::check_close(name, gf.data(), ref->data(), static_cast<std::int64_t>(gf.size()), tol);
     INFO(fmt::format("{}: #wrong {} of {}, max err {:.3g} (units of the tolerance rule)", name, c.wrong, gf.size(), c.max_abs_err));
     CHECK(c.passed);
   }
