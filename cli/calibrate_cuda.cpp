@@ -1,15 +1,18 @@
 // ulysses calibrate --backend cuda (dispatched from cli/cmd_calibrate.cpp): microbenchmarks on the
 // GPU host written as the `calibrated:` section of a hardware profile (sim/profile_io.hpp):
 //   - attention efficiency vs S for each CUDA kernel (ulysses_flash, ulysses_reference), filed per
-//     head dim, mask and heads per rank (sim/attn_key.hpp keys, e.g. ulysses_flash@d128.causal.h16),
-//     forward and backward: eff = FLOPs / time / bf16_dense_flops;
-//   - the Ulysses exchange for each sp size the host has (2 GPUs: P = 2): alpha = the time of a
-//     tiny exchange, busbw(bytes) = (P-1)/P * bytes / (t - alpha - copies) with copies the pack /
-//     unpack time the model charges (sim/timing.cpp a2a_time_s), so the model reproduces the
-//     measured exchange at every calibration point; bare ncclAlltoAll busbw shown next to it;
+//     head dim, mask and heads per rank (sim/attn_key.hpp keys): the forward per query heads per
+//     rank (ulysses_flash@d128.causal.h16), the flash backward per kv heads per rank (its grid
+//     runs over kv heads: ulysses_flash@d128.causal.kv4); eff = FLOPs / time / bf16_dense_flops;
+//   - the block's exchange phases for each sp size the host has (2 GPUs: P = 2), as they run in
+//     the block (calibrate_a2a below): alpha per tensor and one effective-bandwidth curve per
+//     exchange phase, plus the generic busbw curve;
+//   - the spread of attention time between the GPUs (shown only);
 //   - pack bandwidth, pinned host<->device copies, fixed device memory (context with the block's
 //     kernels loaded: profile HBM - free; NCCL: free before - free after the communicators).
 // GEMMs are not calibrated (no cuBLAS in this build): gemm_eff stays the profile's datasheet value.
+#include <algorithm>
+#include <array>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +27,7 @@
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
 #include "sim/errors.hpp"
+#include "sim/phases.hpp"
 #include "sim/profile_io.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
@@ -52,12 +56,14 @@ std::string utc_now() {
 }
 
 struct Setup {
-  std::vector<std::int64_t> S = {2048, 8192, 32768, 131072};
-  std::vector<std::int64_t> h_local = {4, 16, 32};
+  std::vector<std::int64_t> S = {2048, 3072, 8192, 16384, 32768, 131072};
+  std::vector<std::int64_t> h_local = {4, 16, 32, 64};  // flash (H_kv_local = H_local / 4)
+  std::vector<std::int64_t> h_local_ref = {4, 16};      // reference (slow: fewer shapes)
   std::int64_t max_S_h32 = 32768;          // the largest S at 32 heads per rank (time)
   double max_point_s = 2.0;                // skip a point whose fwd+bwd would take longer (extrapolated)
+  double max_point_ref_s = 0.5;            // same, reference kernel
   int warmup = 1, iters = 3;
-  std::vector<std::int64_t> a2a_mib = {1, 4, 16, 64, 256, 1024};
+  std::vector<std::int64_t> a2a_mib = {1, 4, 16, 64, 256, 1024};  // X = q bytes per rank
 };
 
 // One attention curve family: kernel x D x mask x heads per rank, over S.
@@ -67,15 +73,22 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
   for (const char* kernel : {"flash", "reference"})
     for (std::int64_t D : {128, 64})
       for (bool causal : {true, false})
-        for (std::int64_t h : s.h_local) {
+        for (std::int64_t h : std::string(kernel) == "flash" ? s.h_local : s.h_local_ref) {
+          const double max_point_s = std::string(kernel) == "flash" ? s.max_point_s : s.max_point_ref_s;
+          const std::int64_t kv = std::max<std::int64_t>(1, h / 4);
           const std::string key = fmt::format("ulysses_{}@d{}.{}.h{}", kernel, D, causal ? "causal" : "full", h);
+          // the flash backward's grid runs over kv heads (kernels/attention_flash_bwd.cu): its
+          // efficiency follows the kv heads per rank, the forward's the query heads per rank
+          const std::string bwd_key = std::string(kernel) == "flash"
+                                          ? fmt::format("ulysses_{}@d{}.{}.kv{}", kernel, D, causal ? "causal" : "full", kv)
+                                          : key;
           Curve fwd, bwd;
           double last_s = 0, last_S = 0;
           for (std::int64_t S : s.S) {
-            if (h >= 32 && S > s.max_S_h32) continue;
+            if (h >= 32 && S > s.max_S_h32) continue;  // (time; the curve is flat there)
             // attention time grows as S^2: skip points that would take too long
-            if (last_s > 0 && last_s * (double(S) / last_S) * (double(S) / last_S) > s.max_point_s) continue;
-            const auto a = rc::attention_time(kernel, S, h, std::max<std::int64_t>(1, h / 4), D, causal, s.warmup, s.iters);
+            if (last_s > 0 && last_s * (double(S) / last_S) * (double(S) / last_S) > max_point_s) continue;
+            const auto a = rc::attention_time(kernel, S, h, kv, D, causal, s.warmup, s.iters);
             last_s = a.fwd_s + a.bwd_s, last_S = double(S);
             const double ef = a.fwd_flops / a.fwd_s / hw.bf16_dense_flops, eb = a.bwd_flops / a.bwd_s / hw.bf16_dense_flops;
             fwd.points.emplace_back(double(S), std::min(ef, 1.0));
@@ -91,53 +104,97 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
           }
           if (fwd.empty()) continue;
           c.attn_fwd_eff.emplace_back(key, fwd);
-          c.attn_bwd_eff.emplace_back(key, bwd);
+          c.attn_bwd_eff.emplace_back(bwd_key, bwd);
         }
   out += fmt::format("attention (B=1, H_kv_local = H_local/4, median of {} after {} warm-up; eff = FLOPs/t / {:.1f} TFLOP/s)\n",
                      s.iters, s.warmup, hw.bf16_dense_flops / 1e12) +
          t.render();
 }
 
-// Exchange at P: the block's q,k,v exchange (pack + one NCCL group + unpack) at several sizes.
+// Exchange at P from the block's own exchange phases (attention skipped, ranks aligned) with
+// the attention shape of Llama-3.1-8B (H = 32, H_kv = 8, D = 128), at several sizes
+// X = q bytes per rank (the q,k,v phases move 1.5 X):
+//   alpha per tensor = a2a.out.bwd of a 64-token-per-rank exchange minus its pack copy;
+//   per phase k (a2a.qkv.fwd, a2a.out.fwd, a2a.out.bwd, a2a.qkv.bwd; n_k tensors, b_k bytes):
+//     GBps_k(b_k) = b_k / (t_k - n_k * alpha)    -> calibrated.a2a_phase_GBps "<k>@p<P>";
+//   busbw(X) = (P-1)/P * X / (t(a2a.out.bwd) - alpha - 2X/pack) for the generic exchange
+//   formula (the step's exchanges, other sp sizes' fallbacks).
 void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string& out) {
-  const std::int64_t H = 8, D = 128;  // bytes per rank (q + k + v) = S/P * 3*H*D*2
-  const double per_token = 3.0 * H * D * 2 / P;
-  runtime::RunOptions opt;
-  opt.warmup = 3, opt.iters = 10;
-  const int slices = rc::default_slices();
-  auto bench = [&](std::int64_t S) {
+  const std::int64_t H = 32, H_kv = 8, D = 128;
+  auto phases = [&](std::int64_t S) {
     runtime::BlockShape b;
-    b.B = 1, b.S = S, b.H = H, b.H_kv = H, b.D = D, b.P = P, b.causal = true, b.attn_implementation = "ulysses_reference";
-    const auto r = rc::bench_exchange(b, opt, {slices});
-    for (const auto& row : r.rows)
-      if (row.wrong > 0) throw std::runtime_error(fmt::format("exchange validation failed: {} wrong ({})", row.wrong, row.name));
-    return r;
+    b.B = 1, b.S = S, b.H = H, b.H_kv = H_kv, b.D = D, b.P = P, b.causal = true, b.attn_implementation = "ulysses_reference";
+    const auto per_rank = rc::exchange_phase_times(b, 3, 10, 120);
+    std::array<double, 6> t{};  // max over ranks of the per-rank median (as Measurement)
+    for (const auto& r : per_rank)
+      for (int k = 0; k < 6; ++k) t[k] = std::max(t[k], r[k]);
+    return t;
   };
-  const double copy_Bps = c.pack_GBps * 1e9;
-  const auto tiny = bench(32 * P);
-  const double tiny_bytes = double(tiny.rows[0].bytes_per_rank);
-  c.a2a_alpha_s = std::max(0.0, tiny.rows[0].median_s - 2 * tiny_bytes / copy_Bps);
-  reports::Table t({{"bytes/rank", "B"}, {"ulysses", "us"}, {"bare a2a", "us"}, {"bare busbw", "GB/s"}, {"model busbw", "GB/s"}});
-  Curve curve;
+  const double pack = c.pack_GBps * 1e9, frac = double(P - 1) / P;
+  const double q_per_row = double(H) * D * 2;  // q bytes per local row
+  const std::int64_t S_tiny = 64 * P;
+  const auto tiny = phases(S_tiny);
+  const double X_tiny = double(S_tiny) / P * q_per_row;
+  c.a2a_alpha_per_tensor_s = std::max(0.0, tiny[3] - 2 * X_tiny / pack);
+  c.a2a_alpha_s = c.a2a_alpha_per_tensor_s;
+  const std::array<int, 4> kinds = {0, 2, 3, 5};
+  const std::array<int, 6> tensors = {3, 0, 1, 1, 0, 3};
+  std::array<Curve, 6> per_phase;
+  Curve busbw;
+  reports::Table t({{"X=q bytes/rank", "B"}, {"qkv.fwd", "us"}, {"out.fwd", "us"}, {"out.bwd", "us"}, {"qkv.bwd", "us"},
+                    {"qkv.fwd", "GB/s"}, {"out.fwd", "GB/s"}, {"out.bwd", "GB/s"}, {"qkv.bwd", "GB/s"}, {"busbw", "GB/s"}});
   for (std::int64_t mib : s.a2a_mib) {
-    const std::int64_t S = std::max<std::int64_t>(P, static_cast<std::int64_t>(double(mib) * 1048576 / per_token) / P * P);
-    const auto r = bench(S);
-    const double bytes = double(r.rows[0].bytes_per_rank), t_u = r.rows[0].median_s;
-    const double t_bare = r.rows.size() > 1 ? r.rows[1].median_s : 0;
-    const double copies = 2 * bytes / copy_Bps;  // B = 1: one copy side (sim/timing.cpp)
-    const double wire = std::max(t_u - c.a2a_alpha_s - copies, 0.1 * t_u);
-    const double busbw = double(P - 1) / P * bytes / wire / 1e9;
-    curve.points.emplace_back(bytes, busbw);
-    const double bare_busbw = t_bare > 0 ? double(P - 1) / P * bytes / t_bare / 1e9 : 0;
-    raw["a2a"].push_back({{"P", P}, {"bytes_per_rank", bytes}, {"ulysses_s", t_u}, {"bare_alltoall_s", t_bare},
-                          {"bare_busbw_GBps", bare_busbw}, {"model_busbw_GBps", busbw}, {"slices", slices}});
-    t.add_row({fmt::format("{:.0f}", bytes), fmt::format("{:.1f}", t_u * 1e6), fmt::format("{:.1f}", t_bare * 1e6),
-               fmt::format("{:.1f}", bare_busbw), fmt::format("{:.1f}", busbw)});
+    const std::int64_t S = static_cast<std::int64_t>(mib * 1048576 / q_per_row) * P;  // X = mib MiB
+    const auto tm = phases(S);
+    const double X = double(S) / P * q_per_row, bytes_qkv = 1.5 * X;
+    std::vector<std::string> row{fmt::format("{:.0f}", X)};
+    for (int k : kinds) row.push_back(fmt::format("{:.1f}", tm[k] * 1e6));
+    Json j{{"P", P}, {"q_bytes_per_rank", X}, {"qkv_bytes_per_rank", bytes_qkv}};
+    for (int k : kinds) {
+      const double b = tensors[k] == 3 ? bytes_qkv : X;
+      const double gbps = b / std::max(tm[k] - tensors[k] * c.a2a_alpha_per_tensor_s, 0.1 * tm[k]) / 1e9;
+      per_phase[k].points.emplace_back(b, gbps);
+      row.push_back(fmt::format("{:.1f}", gbps));
+      j[std::string(kBlockPhaseNames[k]) + "_s"] = tm[k];
+    }
+    const double wire = std::max(tm[3] - c.a2a_alpha_per_tensor_s - 2 * X / pack, 0.1 * tm[3]);
+    busbw.points.emplace_back(X, frac * X / wire / 1e9);
+    row.push_back(fmt::format("{:.1f}", busbw.points.back().second));
+    j["busbw_GBps"] = busbw.points.back().second;
+    raw["a2a"].push_back(j);
+    t.add_row(row);
   }
-  c.a2a_busbw_GBps.emplace_back(P, curve);
-  out += fmt::format("\nexchange P={} (q,k,v grouped, slices={}; alpha = {:.1f} us from a {:.0f}-byte exchange)\n", P, slices,
-                     c.a2a_alpha_s * 1e6, tiny_bytes) +
+  c.a2a_busbw_GBps.emplace_back(P, busbw);
+  for (int k : kinds) c.a2a_phase_GBps.emplace_back(fmt::format("{}@p{}", kBlockPhaseNames[k], P), per_phase[k]);
+  out += fmt::format("\nexchange P={} (the block's phases, attention skipped; H={} H_kv={} D={}; alpha = {:.1f} us per tensor; "
+                     "GB/s = bytes / (t - tensors * alpha))\n",
+                     P, H, H_kv, D, c.a2a_alpha_per_tensor_s * 1e6) +
          t.render();
+}
+
+// GPU-to-GPU spread: the block at S = 64K on P GPUs; per rank the median attention time.
+void calibrate_skew(int P, Json& raw, std::string& out) {
+  runtime::BlockShape b;
+  b.B = 1, b.S = 65536, b.H = 32, b.H_kv = 8, b.D = 128, b.P = P, b.causal = true, b.attn_implementation = "ulysses_flash";
+  runtime::RunOptions opt;
+  opt.warmup = 1, opt.iters = 7;
+  rc::CudaRunConfig cfg;
+  std::vector<rc::RankReport> reps;
+  const auto m = rc::CudaBackend().run_block_ex(b, opt, cfg, &reps);
+  if (!m.correct) throw std::runtime_error("the skew calibration block failed its correctness checks");
+  std::vector<double> attn;
+  for (const auto& r : reps) {
+    std::vector<double> v;
+    for (const auto& t : r.phase_s) v.push_back(t[1] + t[4]);
+    std::sort(v.begin(), v.end());
+    attn.push_back(v[v.size() / 2]);
+  }
+  const double hi = *std::max_element(attn.begin(), attn.end()), lo = *std::min_element(attn.begin(), attn.end());
+  const double skew = hi > 0 ? (hi - lo) / hi : 0;  // shown, not written (docs/VALIDATION.md)
+  raw["skew"] = {{"S", b.S}, {"H", b.H}, {"H_kv", b.H_kv}, {"D", b.D}, {"P", P}, {"attn_fwd_bwd_s_per_rank", attn}};
+  out += fmt::format("rank skew (shown only: it varies from block to block): attention fwd+bwd per rank at S=64K H=32 H_kv=8 D=128 causal: {} ms -> {:.3f}%\n",
+                     [&] { std::string s; for (double a : attn) s += fmt::format("{}{:.3f}", s.empty() ? "" : ", ", a * 1e3); return s; }(),
+                     skew * 100);
 }
 
 }  // namespace
@@ -157,7 +214,7 @@ int run_calibrate_cuda(int argc, char** argv) {
   }
   const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
   Setup s;
-  if (vm["quick"].as<bool>()) s.S = {2048, 8192}, s.h_local = {4, 16}, s.a2a_mib = {1, 16, 64};
+  if (vm["quick"].as<bool>()) s.S = {2048, 8192}, s.h_local = {4, 16}, s.h_local_ref = {4}, s.a2a_mib = {1, 16, 64};
   std::string cmd = "ulysses";
   for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
 
@@ -184,11 +241,13 @@ int run_calibrate_cuda(int argc, char** argv) {
   for (auto* curves : {&c.attn_fwd_eff, &c.attn_bwd_eff}) {
     std::vector<std::pair<std::string, Curve>> bare;
     for (const auto& [k, cv] : *curves)
-      if (k.find("@d128.causal.h16") != std::string::npos) bare.emplace_back(k.substr(0, k.find('@')), cv);
+      if (k.find("@d128.causal.h16") != std::string::npos || k.find("@d128.causal.kv4") != std::string::npos)
+        bare.emplace_back(k.substr(0, k.find('@')), cv);
     curves->insert(curves->end(), bare.begin(), bare.end());
   }
   if (info.count >= 2) {
     calibrate_a2a(s, 2, c, raw, out);
+    calibrate_skew(2, raw, out);
     const std::int64_t free_nccl = rc::device_free_bytes(0);
     c.nccl_buffer_bytes = std::max<std::int64_t>(0, free_ctx - free_nccl);
     raw["free_after_nccl_bytes"] = free_nccl;
@@ -203,8 +262,9 @@ int run_calibrate_cuda(int argc, char** argv) {
   c.provenance = fmt::format(
       "measured {} by `{}` on {} ({} GPU(s), {}, CUDA runtime {}, NCCL {}); attention: our kernels, B=1, H_kv_local = "
       "H_local/4, median of {} after {} warm-up, eff = FLOPs / t / {:.1f} TFLOP/s, keys impl@d<D>.<mask>.h<H_local>, bare "
-      "impl = d128 causal h16; a2a: q,k,v exchange (pack + NCCL group + unpack) median of 10, busbw = (P-1)/P * bytes / (t - "
-      "alpha - pack copies); pack: 256 MiB seq->head; host link: 256 MiB pinned cudaMemcpyAsync; cuda_context = profile HBM "
+      "impl = d128 causal h16 (fwd) / kv4 (bwd), flash bwd keyed by kv heads per rank; a2a: the block's exchange phases "
+      "(attention skipped, H=32 H_kv=8 D=128) median of 10, alpha per tensor from a 64-row a2a.out.bwd, a2a_phase_GBps = bytes / "
+      "(t - tensors * alpha) per phase, busbw(X) = (P-1)/P * X / (t(a2a.out.bwd) - alpha - pack copy); pack: 256 MiB seq->head; host link: 256 MiB pinned cudaMemcpyAsync; cuda_context = profile HBM "
       "- cudaMemGetInfo free with the block kernels loaded; nccl_buffer = free before - after the P=2 communicators; GEMM not "
       "calibrated",
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12);

@@ -33,7 +33,17 @@ bool parse_attn_curve_key(std::string_view key, AttnCurveKey& out) {
   else if (eat(s, ".full")) out.causal = 0;
   else return false;
   if (s.empty()) return true;
+  if (eat(s, ".kv")) return read_int(s, out.kv_local) && s.empty();
   return eat(s, ".h") && read_int(s, out.h_local) && s.empty();
+}
+
+bool parse_a2a_phase_key(std::string_view key, std::string_view& phase, std::int64_t& P) {
+  const std::size_t at = key.find('@');
+  if (at == std::string_view::npos) return false;
+  phase = key.substr(0, at);
+  if (phase != "a2a.qkv.fwd" && phase != "a2a.out.fwd" && phase != "a2a.out.bwd" && phase != "a2a.qkv.bwd") return false;
+  std::string_view s = key.substr(at + 1);
+  return eat(s, "p") && read_int(s, P) && P >= 2 && s.empty();
 }
 
 }  // namespace ulysses

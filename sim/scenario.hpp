@@ -52,6 +52,14 @@ struct Calibration {
   bytes_t cuda_context_bytes = -1;
   bytes_t nccl_buffer_bytes = -1;
   double pack_GBps = -1;                 // layout pack/unpack copy bandwidth (bytes moved r+w)
+  // (added by issue 6's validation) fixed cost per tensor of an exchange (kernel launches, one
+  // NCCL send/recv per peer and tensor): when >= 0 an exchange of n tensors costs n * this
+  // instead of a2a_alpha_s
+  double a2a_alpha_per_tensor_s = -1;
+  // the block's own exchange phases measured as they run (sim/timing.cpp block_times): key
+  // "<a2a.qkv.fwd|a2a.out.fwd|a2a.out.bwd|a2a.qkv.bwd>@p<P>", x: bytes per rank of the exchange
+  // (all its tensors), y: effective GB/s = bytes / (t - tensors * a2a_alpha_per_tensor_s)
+  std::vector<std::pair<std::string, Curve>> a2a_phase_GBps;
 };
 
 struct HardwareProfile {

@@ -89,13 +89,21 @@ double a2a_busbw_GBps(const Scenario& sc, const Dims& d, double bytes_per_rank) 
 }
 
 seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank) {
+  return a2a_time_s(sc, d, bytes_per_rank, 1);
+}
+
+seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank, int tensors) {
   if (d.P <= 1) return 0;
   const double P = static_cast<double>(d.P);
+  const Calibration& c = sc.hw.calibrated;
   const double wire = (P - 1) / P * bytes_per_rank / (a2a_busbw_GBps(sc, d, bytes_per_rank) * kGBps);
   // pack and unpack are copies (read + write = 2x bytes); for B = 1 one side is the identity
   const double copies = (d.B == 1 ? 1 : 2) * 2 * bytes_per_rank / (copy_GBps(sc) * kGBps);
-  return a2a_alpha_s(sc) + wire + copies;
+  const seconds_t alpha = sc.hw.has_calibration && c.a2a_alpha_per_tensor_s >= 0 ? tensors * c.a2a_alpha_per_tensor_s
+                                                                                  : a2a_alpha_s(sc);
+  return alpha + wire + copies;
 }
+
 
 namespace {
 
@@ -103,24 +111,42 @@ namespace {
 // head dim and mask, and per heads-per-rank interpolated linearly in log(H_local) between the two
 // nearest (clamped outside); else the head dim and mask without H_local; else the bare
 // implementation name. Returns < 0 when no curve applies.
+// The two curves of a family (per heads or per kv heads) nearest to n, below and above.
+struct Bracket {
+  const Curve *lo = nullptr, *hi = nullptr;
+  std::int64_t n_lo = 0, n_hi = 0;
+  void offer(const Curve& c, std::int64_t key_n, std::int64_t n) {
+    if (key_n <= n && (!lo || key_n > n_lo)) lo = &c, n_lo = key_n;
+    if (key_n >= n && (!hi || key_n < n_hi)) hi = &c, n_hi = key_n;
+  }
+  bool any() const { return lo || hi; }
+  // linear in log(n) between the two; the nearest one outside their range
+  double at(std::int64_t n, double S) const {
+    if (!(lo && hi) || n_lo == n_hi) return (lo ? lo : hi)->at(S);
+    const double t = (std::log(double(n)) - std::log(double(n_lo))) / (std::log(double(n_hi)) - std::log(double(n_lo)));
+    return lo->at(S) + t * (hi->at(S) - lo->at(S));
+  }
+};
+
+// The most specific calibrated curve for this shape (sim/attn_key.hpp): curves filed for the
+// head dim and mask per kv heads per rank (.kv<n>), else per query heads per rank (.h<n>), each
+// interpolated in log(n) between the two nearest; else the head dim and mask alone; else the
+// bare implementation name. Returns < 0 when no curve applies.
 double keyed_attn_eff(const std::vector<std::pair<std::string, Curve>>& curves, const std::string& impl,
-                      std::int64_t D, bool causal, std::int64_t h_local, double S) {
-  const Curve *lo = nullptr, *hi = nullptr, *shape = nullptr, *bare = nullptr;
-  std::int64_t h_lo = 0, h_hi = 0;
+                      std::int64_t D, bool causal, std::int64_t h_local, std::int64_t kv_local, double S) {
+  const Curve *shape = nullptr, *bare = nullptr;
+  Bracket by_h, by_kv;
   for (const auto& [key, c] : curves) {
     AttnCurveKey k;
     if (c.empty() || !parse_attn_curve_key(key, k) || k.impl != impl) continue;
     if (k.D == 0) { bare = &c; continue; }
     if (k.D != D || k.causal != (causal ? 1 : 0)) continue;
-    if (k.h_local == 0) { shape = &c; continue; }
-    if (k.h_local <= h_local && (!lo || k.h_local > h_lo)) lo = &c, h_lo = k.h_local;
-    if (k.h_local >= h_local && (!hi || k.h_local < h_hi)) hi = &c, h_hi = k.h_local;
+    if (k.kv_local > 0) by_kv.offer(c, k.kv_local, kv_local);
+    else if (k.h_local > 0) by_h.offer(c, k.h_local, h_local);
+    else shape = &c;
   }
-  if (lo && hi && h_lo != h_hi) {
-    const double t = (std::log(double(h_local)) - std::log(double(h_lo))) / (std::log(double(h_hi)) - std::log(double(h_lo)));
-    return lo->at(S) + t * (hi->at(S) - lo->at(S));
-  }
-  if (lo || hi) return (lo ? lo : hi)->at(S);
+  if (by_kv.any()) return by_kv.at(kv_local, S);
+  if (by_h.any()) return by_h.at(h_local, S);
   if (shape) return shape->at(S);
   return bare ? bare->at(S) : -1;
 }
@@ -130,9 +156,10 @@ double keyed_attn_eff(const std::vector<std::pair<std::string, Curve>>& curves, 
 double attn_eff(const Scenario& sc, bool forward, double S) {
   const Calibration& c = sc.hw.calibrated;
   const std::int64_t P = std::max<std::int64_t>(sc.plan.sp_size, 1);
+  const std::int64_t kv_local = std::max(sc.model.kv_heads, P) / P;  // after replication (Dims::kv_local)
   const double eff = sc.hw.has_calibration
                          ? keyed_attn_eff(forward ? c.attn_fwd_eff : c.attn_bwd_eff, sc.plan.attn_implementation,
-                                          sc.model.head_dim, sc.workload.causal, sc.model.heads / P, S)
+                                          sc.model.head_dim, sc.workload.causal, sc.model.heads / P, kv_local, S)
                          : -1;
   return eff > 0 ? eff : (forward ? sc.hw.attn_fwd_eff : sc.hw.attn_bwd_eff);
 }
@@ -155,22 +182,48 @@ seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped) {
   // kv replica: read k (H_kv heads), write the replica (P heads), for k and v; the backward
   // sums the replica gradients back (same bytes)
   const double replica = d.kv_replica ? 2 * (T * d.H_kv * d.D * 2 + T * d.P * d.D * 2) / (copy_GBps(sc) * kGBps) : 0;
-  const seconds_t x = grouped ? a2a_time_s(sc, d, q + 2 * kv) : a2a_time_s(sc, d, q) + 2 * a2a_time_s(sc, d, kv);
+  const seconds_t x = grouped ? a2a_time_s(sc, d, q + 2 * kv, 3) : a2a_time_s(sc, d, q, 1) + 2 * a2a_time_s(sc, d, kv, 1);
   return x + replica;
 }
 
+namespace {
+
+// A calibrated exchange-phase curve for this phase and sp size (Calibration::a2a_phase_GBps).
+const Curve* phase_curve(const Scenario& sc, std::string_view phase, std::int64_t P) {
+  if (!sc.hw.has_calibration) return nullptr;
+  for (const auto& [key, c] : sc.hw.calibrated.a2a_phase_GBps) {
+    std::string_view ph;
+    std::int64_t p = 0;
+    if (!c.empty() && parse_a2a_phase_key(key, ph, p) && ph == phase && p == P) return &c;
+  }
+  return nullptr;
+}
+
+// One block exchange phase of `bytes` per rank in `tensors` tensors: from its own calibrated
+// curve when present (n * alpha + bytes / GBps(bytes)), else the generic exchange formula.
+seconds_t exchange_phase_s(const Scenario& sc, const Dims& d, BlockPhase p, double bytes, int tensors) {
+  if (d.P <= 1) return 0;
+  const Curve* c = phase_curve(sc, name(p), d.P);
+  if (!c) return a2a_time_s(sc, d, bytes, tensors);
+  const double alpha = sc.hw.calibrated.a2a_alpha_per_tensor_s >= 0 ? sc.hw.calibrated.a2a_alpha_per_tensor_s : a2a_alpha_s(sc);
+  return tensors * alpha + bytes / (c->at(bytes) * kGBps);
+}
+
+}  // namespace
+
 void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& block) {
   // `ulysses run` exchanges q, k and v in one grouped exchange (runtime/cuda/exchange.hpp)
-  const double q = tokens(d) * d.H * d.D * 2;
-  const seconds_t qkv = qkv_exchange_s(sc, d, /*grouped=*/true);
-  const seconds_t out = a2a_time_s(sc, d, q);
+  const double T = tokens(d), q = T * d.H * d.D * 2, kv = T * d.kv_wire * d.D * 2;
+  // kv replica copies (P > H_kv, replicate): read k (H_kv heads), write the replica (P heads),
+  // for k and v; the backward sums the replica gradients back (same bytes)
+  const double replica = d.P > 1 && d.kv_replica ? 2 * (T * d.H_kv * d.D * 2 + T * d.P * d.D * 2) / (copy_GBps(sc) * kGBps) : 0;
   const double flops = attn_fwd_flops(d), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
-  block[static_cast<int>(BlockPhase::a2a_qkv_fwd)] = qkv;
+  block[static_cast<int>(BlockPhase::a2a_qkv_fwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_qkv_fwd, q + 2 * kv, 3) + replica;
   block[static_cast<int>(BlockPhase::attn_fwd)] = flops / (peak * attn_eff(sc, true, S));
-  block[static_cast<int>(BlockPhase::a2a_out_fwd)] = out;
-  block[static_cast<int>(BlockPhase::a2a_out_bwd)] = out;
+  block[static_cast<int>(BlockPhase::a2a_out_fwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_out_fwd, q, 1);
+  block[static_cast<int>(BlockPhase::a2a_out_bwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_out_bwd, q, 1);
   block[static_cast<int>(BlockPhase::attn_bwd)] = kAttnBwdFlopsFactor * flops / (peak * attn_eff(sc, false, S));
-  block[static_cast<int>(BlockPhase::a2a_qkv_bwd)] = qkv;
+  block[static_cast<int>(BlockPhase::a2a_qkv_bwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_qkv_bwd, q + 2 * kv, 3) + replica;
 }
 
 double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {

@@ -22,6 +22,10 @@ double a2a_busbw_GBps(const Scenario& sc, const Dims& d, double bytes_per_rank);
 seconds_t a2a_alpha_s(const Scenario& sc);
 // One exchange of a tensor of bytes_per_rank: alpha + (P-1)/P*bytes/busbw + pack/unpack copies.
 seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank);
+// Same for an exchange of `tensors` tensors (fixed cost per tensor when calibrated:
+// Calibration::a2a_alpha_per_tensor_s). block_times prefers the calibrated per-phase curves.
+seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank, int tensors);
+
 double attn_eff(const Scenario& sc, bool forward, double S);
 double gemm_eff(const Scenario& sc, double mnk);
 seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K);
