@@ -91,7 +91,11 @@ void calibrate_a2a(const Setup& s, Calibration& c, std::string& out) {
       const double bare_s = runtime::cpu::alltoall_time_s(int(P), bytes, s.iters);
       const double t_s = runtime::cpu::exchange_time_s(int(P), bytes, s.iters);
       const double copies_s = 2.0 * double(bytes) / (c.pack_GBps * 1e9);
-      const double model = frac * double(bytes) / std::max(t_s - c.a2a_alpha_s - copies_s, 0.1 * t_s) / 1e9;
+      // a point where alpha + copies already explain the exchange is noise-dominated: fall back
+      // to the bare all-to-all's wire time there
+      const double wire_s = t_s - c.a2a_alpha_s - copies_s;
+      const double model = frac * double(bytes) /
+                           (wire_s >= 0.25 * t_s ? wire_s : std::max(bare_s - c.a2a_alpha_s, 0.5 * bare_s)) / 1e9;
       curve.points.emplace_back(double(bytes), model);
       t.add_row({fmt::format("{}", P), fmt::format("{}", bytes), fmt::format("{:.1f}", bare_s * 1e6),
                  fmt::format("{:.2f}", frac * double(bytes) / bare_s / 1e9), fmt::format("{:.1f}", t_s * 1e6),

@@ -341,8 +341,11 @@ Measurement CpuBackend::run_block(const BlockShape& shape, const RunOptions& opt
           for (int p = 0; p < kPhases; ++p) phase_peak[r][p] = std::max(phase_peak[r][p], c.phase_peak[p]);
         }
       }
+    } catch (const PeerFailed&) {
+      // another rank's failure is reported by that rank
     } catch (...) {
-      errors[r] = std::current_exception();  // allocation failure; peers may then block
+      errors[r] = std::current_exception();  // e.g. allocation failure
+      ex.abort();
     }
   };
   std::vector<std::thread> threads;

@@ -7,8 +7,9 @@
 //   x_seq  [B, S_l, H, D]   on rank r, positions r*S_l ..
 //   x_head [B, S, H_l, D]   on rank r, heads r*H_l .. (H < P: the one head source_head(x, r, 0))
 //   send, recv [P, B, S_l, H_l, D]   chunk c goes to / came from rank c
-#include <barrier>
+#include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/cpu/bf16.hpp"
@@ -45,6 +46,43 @@ void widen_to_float(const bf16* x, float* y, std::int64_t n);
 // All-to-all of equal chunks among P threads (ranks 0..P-1) of one process. Every rank
 // publishes its send buffer, waits, copies chunk r of every peer's buffer into its recv[c],
 // and waits again so no send buffer is reused while a peer still reads it.
+// A barrier whose waiters can be released with an error: abort() (called by a rank that failed)
+// makes every rank waiting in, or later arriving at, the barrier throw PeerFailed instead of
+// waiting forever. Waiting is std::atomic::wait (a short spin, then a futex), as std::barrier.
+struct PeerFailed : std::runtime_error {
+  PeerFailed() : std::runtime_error("a peer rank failed") {}
+};
+
+class AbortableBarrier {
+ public:
+  explicit AbortableBarrier(int n) : n_(n) {}
+  void arrive_and_wait() {
+    const unsigned gen = gen_.load();
+    if (count_.fetch_add(1) + 1 == n_) {
+      count_.store(0);  // reset before the release: the next round starts clean
+      gen_.fetch_add(1);
+      gen_.notify_all();
+    } else {
+      while (gen_.load() == gen) {
+        if (aborted_.load()) throw PeerFailed();
+        gen_.wait(gen);
+      }
+    }
+    if (aborted_.load()) throw PeerFailed();
+  }
+  void abort() {
+    aborted_.store(true);
+    gen_.fetch_add(1);
+    gen_.notify_all();
+  }
+
+ private:
+  const int n_;
+  std::atomic<int> count_{0};
+  std::atomic<unsigned> gen_{0};
+  std::atomic<bool> aborted_{false};
+};
+
 // alltoall_group moves several tensors under one pair of barriers, as an NCCL group does: for
 // each part t, recv_t on r [c] = send_t on c [r].
 struct A2aPart {
@@ -58,13 +96,14 @@ class SharedExchange {
   explicit SharedExchange(int P) : P_(P), bar_(P), send_(P) {}
   int size() const { return P_; }
   void barrier() { bar_.arrive_and_wait(); }
+  void abort() { bar_.abort(); }  // a rank failed: peers waiting in barrier() throw PeerFailed
   // send, recv: [P, chunk_elems]
   void alltoall(int rank, const bf16* send, bf16* recv, std::int64_t chunk_elems);
   void alltoall_group(int rank, const std::vector<A2aPart>& parts);  // same parts, same order, on every rank
 
  private:
   int P_;
-  std::barrier<> bar_;
+  AbortableBarrier bar_;
   std::vector<std::vector<const bf16*>> send_;  // [rank][part]
 };
 

@@ -117,3 +117,19 @@ TEST_CASE("bf16 rounding is round-to-nearest-even and keeps NaN", "[runtime]") {
   CHECK(bf16_to_float(float_to_bf16(1.0f + 3.0f / 256)) == 1.0f + 4.0f / 256);  // tie -> even (up)
   CHECK(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
 }
+
+TEST_CASE("a failed rank releases its peers from the barrier with an error, not a hang", "[runtime]") {
+  SharedExchange ex(3);
+  std::vector<int> threw(3, 0);
+  on_ranks(3, [&](int r) {
+    try {
+      ex.barrier();            // all three meet once
+      if (r == 2) ex.abort();  // rank 2 "fails" instead of entering the second barrier
+      else ex.barrier();
+    } catch (const PeerFailed&) {
+      threw[r] = 1;
+    }
+  });
+  CHECK(threw[0] == 1);
+  CHECK(threw[1] == 1);
+}
