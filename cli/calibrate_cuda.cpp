@@ -215,7 +215,7 @@ int run_calibrate_cuda(int argc, char** argv) {
   const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
   Setup s;
   if (vm["quick"].as<bool>()) s.S = {2048, 8192}, s.h_local = {4, 16}, s.h_local_ref = {4}, s.a2a_mib = {1, 16, 64};
-  std::string cmd = "ulysses";
+  std::string cmd = argv[0];  // "ulysses <command>"
   for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
 
   const rc::DeviceInfo info = rc::device_info();

@@ -190,7 +190,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   // P = 1 first: no NCCL communicator exists yet in this process when they are probed
   std::stable_sort(cs.begin(), cs.end(), [](auto& a, auto& b) { return a.sc.plan.sp_size < b.sc.plan.sp_size; });
   const auto info = runtime::cuda::device_info();
-  std::string cmd = "ulysses";
+  std::string cmd = argv[0];  // "ulysses <command>"
   for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
   Json rec{{"format", "ulysses-capacity/1"}, {"set", set.path}, {"model", set.model}, {"profile", set.profile}, {"profile_used", profile},
            {"granularity", g}, {"device", fmt::format("{}x {}", info.count, info.name)},

@@ -39,7 +39,7 @@ std::string utc_now() {
 }
 
 std::string command_line(int argc, char** argv) {
-  std::string s = "ulysses";
+  std::string s = argv[0];  // "ulysses <command>"
   for (int i = 1; i < argc; ++i) s += " " + std::string(argv[i]);
   return s;
 }
@@ -118,7 +118,9 @@ int run_stored(const po::variables_map& vm) {
       "validation record {} ({} cases, measured {} on {}, backend {}) re-predicted with profile {}", path, results.size(),
       j.value("measured_at", "?"), j.value("device", "?"), j.value("backend", "?"), profile);
   if (vm.count("json")) {
-    Json out{{"record", path}, {"profile", profile}, {"summary", summary_json(summarize(results))}, {"cases", Json::array()}};
+    Json out{{"record", path},           {"set_name", j.value("set_name", "")}, {"device", j.value("device", "")},
+             {"measured_at", j.value("measured_at", "")}, {"profile", profile}, {"summary", summary_json(summarize(results))},
+             {"cases", Json::array()}};
     for (const auto& r : results) out["cases"].push_back(case_json(r, nullptr));
     std::ofstream o(vm["json"].as<std::string>());
     if (!o) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");

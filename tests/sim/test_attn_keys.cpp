@@ -46,7 +46,17 @@ TEST_CASE("attention curve keys: grammar", "[sim][calibration]") {
   CHECK(k.D == 64);
   CHECK(k.causal == 0);
   CHECK(k.h_local == 16);
-  for (const char* bad : {"", "@d128.causal", "x@", "x@d.causal", "x@d128", "x@d128.maybe", "x@d128.causal.h",
+  REQUIRE(parse_attn_curve_key("ulysses_flash@d128.full.kv4", k));
+  CHECK(k.kv_local == 4);
+  CHECK(k.h_local == 0);
+  std::string_view phase;
+  std::int64_t P = 0;
+  REQUIRE(parse_a2a_phase_key("a2a.qkv.bwd@p2", phase, P));
+  CHECK(phase == "a2a.qkv.bwd");
+  CHECK(P == 2);
+  for (const char* bad : {"attn.fwd@p2", "a2a.qkv.fwd@p1", "a2a.qkv.fwd", "a2a.qkv.fwd@2", "a2a.out.fwd@p2x"})
+    CHECK_FALSE(parse_a2a_phase_key(bad, phase, P));
+  for (const char* bad : {"x@d128.causal.kv0", "x@d128.causal.kv", "x@d128.causal.h4.kv2", "x@", "x@d.causal", "x@d128", "x@d128.maybe", "x@d128.causal.h",
                           "x@d128.causal.h0", "x@d128.causal.h4x", "x@d-1.full"})
     CHECK_FALSE(parse_attn_curve_key(bad, k));
 }
@@ -83,6 +93,14 @@ TEST_CASE("attn_eff picks the most specific calibrated curve", "[sim][calibratio
     CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.6));
     sc.workload.causal = false;  // no full-mask curve: datasheet
     CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.3));
+  }
+  SECTION("kv heads per rank beat query heads per rank (the flash backward's grid)") {
+    // sp 2: 32 heads -> H_local 16; 8 kv heads -> kv_local 4
+    Scenario sc = scenario_with({{"ulysses_flash@d128.causal.h16", flat(0.5)}, {"ulysses_flash@d128.causal.kv2", flat(0.2)},
+                                 {"ulysses_flash@d128.causal.kv8", flat(0.4)}});
+    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.3));  // kv 4: halfway between 2 and 8 in log
+    sc.model.kv_heads = 1;  // kv replication: one kv head per rank, below the smallest: clamped
+    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.2));
   }
 }
 
