@@ -520,8 +520,9 @@ TEST_CASE("to_yaml and load_scenario round trip every field", "[config]") {
 
 TEST_CASE("calibrated section: parsed, validated, written back into a profile", "[config]") {
   const fs::path d = temp_dir();
-  const std::string profile = (d / "h200.yaml").string();
-  fs::copy_file(repo_dir() + "/profiles/h200-sxm-141gb.yaml", profile);
+  // an uncalibrated profile (h200-sxm-141gb carries the measured section since issue 6)
+  const std::string profile = (d / "h100.yaml").string();
+  fs::copy_file(repo_dir() + "/profiles/h100-sxm-80gb.yaml", profile);
   const std::string before = read(profile);
   REQUIRE_FALSE(load_profile(profile).has_calibration);
 
