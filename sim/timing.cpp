@@ -137,8 +137,10 @@ double keyed_attn_eff(const std::vector<std::pair<std::string, Curve>>& curves, 
   const Curve *shape = nullptr, *bare = nullptr;
   Bracket by_h, by_kv;
   for (const auto& [key, c] : curves) {
+    // cheap reject first: the key must start with "<impl>" followed by nothing or '@'
+    if (c.empty() || key.compare(0, impl.size(), impl) != 0 || (key.size() > impl.size() && key[impl.size()] != '@')) continue;
     AttnCurveKey k;
-    if (c.empty() || !parse_attn_curve_key(key, k) || k.impl != impl) continue;
+    if (!parse_attn_curve_key(key, k) || k.impl != impl) continue;
     if (k.D == 0) { bare = &c; continue; }
     if (k.D != D || k.causal != (causal ? 1 : 0)) continue;
     if (k.kv_local > 0) by_kv.offer(c, k.kv_local, kv_local);
