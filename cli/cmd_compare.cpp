@@ -80,7 +80,8 @@ std::string compare_table(const Scenario& sc, const Json& j) {
     mt.add_row({fmt::format("a2a {} bytes per rank", k), fmt::format("{}", pr), fmt::format("{}", me),
                 fmt::format("{:+.1f}", error_pct(double(pr), double(me)))});
   }
-  out += "\n" + mt.render();
+  out += '\n';
+  out += mt.render();
   std::int64_t failed = 0;
   for (const auto& c : j["measurement"]["checks"]) failed += !c["passed"].get<bool>();
   out += fmt::format("\nchecks: {} of {} passed; correct: {}\n", j["measurement"]["checks"].size() - failed,
@@ -152,7 +153,7 @@ int run_compare(int argc, char** argv) {
   std::ofstream trace_file;
   if (vm.count("trace")) {  // open before the run so a bad path fails fast
     trace_file.open(vm["trace"].as<std::string>());
-    if (!trace_file) throw InputError("", "--trace", "cannot write '" + vm["trace"].as<std::string>() + "'");
+    if (!trace_file) throw InputError("", "--trace", fmt::format("cannot write '{}'", vm["trace"].as<std::string>()));
   }
   const Prediction p = predict(sc);
   const runtime::Measurement m = be->run_block(shape, run_options_of(vm));
