@@ -37,6 +37,7 @@ constexpr FlagKey kFlags[] = {
     {"seq-len", "plan.seq_len", false, "global sequence length S"},
     {"pad-to-multiple-of", "plan.pad_to_multiple_of", false, "pad S up to a multiple of lcm(this, sp_size); 0 = no padding"},
     {"kv-strategy", "plan.kv_strategy", false, "replicate | send_once, when sp_size > kv heads"},
+    {"rmsnorm-implementation", "plan.rmsnorm_implementation", false, "eager (HF LlamaRMSNorm, default) | fused (Liger/Apex kernel)"},
     {"causal", "workload.causal", true, "causal attention (default on)"},
 };
 

@@ -66,6 +66,11 @@ const std::vector<PlanField>& plan_fields() {
        [](const Plan& p) { return std::string(p.kv_strategy == KvStrategy::replicate ? "replicate" : "send_once"); }},
       {"reduce_bucket_size", [](Plan& p, const S& s, const W& w) { p.reduce_bucket_size = positive_number(s, w); },
        [](const Plan& p) { return number(p.reduce_bucket_size); }},
+      {"rmsnorm_implementation",
+       [](Plan& p, const S& s, const W& w) {
+         p.rmsnorm_implementation = parse_choice(s, w, {"eager", "fused"}) == "eager" ? RmsNormImpl::eager : RmsNormImpl::fused;
+       },
+       [](const Plan& p) { return std::string(p.rmsnorm_implementation == RmsNormImpl::eager ? "eager" : "fused"); }},
   };
   return fields;
 }

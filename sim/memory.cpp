@@ -30,6 +30,11 @@ struct Act {
   double rstd;    // two RMSNorm rstd fp32 [B, S_local]
   double mlp_t;   // one [B, S_local/n, F] bf16 MLP intermediate (n = TiledMLP shards)
   double x_in;    // the layer input when it is not already a live GPU checkpoint
+  double x_keep;  // the layer input once the layer's backward is pending: x_in, except that
+                  // without checkpointing eager RMSNorm keeps no bf16 copy of it (only fp32)
+  double norm_eager;  // eager RMSNorm, per norm: fp32 input copy (2 th) + bf16 normalized (th); 0 fused
+  bool eager;     // plan.rmsnorm_implementation == eager
+  bool ckpt;      // activation checkpointing (the first forward pass saves nothing)
 };
 
 Act activations(const Scenario& sc, const Dims& d) {
@@ -46,13 +51,22 @@ Act activations(const Scenario& sc, const Dims& d) {
   a.mlp_t = static_cast<double>(d.B) * ceil_div_d(static_cast<double>(d.S_local), static_cast<double>(d.mlp_shards)) * d.F * 2;
   const bool ckpt_on_gpu = sc.plan.activation_checkpointing && !sc.plan.offload_checkpoints;
   a.x_in = ckpt_on_gpu ? 0 : a.th;
+  a.eager = sc.plan.rmsnorm_implementation == RmsNormImpl::eager;
+  a.ckpt = sc.plan.activation_checkpointing;
+  a.x_keep = a.eager && !a.ckpt ? 0 : a.x_in;
+  // HF LlamaRMSNorm.forward: x.to(float32) -> pow(2) saves the fp32 x (4 B/elem); x * rsqrt(..)
+  // saves the same fp32 x and rstd; weight * x_normed.to(bf16) saves the bf16 x_normed.
+  a.norm_eager = a.eager ? 3 * a.th : 0;
   return a;
 }
 
 // Activations one layer keeps for its backward (autograd's saved tensors): what the
 // recompute rebuilds under checkpointing, and what every layer holds without it.
 double saved_per_layer(const Act& a, bool tiled_mlp) {
-  const double norms = a.th /*x*/ + a.th /*norm1 out*/ + a.th /*h1*/ + a.th /*norm2 out*/ + a.rstd;
+  // fused: the kernel saves its bf16 input (x, h1) and rstd; eager saves fp32 copies instead
+  // (norm_eager) and nothing holds the bf16 x, h1 once the layer's forward has returned.
+  const double inputs = a.eager ? 2 * a.norm_eager : a.th /*x*/ + a.th /*h1*/;
+  const double norms = inputs + a.th /*norm1 out*/ + a.th /*norm2 out*/ + a.rstd;
   const double attn = a.q + 2 * a.kvh + a.q /*q,k,v,out head layout*/ + a.lse + a.q /*o_proj input, seq*/;
   const double mlp = tiled_mlp ? 0 : 4 * a.mlp_t;  // gate, up, act, product; TiledMLP saves only its input
   return norms + attn + mlp;
@@ -61,27 +75,36 @@ double saved_per_layer(const Act& a, bool tiled_mlp) {
 // The layer working set at one moment, term by term (docs/MODEL.md "Peak of one layer").
 struct Moment {
   const char* name;
-  double qkvo_seq, qkvo_head, a2a, stats, ws, mlp, norms, grads;
-  double total() const { return qkvo_seq + qkvo_head + a2a + stats + ws + mlp + norms + grads; }
+  double qkvo_seq, qkvo_head, a2a, stats, ws, mlp, norms, norm_eager, grads;
+  double total() const { return qkvo_seq + qkvo_head + a2a + stats + ws + mlp + norms + norm_eager + grads; }
 };
 
-constexpr int kMoments = 7;
+constexpr int kMoments = 8;
 void layer_moments(const Act& a, Moment (&m)[kMoments]) {
-  const double norms_attn = a.x_in + a.th + a.rstd / 2;      // x, norm1 out
-  const double norms_full = a.x_in + 3 * a.th + a.rstd;      // + h1, norm2 out
+  // forward: x, norm1 out (+ h1, norm2 out); the first pass under checkpointing saves nothing,
+  // without checkpointing eager norms save their fp32 copies (norm_eager) already here
+  const double norms_attn_f = a.x_in + a.th + a.rstd / 2;
+  const double norms_full_f = a.x_in + 3 * a.th + a.rstd;
+  const double eager_f = a.ckpt ? 0 : a.norm_eager;
+  // recompute / backward: eager keeps no bf16 h1 (and, without checkpointing, no bf16 x)
+  const double norms_attn = a.x_keep + a.th + a.rstd / 2;
+  const double norms_full = a.x_keep + (a.eager ? 2 : 3) * a.th + a.rstd;
   const double head4 = a.q + 2 * a.kvh + a.q;                // q, k, v, out in head layout
   const double dy = a.th;                                     // grad of the residual stream
-  // forward (also the first pass under checkpointing)
-  m[0] = {"forward.a2a_qkv", a.q + 2 * a.kvs + 2 * a.kvr, 0, 2 * a.q, 0, 0, 0, norms_attn, 0};
-  m[1] = {"forward.attn", 0, head4, 0, a.lse, 0, 0, norms_attn, 0};
-  m[2] = {"forward.mlp", 0, 0, 0, 0, 0, 3 * a.mlp_t, norms_full, 0};
+  // RoPE (HF apply_rotary_pos_emb: q*cos + rotate_half(q)*sin): q, q*cos, rotate_half(q) and
+  // rotate_half(q)*sin live together, next to k and v (seq layout)
+  const double rope_q = 4 * a.q + 2 * a.kvs;
+  m[0] = {"forward.a2a_qkv", a.q + 2 * a.kvs + 2 * a.kvr, 0, 2 * a.q, 0, 0, 0, norms_attn_f, eager_f, 0};
+  m[1] = {"forward.attn", 0, head4, 0, a.lse, 0, 0, norms_attn_f, eager_f, 0};
+  m[2] = {"forward.mlp", 0, 0, 0, 0, 0, 3 * a.mlp_t, norms_full_f, 2 * eager_f, 0};
   // recompute: the layer's saved set rebuilt while the incoming gradient waits
-  m[3] = {"recompute.saved", a.q, head4, 0, a.lse, 0, 4 * a.mlp_t, norms_full, dy};
+  m[3] = {"recompute.rope", rope_q, 0, 0, 0, 0, 0, norms_attn, a.norm_eager, a.ckpt ? dy : 0};
+  m[4] = {"recompute.saved", a.q, head4, 0, a.lse, 0, 4 * a.mlp_t, norms_full, 2 * a.norm_eager, dy};
   // backward
-  m[4] = {"backward.mlp", a.q, head4, 0, a.lse, 0, 6 * a.mlp_t, norms_full, 2 * dy /*dy, d(norm2 out)*/};
-  m[5] = {"backward.attn", 0, head4, 0, a.lse, a.fa_ws, 0, norms_attn,
+  m[5] = {"backward.mlp", a.q, head4, 0, a.lse, 0, 6 * a.mlp_t, norms_full, 2 * a.norm_eager, 2 * dy /*dy, d(norm2 out)*/};
+  m[6] = {"backward.attn", 0, head4, 0, a.lse, a.fa_ws, 0, norms_attn, a.norm_eager,
           a.q /*d_out head*/ + a.q + 2 * a.kvh /*dq, dk, dv head*/ + dy};
-  m[6] = {"backward.a2a_qkv", 0, 0, 2 * a.q, 0, 0, 0, norms_attn,
+  m[7] = {"backward.a2a_qkv", 0, 0, 2 * a.q, 0, 0, 0, norms_attn, a.norm_eager,
           (a.q + 2 * a.kvh) /*head grads*/ + (a.q + 2 * a.kvs + 2 * a.kvr) /*seq grads*/ + dy};
 }
 
@@ -122,6 +145,7 @@ Dims derive_dims(const Scenario& sc) {
   if (d.gpus_per_node < 1) d.gpus_per_node = 1;
   d.gpus_on_node = std::min(d.gpus, d.gpus_per_node);
   d.ckpt = pl.activation_checkpointing;
+  d.rmsnorm_eager = pl.rmsnorm_implementation == RmsNormImpl::eager;
   d.causal = sc.workload.causal;
   d.mlp_shards = pl.tiled_mlp ? std::max<std::int64_t>(1, ceil_div(d.S_local, d.h)) : 1;
   const double logits_fp32 = static_cast<double>(d.B) * static_cast<double>(d.S_local) * d.V * 4;
@@ -139,7 +163,9 @@ bytes_t logits_loss_bytes(const Dims& d) {
   const double th = tok * d.h * 2;
   // torch.chunk over the B*S_local tokens: the largest shard has ceil(tokens / shards) tokens
   const double logits_elems = std::ceil(tok / static_cast<double>(d.logits_shards)) * d.V;
-  return sat(14 * logits_elems /*bf16 2 + fp32 copy 4 + loss/grad 8*/ + 3 * th /*final norm in, out; grad of hidden*/);
+  // final norm in, out, grad of hidden; eager: fp32 in (2 th) + bf16 normalized (th), no bf16 in
+  const double final_norm = d.rmsnorm_eager ? 5 * th : 3 * th;
+  return sat(14 * logits_elems /*bf16 2 + fp32 copy 4 + loss/grad 8*/ + final_norm);
 }
 
 bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
@@ -182,7 +208,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const double logits_total = logits + gathered_logits + (d.ckpt ? 0 : d.L * saved);
 
   const bool at_logits = logits_total > layer_total;
-  const Moment zero{"", 0, 0, 0, 0, 0, 0, 0, 0};
+  const Moment zero{"", 0, 0, 0, 0, 0, 0, 0, 0, 0};
   const Moment& lm = at_logits ? zero : m[best];
 
   // --- fixed costs
@@ -212,6 +238,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   gpu.add("layer.attn_workspace", sat(lm.ws));
   gpu.add("layer.mlp", sat(lm.mlp));
   gpu.add("layer.norms_residuals", sat(lm.norms));
+  gpu.add("layer.rmsnorm_eager", sat(lm.norm_eager));
   gpu.add("layer.grads_in_flight", sat(lm.grads));
   gpu.add("logits_loss", sat(logits_term));
   gpu.add("cuda_context", ctx);

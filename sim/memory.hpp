@@ -30,6 +30,7 @@ struct Dims {
   std::int64_t dp_replicate = 1;
   std::int64_t gpus = 1, gpus_per_node = 1, gpus_on_node = 1;
   bool ckpt = true, causal = true;
+  bool rmsnorm_eager = true;     // plan.rmsnorm_implementation == eager (fp32 saved norm inputs)
   std::int64_t mlp_shards = 1;    // TiledMLP: ceil(S_local / h), 1 when off
   std::int64_t logits_shards = 1; // tiled logits: ceil(B*S_local*V*4 / 1 GiB), 1 when off
   ParamCount params;
@@ -50,7 +51,8 @@ bytes_t kv_bytes_per_rank(const Dims& d);  // B * S_local * max(H_kv, P) * D * 2
 const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu);
 void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host);
 // Logits + loss working set: 14 bytes per logit of one tile (the whole B*S_local*V when untiled)
-// plus three [B, S_local, h] bf16 tensors (final norm input and output, grad of the hidden state).
+// plus three [B, S_local, h] bf16 tensors (final norm input and output, grad of the hidden state);
+// with eager RMSNorm five (the norm keeps an fp32 input copy and the bf16 normalized tensor).
 bytes_t logits_loss_bytes(const Dims& d);
 // Peak bytes of one Ulysses attention block alone, fwd + bwd, as `ulysses run --backend cuda`
 // allocates it (every buffer up front; docs/MODEL.md "Block peak").

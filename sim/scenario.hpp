@@ -87,6 +87,10 @@ struct HardwareProfile {
 };
 
 enum class KvStrategy { replicate, send_once };  // when P > H_kv (DESIGN.md head rules)
+// RMSNorm as the training stack runs it (docs/MODEL.md "Peak of one layer"): eager = HF
+// LlamaRMSNorm in PyTorch ops (autograd keeps an fp32 copy of the input and the bf16
+// normalized tensor); fused = a Liger/Apex-style kernel keeping the bf16 input and fp32 rstd.
+enum class RmsNormImpl { eager, fused };
 
 struct Plan {
   std::int64_t sp_size = 1;                 // P
@@ -107,6 +111,7 @@ struct Plan {
   std::int64_t pad_to_multiple_of = 0;      // 0 = no padding; S is padded up to lcm(this, P)
   KvStrategy kv_strategy = KvStrategy::replicate;
   double reduce_bucket_size = 5e8;          // DeepSpeed reduce_bucket_size (elements)
+  RmsNormImpl rmsnorm_implementation = RmsNormImpl::eager;  // eager (HF default) | fused
 };
 
 struct Workload {

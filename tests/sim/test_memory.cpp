@@ -5,6 +5,8 @@
 #include <set>
 #include <string>
 
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
 #include "sim/memory.hpp"
 #include "sim/predict.hpp"
 #include "tests/sim/fixtures.hpp"
@@ -128,18 +130,23 @@ TEST_CASE("memory: padding to lcm(pad_to_multiple_of, P)", "[sim][memory]") {
 TEST_CASE("memory: logits and loss, untiled and tiled", "[sim][memory][golden]") {
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 1, 32768);
   sim::Dims d = sim::derive_dims(sc);
-  // untiled: 14 * B*S_local*V + 3 * B*S_local*h*2
-  //        = 14 * 32768*128256 + 3 * 32768*4096*2 = 58837696512 + 805306368
-  CHECK(sim::logits_loss_bytes(d) == 59643002880);
+  // untiled, eager RMSNorm (default): 14 * B*S_local*V + 5 * B*S_local*h*2 (final norm fp32
+  // input 2 th + bf16 normalized th + output th + grad of hidden th)
+  //        = 14 * 32768*128256 + 5 * 32768*4096*2 = 58837696512 + 1342177280
+  CHECK(sim::logits_loss_bytes(d) == 60179873792);
   const Prediction p = predict(sc);
   CHECK(std::string(p.gpu_peak_at) == "logits_loss");  // untiled logits dominate at 32K
-  CHECK(p.gpu.get("logits_loss") == 59643002880);
+  CHECK(p.gpu.get("logits_loss") == 60179873792);
+  // fused RMSNorm: the norm keeps its bf16 input: 3 th = 805306368
+  sc.plan.rmsnorm_implementation = RmsNormImpl::fused;
+  CHECK(sim::logits_loss_bytes(sim::derive_dims(sc)) == 58837696512 + 805306368);
+  sc.plan.rmsnorm_implementation = RmsNormImpl::eager;
 
   sc.plan.tiled_logits = true;
   d = sim::derive_dims(sc);
   // shards = ceil(32768*128256*4 / 2^30) = ceil(15.66) = 16; 2048 tokens per shard
   CHECK(d.logits_shards == 16);
-  CHECK(sim::logits_loss_bytes(d) == 14LL * 2048 * 128256 + 805306368);
+  CHECK(sim::logits_loss_bytes(d) == 14LL * 2048 * 128256 + 1342177280);
   CHECK(predict(sc).gpu.total() < p.gpu.total());
 }
 
@@ -177,7 +184,7 @@ TEST_CASE("memory: breakdowns sum to their totals, names unique and stable", "[s
           names.insert(p.gpu.terms[i].name);
         }
         CHECK(static_cast<int>(names.size()) == p.gpu.n);
-        CHECK(p.gpu.n == 19);  // every term always listed (0 when not live at the peak)
+        CHECK(p.gpu.n == 20);  // every term always listed (0 when not live at the peak)
         CHECK(p.fits_gpu == (p.gpu.total() <= p.gpu_capacity_bytes));
       }
     }
@@ -294,4 +301,71 @@ TEST_CASE("memory: block peak counts the CUDA block runner's buffers", "[sim][me
   Scenario one = make_scenario(llama31_8b(), h100_sxm(), 1, 1, 16384);
   // q = 16384*32*128*2 = 134217728, k/v = 33554432; 8q + 8kv + lse 2097152 + ws (268435456 + 2*2097152) + 12
   CHECK(predict(one).block_peak_bytes == 8LL * 134217728 + 8LL * 33554432 + 2097152 + 268435456 + 4194304 + 12);
+}
+
+TEST_CASE("memory: eager vs fused RMSNorm, exact bytes", "[sim][memory][golden]") {
+  // all ALST features on 8 GPUs at S = 4194304: S_local = 524288, th = 524288*4096*2 = 4294967296
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 4194304);
+  sc.plan.tiled_logits = sc.plan.tiled_mlp = sc.plan.offload_checkpoints = true;
+  const std::int64_t th = 4294967296;
+  CHECK(sc.plan.rmsnorm_implementation == RmsNormImpl::eager);  // the HF default
+  const Prediction e = predict(sc);
+  sc.plan.rmsnorm_implementation = RmsNormImpl::fused;
+  const Prediction f = predict(sc);
+  REQUIRE(std::string(e.gpu_peak_at) == "backward.attn");
+  REQUIRE(std::string(f.gpu_peak_at) == "backward.attn");
+  // norm1 is live during the attention backward: eager adds its fp32 input copy (2 th) and the
+  // bf16 normalized tensor (th); the bf16 input (the offloaded checkpoint's GPU copy) stays
+  CHECK(e.gpu.get("layer.rmsnorm_eager") == 3 * th);  // 12884901888
+  CHECK(f.gpu.get("layer.rmsnorm_eager") == 0);
+  // x_in + norm1 out + rstd/2 = 2 th + 524288*4 in both
+  CHECK(e.gpu.get("layer.norms_residuals") == 2 * th + 524288 * 4);
+  CHECK(f.gpu.get("layer.norms_residuals") == 2 * th + 524288 * 4);
+  for (int i = 0; i < e.gpu.n; ++i) {
+    const std::string name = e.gpu.terms[i].name;
+    if (name == "layer.rmsnorm_eager" || name == "fragmentation") continue;
+    INFO(name);
+    CHECK(e.gpu.terms[i].bytes == f.gpu.get(e.gpu.terms[i].name));
+  }
+  // fragmentation is 5% of the transient terms: 0.05 * 12884901888 = 644245094.4, rounded per side
+  const bytes_t dfrag = e.gpu.get("fragmentation") - f.gpu.get("fragmentation");
+  CHECK(dfrag >= 644245094);
+  CHECK(dfrag <= 644245095);
+  CHECK(e.block_peak_bytes == f.block_peak_bytes);  // the attention block alone does not change
+
+  // at S = 524288 (S_local 65536, th = 536870912) eager peaks in the MLP backward, where both
+  // norms are live: 2 * 3 th of eager copies, and the bf16 h1 is not held (norms_residuals =
+  // x_in + norm1 out + norm2 out + rstd = 3 th + 65536*8; fused 4 th + 65536*8 at its peak)
+  sc.plan.seq_len = 524288;
+  sc.plan.rmsnorm_implementation = RmsNormImpl::eager;
+  const Prediction em = predict(sc);
+  REQUIRE(std::string(em.gpu_peak_at) == "backward.mlp");
+  CHECK(em.gpu.get("layer.rmsnorm_eager") == 6LL * 536870912);
+  CHECK(em.gpu.get("layer.norms_residuals") == 3LL * 536870912 + 65536 * 8);
+  sc.plan.rmsnorm_implementation = RmsNormImpl::fused;
+  CHECK(predict(sc).gpu.total() < em.gpu.total());
+
+  // no checkpointing: each other layer's saved set holds 2 * 3 th of eager norm copies instead
+  // of the bf16 x and h1 (2 th): +4 th per layer; at S = 65536 on 8 GPUs th = 8192*4096*2
+  Scenario n = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 65536);
+  n.plan.activation_checkpointing = false;
+  n.plan.tiled_logits = true;
+  const Prediction ne = predict(n);
+  n.plan.rmsnorm_implementation = RmsNormImpl::fused;
+  const Prediction nf = predict(n);
+  const std::int64_t th2 = 67108864;
+  REQUIRE(std::string(ne.gpu_peak_at) == std::string(nf.gpu_peak_at));
+  const std::int64_t layers_saved = std::string(ne.gpu_peak_at) == "logits_loss" ? 32 : 31;
+  CHECK(ne.gpu.get("saved_activations") - nf.gpu.get("saved_activations") == layers_saved * 4 * th2);
+}
+
+TEST_CASE("config: plan.rmsnorm_implementation set_key, to_yaml, bad value", "[config]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 65536);
+  set_key(sc, "plan.rmsnorm_implementation", "fused", "--rmsnorm-implementation");
+  CHECK(sc.plan.rmsnorm_implementation == RmsNormImpl::fused);
+  CHECK(to_yaml(sc).find("  rmsnorm_implementation: fused\n") != std::string::npos);
+  set_key(sc, "plan.rmsnorm_implementation", "eager", "--rmsnorm-implementation");
+  CHECK(sc.plan.rmsnorm_implementation == RmsNormImpl::eager);
+  CHECK(to_yaml(sc).find("  rmsnorm_implementation: eager\n") != std::string::npos);
+  CHECK_THROWS_AS(set_key(sc, "plan.rmsnorm_implementation", "liger", "--rmsnorm-implementation"), InputError);
 }
