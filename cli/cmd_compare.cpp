@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
+#include "cli/validation.hpp"
 #include "reports/table.hpp"
 #include "reports/trace.hpp"
 #include "sim/errors.hpp"
@@ -19,10 +20,6 @@ namespace ulysses::cli {
 namespace {
 
 using reports::Json;
-
-double error_pct(double predicted, double measured) {
-  return measured > 0 ? (predicted - measured) / measured * 100.0 : 0.0;
-}
 
 std::int64_t max_peak(const runtime::Measurement& m) {
   return m.peak_bytes_per_rank.empty() ? 0 : *std::max_element(m.peak_bytes_per_rank.begin(), m.peak_bytes_per_rank.end());
@@ -48,8 +45,10 @@ Json compare_json(const Scenario& sc, const Prediction& p, const runtime::Measur
   }
   j["block_total"] = {{"predicted_s", pred_total}, {"measured_s", meas_total}, {"error_pct", error_pct(pred_total, meas_total)}};
   const std::int64_t peak = max_peak(m);
-  j["peak_memory"] = {{"predicted_bytes", p.block_peak_bytes}, {"measured_bytes", peak},
-                      {"error_pct", error_pct(double(p.block_peak_bytes), double(peak))}};
+  const std::int64_t predicted_peak = predicted_block_peak(p, m.backend);
+  j["peak_memory"] = {{"predicted_bytes", predicted_peak}, {"measured_bytes", peak},
+                      {"error_pct", error_pct(double(predicted_peak), double(peak))},
+                      {"allocation", m.backend == "cpu" ? "each buffer freed after its last use" : "every buffer up front"}};
   j["exchange_bytes_per_rank"] = {{"q", {{"predicted", p.a2a_q_bytes_per_rank}, {"measured", m.a2a_q_bytes_per_rank}}},
                                   {"kv", {{"predicted", p.a2a_kv_bytes_per_rank}, {"measured", m.a2a_kv_bytes_per_rank}}}};
   j["measurement"] = measurement_json(m);

@@ -99,6 +99,7 @@ int run_stored(const po::variables_map& vm) {
       for (const auto& kv : c.at("keys")) r.keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
       r.sc = case_scenario(model, profile, r.keys, path, r.name);
       r.p = predict(r.sc);
+      r.predicted_peak_bytes = predicted_block_peak(r.p, j.value("backend", ""));
       const Json& ph = c.at("phases");
       for (std::size_t k = 0; k < 6; ++k) {
         if (ph.at(k).at("name").get<std::string>() != kBlockPhaseNames[k]) throw std::runtime_error("phase order");
@@ -178,6 +179,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   for (std::size_t i = 0; i < todo.size(); ++i) {
     CaseResult& r = todo[i];
     r.p = predict(r.sc);
+    r.predicted_peak_bytes = predicted_block_peak(r.p, backend);
     runtime::Measurement m;
     try {
       m = be->run_block(shapes[i], opt);

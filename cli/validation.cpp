@@ -150,7 +150,7 @@ Summary summarize(const std::vector<CaseResult>& r) {
       s.all_phases.errors_pct.push_back(e), s.all_phases.cases.push_back(c.name + " " + s.phases[k].name);
     }
     s.block_total.errors_pct.push_back(error_pct(pt, mt)), s.block_total.cases.push_back(c.name);
-    s.memory.errors_pct.push_back(error_pct(static_cast<double>(c.p.block_peak_bytes), static_cast<double>(c.m.peak_bytes)));
+    s.memory.errors_pct.push_back(error_pct(static_cast<double>(c.predicted_peak_bytes), static_cast<double>(c.m.peak_bytes)));
     s.memory.cases.push_back(c.name);
     s.incorrect += c.m.correct ? 0 : 1;
   }
@@ -202,8 +202,8 @@ std::string cases_table(const std::vector<CaseResult>& r) {
       row.push_back(fmt::format("{:.0f}/{:.0f} {}", c.p.block[k] * 1e6, c.m.phase_s[k] * 1e6,
                                 pct(error_pct(c.p.block[k], c.m.phase_s[k]))));
     }
-    row.push_back(fmt::format("{:.2f}/{:.2f} {}", c.p.block_peak_bytes / 1073741824.0, c.m.peak_bytes / 1073741824.0,
-                              pct(error_pct(double(c.p.block_peak_bytes), double(c.m.peak_bytes)))));
+    row.push_back(fmt::format("{:.2f}/{:.2f} {}", c.predicted_peak_bytes / 1073741824.0, c.m.peak_bytes / 1073741824.0,
+                              pct(error_pct(double(c.predicted_peak_bytes), double(c.m.peak_bytes)))));
     t.add_row(row);
   }
   return t.render();
@@ -226,8 +226,8 @@ reports::Json case_json(const CaseResult& r, const runtime::Measurement* raw) {
            {"kv_strategy", reports::to_string(r.sc.plan.kv_strategy)}, {"attn_implementation", r.sc.plan.attn_implementation}}},
          {"phases", phases},
          {"peak_memory",
-          {{"measured_bytes", r.m.peak_bytes}, {"predicted_bytes", r.p.block_peak_bytes},
-           {"error_pct", error_pct(double(r.p.block_peak_bytes), double(r.m.peak_bytes))}}},
+          {{"measured_bytes", r.m.peak_bytes}, {"predicted_bytes", r.predicted_peak_bytes},
+           {"error_pct", error_pct(double(r.predicted_peak_bytes), double(r.m.peak_bytes))}}},
          {"correct", r.m.correct},
          {"checks", r.m.checks},
          {"checks_failed", r.m.checks_failed}};

@@ -79,8 +79,16 @@ struct CaseResult {
   Keys keys;
   Scenario sc;
   Prediction p;
+  std::int64_t predicted_peak_bytes = 0;  // predicted_block_peak(p, backend)
   CaseMeasurement m;
 };
+
+// The block peak predicted under a backend's allocation policy: the cpu backend frees each
+// buffer after its last use (Prediction::block_peak_bytes_freeing), the cuda backend allocates
+// every buffer up front (Prediction::block_peak_bytes). docs/MODEL.md "Block peak".
+inline std::int64_t predicted_block_peak(const Prediction& p, const std::string& backend) {
+  return backend == "cpu" ? p.block_peak_bytes_freeing : p.block_peak_bytes;
+}
 
 struct Summary {
   std::vector<ErrorStats> phases;  // the six block phases

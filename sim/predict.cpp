@@ -2,6 +2,7 @@
 // Allocation-free and O(1): fixed-size breakdowns, string-literal names (docs/MODEL.md).
 #include "sim/predict.hpp"
 
+#include "sim/block_memory.hpp"
 #include "sim/memory.hpp"
 #include "sim/timing.hpp"
 
@@ -21,6 +22,7 @@ Prediction predict(const Scenario& sc) {
   p.fits_gpu = p.gpu.total() <= p.gpu_capacity_bytes;
   p.fits_host = p.host.total() <= p.host_capacity_bytes;
   p.block_peak_bytes = sim::block_peak_bytes(sc, d);
+  p.block_peak_bytes_freeing = sim::block_peak_bytes_freeing(d);
   p.a2a_q_bytes_per_rank = sim::q_bytes_per_rank(d);
   p.a2a_kv_bytes_per_rank = 2 * sim::kv_bytes_per_rank(d);
 

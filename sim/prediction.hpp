@@ -64,6 +64,8 @@ struct Prediction {
   PhaseTimes step;                  // one optimizer step, all layers (phase -> seconds)
   std::array<seconds_t, 6> block{}; // one layer's Ulysses attention block, indexed by BlockPhase
   bytes_t block_peak_bytes = 0;     // peak bytes of the block alone (what `ulysses run` measures)
+  bytes_t block_peak_bytes_freeing = 0;  // same block when each buffer is freed after its last use
+                                        // (the cpu backend; block_peak_bytes: all up front, the cuda backend)
   bytes_t a2a_q_bytes_per_rank = 0; // bytes one rank sends+keeps in the q exchange (nccl-tests "size")
   bytes_t a2a_kv_bytes_per_rank = 0;// same, k and v together (after GQA replication if any)
   const char* gpu_peak_at = "";    // the moment of the GPU peak, e.g. "backward.mlp", "logits_loss" (docs/MODEL.md)
