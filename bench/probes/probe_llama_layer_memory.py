@@ -1,7 +1,7 @@
 # Peak memory of one HF LlamaDecoderLayer (Llama-3.1-8B shapes, bf16, sdpa attention, eager
 # RMSNorm) forward + backward under torch.utils.checkpoint, in units of th = T*h*2 bytes, above
 # the state before the forward (parameters, the layer input x). sp = 1, no TiledMLP.
-# Usage: OUT=/tmp/probe python3 tools/probe_llama_layer_memory.py
+# Usage: OUT=/tmp/probe python3 bench/probes/probe_llama_layer_memory.py
 import json, os, torch, transformers
 from torch.utils.checkpoint import checkpoint
 from transformers import LlamaConfig

@@ -1,6 +1,6 @@
 # Measures what HF's eager LlamaRMSNorm and apply_rotary_pos_emb hold on a CUDA GPU, from
 # torch.cuda.memory_allocated / max_memory_allocated (units: th = T*h*2 bytes, q = T*H*D*2).
-# Usage: OUT=/tmp/probe python3 tools/probe_rmsnorm_rope_memory.py  (needs torch + transformers)
+# Usage: OUT=/tmp/probe python3 bench/probes/probe_rmsnorm_rope_memory.py  (needs torch + transformers)
 # Results of 2026-11-30 (torch 2.11.0, transformers 5.17.0, H200) are in docs/MODEL.md "Known gaps".
 import json, os, torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
