@@ -56,16 +56,17 @@ struct Preloaded {
   std::vector<std::vector<HardwareProfile>> profiles; // per axis (empty unless key == "profile")
 };
 
-// One worker's parsed axis values: set_key would build a YAML node and stat the spec file per
-// call; the values were already checked by preload(), so the worker goes to set_value directly.
+// One worker's axis values as plain scalars (what set_key makes of its text) and their error
+// context, built once; the values were already checked by preload(), so the worker calls
+// set_scalar directly.
 struct AxisSetters {
-  std::vector<cfg::Where> where;                // per axis
-  std::vector<std::vector<YAML::Node>> nodes;   // per axis, per value (this thread's own nodes)
-  AxisSetters(const SweepSpec& spec) {
+  std::vector<cfg::Where> where;                 // per axis
+  std::vector<std::vector<cfg::Scalar>> values;  // per axis, per value
+  explicit AxisSetters(const SweepSpec& spec) {
     for (const auto& a : spec.axes) {
       where.push_back(cfg::Where{spec.path, a.key, cfg::dir_of(spec.path)});
-      nodes.emplace_back();
-      for (const auto& v : a.values) nodes.back().emplace_back(v);
+      values.emplace_back();
+      for (const auto& v : a.values) values.back().push_back(cfg::Scalar{v, false});
     }
   }
 };
@@ -75,7 +76,7 @@ void apply_axis(Scenario& sc, const SweepSpec& spec, const Preloaded& pre, const
   const auto i = static_cast<std::size_t>(v);
   if (!pre.models[a].empty()) sc.model = pre.models[a][i];
   else if (!pre.profiles[a].empty()) sc.hw = pre.profiles[a][i];
-  else cfg::set_value(sc, spec.axes[a].key, set.nodes[a][i], set.where[a]);
+  else cfg::set_scalar(sc, spec.axes[a].key, set.values[a][i], set.where[a]);
 }
 
 // Applies every value of every axis once to the base (a bad value fails here, on the calling
