@@ -85,16 +85,7 @@ int run_plan(int argc, char** argv) {
                     {"fits_gpu", q.fits_gpu},
                     {"fits_host", q.fits_host}};
   j["search_time_s"] = search_s;
-  if (format == Format::json) {
-    std::cout << j.dump(2) << "\n";
-  } else {
-    std::vector<std::string> header, row;
-    for (auto& [k, v] : reports::flatten(j)) {
-      header.push_back(k);
-      row.push_back(v);
-    }
-    std::cout << reports::csv_row(header) << reports::csv_row(row);
-  }
+  print_machine_readable(j, format);
   return kExitOk;
 }
 

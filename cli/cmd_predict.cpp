@@ -59,16 +59,7 @@ int run_predict(int argc, char** argv) {
   }
   reports::Json j = reports::predict_result_json(sc, p);
   if (vm.count("label")) j["label"] = vm["label"].as<std::string>();
-  if (format == Format::json) {
-    std::cout << j.dump(2) << "\n";
-  } else {
-    std::vector<std::string> header, row;
-    for (auto& [k, v] : reports::flatten(j)) {
-      header.push_back(k);
-      row.push_back(v);
-    }
-    std::cout << reports::csv_row(header) << reports::csv_row(row);
-  }
+  print_machine_readable(j, format);
   return kExitOk;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "reports/csv.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 
@@ -197,6 +198,19 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
 void print_help(const char* prog, const std::string& synopsis, const std::string& summary,
                 const po::options_description& d) {
   std::cout << "usage: " << prog << " " << synopsis << "\n" << summary << "\n\n" << d << "\n";
+}
+
+void print_machine_readable(const reports::Json& j, Format format) {
+  if (format == Format::json) {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::vector<std::string> header, row;
+  for (auto& [k, v] : reports::flatten(j)) {
+    header.push_back(k);
+    row.push_back(v);
+  }
+  std::cout << reports::csv_row(header) << reports::csv_row(row);
 }
 
 }  // namespace ulysses::cli

@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "reports/json_out.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses::cli {
@@ -21,6 +22,9 @@ inline constexpr unsigned kHelpColumns = 120, kHelpDescColumn = 60;
 // --format table|json|csv
 void add_format_option(po::options_description& d);
 Format format_of(const po::variables_map& vm);  // InputError naming --format on a bad value
+// Prints j to stdout as indented JSON (Format::json) or as one CSV header row + one row of its
+// flattened keys (Format::csv): the machine-readable side of plan and predict.
+void print_machine_readable(const reports::Json& j, Format format);
 
 // --scenario, --model, --profile, --gpus, --gpus-per-node, --host-mem-GiB, --causal/--no-causal,
 // every plan key (--sp-size, ..., --kv-strategy) and --all-features.
