@@ -130,7 +130,10 @@ std::shared_ptr<Cluster> Cluster::acquire(int P, double timeout_s) {
 void Cluster::init(int P) {
   launch_ = detect_launch();
   int n_dev = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&n_dev));
+  if (const cudaError_t e = cudaGetDeviceCount(&n_dev); e != cudaSuccess || n_dev == 0)
+    throw std::runtime_error(std::string("no usable CUDA device on this machine (cudaGetDeviceCount: ") +
+                             (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) +
+                             "); the cuda backend needs a GPU - use --backend cpu here");
   if (launch_.launched && launch_.world != P)
     throw InputError("", "sp_size", "is " + std::to_string(P) + " but " + launch_.launcher + " started WORLD_SIZE=" +
                                         std::to_string(launch_.world) + " processes (they must be equal)");
