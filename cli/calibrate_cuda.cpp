@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/calibration_out.hpp"
 #include "cli/options.hpp"
 #include "reports/json_out.hpp"
 #include "reports/table.hpp"
@@ -275,18 +276,7 @@ int run_calibrate_cuda(int argc, char** argv) {
     if (!j) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
     j << raw.dump(1) << "\n";
   }
-  if (vm.count("profile-out")) {
-    const std::string src = cfg::resolve(vm["profile"].as<std::string>(), "profiles", "profile", cfg::Where{"", "--profile", ""});
-    const std::string dst = vm["profile-out"].as<std::string>();
-    std::error_code ec;
-    if (std::filesystem::absolute(src, ec) != std::filesystem::absolute(dst, ec))
-      std::filesystem::copy_file(src, dst, std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) throw InputError("", "--profile-out", fmt::format("cannot write '{}' ({})", dst, ec.message()));
-    write_calibration(dst, c);
-    std::cout << fmt::format("wrote {} (profile {} with a calibrated: section)\n", dst, hw.name);
-  } else {
-    std::cout << calibration_to_yaml(c);
-  }
+  write_calibration_output(vm, hw.name, c);
   return kExitOk;
 }
 #endif

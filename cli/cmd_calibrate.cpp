@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/calibration_out.hpp"
 #include "cli/options.hpp"
 #include "reports/table.hpp"
 #include "runtime/cpu/cpu_backend.hpp"
@@ -229,18 +230,7 @@ int run_calibrate(int argc, char** argv) {
       s.iters, s.impl, s.heads, s.kv_heads, s.head_dim, s.causal ? "causal" : "non-causal", s.threads, hw.name,
       hw.bf16_dense_flops / 1e9, s.pack_bytes, s.threads);
   std::cout << out << "\n";
-  if (vm.count("profile-out")) {
-    const std::string src = cfg::resolve(vm["profile"].as<std::string>(), "profiles", "profile", cfg::Where{"", "--profile", ""});
-    const std::string dst = vm["profile-out"].as<std::string>();
-    std::error_code ec;
-    if (std::filesystem::absolute(src, ec) != std::filesystem::absolute(dst, ec))
-      std::filesystem::copy_file(src, dst, std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) throw InputError("", "--profile-out", fmt::format("cannot write '{}' ({})", dst, ec.message()));
-    write_calibration(dst, c);
-    std::cout << fmt::format("wrote {} (profile {} with a calibrated: section)\n", dst, hw.name);
-  } else {
-    std::cout << calibration_to_yaml(c);
-  }
+  write_calibration_output(vm, hw.name, c);
   return kExitOk;
 }
 

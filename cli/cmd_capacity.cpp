@@ -94,16 +94,7 @@ int report(const std::vector<CapacityCase>& cs, double max_err, const std::strin
 
 int run_stored(const po::variables_map& vm) {
   const std::string path = vm["stored"].as<std::string>();
-  std::ifstream f(path);
-  if (!f) throw InputError(path, "--stored", "cannot open the stored capacity record");
-  Json j;
-  try {
-    j = Json::parse(f);
-  } catch (const std::exception& e) {
-    throw InputError(path, "file", std::string("is not JSON (") + e.what() + ")");
-  }
-  if (!j.contains("cases") || !j["cases"].is_array() || j["cases"].empty())
-    throw InputError(path, "cases", "missing or empty: not a record of `ulysses capacity --out`");
+  const Json j = load_record(path, "ulysses capacity --out");
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
   const std::int64_t g = j.value("granularity", std::int64_t{1024});
   std::vector<CapacityCase> cs;

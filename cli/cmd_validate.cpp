@@ -78,16 +78,7 @@ int report(const std::vector<CaseResult>& results, const Targets& t, const std::
 
 int run_stored(const po::variables_map& vm) {
   const std::string path = vm["stored"].as<std::string>();
-  std::ifstream f(path);
-  if (!f) throw InputError(path, "--stored", "cannot open the stored validation record");
-  Json j;
-  try {
-    j = Json::parse(f);
-  } catch (const std::exception& e) {
-    throw InputError(path, "file", std::string("is not JSON (") + e.what() + ")");
-  }
-  if (!j.contains("cases") || !j["cases"].is_array() || j["cases"].empty())
-    throw InputError(path, "cases", "missing or empty: not a validation record of `ulysses validate --out`");
+  const Json j = load_record(path, "ulysses validate --out");
   const std::string model = j.value("model", ""), profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
   std::vector<CaseResult> results;
   for (std::size_t i = 0; i < j["cases"].size(); ++i) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -254,6 +255,20 @@ reports::Json summary_json(const Summary& s) {
   j["block total"] = one(s.block_total);
   j["peak memory"] = one(s.memory);
   j["incorrect_cases"] = s.incorrect;
+  return j;
+}
+
+reports::Json load_record(const std::string& path, const std::string& producer) {
+  std::ifstream f(path);
+  if (!f) throw InputError(path, "--stored", "cannot open the stored record");
+  reports::Json j;
+  try {
+    j = reports::Json::parse(f);
+  } catch (const std::exception& e) {
+    throw InputError(path, "file", std::string("is not JSON (") + e.what() + ")");
+  }
+  if (!j.contains("cases") || !j["cases"].is_array() || j["cases"].empty())
+    throw InputError(path, "cases", "missing or empty: not a record of `" + producer + "`");
   return j;
 }
 

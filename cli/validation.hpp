@@ -74,6 +74,10 @@ struct ErrorStats {
   std::string worst_case() const;
 };
 
+// Reads a stored record (`ulysses validate --out`, `ulysses capacity --out`): JSON with a non-empty
+// `cases` array. InputError naming the file otherwise; `producer` names the command that writes it.
+reports::Json load_record(const std::string& path, const std::string& producer);
+
 struct CaseResult {
   std::string name;
   Keys keys;
