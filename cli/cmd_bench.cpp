@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_attention_sweep.hpp"
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
 #include "reports/table.hpp"
@@ -167,9 +168,10 @@ int run_bench(int argc, char** argv) {
       "slices", po::value<std::string>()->default_value("1,2,4"),
       "exchange: slice counts to time (pipelined pack/send); block: the first one (default ULYSSES_A2A_SLICES or 1)")(
       "peer", po::value<std::string>(), "JSON output of bench/peers/ulysses_peer.py from the same call: print ratios")(
-      "json", po::value<std::string>(), "block: also write the measurement as JSON to this file")(
+      "json", po::value<std::string>(), "block: also write the measurement as JSON to this file (attention sweep: every row)")(
       "timeout", po::value<double>()->default_value(300), "watchdog seconds for a collective or a missing rank");
   add_runtime_options(d);
+  add_attention_sweep_options(d);
   po::options_description s("scenario options (flags override the --scenario file)");
   add_scenario_options(s);
   d.add(s);
@@ -177,11 +179,15 @@ int run_bench(int argc, char** argv) {
   pos.add("what", 1);
   const auto vm = parse_args(argc, argv, d, &pos);
   if (vm.count("help") || !vm.count("what")) {
-    print_help(argv[0], "exchange|attention|block --scenario FILE [--seq-len N ...] [--slices 1,2,4] [--peer FILE]",
+    print_help(argv[0],
+               "exchange|attention|block --scenario FILE [--seq-len N ...] [--slices 1,2,4] [--peer FILE]\n"
+               "       attention --sweep | --quick | --points S:H:HKV:D:CAUSAL[,...] [--no-peer] [--json F] [--csv F]",
                "CUDA microbenchmarks, each validated before it is timed:\n"
                "  exchange   q,k,v seq->head exchange (pack + one NCCL group + unpack) vs a bare ncclAlltoAll and\n"
                "             a bare grouped send/recv of the same bytes; busbw = algbw*(P-1)/P as nccl-tests\n"
-               "  attention  one rank's local attention (H/P heads, full S), fwd and bwd, flash and reference\n"
+               "  attention  one rank's local attention (H/P heads, full S), fwd and bwd, flash and reference;\n"
+               "             --sweep/--quick/--points: the flash kernel over a grid of shapes on one GPU, then\n"
+               "             PyTorch flash (FA2) and cuDNN on the same points (bench/peers/attn_peer.py), ratios\n"
                "  block      the whole block (six phases) as `ulysses run --backend cuda`",
                d);
     return vm.count("help") ? kExitOk : kExitInput;
@@ -189,6 +195,7 @@ int run_bench(int argc, char** argv) {
   const std::string what = vm["what"].as<std::string>();
   if (what != "exchange" && what != "attention" && what != "block")
     throw InputError("", "bench", "'" + what + "' is not one of exchange, attention, block");
+  if (const auto points = attention_sweep_points(vm, what, s); !points.empty()) return run_attention_sweep(vm, points);
 #ifdef ULYSSES_WITH_CUDA
   runtime::RunOptions opt = run_options_of(vm);
   opt.timeout_s = vm["timeout"].as<double>();

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
+#include <functional>
+#include <tuple>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -128,6 +131,17 @@ std::string exchange_rank(RankCtx& ctx, const BlockShape& s, const RunOptions& o
   const std::int64_t elems = s.P * (layout::chunk_elems(qx) + 2 * layout::chunk_elems(kv_travel));
   unsigned long long* w = run.counter();
   RankRows out;
+  Exchanger& ex = run.exchanger();
+  if (ex.transport() == "p2p") {
+    run.poison_outputs();
+    run.barrier();
+    run.phase(0);
+    const auto checks = run.device_checks(opt.seed, false);
+    out.rows.push_back({"ulysses q,k,v p2p (fused pack + direct stores, one kernel)", elems * 2, 0, 0, 0,
+                        checks[0].wrong + checks[1].wrong + checks[2].wrong, ""});
+    out.times.push_back(time_it(ctx, run, opt, [&] { run.phase(0); }));
+  }
+  ex.force_nccl(true);  // the NCCL path next to it
   for (int k : slices) {
     run.set_slices(k);
     run.poison_outputs();
@@ -135,9 +149,10 @@ std::string exchange_rank(RankCtx& ctx, const BlockShape& s, const RunOptions& o
     run.phase(0);
     const auto checks = run.device_checks(opt.seed, false);  // q, k, v bit-exact are the first three
     std::int64_t wrong = checks[0].wrong + checks[1].wrong + checks[2].wrong;
-    out.rows.push_back({fmt::format("ulysses q,k,v (pack+group+unpack, slices={})", k), elems * 2, 0, 0, 0, wrong, ""});
+    out.rows.push_back({fmt::format("ulysses q,k,v nccl (pack+group+unpack, slices={})", k), elems * 2, 0, 0, 0, wrong, ""});
     out.times.push_back(time_it(ctx, run, opt, [&] { run.phase(0); }));
   }
+  ex.force_nccl(false);
   if (ctx.world > 1) {
     void* send = run.exchanger().send_buffer();
     void* recv = run.exchanger().recv_buffer();
@@ -171,15 +186,25 @@ struct AttnBufs {
   DevBuf<std::uint8_t> ws;
 };
 
-AttnBufs attn_bufs(DeviceArena& a, std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D) {
+// with_reference: the workspace is large enough for the reference kernel too.
+AttnBufs attn_bufs(DeviceArena& a, std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D,
+                   bool with_reference = true) {
   AttnBufs b;
   for (auto* x : {&b.q, &b.o, &b.dout, &b.dq}) *x = DevBuf<std::uint16_t>(a, B * S * Hq * D);
   for (auto* x : {&b.k, &b.v, &b.dk, &b.dv}) *x = DevBuf<std::uint16_t>(a, B * S * Hkv * D);
   b.lse = DevBuf<float>(a, B * Hq * S);
-  const std::size_t ws = std::max(kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::reference, B, S, Hq, Hkv, D),
-                                  kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::flash, B, S, Hq, Hkv, D));
+  std::size_t ws = kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::flash, B, S, Hq, Hkv, D);
+  if (with_reference) ws = std::max(ws, kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::reference, B, S, Hq, Hkv, D));
   b.ws = DevBuf<std::uint8_t>(a, static_cast<std::int64_t>(ws));
   return b;
+}
+
+// All-ones bytes (NaN in bf16 and fp32) in every output and the workspace: what a kernel does
+// not write stays NaN and fails the checks.
+void poison_outputs(AttnBufs& b, cudaStream_t st) {
+  for (auto* x : {&b.o, &b.dq, &b.dk, &b.dv}) CUDA_CHECK(cudaMemsetAsync(x->get(), 0xFF, static_cast<std::size_t>(x->bytes()), st));
+  CUDA_CHECK(cudaMemsetAsync(b.lse.get(), 0xFF, static_cast<std::size_t>(b.lse.bytes()), st));
+  if (b.ws.bytes() > 0) CUDA_CHECK(cudaMemsetAsync(b.ws.get(), 0xFF, static_cast<std::size_t>(b.ws.bytes()), st));
 }
 
 void fill_attn(AttnBufs& b, std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D,
@@ -221,10 +246,12 @@ std::vector<float> widen_dev(const DevBuf<std::uint16_t>& x) {
 
 // #wrong of fwd (o) + bwd (dq, dk, dv) of `kind` against the fp64 oracle at a small S.
 std::int64_t validate_attention(RankCtx& ctx, kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::int64_t Hq,
-                                std::int64_t Hkv, std::int64_t D, bool causal, std::uint64_t seed, std::string& note) {
+                                std::int64_t Hkv, std::int64_t D, bool causal, std::uint64_t seed, std::string& note,
+                                double* worst_out = nullptr) {
   DeviceArena arena(ctx.device);
   AttnBufs b = attn_bufs(arena, B, S, Hq, Hkv, D);
   fill_attn(b, B, S, Hq, Hkv, D, seed, ctx.stream);
+  poison_outputs(b, ctx.stream);
   const auto f = fwd_params(b, B, S, Hq, Hkv, D, causal);
   cudaError_t e = kernels::attn_fwd(kind, f, ctx.stream);
   if (e == cudaSuccess) e = kernels::attn_bwd(kind, bwd_params(b, f), ctx.stream);
@@ -251,6 +278,7 @@ std::int64_t validate_attention(RankCtx& ctx, kernels::AttnKernel kind, std::int
     worst = std::max(worst, c.max_abs_err);
   }
   note = fmt::format("checked at S={} vs fp64 (max err {:.3g} of tol)", S, worst);
+  if (worst_out) *worst_out = worst;
   return wrong;
 }
 
@@ -295,6 +323,177 @@ std::string attention_rank(RankCtx& ctx, const BlockShape& s, const RunOptions& 
   return pack_rows(out);
 }
 
+// ---- attention sweep ----
+
+// Rows [S, D] of head `h` of a [1, S, H, D] bf16 tensor, widened to double.
+std::vector<double> head_rows(const DevBuf<std::uint16_t>& x, std::int64_t S, std::int64_t H, std::int64_t D, std::int64_t h) {
+  std::vector<std::uint16_t> raw(static_cast<std::size_t>(S * D));
+  CUDA_CHECK(cudaMemcpy2D(raw.data(), D * 2, x.get() + h * D, H * D * 2, D * 2, S, cudaMemcpyDeviceToHost));
+  std::vector<double> out(raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i) out[i] = cpu::bf16_to_float(raw[i]);
+  return out;
+}
+
+// Row i of head h of a [1, S, H, D] bf16 tensor.
+std::vector<double> one_row(const DevBuf<std::uint16_t>& x, std::int64_t H, std::int64_t D, std::int64_t h, std::int64_t i) {
+  std::vector<std::uint16_t> raw(static_cast<std::size_t>(D));
+  CUDA_CHECK(cudaMemcpy(raw.data(), x.get() + (i * H + h) * D, static_cast<std::size_t>(D * 2), cudaMemcpyDeviceToHost));
+  std::vector<double> out(raw.size());
+  for (std::size_t k = 0; k < raw.size(); ++k) out[k] = cpu::bf16_to_float(raw[k]);
+  return out;
+}
+
+double dot(const double* a, const double* b, std::int64_t n) {
+  double s = 0;
+  for (std::int64_t k = 0; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
+// Spot rows at full S (reference_attention.hpp's formulas for one query row, in fp64, from the
+// same bf16 inputs; delta from the kernel's rounded o as the oracle does): o and dq through
+// check_close, lse within 1e-3 * (1 + |lse|). Adds the worst o/dq error (in units of the rule) to
+// *worst; returns #wrong.
+std::int64_t spot_rows_wrong(AttnBufs& b, const AttnSweepPoint& p, double* worst, double* worst_lse) {
+  const std::int64_t S = p.S, Hq = p.Hq, Hkv = p.Hkv, D = p.D;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<std::int64_t> rows{0, S / 3, std::min(S - 1, 2 * S / 3 + 1), S - 1};
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  std::vector<std::int64_t> heads{0, Hq - 1};
+  heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+  std::vector<float> got_o, got_dq;
+  std::vector<double> ref_o, ref_dq;
+  std::int64_t wrong_lse = 0;
+  *worst_lse = 0;
+  for (std::int64_t h : heads) {
+    const std::int64_t g = h / (Hq / Hkv);
+    const std::vector<double> k = head_rows(b.k, S, Hkv, D, g), v = head_rows(b.v, S, Hkv, D, g);
+    for (std::int64_t i : rows) {
+      const std::vector<double> q = one_row(b.q, Hq, D, h, i), dout = one_row(b.dout, Hq, D, h, i);
+      const std::vector<double> o_k = one_row(b.o, Hq, D, h, i), dq_k = one_row(b.dq, Hq, D, h, i);
+      const std::int64_t n = p.causal ? i + 1 : S;
+      std::vector<double> s(static_cast<std::size_t>(n));
+      double m = -INFINITY;
+      for (std::int64_t j = 0; j < n; ++j) m = std::max(m, s[j] = scale * dot(q.data(), &k[j * D], D));
+      double sum = 0;
+      for (std::int64_t j = 0; j < n; ++j) sum += std::exp(s[j] - m);
+      const double lse = m + std::log(sum);
+      const double delta = dot(dout.data(), o_k.data(), D);
+      std::vector<double> o(D, 0.0), dq(D, 0.0);
+      for (std::int64_t j = 0; j < n; ++j) {
+        const double pj = std::exp(s[j] - lse);
+        const double ds = pj * (dot(dout.data(), &v[j * D], D) - delta);
+        for (std::int64_t d = 0; d < D; ++d) o[d] += pj * v[j * D + d], dq[d] += scale * ds * k[j * D + d];
+      }
+      float lse_k = 0;
+      CUDA_CHECK(cudaMemcpy(&lse_k, b.lse.get() + h * S + i, sizeof lse_k, cudaMemcpyDeviceToHost));
+      const double e = std::abs(static_cast<double>(lse_k) - lse) / (1.0 + std::abs(lse));
+      *worst_lse = std::isfinite(e) ? std::max(*worst_lse, e) : INFINITY;
+      wrong_lse += !(e <= 1e-3);
+      got_o.insert(got_o.end(), o_k.begin(), o_k.end()), ref_o.insert(ref_o.end(), o.begin(), o.end());
+      got_dq.insert(got_dq.end(), dq_k.begin(), dq_k.end()), ref_dq.insert(ref_dq.end(), dq.begin(), dq.end());
+    }
+  }
+  const Check co = check_close("o", got_o.data(), ref_o.data(), static_cast<std::int64_t>(got_o.size()), kBf16AttentionTol);
+  const Check cq = check_close("dq", got_dq.data(), ref_dq.data(), static_cast<std::int64_t>(got_dq.size()), kBf16AttentionTol);
+  *worst = std::max({*worst, co.max_abs_err, cq.max_abs_err});
+  return co.wrong + cq.wrong + wrong_lse;
+}
+
+// Median seconds of `launch` and the repetitions: until >= min_reps and >= min_time_s timed.
+template <class F>
+std::pair<double, int> time_pass(RankCtx& ctx, const AttnSweepOptions& opt, const char* what, F&& launch) {
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  double total = 0;
+  while (static_cast<int>(t.size()) < opt.max_reps && (static_cast<int>(t.size()) < opt.min_reps || total < opt.min_time_s)) {
+    CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
+    CUDA_CHECK(launch());
+    CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
+    ctx.wait(ctx.stream, what);
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1e-3), total += ms * 1e-3;
+  }
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  return {median(t), static_cast<int>(t.size())};
+}
+
+struct OracleKey {
+  std::int64_t S, Hq, Hkv, D;
+  bool causal;
+  bool operator==(const OracleKey&) const = default;
+};
+
+struct OracleResult {
+  OracleKey key;
+  std::int64_t wrong;
+  double worst;
+  std::string note;
+};
+
+void sweep_point(RankCtx& ctx, const AttnSweepOptions& opt, std::vector<OracleResult>& oracle_cache, AttnSweepRow& r) {
+  const AttnSweepPoint& p = r.point;
+  const AttnDims full{1, p.S, p.Hq, p.Hkv, p.D, p.causal};
+  r.fwd_flops = attention_fwd_flops(full), r.bwd_flops = attention_bwd_flops(full);
+  // 1. the fp64 oracle at a small S, same heads, head dim and mask (cached)
+  const OracleKey key{std::min(p.S, opt.check_seq), p.Hq, p.Hkv, p.D, p.causal};
+  auto it = std::find_if(oracle_cache.begin(), oracle_cache.end(), [&](const OracleResult& o) { return o.key == key; });
+  if (it == oracle_cache.end()) {
+    OracleResult o{key, 0, 0, ""};
+    o.wrong = validate_attention(ctx, kernels::AttnKernel::flash, 1, key.S, key.Hq, key.Hkv, key.D, key.causal, opt.seed,
+                                 o.note, &o.worst);
+    oracle_cache.push_back(o);
+    it = oracle_cache.end() - 1;
+  }
+  if (it->wrong < 0) {
+    r.status = "not supported: " + it->note;
+    return;
+  }
+  // 2. full S: poisoned outputs, one fwd + bwd, no NaN left, spot rows vs fp64
+  DeviceArena arena(ctx.device);
+  AttnBufs b;
+  try {
+    b = attn_bufs(arena, 1, p.S, p.Hq, p.Hkv, p.D, false);
+  } catch (const OutOfMemory& e) {
+    const double gib = static_cast<double>((4 * p.Hq + 4 * p.Hkv) * p.S * p.D * 2 + p.Hq * p.S * 4 +
+                                           static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(
+                                               kernels::AttnKernel::flash, 1, p.S, p.Hq, p.Hkv, p.D))) / (1ull << 30);
+    r.status = fmt::format("out of memory (needs {:.1f} GiB of buffers)", gib);
+    return;
+  }
+  fill_attn(b, 1, p.S, p.Hq, p.Hkv, p.D, opt.seed, ctx.stream);
+  poison_outputs(b, ctx.stream);
+  const auto fp = fwd_params(b, 1, p.S, p.Hq, p.Hkv, p.D, p.causal);
+  const auto bp = bwd_params(b, fp);
+  cudaError_t e = kernels::attn_fwd(kernels::AttnKernel::flash, fp, ctx.stream);
+  if (e == cudaSuccess) e = kernels::attn_bwd(kernels::AttnKernel::flash, bp, ctx.stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    r.status = std::string("not supported: ") + cudaGetErrorString(e);
+    return;
+  }
+  ctx.wait(ctx.stream, "attention sweep: full-S validation run");
+  DevBuf<unsigned long long> cnt(arena, 1);
+  CUDA_CHECK(cudaMemsetAsync(cnt.get(), 0, sizeof(unsigned long long), ctx.stream));
+  for (auto* x : {&b.o, &b.dq, &b.dk, &b.dv}) CUDA_CHECK(kernels::count_nonfinite_bf16(x->get(), x->size(), cnt.get(), ctx.stream));
+  const std::int64_t nonfinite = read_counter(ctx, cnt.get());
+  double worst = it->worst, worst_lse = 0;
+  const std::int64_t spot = spot_rows_wrong(b, p, &worst, &worst_lse);
+  r.wrong = it->wrong + nonfinite + spot;
+  r.check = fmt::format("fp64 oracle at S={} ({} wrong); full S: {} non-finite, spot rows {} wrong; worst err {:.2f} of tol, "
+                        "lse {:.1e}",
+                        key.S, it->wrong, nonfinite, spot, worst / kBf16AttentionTol, worst_lse);
+  r.status = r.wrong == 0 ? "ok" : "validation failed";
+  // 3. timing, fwd and bwd separately
+  std::tie(r.fwd_s, r.fwd_reps) =
+      time_pass(ctx, opt, "attention sweep: fwd", [&] { return kernels::attn_fwd(kernels::AttnKernel::flash, fp, ctx.stream); });
+  std::tie(r.bwd_s, r.bwd_reps) =
+      time_pass(ctx, opt, "attention sweep: bwd", [&] { return kernels::attn_bwd(kernels::AttnKernel::flash, bp, ctx.stream); });
+}
+
 }  // namespace
 
 double algbw_GBps(const BenchRow& r) { return r.median_s > 0 ? r.bytes_per_rank / r.median_s * 1e-9 : 0; }
@@ -312,6 +511,29 @@ BenchResult bench_attention(const BlockShape& s, const RunOptions& opt) {
   prepare_nvtx_injection();
   auto cl = Cluster::acquire(static_cast<int>(s.P), opt.timeout_s);
   return aggregate(*cl, cl->run([&](RankCtx& ctx) { return attention_rank(ctx, s, opt); }));
+}
+
+
+std::vector<AttnSweepRow> bench_attention_sweep(const std::vector<AttnSweepPoint>& points, const AttnSweepOptions& opt,
+                                                const std::function<void(const AttnSweepRow&)>& on_row,
+                                                std::string* device) {
+  auto cl = Cluster::acquire(1, opt.timeout_s);
+  if (device) *device = cl->describe();
+  std::vector<AttnSweepRow> rows;
+  cl->run([&](RankCtx& ctx) {
+    std::vector<OracleResult> cache;
+    for (const AttnSweepPoint& p : points) {
+      AttnSweepRow r;
+      r.point = p;
+      const auto t0 = std::chrono::steady_clock::now();
+      sweep_point(ctx, opt, cache, r);
+      r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rows.push_back(r);
+      if (on_row) on_row(r);
+    }
+    return std::string();
+  });
+  return rows;
 }
 
 }  // namespace ulysses::runtime::cuda

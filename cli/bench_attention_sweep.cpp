@@ -1,0 +1,383 @@
+#include "cli/bench_attention_sweep.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "reports/table.hpp"
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+
+#ifdef ULYSSES_WITH_CUDA
+#include "runtime/cuda/bench.hpp"
+#endif
+
+namespace ulysses::cli {
+
+namespace {
+
+struct SweepSettings {
+  int min_reps = 3;
+  double min_time_s = 0.3;
+  std::int64_t check_seq = 256;
+};
+
+SweepSettings settings_of(const po::variables_map& vm) {
+  SweepSettings s;
+  s.min_reps = vm["min-reps"].as<int>();
+  s.min_time_s = vm["min-time-s"].as<double>();
+  s.check_seq = vm["check-seq"].as<std::int64_t>();
+  if (s.min_reps < 1 || s.min_reps > 100) throw InputError("", "--min-reps", fmt::format("must be in 1..100 (got {})", s.min_reps));
+  if (!(s.min_time_s >= 0 && s.min_time_s <= 10))
+    throw InputError("", "--min-time-s", fmt::format("must be in 0..10 seconds (got {})", s.min_time_s));
+  if (s.check_seq < 1 || s.check_seq > 2048)
+    throw InputError("", "--check-seq", fmt::format("must be in 1..2048 (the fp64 CPU oracle is O(S^2)); got {}", s.check_seq));
+  return s;
+}
+
+double fwd_flops(const AttnPoint& p) {  // 4*S^2*H*D, half when causal (B = 1)
+  return 4.0 * static_cast<double>(p.S) * static_cast<double>(p.S) * static_cast<double>(p.H) * static_cast<double>(p.D) *
+         (p.causal ? 0.5 : 1.0);
+}
+
+// Device seconds of the sweep before it runs, from the FLOPs at assumed rates (TFLOP/s, about
+// what docs/ATTENTION.md measured on H200) and each side's repetition rule.
+std::pair<double, double> estimate_s(const std::vector<AttnPoint>& pts, const SweepSettings& s, bool peer) {
+  double ours = 0, peers = peer ? 15 : 0;  // torch import and CUDA start
+  for (const AttnPoint& p : pts) {
+    const double f = fwd_flops(p);
+    const double tf = f / 300e12, tb = 2.5 * f / 250e12;
+    ours += tf + tb + std::max(s.min_reps * tf, s.min_time_s) + std::max(s.min_reps * tb, s.min_time_s) + 0.05;
+    if (!peer) continue;
+    // attn_peer.py bench_ms: one warm-up, then 1..10 repetitions of ~0.2 s; the backward pass
+    // needs one more forward for its graph
+    auto pass = [](double t) { return t + std::max(1, std::min(10, static_cast<int>(0.2 / std::max(t, 1e-6)))) * t; };
+    for (auto [rf, rb] : {std::pair{300e12, 270e12}, {450e12, 430e12}})
+      peers += pass(f / rf) + f / rf + pass(2.5 * f / rb) + 0.02;
+  }
+  return {ours, peers};
+}
+
+struct PeerTimes {
+  double fwd_ms = 0, bwd_ms = 0;
+  std::string error;
+};
+
+using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool>;
+Key key_of(const AttnPoint& p) { return {p.S, p.H, p.H_kv, p.D, p.causal}; }
+
+struct PeerRun {
+  bool ran = false;
+  std::string failure;  // one line when it did not run or failed
+  std::map<Key, std::map<std::string, PeerTimes>> times;  // impl -> times
+  double wall_s = 0;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string last_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line, last;
+  while (std::getline(f, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+// bench/peers/attn_peer.py bench --one ... for every point, in one process; JSON lines parsed.
+PeerRun run_peer(const std::string& python, const std::vector<AttnPoint>& pts) {
+  PeerRun r;
+  const std::string script = repo_dir() + "/bench/peers/attn_peer.py";
+  char err_path[] = "/tmp/ulysses-attn-peer-XXXXXX";
+  const int fd = mkstemp(err_path);
+  if (fd < 0) {
+    r.failure = "cannot create a temporary file for the peer's stderr";
+    return r;
+  }
+  close(fd);
+  std::string cmd = shell_quote(python) + " " + shell_quote(script) + " bench";
+  for (const AttnPoint& p : pts)
+    cmd += fmt::format(" --one {} {} {} {} {}", p.S, p.H, p.H_kv, p.D, p.causal ? 1 : 0);
+  cmd += " 2>" + shell_quote(err_path);
+  std::cout << "peer: " << python << " " << script << " bench --one ... (" << pts.size() << " points)\n" << std::flush;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) {
+    r.failure = "cannot start '" + python + "'";
+    std::remove(err_path);
+    return r;
+  }
+  std::string line;
+  int lines = 0;
+  for (int c; (c = std::fgetc(f)) != EOF;) {
+    if (c != '\n') {
+      line += static_cast<char>(c);
+      continue;
+    }
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    line.clear();
+    if (j.is_discarded() || !j.is_object() || j.value("kind", "") != "bench") continue;
+    const AttnPoint p{j.value("S", std::int64_t{0}), j.value("Hq", std::int64_t{0}), j.value("Hkv", std::int64_t{0}),
+                      j.value("D", std::int64_t{0}), j.value("causal", false)};
+    PeerTimes t;
+    t.fwd_ms = j.value("fwd_ms", 0.0), t.bwd_ms = j.value("bwd_ms", 0.0), t.error = j.value("error", "");
+    const std::string impl = j.value("impl", "");
+    r.times[key_of(p)][impl] = t;
+    ++lines;
+    std::cout << fmt::format("  peer {} {}: {}\n", impl, attn_point_name(p),
+                             t.error.empty() ? fmt::format("fwd {:.0f} bwd {:.0f} TFLOP/s", j.value("fwd_tflops", 0.0),
+                                                           j.value("bwd_tflops", 0.0))
+                                             : "refused: " + t.error.substr(0, 80))
+              << std::flush;
+  }
+  const int status = pclose(f);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (rc != 0 || lines == 0) {
+    const std::string why = last_line(err_path);
+    r.failure = fmt::format("exit code {}, {} result lines{}{}", rc, lines, why.empty() ? "" : ": ", why);
+  }
+  r.ran = lines > 0;
+  std::remove(err_path);
+  return r;
+}
+
+std::string tflops_cell(double flops, double s) { return s > 0 ? fmt::format("{:.0f}", flops / s * 1e-12) : "-"; }
+
+}  // namespace
+
+void add_attention_sweep_options(po::options_description& d) {
+  d.add_options()
+      ("sweep", po::bool_switch(), "attention: the issue-5 grid (S 4K,16K,32K,128K x H 16,32 x H_kv H,8 x D 64,128 x causal/not; 64 points)")
+      ("quick", po::bool_switch(), "attention: a 16-point subset (S 4K,32K, H 16)")
+      ("points", po::value<std::string>(), "attention: S:H:HKV:D:CAUSAL[,...], e.g. 32768:16:16:128:1 (H, HKV: local heads)")
+      ("peer-python", po::value<std::string>()->default_value("python3"), "attention sweep: python that runs bench/peers/attn_peer.py")
+      ("no-peer", po::bool_switch(), "attention sweep: do not run the PyTorch peers")
+      ("csv", po::value<std::string>(), "attention sweep: also write every row as CSV to this file")
+      ("min-reps", po::value<int>()->default_value(3), "attention sweep: timed repetitions per pass, at least")
+      ("min-time-s", po::value<double>()->default_value(0.3), "attention sweep: timed seconds per pass, at least")
+      ("check-seq", po::value<std::int64_t>()->default_value(256), "attention sweep: S of the fp64 oracle check");
+}
+
+bool attention_sweep_requested(const po::variables_map& vm) {
+  return vm["sweep"].as<bool>() || vm["quick"].as<bool>() || vm.count("points");
+}
+
+std::vector<AttnPoint> attention_sweep_points(const po::variables_map& vm, const std::string& what,
+                                              const po::options_description& scenario_options) {
+  const int chosen = int(vm["sweep"].as<bool>()) + int(vm["quick"].as<bool>()) + int(vm.count("points") > 0);
+  if (chosen == 0) return {};
+  if (what != "attention")
+    throw InputError("", vm.count("points") ? "--points" : vm["sweep"].as<bool>() ? "--sweep" : "--quick",
+                     "only with `bench attention` (got bench " + what + ")");
+  if (chosen > 1) throw InputError("", "--points", "give one of --sweep, --quick, --points");
+  if (vm.count("peer"))
+    throw InputError("", "--peer", "not with --sweep/--quick/--points: the sweep runs attn_peer.py itself (--peer-python, --no-peer)");
+  for (const char* flag : {"warmup", "iters"})
+    if (!vm[flag].defaulted())
+      throw InputError("", std::string("--") + flag, "not with --sweep/--quick/--points (use --min-reps, --min-time-s)");
+  if (vm["backend"].as<std::string>() != "cpu" && vm["backend"].as<std::string>() != "cuda")
+    throw InputError("", "--backend", "the attention sweep runs on cuda");
+  for (const auto& o : scenario_options.options()) {
+    const std::string& name = o->long_name();
+    if (vm.count(name) && !vm[name].defaulted())
+      throw InputError("", "--" + name, "not with --sweep/--quick/--points: each point gives its own S, H, H_kv, D, causal");
+  }
+  settings_of(vm);  // the repetition flags are user input too: check them before any device work
+  if (vm["sweep"].as<bool>()) return attn_issue_grid();
+  if (vm["quick"].as<bool>()) return attn_quick_grid();
+  return parse_attn_points(vm["points"].as<std::string>());
+}
+
+#ifndef ULYSSES_WITH_CUDA
+
+int run_attention_sweep(const po::variables_map&, const std::vector<AttnPoint>&) {
+  std::fprintf(stderr, "ulysses bench: this binary was built without the CUDA backend\n");
+  return kExitFailure;
+}
+
+#else
+
+int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint>& points) {
+  const SweepSettings set = settings_of(vm);
+  const bool peer = !vm["no-peer"].as<bool>();
+  std::ofstream json_out, csv_out;  // opened before the device work: a bad path fails at once
+  if (vm.count("json") && !(json_out.open(vm["json"].as<std::string>()), json_out))
+    throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
+  if (vm.count("csv") && !(csv_out.open(vm["csv"].as<std::string>()), csv_out))
+    throw InputError("", "--csv", "cannot write '" + vm["csv"].as<std::string>() + "'");
+  const auto [est_ours, est_peer] = estimate_s(points, set, peer);
+  std::cout << fmt::format(
+      "bench attention sweep: {} points, B=1, one GPU, flash kernel (heads are the local heads)\n"
+      "TFLOP/s: fwd 4*S^2*H*D (half when causal), bwd 2.5x fwd; ours = median of >= {} repetitions and >= {} s per pass\n"
+      "validation per point: fp64 oracle at S=min(S,{}) with the same H, H_kv, D, causal (outputs poisoned), then at full S\n"
+      "  no NaN left in o, dq, dk, dv and spot rows of o, lse, dq vs fp64; #wrong = both; exit 1 if any point fails\n"
+      "estimated device time: ours ~{:.0f} s{}\n\n",
+      points.size(), set.min_reps, set.min_time_s, set.check_seq, est_ours,
+      peer ? fmt::format(", PyTorch peers ~{:.0f} s, total ~{:.0f} s", est_peer, est_ours + est_peer) : std::string(" (no peer)"));
+  std::cout << std::flush;
+
+  runtime::cuda::AttnSweepOptions opt;
+  opt.min_reps = set.min_reps, opt.min_time_s = set.min_time_s, opt.check_seq = set.check_seq;
+  opt.seed = vm["seed"].as<std::uint64_t>();
+  opt.timeout_s = vm["timeout"].as<double>();
+  if (!(opt.timeout_s > 0)) throw InputError("", "--timeout", "must be > 0 seconds");
+  std::vector<runtime::cuda::AttnSweepPoint> pts;
+  for (const AttnPoint& p : points) pts.push_back({p.S, p.H, p.H_kv, p.D, p.causal});
+  std::string device;
+  std::size_t done = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto rows = runtime::cuda::bench_attention_sweep(
+      pts, opt,
+      [&](const runtime::cuda::AttnSweepRow& r) {
+        ++done;
+        std::cout << fmt::format("  [{}/{}] {} fwd {} bwd {} TFLOP/s, #wrong {}, {} ({:.1f} s)\n", done, points.size(),
+                                 attn_point_name(points[done - 1]), tflops_cell(r.fwd_flops, r.fwd_s),
+                                 tflops_cell(r.bwd_flops, r.bwd_s), r.wrong, r.status, r.wall_s)
+                  << std::flush;
+      },
+      &device);
+  const double ours_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  PeerRun pr;
+  if (peer) {
+    // our buffers are freed point by point (only the CUDA context stays); run the peer now
+    std::vector<AttnPoint> runnable;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].fwd_s > 0) runnable.push_back(points[i]);
+    if (!runnable.empty()) pr = run_peer(vm["peer-python"].as<std::string>(), runnable);
+  }
+
+  // ---- the table ----
+  std::cout << fmt::format("\n{} - ours {:.0f} s{}\n", device, ours_wall_s,
+                           pr.ran ? fmt::format(", peers {:.0f} s", pr.wall_s) : std::string());
+  if (peer && !pr.failure.empty())
+    std::cout << "peer: FAILED (" << pr.failure << "); " << (pr.ran ? "partial peer numbers" : "our numbers only") << "\n";
+  if (!peer) std::cout << "peer: not run (--no-peer)\n";
+  reports::Table t({{"S", ""}, {"H", ""}, {"Hkv", ""}, {"D", ""}, {"causal", ""},
+                    {"ours fwd", "TFLOP/s"}, {"FA2 fwd", "TFLOP/s"}, {"cuDNN fwd", "TFLOP/s"},
+                    {"ours bwd", "TFLOP/s"}, {"FA2 bwd", "TFLOP/s"}, {"cuDNN bwd", "TFLOP/s"},
+                    {"fwd/FA2", "x"}, {"bwd/FA2", "x"}, {"fwd/cuDNN", "x"}, {"bwd/cuDNN", "x"},
+                    {"#wrong", ""}, {"status", "", reports::Align::left}});
+  // gmean accumulators: [D][all | S >= 16K][ratio 0..3] -> (sum of logs, count)
+  std::map<std::int64_t, std::array<std::array<std::pair<double, int>, 4>, 2>> gm;
+  nlohmann::json jrows = nlohmann::json::array();
+  std::ostringstream csv;
+  csv << "S,H,H_kv,D,causal,status,wrong,ours_fwd_ms,ours_bwd_ms,ours_fwd_tflops,ours_bwd_tflops,fwd_reps,bwd_reps,"
+         "fa2_fwd_ms,fa2_bwd_ms,fa2_fwd_tflops,fa2_bwd_tflops,cudnn_fwd_ms,cudnn_bwd_ms,cudnn_fwd_tflops,cudnn_bwd_tflops,"
+         "fwd_over_fa2,bwd_over_fa2,fwd_over_cudnn,bwd_over_cudnn,check\n";
+  bool ok = true;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const AttnPoint& p = points[i];
+    const bool oom = r.status.rfind("out of memory", 0) == 0;
+    if (r.wrong != 0 && !oom) ok = false;
+    const auto pk = pr.times.find(key_of(p));
+    auto peer_of = [&](const char* impl) -> std::optional<PeerTimes> {
+      if (pk == pr.times.end() || !pk->second.count(impl)) return std::nullopt;
+      return pk->second.at(impl);
+    };
+    const auto fa2 = peer_of("torch_flash"), cud = peer_of("torch_cudnn");
+    auto peer_s = [](const std::optional<PeerTimes>& x, bool bwd) { return x && x->error.empty() ? (bwd ? x->bwd_ms : x->fwd_ms) * 1e-3 : 0.0; };
+    const double ours[2] = {r.fwd_s, r.bwd_s};
+    const double peers_s[2][2] = {{peer_s(fa2, false), peer_s(fa2, true)}, {peer_s(cud, false), peer_s(cud, true)}};
+    double ratio[4];  // ours / peer in TFLOP/s = peer time / our time
+    for (int b = 0; b < 2; ++b)
+      for (int pass = 0; pass < 2; ++pass) {
+        const double o = ours[pass], q = peers_s[b][pass];
+        ratio[b * 2 + pass] = o > 0 && q > 0 ? q / o : 0;
+        if (ratio[b * 2 + pass] > 0 && r.wrong == 0)
+          for (int g = 0; g < (p.S >= 16384 ? 2 : 1); ++g) {
+            auto& acc = gm[p.D][g][b * 2 + pass];
+            acc.first += std::log(ratio[b * 2 + pass]), acc.second += 1;
+          }
+      }
+    auto rc = [](double x) { return x > 0 ? fmt::format("{:.2f}", x) : std::string("-"); };
+    const std::string S_cell = p.S % 1024 == 0 ? fmt::format("{}K", p.S / 1024) : fmt::format("{}", p.S);
+    std::string status = r.status;
+    for (const auto& [name, x] : {std::pair{"FA2", fa2}, {"cuDNN", cud}})
+      if (x && !x->error.empty()) status += fmt::format("; {} refused: {}", name, x->error.substr(0, 60));
+    t.add_row({S_cell, fmt::format("{}", p.H), fmt::format("{}", p.H_kv), fmt::format("{}", p.D), p.causal ? "yes" : "no",
+               tflops_cell(r.fwd_flops, r.fwd_s), tflops_cell(r.fwd_flops, peers_s[0][0]), tflops_cell(r.fwd_flops, peers_s[1][0]),
+               tflops_cell(r.bwd_flops, r.bwd_s), tflops_cell(r.bwd_flops, peers_s[0][1]), tflops_cell(r.bwd_flops, peers_s[1][1]),
+               rc(ratio[0]), rc(ratio[1]), rc(ratio[2]), rc(ratio[3]), r.wrong >= 0 ? fmt::format("{}", r.wrong) : "-", status});
+    auto side = [&](double f_s, double b_s) -> nlohmann::json {
+      if (!(f_s > 0)) return nullptr;
+      return {{"fwd_ms", f_s * 1e3}, {"bwd_ms", b_s * 1e3}, {"fwd_tflops", r.fwd_flops / f_s * 1e-12},
+              {"bwd_tflops", b_s > 0 ? r.bwd_flops / b_s * 1e-12 : 0.0}};
+    };
+    nlohmann::json jo = side(r.fwd_s, r.bwd_s);
+    if (!jo.is_null()) jo["fwd_reps"] = r.fwd_reps, jo["bwd_reps"] = r.bwd_reps;
+    jrows.push_back({{"S", p.S}, {"H", p.H}, {"H_kv", p.H_kv}, {"D", p.D}, {"causal", p.causal}, {"status", r.status},
+                     {"wrong", r.wrong}, {"check", r.check}, {"wall_s", r.wall_s}, {"fwd_flops", r.fwd_flops},
+                     {"bwd_flops", r.bwd_flops}, {"ours", jo},
+                     {"torch_flash", fa2 && !fa2->error.empty() ? nlohmann::json{{"error", fa2->error}} : side(peers_s[0][0], peers_s[0][1])},
+                     {"torch_cudnn", cud && !cud->error.empty() ? nlohmann::json{{"error", cud->error}} : side(peers_s[1][0], peers_s[1][1])},
+                     {"fwd_over_fa2", ratio[0]}, {"bwd_over_fa2", ratio[1]}, {"fwd_over_cudnn", ratio[2]}, {"bwd_over_cudnn", ratio[3]}});
+    auto ms = [](double s) { return s > 0 ? fmt::format("{:.4f}", s * 1e3) : std::string(); };
+    auto tf = [](double fl, double s) { return s > 0 ? fmt::format("{:.1f}", fl / s * 1e-12) : std::string(); };
+    auto rr = [](double x) { return x > 0 ? fmt::format("{:.4f}", x) : std::string(); };
+    std::string check = r.check + (r.status == "ok" ? "" : " " + r.status);
+    std::replace(check.begin(), check.end(), ',', ';');
+    csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},", p.S, p.H, p.H_kv, p.D, p.causal ? 1 : 0, r.status == "ok" ? "ok" : "fail",
+                       r.wrong, ms(r.fwd_s), ms(r.bwd_s), tf(r.fwd_flops, r.fwd_s), tf(r.bwd_flops, r.bwd_s), r.fwd_reps, r.bwd_reps)
+        << fmt::format("{},{},{},{},{},{},{},{},", ms(peers_s[0][0]), ms(peers_s[0][1]), tf(r.fwd_flops, peers_s[0][0]),
+                       tf(r.bwd_flops, peers_s[0][1]), ms(peers_s[1][0]), ms(peers_s[1][1]), tf(r.fwd_flops, peers_s[1][0]),
+                       tf(r.bwd_flops, peers_s[1][1]))
+        << fmt::format("{},{},{},{},{}\n", rr(ratio[0]), rr(ratio[1]), rr(ratio[2]), rr(ratio[3]), check);
+  }
+  std::cout << t.render();
+
+  if (!gm.empty()) {
+    std::cout << "\nsummary: geometric mean of ours / peer (TFLOP/s ratio) over the validated points\n";
+    reports::Table s({{"D", ""}, {"points", "", reports::Align::left}, {"n", ""}, {"fwd/FA2", "x"}, {"bwd/FA2", "x"},
+                      {"fwd/cuDNN", "x"}, {"bwd/cuDNN", "x"}});
+    for (auto it = gm.rbegin(); it != gm.rend(); ++it)
+      for (int g = 0; g < 2; ++g) {
+        const auto& a = it->second[g];
+        int n = 0;
+        std::vector<std::string> cells{fmt::format("{}", it->first), g == 0 ? "all" : "S >= 16K", ""};
+        for (const auto& [sum, cnt] : a) {
+          cells.push_back(cnt > 0 ? fmt::format("{:.2f}", std::exp(sum / cnt)) : "-");
+          n = std::max(n, cnt);
+        }
+        cells[2] = fmt::format("{}", n);
+        if (n > 0) s.add_row(cells);
+      }
+    std::cout << s.render();
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].status != "ok")
+      std::cout << fmt::format("{}: {} {}\n", attn_point_name(points[i]), rows[i].status, rows[i].check);
+  std::cout << (ok ? "validation: all points passed\n" : "validation: FAILED (a point has #wrong > 0 or could not run)\n");
+
+  if (json_out.is_open())
+    json_out << nlohmann::json{{"device", device}, {"ours_wall_s", ours_wall_s}, {"peer_ran", pr.ran},
+                               {"peer_failure", pr.failure}, {"peer_wall_s", pr.wall_s}, {"min_reps", set.min_reps},
+                               {"min_time_s", set.min_time_s}, {"check_seq", set.check_seq}, {"rows", jrows}}
+                    .dump(2)
+             << "\n";
+  if (csv_out.is_open()) csv_out << csv.str();
+  return ok ? kExitOk : kExitFailure;
+}
+
+#endif
+
+}  // namespace ulysses::cli
