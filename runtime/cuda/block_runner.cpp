@@ -57,6 +57,11 @@ BlockRunner::BlockRunner(RankCtx& ctx, DeviceArena& a, const BlockShape& s, Kern
   workspace_ = DevBuf<std::uint8_t>(a, static_cast<std::int64_t>(ws));
   const std::int64_t cap = P * (layout::chunk_elems(qx_) + 2 * layout::chunk_elems(kvx_));
   ex_ = std::make_unique<Exchanger>(ctx, a, cap);
+  // every tensor an exchange writes into (phase() and device_checks()), same order on every rank
+  std::vector<void*> dsts = {q_head_.get(), k_head_.get(), v_head_.get(), dout_head_.get(), o_seq_.get(), dq_seq_.get()};
+  for (auto* b : rep_ ? std::vector<DevBuf<u16>*>{&dk_rep_, &dv_rep_} : std::vector<DevBuf<u16>*>{&dk_seq_, &dv_seq_})
+    dsts.push_back(b->get());
+  ex_->register_destinations(dsts);
 }
 
 std::string BlockRunner::kernel_name() const { return kernel_.kind == kernels::AttnKernel::flash ? "flash" : "reference"; }

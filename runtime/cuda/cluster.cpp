@@ -1,6 +1,7 @@
 #include "runtime/cuda/cluster.hpp"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <map>
@@ -53,6 +54,42 @@ bool blocking_wanted(bool /*launched*/) {
 
 }  // namespace
 
+// All-gather among the rank threads of one process: the last thread to arrive publishes.
+struct HostBoard {
+  explicit HostBoard(int n) : slots(n) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> slots, result;
+  int arrived = 0;
+  std::uint64_t generation = 0;
+};
+
+std::vector<std::string> RankCtx::allgather(const std::string& mine) {
+  if (world == 1) return {mine};
+  if (!board) return allgather_strings(*this, mine);
+  std::unique_lock lock(board->mu);
+  board->slots[rank] = mine;
+  const std::uint64_t gen = board->generation;
+  if (++board->arrived == world) {
+    board->result = board->slots;
+    board->arrived = 0;
+    ++board->generation;
+    board->cv.notify_all();
+    return board->result;
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+  while (board->generation == gen) {
+    board->cv.wait_for(lock, std::chrono::milliseconds(20));
+    if (board->generation != gen) break;
+    if (abort_flag && abort_flag->load())
+      throw std::runtime_error("rank " + std::to_string(rank) + ": aborted in a host all-gather (another rank failed)");
+    if (Clock::now() > deadline)
+      throw std::runtime_error("rank " + std::to_string(rank) + ": watchdog: a host all-gather did not complete within " +
+                               secs(timeout_s) + " (a rank thread is stuck)");
+  }
+  return board->result;
+}
+
 void RankCtx::abort_comm() {
   if (comm && comm_aborted && !*comm_aborted) {
     *comm_aborted = true;
@@ -66,6 +103,9 @@ void RankCtx::wait(cudaStream_t s, const std::string& what) {
   while (true) {
     const cudaError_t q = cudaStreamQuery(s);
     if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady && p2p_timeout && *p2p_timeout)
+      throw std::runtime_error("rank " + std::to_string(rank) + ": p2p exchange: rank " + std::to_string(*p2p_timeout - 1) +
+                               " did not arrive within " + secs(timeout_s) + " (missing or stuck rank; the exchange kernel trapped)");
     if (q != cudaErrorNotReady)
       throw std::runtime_error("rank " + std::to_string(rank) + ": CUDA error while waiting for " + what + ": " +
                                cudaGetErrorString(q));
@@ -82,6 +122,9 @@ void RankCtx::wait(cudaStream_t s, const std::string& what) {
       abort_comm();
       throw std::runtime_error("rank " + std::to_string(rank) + ": aborted while waiting for " + what + " (another rank failed)");
     }
+    if (p2p_timeout && *p2p_timeout)
+      throw std::runtime_error("rank " + std::to_string(rank) + ": p2p exchange: rank " + std::to_string(*p2p_timeout - 1) +
+                               " did not arrive within " + secs(timeout_s) + " (missing or stuck rank) while waiting for " + what);
     if (Clock::now() > deadline) {
       abort_comm();
       throw std::runtime_error("rank " + std::to_string(rank) + ": watchdog: " + what + " did not finish within " + secs(timeout_s) +
@@ -153,6 +196,7 @@ void Cluster::init(int P) {
   }
   const int local = static_cast<int>(devices_.size());
   ranks_.resize(local);
+  if (local > 1) board_ = std::make_unique<HostBoard>(local);
   aborted_.assign(local, 0);
   std::vector<ncclComm_t> comms(local, nullptr);
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
@@ -201,6 +245,7 @@ void Cluster::init(int P) {
     r.timeout_s = timeout_s;
     r.abort_flag = &abort_;
     r.comm_aborted = reinterpret_cast<bool*>(&aborted_[i]);
+    r.board = board_.get();
     CUDA_CHECK(cudaSetDevice(r.device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&r.comm_stream, cudaStreamNonBlocking));

@@ -26,6 +26,8 @@
 
 namespace ulysses::runtime::cuda {
 
+struct HostBoard;  // single-process all-gather among the rank threads (cluster.cpp)
+
 struct RankCtx {
   int rank = 0, world = 1, device = 0;
   ncclComm_t comm = nullptr;          // null when world == 1
@@ -34,6 +36,8 @@ struct RankCtx {
   double timeout_s = 300;
   std::atomic<bool>* abort_flag = nullptr;  // set when any rank of this process failed
   bool* comm_aborted = nullptr;
+  HostBoard* board = nullptr;               // single-process mode with P > 1
+  const volatile int* p2p_timeout = nullptr;  // host-mapped: 1 + the rank a p2p exchange waited for in vain (p2p.hpp)
 
   // Blocks until all work queued on s is done; the watchdog described above.
   void wait(cudaStream_t s, const std::string& what);
@@ -43,6 +47,9 @@ struct RankCtx {
   void nccl(ncclResult_t r, const std::string& what);
   // Aborts the communicator (idempotent).
   void abort_comm();
+  // Every rank's string, indexed by rank, on every rank: a collective of all ranks (threads in
+  // single-process mode, NCCL in launcher mode). Bounded by timeout_s and the abort flag.
+  std::vector<std::string> allgather(const std::string& mine);
 };
 
 class Cluster {
@@ -74,6 +81,7 @@ class Cluster {
   std::vector<int> devices_;
   std::atomic<bool> abort_{false};
   std::vector<char> aborted_;   // per local rank
+  std::unique_ptr<HostBoard> board_;
   bool broken_ = false;
 };
 

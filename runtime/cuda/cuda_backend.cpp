@@ -161,6 +161,8 @@ std::string rank_main(RankCtx& ctx, const BlockShape& s, const RunOptions& opt, 
     for (int p = 0; p < kPhases; ++p) rep.traced_busy_s[p] = busy_s(iv[p]);
   }
   rep.kernel = run.kernel_name();
+  rep.exchange = run.exchanger().transport() == "p2p" ? "p2p (direct stores)"
+                                                      : "nccl (p2p: " + run.exchanger().p2p_unavailable_reason() + ")";
   rep.arena_peak_bytes = arena.peak_bytes();
   rep.device_used_peak_bytes = arena.peak_device_used();
   return serialize(rep);
@@ -225,7 +227,7 @@ Measurement CudaBackend::run_block_ex(const BlockShape& shape, const RunOptions&
 
   Measurement m;
   m.backend = "cuda";
-  m.device = cluster->describe() + ", attention kernel " + reps[0].kernel + ", " + Cupti::get().status();
+  m.device = cluster->describe() + ", attention kernel " + reps[0].kernel + ", exchange " + reps[0].exchange + ", " + Cupti::get().status();
   m.shape = shape;
   for (int p = 0; p < kPhases; ++p) {
     PhaseStats st{std::string(kBlockPhaseNames[p]), 0, 1e300, 0};

@@ -26,6 +26,23 @@ Exchanger::Exchanger(RankCtx& ctx, DeviceArena& arena, std::int64_t capacity_ele
       capacity_(capacity_elems) {
   const char* o = std::getenv("ULYSSES_A2A_OVERLAP");
   overlap_ = o && std::string(o) == "1";
+  p2p_ = std::make_unique<P2pTransport>(ctx);  // collective: every rank builds its Exchanger together
+}
+
+void Exchanger::register_destinations(const std::vector<void*>& dsts) { p2p_->register_buffers(dsts); }
+
+std::string Exchanger::transport() const { return p2p_->available() && !force_nccl_ ? "p2p" : "nccl"; }
+
+bool Exchanger::run_p2p(Direction dir, const std::vector<XTensor>& xs) {
+  if (force_nccl_ || !p2p_->available() || xs.size() > static_cast<std::size_t>(kernels::kP2pMaxJobs)) return false;
+  std::vector<const void*> srcs;
+  std::vector<void*> dsts;
+  std::vector<layout::Dims> dims;
+  for (const auto& x : xs) {
+    if (x.reduce || (dir == Direction::head_to_seq && x.dims.H < x.dims.P)) return false;  // summed gradient: NCCL
+    srcs.push_back(x.src), dsts.push_back(x.dst), dims.push_back(x.dims);
+  }
+  return p2p_->exchange(dir == Direction::seq_to_head, srcs, dsts, dims, ctx_.stream);
 }
 
 Exchanger::~Exchanger() {
@@ -55,6 +72,7 @@ void Exchanger::run(Direction dir, const std::vector<XTensor>& xs, int slices) {
     offset.push_back(need);
     need += P * chunk_elems(x.dims);
   }
+  if (P > 1 && run_p2p(dir, xs)) return;
   if (P > 1 && need > capacity_) throw std::invalid_argument("exchange: buffers too small for this call");
   if (!b1 || slices < 1) slices = 1;
   // With P = 1 the single chunk is the tensor itself in both layouts, whatever B is.

@@ -14,11 +14,20 @@
 // 32-block grid (not yet measured on the GPU host; off by default).
 // Streams: pack/unpack on ctx.stream, NCCL on ctx.comm_stream; on return ctx.stream is ordered
 // after the whole exchange (nothing is waited for on the host).
+//
+// Transport: within one node the exchange is one kernel of direct stores into every rank's
+// destination tensor (runtime/cuda/p2p.hpp, kernels/p2p_exchange.cuh): pack fused, nothing
+// staged, nothing unpacked, no NCCL kernel. Used when every rank can reach every other and the
+// destinations were registered (register_destinations, collective); otherwise, and for the summed
+// send_once kv gradient, the NCCL path above. ULYSSES_A2A_TRANSPORT=nccl|p2p|auto picks.
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/device_memory.hpp"
+#include "runtime/cuda/p2p.hpp"
 #include "runtime/layout.hpp"
 
 namespace ulysses::runtime::cuda {
@@ -39,6 +48,14 @@ class Exchanger {
   ~Exchanger();
   void run(Direction dir, const std::vector<XTensor>& xs, int slices = 1);
 
+  // Collective (every rank, same order): the tensors that exchanges write into, made reachable
+  // for direct stores. Buffers must outlive the Exchanger.
+  void register_destinations(const std::vector<void*>& dsts);
+  // "p2p" or "nccl": what run() uses for exchanges whose destinations are registered
+  std::string transport() const;
+  std::string p2p_unavailable_reason() const { return p2p_ ? p2p_->why_not() : "not constructed"; }
+  void force_nccl(bool on) { force_nccl_ = on; }  // bench: time the NCCL path next to p2p
+
   // Bare NCCL baselines on the same send/recv buffers, for `ulysses bench exchange`.
   void bare_alltoall(std::int64_t elems_per_rank);       // ncclAlltoAll, bf16
   void bare_sendrecv(std::int64_t elems_per_rank);       // one group of P-1 sends + P-1 recvs
@@ -50,6 +67,9 @@ class Exchanger {
   DevBuf<std::uint16_t> send_, recv_;
   std::int64_t capacity_;
   bool overlap_ = false;  // ULYSSES_A2A_OVERLAP=1: multi-tensor pack, small grids next to NCCL
+  bool force_nccl_ = false;
+  std::unique_ptr<P2pTransport> p2p_;
+  bool run_p2p(Direction dir, const std::vector<XTensor>& xs);
   std::vector<cudaEvent_t> packed_, moved_;
   void ensure_events(int n);
 };

@@ -14,6 +14,7 @@ std::string serialize(const RankReport& r) {
   Writer w;
   w.pod(r.rank);
   w.str(r.kernel);
+  w.str(r.exchange);
   w.vec(r.phase_s);
   w.pod(r.traced_busy_s);
   w.pod(r.arena_peak_bytes), w.pod(r.device_used_peak_bytes);
@@ -33,6 +34,7 @@ RankReport deserialize(const std::string& s) {
   RankReport r;
   r.rank = rd.pod<int>();
   r.kernel = rd.str();
+  r.exchange = rd.str();
   r.phase_s = rd.vec<std::array<double, kPhases>>();
   r.traced_busy_s = rd.pod<std::array<double, kPhases>>();
   r.arena_peak_bytes = rd.pod<std::int64_t>(), r.device_used_peak_bytes = rd.pod<std::int64_t>();

@@ -18,6 +18,7 @@ inline constexpr int kPhases = 6;
 struct RankReport {
   int rank = 0;
   std::string kernel;                                  // attention kernel used
+  std::string exchange;                                // exchange transport: "p2p" or "nccl (<why not p2p>)"
   std::vector<std::array<double, kPhases>> phase_s;    // [timed iteration][phase], seconds (CUDA events)
   std::array<double, kPhases> traced_busy_s{};         // traced iteration: CUPTI GPU busy time per phase
   std::int64_t arena_peak_bytes = 0, device_used_peak_bytes = 0;
