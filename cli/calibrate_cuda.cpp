@@ -125,7 +125,9 @@ void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string
   auto phases = [&](std::int64_t S) {
     runtime::BlockShape b;
     b.B = 1, b.S = S, b.H = H, b.H_kv = H_kv, b.D = D, b.P = P, b.causal = true, b.attn_implementation = "ulysses_reference";
-    const auto per_rank = rc::exchange_phase_times(b, 3, 10, 120);
+    std::string transport;
+    const auto per_rank = rc::exchange_phase_times(b, 3, 10, 120, &transport);
+    raw["a2a_transport"] = transport;  // p2p (direct stores) or nccl: the calibration holds for this transport
     std::array<double, 6> t{};  // max over ranks of the per-rank median (as Measurement)
     for (const auto& r : per_rank)
       for (int k = 0; k < 6; ++k) t[k] = std::max(t[k], r[k]);
@@ -267,8 +269,9 @@ int run_calibrate_cuda(int argc, char** argv) {
       "(attention skipped, H=32 H_kv=8 D=128) median of 10, alpha per tensor from a 64-row a2a.out.bwd, a2a_phase_GBps = bytes / "
       "(t - tensors * alpha) per phase, busbw(X) = (P-1)/P * X / (t(a2a.out.bwd) - alpha - pack copy); pack: 256 MiB seq->head; host link: 256 MiB pinned cudaMemcpyAsync; cuda_context = profile HBM "
       "- cudaMemGetInfo free with the block kernels loaded; nccl_buffer = free before - after the P=2 communicators; GEMM not "
-      "calibrated",
-      utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12);
+      "calibrated; a2a transport {}",
+      utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
+      raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"));
   raw["provenance"] = c.provenance;
   std::cout << out << "\n";
   if (vm.count("json")) {

@@ -175,13 +175,15 @@ HostLink host_link(std::int64_t bytes, int warmup, int iters, int device) {
   return r;
 }
 
-std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int warmup, int iters, double timeout_s) {
+std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int warmup, int iters, double timeout_s,
+                                                        std::string* transport) {
   if (const std::string why = validate(s); !why.empty()) throw std::invalid_argument(why);
   prepare_nvtx_injection();
   auto cl = Cluster::acquire(static_cast<int>(s.P), timeout_s);
   const std::vector<std::string> all = cl->run([&](RankCtx& ctx) {
     DeviceArena arena(ctx.device);
     BlockRunner run(ctx, arena, s, parse_kernel_choice(s.attn_implementation), default_slices());
+    if (transport && ctx.rank == 0) *transport = run.exchanger().transport();
     run.fill_inputs(11);
     std::array<cudaEvent_t, 5> ev{};
     for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));

@@ -50,7 +50,8 @@ HostLink host_link(std::int64_t bytes, int warmup, int iters, int device = 0);
 // The block's four exchange phases (BlockPhase 0, 2, 3, 5: a2a.qkv.fwd, a2a.out.fwd, a2a.out.bwd,
 // a2a.qkv.bwd) of shape s on its P GPUs, back to back after a barrier, attention skipped (so no
 // rank waits for another's compute): per rank, the median over iters of each phase (seconds;
-// the attention entries stay 0).
-std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int warmup, int iters, double timeout_s);
+// the attention entries stay 0). *transport (if given): the exchange transport used ("p2p" or "nccl").
+std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int warmup, int iters, double timeout_s,
+                                                        std::string* transport = nullptr);
 
 }  // namespace ulysses::runtime::cuda
