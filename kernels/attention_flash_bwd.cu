@@ -13,6 +13,7 @@
 //    vector atomics. dK (times scale) and dV leave registers once, at the end.
 // 3. convert: dq = bf16(dq_accum * scale).
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attention_flash.hpp"
 #include "kernels/attention_flash_common.cuh"
@@ -102,10 +103,44 @@ struct BwdArgs {
   float scale, scale_log2;
 };
 
+// Tuning variants of the main kernel (bits of flash_tuning::bwd_variant(), measured side by
+// side, docs/ATTENTION.md):
+//   bit 0 (1)  P^T/dS^T stored with stmatrix instead of 32-bit stores
+//   bit 1 (2)  dQ added with float4 atomics (pairs of lanes swap halves) instead of float2
+//   bit 2 (4)  softmax inside the dP^T pass: P^T = ex2.approx(S^T*c - lse2) is computed tile by
+//              tile between the dP^T k-steps (one basic block: the MUFU work overlaps the MMAs
+//              instead of following them), masking is a fix-up branch taken only by the tiles
+//              that need it
+//   bit 3 (8)  next step's copies issued after the S^T pass instead of right after the barrier,
+//              branch-free (predicated cp.async), step (head, q tile) kept as counters instead
+//              of a division per step: no integer/address work between the barrier and the
+//              first ldmatrix
+//   bit 4 (16) D=64 only: 128-row q tiles (FlashAttention-2's d=64 shape: half the barriers and
+//              Q/dO/lse loads per MMA, 0.45 instead of 0.55 ldmatrix per MMA)
+//   bit 5 (32) FA2's order after the barrier: dV, then dQ and its atomics, then dK (the atomics
+//              overlap the dK MMAs) instead of dV+dK interleaved, then dQ
+//   bit 6 (64) (with bit 0) the k-steps of dV/dK over the warp's own queries take P^T/dS^T as A
+//              fragments from registers (the packed accumulators that stmatrix stores) and run
+//              before the barrier; only the partner warp's half is read back with ldmatrix
+//              (136 instead of 144 ldmatrix per warp and step at D=128; half of the dV/dK MMAs
+//              move ahead of the barrier)
+// (Tried and dropped, docs/ATTENTION.md: dQ before dK/dV, one-register XOR addressing.)
+template <int D, int VAR>
+struct BwdCfg {
+  static constexpr bool kStsm = (VAR & 1) != 0;
+  static constexpr bool kRed4 = (VAR & 2) != 0;
+  static constexpr bool kSoftPipe = (VAR & 4) != 0;
+  static constexpr bool kLoadMid = (VAR & 8) != 0;
+  static constexpr int BM = (D == 64 && (VAR & 16) != 0) ? 128 : kBwdBM;  // q rows per step
+  static constexpr bool kSplitDkv = (VAR & 32) != 0;
+  static constexpr bool kOwnRegs = (VAR & 64) != 0;
+  static_assert(!kOwnRegs || kStsm, "bit 6 packs the fragments that stmatrix stores");
+};
+
 // Shared-memory layout of the main kernel (byte offsets; tiles swizzled as in load_tile)
-template <int D>
+template <int D, int BM_>
 struct BwdSmem {
-  static constexpr int BM = kBwdBM, BN = kBwdBN;
+  static constexpr int BM = BM_, BN = kBwdBN;
   static constexpr int K = 0;                      // [BN][D]
   static constexpr int V = K + BN * D * 2;         // [BN][D]
   static constexpr int Q = V + BN * D * 2;         // [2][BM][D]
@@ -117,20 +152,36 @@ struct BwdSmem {
   static constexpr int bytes = Dl + 2 * BM * 4;
 };
 
-// Warp layouts (8 warps, BN = 128 keys, BM = 64 queries per step):
-//   S^T, dP^T (keys x queries): warp -> keys 32*(w%4).., queries 32*(w/4)..  (2 x 4 MMA tiles)
-//   dV, dK    (keys x d):       warp -> keys 32*(w%4).., d (D/2)*(w/4)..     (2 x D/16 tiles)
-//   dQ        (queries x d):    warp -> queries 32*(w%2).., d (D/4)*(w/2)..  (2 x D/32 tiles)
+// 16-byte async copy issued only when p (predicated, no branch); nothing written otherwise
+__device__ __forceinline__ void cp_async16_if(std::uint32_t dst, const void* src, bool p) {
+  asm volatile(
+      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n @q cp.async.cg.shared.global [%0], [%1], 16;\n}\n" ::"r"(dst),
+      "l"(src), "r"(static_cast<int>(p)));
+}
+
+// 2^x, one MUFU instruction (subnormal results flushed to 0; what --use_fast_math makes of exp2f)
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Warp layouts (8 warps, BN = 128 keys, BM = 64 or 128 queries per step):
+//   S^T, dP^T (keys x queries): warp -> keys 32*(w%4).., queries (BM/2)*(w/4)..  (2 x BM/16 MMA tiles)
+//   dV, dK    (keys x d):       warp -> keys 32*(w%4).., d (D/2)*(w/4)..          (2 x D/16 tiles)
+//   dQ        (queries x d):    warp -> queries 32*(w%WQ).., d DQ*(w/WQ)..        (WQ = BM/32, DQ = D*WQ/8)
 // P^T and dS^T go through shared memory (bf16) between the first and the other two.
-// VAR (tuning variants, measured side by side): bit 0 stores P^T/dS^T with stmatrix instead of
-// 32-bit stores; bit 1 adds dQ with float4 atomics (pairs of lanes swap halves) instead of
-// float2. (Tried and dropped, docs/ATTENTION.md: dQ before dK/dV, one-register XOR addressing.)
 template <int D, bool CAUSAL, int VAR>
 __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
-  constexpr int BM = kBwdBM, BN = kBwdBN, NW = kBwdNW, NT = NW * 32;
-  static_assert(NW == 8 && BN == 128 && BM == 64, "warp layouts assume 8 warps, 128 keys, 64 queries");
-  constexpr int DH = D / 2, DQ = D / 4;
-  using L = BwdSmem<D>;
+  using C = BwdCfg<D, VAR>;
+  constexpr int BM = C::BM, BN = kBwdBN, NW = kBwdNW, NT = NW * 32;
+  static_assert(NW == 8 && BN == 128 && (BM == 64 || BM == 128), "warp layouts assume 8 warps, 128 keys");
+  constexpr int DH = D / 2;
+  constexpr int NJ = BM / 16;            // n8 query tiles per warp in S^T / dP^T (BM/2 queries)
+  constexpr int WQ = BM / 32;            // warps along the queries in dQ
+  constexpr int DQ = D * WQ / NW;        // dQ columns per warp
+  static_assert(DQ % 16 == 0, "dQ warp tile");
+  using L = BwdSmem<D, BM>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto tile = [&](int off) { return reinterpret_cast<__nv_bfloat16*>(smem_raw + off); };
 
@@ -152,26 +203,32 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   const int m_count = (S + BM - 1) / BM - m_first;
   const int steps = group * m_count;
 
-  // issue the copies of step `it` into buffer `buf`
-  auto load_step = [&](int it, int buf) {
-    const int h = hk * group + it / m_count;
-    const int m0 = (m_first + it % m_count) * BM;
+  // issue the copies of q tile (head h, rows m0..) into buffer `buf`; nq valid rows (the rest,
+  // all of them when nq <= 0, are zero-filled without reading global memory)
+  auto load_step = [&](int h, int m0, int buf, int nq) {
     const std::int64_t q_off = (static_cast<std::int64_t>(b) * S + m0) * ldq + h * D;
-    load_tile<BM, D, NT>(tile(L::Q + buf * BM * D * 2), a.q + q_off, ldq, S - m0, tid);
-    load_tile<BM, D, NT>(tile(L::dO + buf * BM * D * 2), a.dout + q_off, ldq, S - m0, tid);
+    load_tile<BM, D, NT>(tile(L::Q + buf * BM * D * 2), a.q + q_off, ldq, nq, tid);
+    load_tile<BM, D, NT>(tile(L::dO + buf * BM * D * 2), a.dout + q_off, ldq, nq, tid);
     const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.Hq + h) * a.S_pad + m0;
-    if (tid < BM / 4) {
-      cp_async16(smem_addr(smem_raw + L::L + buf * BM * 4 + tid * 16), a.lse2 + row_off + tid * 4, true);
-    } else if (tid < BM / 2) {
-      const int i = tid - BM / 4;
-      cp_async16(smem_addr(smem_raw + L::Dl + buf * BM * 4 + i * 16), a.delta + row_off + i * 4, true);
+    if constexpr (C::kLoadMid) {
+      const bool is_l = tid < BM / 4;
+      const int i = is_l ? tid : tid - BM / 4;
+      const float* src = (is_l ? a.lse2 : a.delta) + row_off + i * 4;
+      cp_async16_if(smem_addr(smem_raw + (is_l ? L::L : L::Dl) + buf * BM * 4 + i * 16), src, tid < BM / 2);
+    } else {
+      if (tid < BM / 4) {
+        cp_async16(smem_addr(smem_raw + L::L + buf * BM * 4 + tid * 16), a.lse2 + row_off + tid * 4, true);
+      } else if (tid < BM / 2) {
+        const int i = tid - BM / 4;
+        cp_async16(smem_addr(smem_raw + L::Dl + buf * BM * 4 + i * 16), a.delta + row_off + i * 4, true);
+      }
     }
   };
-  load_step(0, 0);
+  load_step(hk * group, m_first * BM, 0, S - m_first * BM);
   cp_async_commit();
 
-  const int kw = (warp & 3) * 32, qw = (warp >> 2) * 32, dc = (warp >> 2) * DH;
-  const int qr = (warp & 1) * 32, dqc = (warp >> 1) * DQ;
+  const int kw = (warp & 3) * 32, qw = (warp >> 2) * (BM / 2), dc = (warp >> 2) * DH;
+  const int qr = (warp & (WQ - 1)) * 32, dqc = (warp >> (WQ == 2 ? 1 : 2)) * DQ;
   // ldmatrix lane addresses (tile byte offsets added at use)
   const LdsmAddr<D> a_kv(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);     // K, V as A
   const LdsmAddr<D> b_qdo(smem_raw, qw + (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1);    // Q, dO as B
@@ -180,6 +237,8 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   const LdsmAddr<BM> at_ds(smem_raw, (lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1, qr / 16);  // dS as A^T
   const LdsmAddr<D> bt_k(smem_raw, (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, dqc / 16);   // K as B^T
   const LdsmAddr<BM> st_pds(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, qw / 16);  // stmatrix
+  const int qw_o = qw ^ (BM / 2);  // the partner warp's (w ^ 4) queries in S^T / dP^T
+  const LdsmAddr<BM> a_pds_o(smem_raw, kw + (lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, qw_o / 16);  // bit 6
 
   float dk[2][DH / 8][4], dv[2][DH / 8][4];
 #pragma unroll
@@ -189,76 +248,205 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) dk[mt][j][e] = dv[mt][j][e] = 0.f;
 
+  const std::uint32_t opaque_zero = static_cast<std::uint32_t>(S) >> 31;  // S >= 1: 0, unknown to ptxas
+  int cur_h = hk * group, cur_mi = 0;  // step's q head and q tile (counters; used with kLoadMid)
   for (int it = 0; it < steps; ++it) {
     const int buf = it & 1;
-    const int h = hk * group + it / m_count;
-    const int m0 = (m_first + it % m_count) * BM;
+    int h, m0;
+    if constexpr (C::kLoadMid) {
+      h = cur_h, m0 = (m_first + cur_mi) * BM;
+    } else {
+      h = hk * group + it / m_count, m0 = (m_first + it % m_count) * BM;
+    }
     cp_async_wait<0>();
     __syncthreads();  // step `it` landed; every warp is done with step it-1 (buffer buf^1, P^T, dS^T)
-    if (it + 1 < steps) load_step(it + 1, buf ^ 1);
-    cp_async_commit();
+    auto issue_next = [&] {
+      if constexpr (C::kLoadMid) {
+        // always issued (the copy after the last step zero-fills the idle buffer): no branch
+        const bool wrap = cur_mi + 1 == m_count;
+        const int nh = wrap ? cur_h + 1 : cur_h, nmi = wrap ? 0 : cur_mi + 1;
+        const bool more = it + 1 < steps;
+        const int nm0 = (m_first + nmi) * BM;
+        load_step(more ? nh : h, more ? nm0 : m0, buf ^ 1, more ? S - nm0 : 0);
+        cur_h = nh, cur_mi = nmi;
+      } else {
+        if (it + 1 < steps) {
+          load_step(hk * group + (it + 1) / m_count, (m_first + (it + 1) % m_count) * BM, buf ^ 1,
+                    S - (m_first + (it + 1) % m_count) * BM);
+        }
+      }
+      cp_async_commit();
+    };
+    if constexpr (!C::kLoadMid) issue_next();
     const std::uint32_t qo = L::Q + buf * BM * D * 2, doo = L::dO + buf * BM * D * 2;
+    // lse2 and delta of this step (defined where used: live ranges matter at 255 registers)
+    auto lse2_of = [&] { return reinterpret_cast<const float*>(smem_raw + L::L) + buf * BM; };
+    auto delta_of = [&] { return reinterpret_cast<const float*>(smem_raw + L::Dl) + buf * BM; };
 
-    // S^T = K Q^T, dP^T = V dO^T  (32 keys x 32 queries per warp)
-    float st[2][4][4], dpt[2][4][4];
+    // S^T = K Q^T, dP^T = V dO^T  (32 keys x BM/2 queries per warp)
+    float st[2][NJ][4], dpt[2][NJ][4];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < NJ; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st[mt][j][e] = dpt[mt][j][e] = 0.f;
+    // kSoftPipe: P^T tiles (mt, j) = tix / NJ, tix % NJ computed TPK per dP^T k-step. ptxas
+    // sinks independent MUFU work below all MMAs of a block (measured in the SASS), so the
+    // exponentials of k-step ks feed a false dependency (their bits AND an opaque zero, ORed into
+    // a B fragment) into the MMAs of k-step ks + LAG: they must issue between the MMAs.
+    constexpr int TPK = (2 * NJ + D / 16 - 1) / (D / 16);
+    constexpr int LAG = D / 16 >= 8 ? 2 : 1;
+    std::uint32_t dep[D / 16];
     // two passes (S^T, then dP^T) keep fewer operand fragments live
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
       const std::uint32_t a_off = pass == 0 ? L::K : L::V;
       const std::uint32_t b_off = pass == 0 ? qo : doo;
-      float (&acc)[2][4][4] = pass == 0 ? st : dpt;
+      float (&acc)[2][NJ][4] = pass == 0 ? st : dpt;
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         std::uint32_t fa[2][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) ldsm_x4(fa[mt], a_kv.at(ks, mt * 16) + a_off);
 #pragma unroll
-        for (int qp = 0; qp < 2; ++qp) {
+        for (int qp = 0; qp < NJ / 2; ++qp) {
           std::uint32_t fb[4];
           ldsm_x4(fb, b_qdo.at(ks, qp * 16) + b_off);
+          if constexpr (C::kSoftPipe) {
+            if (pass == 1 && qp == 0 && ks >= LAG) fb[0] |= dep[ks - LAG];
+          }
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             mma16816(acc[mt][2 * qp], fa[mt], fb[0], fb[1]);
             mma16816(acc[mt][2 * qp + 1], fa[mt], fb[2], fb[3]);
           }
         }
+        if constexpr (C::kSoftPipe) {
+          if (pass == 1) {
+            std::uint32_t bits = 0;
+#pragma unroll
+            for (int u = 0; u < TPK; ++u) {
+              const int tix = ks * TPK + u;
+              if (tix < 2 * NJ) {
+                const int mt = tix / NJ, j = tix % NJ;
+                const float2 l2 = *reinterpret_cast<const float2*>(lse2_of() + qw + j * 8 + 2 * t);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  st[mt][j][e] = ex2_approx(fmaf(st[mt][j][e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+                  bits |= __float_as_uint(st[mt][j][e]);
+                }
+              }
+            }
+            dep[ks] = bits & opaque_zero;
+          }
+        }
+      }
+      if constexpr (C::kLoadMid) {
+        if (pass == 0) issue_next();
       }
     }
 
     // P^T (masked: keys beyond S; causal keys after the query), dS^T = P^T (dP^T - delta);
     // both to shared memory as bf16
-    const float* Lb = reinterpret_cast<const float*>(smem_raw + L::L) + buf * BM;
-    const float* Db = reinterpret_cast<const float*>(smem_raw + L::Dl) + buf * BM;
+    const float* Lb = lse2_of();
+    const float* Db = delta_of();
     const bool need_mask = (n0 + BN > S) || (CAUSAL && m0 < n0 + BN - 1);
+    if constexpr (C::kSoftPipe) {
+      if (need_mask) {
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+        for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int qc = qw + j * 8 + 2 * t;
-        const float2 l2 = *reinterpret_cast<const float2*>(Lb + qc);
-        const float2 dl = *reinterpret_cast<const float2*>(Db + qc);
+          for (int j = 0; j < NJ; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float p = exp2f(fmaf(st[mt][j][e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
-          if (need_mask) {
-            const int key = n0 + kw + mt * 16 + g + (e >> 1) * 8;
-            if (key >= S || (CAUSAL && key > m0 + qc + (e & 1))) p = 0.f;
-          }
-          st[mt][j][e] = p;
-          dpt[mt][j][e] = p * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
-        }
+            for (int e = 0; e < 4; ++e) {
+              const int key = n0 + kw + mt * 16 + g + (e >> 1) * 8;
+              const int qc = qw + j * 8 + 2 * t + (e & 1);
+              if (key >= S || (CAUSAL && key > m0 + qc)) st[mt][j][e] = 0.f;
+            }
       }
-    if constexpr ((VAR & 1) != 0) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int jp = 0; jp < 2; ++jp) {
+        for (int j = 0; j < NJ; ++j) {
+          const float2 dl = *reinterpret_cast<const float2*>(Db + qw + j * 8 + 2 * t);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dpt[mt][j][e] = st[mt][j][e] * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
+        }
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          const int qc = qw + j * 8 + 2 * t;
+          const float2 l2 = *reinterpret_cast<const float2*>(Lb + qc);
+          const float2 dl = *reinterpret_cast<const float2*>(Db + qc);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float p = exp2f(fmaf(st[mt][j][e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+            if (need_mask) {
+              const int key = n0 + kw + mt * 16 + g + (e >> 1) * 8;
+              if (key >= S || (CAUSAL && key > m0 + qc + (e & 1))) p = 0.f;
+            }
+            st[mt][j][e] = p;
+            dpt[mt][j][e] = p * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
+          }
+        }
+    }
+    // bit 6: dV += P^T dO, dK += dS^T Q over 16 queries (B rows at byte offset brow) from given A fragments
+    auto dkv_kstep = [&](auto which, std::uint32_t brow, const std::uint32_t(&pa)[2][4],
+                         const std::uint32_t(&sa)[2][4]) {
+      constexpr int W = decltype(which)::value;
+#pragma unroll
+      for (int dp = 0; dp < DH / 16; ++dp) {
+        std::uint32_t ob[4], qb[4];
+        if constexpr ((W & 1) != 0) ldsm_x4_t(ob, bt_qdo.at(dp, 0) + brow + doo);
+        if constexpr ((W & 2) != 0) ldsm_x4_t(qb, bt_qdo.at(dp, 0) + brow + qo);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          if constexpr ((W & 1) != 0) {
+            mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
+            mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
+          }
+          if constexpr ((W & 2) != 0) {
+            mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
+            mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
+          }
+        }
+      }
+    };
+    if constexpr (C::kOwnRegs) {
+      // P^T, dS^T of the warp's keys x own queries, packed once as A fragments (k-step jp): stored
+      // for the partner warp, used for the own k-steps before the barrier
+      std::uint32_t pf[NJ / 2][2][4], sf[NJ / 2][2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int jp = 0; jp < NJ / 2; ++jp) {
+          const float(&p0)[4] = st[mt][2 * jp];
+          const float(&p1)[4] = st[mt][2 * jp + 1];
+          const float(&d0)[4] = dpt[mt][2 * jp];
+          const float(&d1)[4] = dpt[mt][2 * jp + 1];
+          std::uint32_t(&pr)[4] = pf[jp][mt];
+          std::uint32_t(&sr)[4] = sf[jp][mt];
+          pr[0] = pack_bf16(p0[0], p0[1]), pr[1] = pack_bf16(p0[2], p0[3]);
+          pr[2] = pack_bf16(p1[0], p1[1]), pr[3] = pack_bf16(p1[2], p1[3]);
+          sr[0] = pack_bf16(d0[0], d0[1]), sr[1] = pack_bf16(d0[2], d0[3]);
+          sr[2] = pack_bf16(d1[0], d1[1]), sr[3] = pack_bf16(d1[2], d1[3]);
+          const std::uint32_t at = st_pds.at(jp, mt * 16);
+          stsm_x4(at + L::P, pr[0], pr[1], pr[2], pr[3]);
+          stsm_x4(at + L::dS, sr[0], sr[1], sr[2], sr[3]);
+        }
+#pragma unroll
+      for (int kl = 0; kl < NJ / 2; ++kl) {
+        dkv_kstep(std::integral_constant<int, 3>{}, static_cast<std::uint32_t>((qw + kl * 16) * D * 2), pf[kl],
+                  sf[kl]);
+      }
+    } else if constexpr (C::kStsm) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int jp = 0; jp < NJ / 2; ++jp) {
           const std::uint32_t at = st_pds.at(jp, mt * 16);
           const float(&p0)[4] = st[mt][2 * jp];
           const float(&p1)[4] = st[mt][2 * jp + 1];
@@ -273,7 +461,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < NJ; ++j) {
           const int r = kw + mt * 16 + g, c = qw / 8 + j;
           const float(&p)[4] = st[mt][j];
           const float(&ds)[4] = dpt[mt][j];
@@ -285,94 +473,123 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
     }
     __syncthreads();  // P^T and dS^T of all warps in shared memory
 
-    // the two phases after the barrier (kept as lambdas: measured that way, docs/ATTENTION.md)
-    auto dkv_phase = [&] {
-      // dV += P^T dO, dK += dS^T Q  (32 keys x D/2 per warp, k = BM queries)
+    // dV += P^T dO (WHICH bit 0) and/or dK += dS^T Q (bit 1)  (32 keys x D/2 per warp, k = BM queries)
+    auto dkv_phase = [&](auto which) {
+      constexpr int W = decltype(which)::value;
 #pragma unroll
       for (int kk = 0; kk < BM / 16; ++kk) {
         std::uint32_t pa[2][4], sa[2][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          ldsm_x4(pa[mt], a_pds.at(kk, mt * 16) + L::P);
-          ldsm_x4(sa[mt], a_pds.at(kk, mt * 16) + L::dS);
+          if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], a_pds.at(kk, mt * 16) + L::P);
+          if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], a_pds.at(kk, mt * 16) + L::dS);
         }
 #pragma unroll
         for (int dp = 0; dp < DH / 16; ++dp) {
           std::uint32_t ob[4], qb[4];
-          ldsm_x4_t(ob, bt_qdo.at(dp, kk * 16) + doo);
-          ldsm_x4_t(qb, bt_qdo.at(dp, kk * 16) + qo);
+          if constexpr ((W & 1) != 0) ldsm_x4_t(ob, bt_qdo.at(dp, kk * 16) + doo);
+          if constexpr ((W & 2) != 0) ldsm_x4_t(qb, bt_qdo.at(dp, kk * 16) + qo);
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
-            mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
-            mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
-            mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
-            mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
+            if constexpr ((W & 1) != 0) {
+              mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
+              mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
+            }
+            if constexpr ((W & 2) != 0) {
+              mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
+              mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
+            }
           }
         }
       }
     };
     auto dq_phase = [&] {
-      // dQ_tile = dS K  (32 queries x D/4 per warp, k = BN keys), added to dq_accum
-      {
-        float acc[2][DQ / 8][4];
+      // dQ_tile = dS K  (32 queries x DQ per warp, k = BN keys), added to dq_accum
+      float acc[2][DQ / 8][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int j = 0; j < DQ / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][j][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < BN / 16; ++ks) {
+        std::uint32_t da[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) ldsm_x4_t(da[mt], at_ds.at(mt, ks * 16) + L::dS);
+#pragma unroll
+        for (int dp = 0; dp < DQ / 16; ++dp) {
+          std::uint32_t kb[4];
+          ldsm_x4_t(kb, bt_k.at(dp, ks * 16) + L::K);
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            mma16816(acc[mt][2 * dp], da[mt], kb[0], kb[1]);
+            mma16816(acc[mt][2 * dp + 1], da[mt], kb[2], kb[3]);
+          }
+        }
+      }
+      if constexpr (C::kRed4) {
+        // lanes t, t^1 swap: even t -> row g, cols 2t..2t+3; odd t -> row g+8, cols 2(t-1)..
+        const bool odd = (t & 1) != 0;
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          const int row = m0 + qr + mt * 16 + g + (odd ? 8 : 0);
+          float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * (t & ~1);
+#pragma unroll
+          for (int j = 0; j < DQ / 8; ++j) {
+            const float* c = acc[mt][j];
+            const float sx = __shfl_xor_sync(0xffffffffu, odd ? c[0] : c[2], 1);
+            const float sy = __shfl_xor_sync(0xffffffffu, odd ? c[1] : c[3], 1);
+            const float4 v = odd ? make_float4(sx, sy, c[2], c[3]) : make_float4(c[0], c[1], sx, sy);
+            if (row < S) atomicAdd(reinterpret_cast<float4*>(dst + j * 8), v);
+          }
+        }
+      } else {
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-          for (int j = 0; j < DQ / 8; ++j)
+          for (int hr = 0; hr < 2; ++hr) {
+            const int row = m0 + qr + mt * 16 + g + hr * 8;
+            if (row < S) {
+              float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * t;
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[mt][j][e] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < BN / 16; ++ks) {
-          std::uint32_t da[2][4];
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) ldsm_x4_t(da[mt], at_ds.at(mt, ks * 16) + L::dS);
-#pragma unroll
-          for (int dp = 0; dp < DQ / 16; ++dp) {
-            std::uint32_t kb[4];
-            ldsm_x4_t(kb, bt_k.at(dp, ks * 16) + L::K);
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              mma16816(acc[mt][2 * dp], da[mt], kb[0], kb[1]);
-              mma16816(acc[mt][2 * dp + 1], da[mt], kb[2], kb[3]);
-            }
-          }
-        }
-        if constexpr ((VAR & 2) != 0) {
-          // lanes t, t^1 swap: even t -> row g, cols 2t..2t+3; odd t -> row g+8, cols 2(t-1)..
-          const bool odd = (t & 1) != 0;
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            const int row = m0 + qr + mt * 16 + g + (odd ? 8 : 0);
-            float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * (t & ~1);
-#pragma unroll
-            for (int j = 0; j < DQ / 8; ++j) {
-              const float* c = acc[mt][j];
-              const float sx = __shfl_xor_sync(0xffffffffu, odd ? c[0] : c[2], 1);
-              const float sy = __shfl_xor_sync(0xffffffffu, odd ? c[1] : c[3], 1);
-              const float4 v = odd ? make_float4(sx, sy, c[2], c[3]) : make_float4(c[0], c[1], sx, sy);
-              if (row < S) atomicAdd(reinterpret_cast<float4*>(dst + j * 8), v);
-            }
-          }
-        } else {
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-              const int row = m0 + qr + mt * 16 + g + hr * 8;
-              if (row < S) {
-                float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * t;
-#pragma unroll
-                for (int j = 0; j < DQ / 8; ++j) {
-                  atomicAdd(reinterpret_cast<float2*>(dst + j * 8),
-                            make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
-                }
+              for (int j = 0; j < DQ / 8; ++j) {
+                atomicAdd(reinterpret_cast<float2*>(dst + j * 8),
+                          make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
               }
             }
-        }
+          }
       }
     };
-    dkv_phase();
-    dq_phase();
+    // bit 6: the partner warp's queries, A fragments read back from shared memory
+    auto dkv_partner = [&](auto which) {
+      constexpr int W = decltype(which)::value;
+#pragma unroll
+      for (int kl = 0; kl < NJ / 2; ++kl) {
+        std::uint32_t pa[2][4], sa[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], a_pds_o.at(kl, mt * 16) + L::P);
+          if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], a_pds_o.at(kl, mt * 16) + L::dS);
+        }
+        dkv_kstep(which, static_cast<std::uint32_t>((qw_o + kl * 16) * D * 2), pa, sa);
+      }
+    };
+    if constexpr (C::kOwnRegs && C::kSplitDkv) {
+      dkv_partner(std::integral_constant<int, 1>{});
+      dq_phase();
+      dkv_partner(std::integral_constant<int, 2>{});
+    } else if constexpr (C::kOwnRegs) {
+      dkv_partner(std::integral_constant<int, 3>{});
+      dq_phase();
+    } else if constexpr (C::kSplitDkv) {
+      dkv_phase(std::integral_constant<int, 1>{});
+      dq_phase();
+      dkv_phase(std::integral_constant<int, 2>{});
+    } else {
+      dkv_phase(std::integral_constant<int, 3>{});
+      dq_phase();
+    }
   }
 
   // dK (times scale) and dV: registers -> K/V tiles in shared memory -> global
@@ -410,7 +627,7 @@ cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   BwdArgs a{p.q, p.k, p.v, p.dout, ws.lse2, ws.delta, ws.dq_accum, p.dk, p.dv,
             static_cast<int>(p.S), static_cast<int>(S_pad), static_cast<int>(p.Hq), static_cast<int>(p.Hkv),
             p.scale, p.scale * kLog2e};
-  constexpr int smem = BwdSmem<D>::bytes;
+  constexpr int smem = BwdSmem<D, BwdCfg<D, VAR>::BM>::bytes;
   auto kern = bwd_kernel<D, CAUSAL, VAR>;
   if ((err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.S + kBwdBN - 1) / kBwdBN), static_cast<unsigned>(p.Hkv),
@@ -430,10 +647,22 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #define ULYSSES_BWD_CASE(V) \
   case V:                   \
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
+  static_assert(sizeof(flash_tuning::kBwdVariants) / sizeof(int) == 15, "one case per listed variant");
   switch (flash_tuning::bwd_variant()) {
     ULYSSES_BWD_CASE(1)
     ULYSSES_BWD_CASE(2)
     ULYSSES_BWD_CASE(3)
+    ULYSSES_BWD_CASE(5)
+    ULYSSES_BWD_CASE(9)
+    ULYSSES_BWD_CASE(13)
+    ULYSSES_BWD_CASE(15)
+    ULYSSES_BWD_CASE(29)
+    ULYSSES_BWD_CASE(45)
+    ULYSSES_BWD_CASE(61)
+    ULYSSES_BWD_CASE(77)
+    ULYSSES_BWD_CASE(93)
+    ULYSSES_BWD_CASE(109)
+    ULYSSES_BWD_CASE(125)
     default:
       return p.causal ? launch_bwd<D, true, 0>(p, stream) : launch_bwd<D, false, 0>(p, stream);
   }

@@ -291,13 +291,19 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (fv < 0 || fv > 1 || bv < 0 || bv > 3) {
-    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..1 and --bwd-variant 0..3\n");
+  if (fv < 0 || fv > 1 || !T::bwd_variant_exists(bv)) {
+    std::string list;
+    for (int v : T::kBwdVariants) list += (list.empty() ? "" : ", ") + std::to_string(v);
+    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..1 and --bwd-variant one of {%s}\n", list.c_str());
     return 2;
   }
   if (mode == "check") {
     std::vector<std::pair<int, int>> combos{{fv, bv}};
-    if (all_variants) combos = {{0, 0}, {1, 1}, {0, 2}, {1, 3}};  // every fwd and bwd variant
+    if (all_variants) {  // every bwd variant, the fwd variants alternating
+      combos.clear();
+      int i = 0;
+      for (int v : T::kBwdVariants) combos.emplace_back(i++ % 2, v);
+    }
     return run_check(dump, combos);
   }
   if (mode == "bench") {
