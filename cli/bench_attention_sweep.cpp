@@ -49,6 +49,8 @@ SweepSettings settings_of(const po::variables_map& vm) {
   return s;
 }
 
+#ifdef ULYSSES_WITH_CUDA  // the rest of this namespace serves run_attention_sweep's CUDA body
+
 double fwd_flops(const AttnPoint& p) {  // 4*S^2*H*D, half when causal (B = 1)
   return 4.0 * static_cast<double>(p.S) * static_cast<double>(p.S) * static_cast<double>(p.H) * static_cast<double>(p.D) *
          (p.causal ? 0.5 : 1.0);
@@ -161,6 +163,8 @@ PeerRun run_peer(const std::string& python, const std::vector<AttnPoint>& pts) {
 
 std::string tflops_cell(double flops, double s) { return s > 0 ? fmt::format("{:.0f}", flops / s * 1e-12) : "-"; }
 
+#endif
+
 }  // namespace
 
 void add_attention_sweep_options(po::options_description& d) {
@@ -229,6 +233,7 @@ int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint
       "TFLOP/s: fwd 4*S^2*H*D (half when causal), bwd 2.5x fwd; ours = median of >= {} repetitions and >= {} s per pass\n"
       "validation per point: fp64 oracle at S=min(S,{}) with the same H, H_kv, D, causal (outputs poisoned), then at full S\n"
       "  no NaN left in o, dq, dk, dv and spot rows of o, lse, dq vs fp64; #wrong = both; exit 1 if any point fails\n"
+      "  |err| <= tol*(|ref|+rms(ref)), tol 2^-6 for o and 2^-5 for the flash gradients (bf16 P and dS, as FA2)\n"
       "estimated device time: ours ~{:.0f} s{}\n\n",
       points.size(), set.min_reps, set.min_time_s, set.check_seq, est_ours,
       peer ? fmt::format(", PyTorch peers ~{:.0f} s, total ~{:.0f} s", est_peer, est_ours + est_peer) : std::string(" (no peer)"));

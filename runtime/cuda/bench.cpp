@@ -244,10 +244,19 @@ std::vector<float> widen_dev(const DevBuf<std::uint16_t>& x) {
   return f;
 }
 
+// The check_close tolerance of an attention output: kBf16AttentionTol; the flash kernel's
+// gradients twice that (as tests/gpu/test_attention.cpp): like FlashAttention-2 it rounds P and
+// dS to bf16 before the backward's tensor-core MMAs, which costs about 2x the reference
+// kernel's (fp32 P) error in dq, dk, dv. (A CPU emulation of those rounding points on the
+// sweep's inputs reproduces the 1x-rule failures the H200 showed: dk/dv only, worst 1.1-1.5x.)
+double attention_tol(kernels::AttnKernel kind, const std::string& name) {
+  return kind == kernels::AttnKernel::flash && name != "o" ? 2 * kBf16AttentionTol : kBf16AttentionTol;
+}
+
 // #wrong of fwd (o) + bwd (dq, dk, dv) of `kind` against the fp64 oracle at a small S.
 std::int64_t validate_attention(RankCtx& ctx, kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::int64_t Hq,
                                 std::int64_t Hkv, std::int64_t D, bool causal, std::uint64_t seed, std::string& note,
-                                double* worst_out = nullptr) {
+                                double* worst_out = nullptr, std::string* per_output_wrong = nullptr) {
   DeviceArena arena(ctx.device);
   AttnBufs b = attn_bufs(arena, B, S, Hq, Hkv, D);
   fill_attn(b, B, S, Hq, Hkv, D, seed, ctx.stream);
@@ -270,15 +279,19 @@ std::int64_t validate_attention(RankCtx& ctx, kernels::AttnKernel kind, std::int
   const std::vector<double> od(o_gpu.begin(), o_gpu.end());
   attention_backward<double>(a, qd.data(), kd.data(), vd.data(), od.data(), lse.data(), gd.data(), dq.data(), dk.data(), dv.data());
   std::int64_t wrong = 0;
-  double worst = 0;
+  double worst = 0;  // in units of each output's tolerance
+  std::string per;
   for (auto [got, ref, name] : {std::tuple{&b.o, &o, "o"}, {&b.dq, &dq, "dq"}, {&b.dk, &dk, "dk"}, {&b.dv, &dv, "dv"}}) {
     const std::vector<float> g = widen_dev(*got);
-    const Check c = check_close(name, g.data(), ref->data(), static_cast<std::int64_t>(g.size()), kBf16AttentionTol);
+    const double tol = attention_tol(kind, name);
+    const Check c = check_close(name, g.data(), ref->data(), static_cast<std::int64_t>(g.size()), tol);
     wrong += c.wrong;
-    worst = std::max(worst, c.max_abs_err);
+    worst = std::max(worst, c.max_abs_err / tol);
+    per += fmt::format("{}{} {}", per.empty() ? "" : ", ", name, c.wrong);
   }
-  note = fmt::format("checked at S={} vs fp64 (max err {:.3g} of tol)", S, worst);
+  note = fmt::format("checked at S={} vs fp64: #wrong {}; worst {:.2f} of the tolerance", S, per, worst);
   if (worst_out) *worst_out = worst;
+  if (per_output_wrong) *per_output_wrong = per;
   return wrong;
 }
 
@@ -351,8 +364,8 @@ double dot(const double* a, const double* b, std::int64_t n) {
 
 // Spot rows at full S (reference_attention.hpp's formulas for one query row, in fp64, from the
 // same bf16 inputs; delta from the kernel's rounded o as the oracle does): o and dq through
-// check_close, lse within 1e-3 * (1 + |lse|). Adds the worst o/dq error (in units of the rule) to
-// *worst; returns #wrong.
+// check_close (attention_tol), lse within 1e-3 * (1 + |lse|). Raises *worst to the worst o/dq
+// error in units of its tolerance; returns #wrong.
 std::int64_t spot_rows_wrong(AttnBufs& b, const AttnSweepPoint& p, double* worst, double* worst_lse) {
   const std::int64_t S = p.S, Hq = p.Hq, Hkv = p.Hkv, D = p.D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
@@ -394,9 +407,10 @@ std::int64_t spot_rows_wrong(AttnBufs& b, const AttnSweepPoint& p, double* worst
       got_dq.insert(got_dq.end(), dq_k.begin(), dq_k.end()), ref_dq.insert(ref_dq.end(), dq.begin(), dq.end());
     }
   }
-  const Check co = check_close("o", got_o.data(), ref_o.data(), static_cast<std::int64_t>(got_o.size()), kBf16AttentionTol);
-  const Check cq = check_close("dq", got_dq.data(), ref_dq.data(), static_cast<std::int64_t>(got_dq.size()), kBf16AttentionTol);
-  *worst = std::max({*worst, co.max_abs_err, cq.max_abs_err});
+  const double tol_o = attention_tol(kernels::AttnKernel::flash, "o"), tol_dq = attention_tol(kernels::AttnKernel::flash, "dq");
+  const Check co = check_close("o", got_o.data(), ref_o.data(), static_cast<std::int64_t>(got_o.size()), tol_o);
+  const Check cq = check_close("dq", got_dq.data(), ref_dq.data(), static_cast<std::int64_t>(got_dq.size()), tol_dq);
+  *worst = std::max({*worst, co.max_abs_err / tol_o, cq.max_abs_err / tol_dq});
   return co.wrong + cq.wrong + wrong_lse;
 }
 
@@ -430,8 +444,8 @@ struct OracleKey {
 struct OracleResult {
   OracleKey key;
   std::int64_t wrong;
-  double worst;
-  std::string note;
+  double worst;     // in units of the tolerance
+  std::string note, per_output;
 };
 
 void sweep_point(RankCtx& ctx, const AttnSweepOptions& opt, std::vector<OracleResult>& oracle_cache, AttnSweepRow& r) {
@@ -442,9 +456,9 @@ void sweep_point(RankCtx& ctx, const AttnSweepOptions& opt, std::vector<OracleRe
   const OracleKey key{std::min(p.S, opt.check_seq), p.Hq, p.Hkv, p.D, p.causal};
   auto it = std::find_if(oracle_cache.begin(), oracle_cache.end(), [&](const OracleResult& o) { return o.key == key; });
   if (it == oracle_cache.end()) {
-    OracleResult o{key, 0, 0, ""};
+    OracleResult o{key, 0, 0, "", ""};
     o.wrong = validate_attention(ctx, kernels::AttnKernel::flash, 1, key.S, key.Hq, key.Hkv, key.D, key.causal, opt.seed,
-                                 o.note, &o.worst);
+                                 o.note, &o.worst, &o.per_output);
     oracle_cache.push_back(o);
     it = oracle_cache.end() - 1;
   }
@@ -483,9 +497,9 @@ void sweep_point(RankCtx& ctx, const AttnSweepOptions& opt, std::vector<OracleRe
   double worst = it->worst, worst_lse = 0;
   const std::int64_t spot = spot_rows_wrong(b, p, &worst, &worst_lse);
   r.wrong = it->wrong + nonfinite + spot;
-  r.check = fmt::format("fp64 oracle at S={} ({} wrong); full S: {} non-finite, spot rows {} wrong; worst err {:.2f} of tol, "
-                        "lse {:.1e}",
-                        key.S, it->wrong, nonfinite, spot, worst / kBf16AttentionTol, worst_lse);
+  r.check = fmt::format("fp64 oracle at S={} (#wrong {}); full S: {} non-finite, spot rows {} wrong; worst {:.2f} of the "
+                        "tolerance, lse rel err {:.1e}",
+                        key.S, it->per_output, nonfinite, spot, worst, worst_lse);
   r.status = r.wrong == 0 ? "ok" : "validation failed";
   // 3. timing, fwd and bwd separately
   std::tie(r.fwd_s, r.fwd_reps) =
