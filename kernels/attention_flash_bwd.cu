@@ -124,6 +124,14 @@ struct BwdArgs {
 //              before the barrier; only the partner warp's half is read back with ldmatrix
 //              (136 instead of 144 ldmatrix per warp and step at D=128; half of the dV/dK MMAs
 //              move ahead of the barrier)
+//   bit 7 (128) (with bits 0, 3) one __syncthreads per step instead of two: P^T/dS^T double
+//              buffered, Q/dO/lse2/delta arrival signalled per thread on an mbarrier
+//              (cp.async.mbarrier.arrive) and waited for with try_wait, the next step's copies
+//              issued after the remaining (P^T/dS^T) barrier; warps no longer line up at the
+//              top of every step
+//   bit 8 (256) (with bit 3) each head's q tiles from the last to the first (FlashAttention-2's
+//              order): the CTAs running together read the same Q/dO tiles and add to the same
+//              dq_accum rows at about the same time (L2 reuse at long S)
 // (Tried and dropped, docs/ATTENTION.md: dQ before dK/dV, one-register XOR addressing.)
 template <int D, int VAR>
 struct BwdCfg {
@@ -134,23 +142,48 @@ struct BwdCfg {
   static constexpr int BM = (D == 64 && (VAR & 16) != 0) ? 128 : kBwdBM;  // q rows per step
   static constexpr bool kSplitDkv = (VAR & 32) != 0;
   static constexpr bool kOwnRegs = (VAR & 64) != 0;
+  static constexpr bool kOneBar = (VAR & 128) != 0;
+  static constexpr bool kTopDown = (VAR & 256) != 0;
   static_assert(!kOwnRegs || kStsm, "bit 6 packs the fragments that stmatrix stores");
+  static_assert(!kOneBar || (kStsm && kLoadMid), "bit 7 builds on bits 0 and 3");
+  static_assert(!kTopDown || kLoadMid, "bit 8 builds on bit 3's step counters");
 };
 
 // Shared-memory layout of the main kernel (byte offsets; tiles swizzled as in load_tile)
-template <int D, int BM_>
+template <int D, int BM_, bool ONEBAR = false>
 struct BwdSmem {
   static constexpr int BM = BM_, BN = kBwdBN;
+  static constexpr int NPD = ONEBAR ? 2 : 1;       // P^T / dS^T buffers
   static constexpr int K = 0;                      // [BN][D]
   static constexpr int V = K + BN * D * 2;         // [BN][D]
   static constexpr int Q = V + BN * D * 2;         // [2][BM][D]
   static constexpr int dO = Q + 2 * BM * D * 2;    // [2][BM][D]
-  static constexpr int P = dO + 2 * BM * D * 2;    // P^T  [BN][BM] bf16
-  static constexpr int dS = P + BN * BM * 2;       // dS^T [BN][BM] bf16
-  static constexpr int L = dS + BN * BM * 2;       // lse2  [2][BM] fp32
+  static constexpr int P = dO + 2 * BM * D * 2;    // P^T  [NPD][BN][BM] bf16
+  static constexpr int dS = P + NPD * BN * BM * 2; // dS^T [NPD][BN][BM] bf16
+  static constexpr int L = dS + NPD * BN * BM * 2; // lse2  [2][BM] fp32
   static constexpr int Dl = L + 2 * BM * 4;        // delta [2][BM] fp32
-  static constexpr int bytes = Dl + 2 * BM * 4;
+  static constexpr int Mb = Dl + 2 * BM * 4;       // ONEBAR: [2] mbarriers (Q/dO buffer arrival)
+  static constexpr int bytes = Mb + (ONEBAR ? 16 : 0);
+  static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
+
+__device__ __forceinline__ void mbar_init(std::uint32_t addr, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count));
+}
+// arrive on the mbarrier once all of this thread's earlier cp.async copies have landed
+__device__ __forceinline__ void cp_async_mbar_arrive(std::uint32_t addr) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr));
+}
+__device__ __forceinline__ void mbar_wait(std::uint32_t addr, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
 
 // 16-byte async copy issued only when p (predicated, no branch); nothing written otherwise
 __device__ __forceinline__ void cp_async16_if(std::uint32_t dst, const void* src, bool p) {
@@ -181,7 +214,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   constexpr int WQ = BM / 32;            // warps along the queries in dQ
   constexpr int DQ = D * WQ / NW;        // dQ columns per warp
   static_assert(DQ % 16 == 0, "dQ warp tile");
-  using L = BwdSmem<D, BM>;
+  using L = BwdSmem<D, BM, C::kOneBar>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto tile = [&](int off) { return reinterpret_cast<__nv_bfloat16*>(smem_raw + off); };
 
@@ -196,6 +229,14 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   const std::int64_t ldk = static_cast<std::int64_t>(a.Hkv) * D;
   const std::int64_t kv_off = (static_cast<std::int64_t>(b) * S + n0) * ldk + hk * D;
 
+  const std::uint32_t mbar = smem_addr(smem_raw + L::Mb);  // kOneBar: mbarrier of Q/dO buffer i at mbar + 8i
+  if constexpr (C::kOneBar) {
+    if (tid == 0) {
+      mbar_init(mbar, NT);
+      mbar_init(mbar + 8, NT);
+    }
+    __syncthreads();
+  }
   load_tile<BN, D, NT>(tile(L::K), a.k + kv_off, ldk, S - n0, tid);
   load_tile<BN, D, NT>(tile(L::V), a.v + kv_off, ldk, S - n0, tid);
 
@@ -224,8 +265,15 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
       }
     }
   };
-  load_step(hk * group, m_first * BM, 0, S - m_first * BM);
+  // q tile index of step counter mi within a head (bit 8: last to first)
+  auto m_of = [&](int mi) { return C::kTopDown ? m_first + m_count - 1 - mi : m_first + mi; };
+  load_step(hk * group, m_of(0) * BM, 0, S - m_of(0) * BM);
   cp_async_commit();
+  if constexpr (C::kOneBar) {
+    cp_async_mbar_arrive(mbar);
+    cp_async_wait<0>();
+    __syncthreads();  // K, V landed (step 0's buffer is waited for on its mbarrier)
+  }
 
   const int kw = (warp & 3) * 32, qw = (warp >> 2) * (BM / 2), dc = (warp >> 2) * DH;
   const int qr = (warp & (WQ - 1)) * 32, dqc = (warp >> (WQ == 2 ? 1 : 2)) * DQ;
@@ -254,20 +302,28 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
     const int buf = it & 1;
     int h, m0;
     if constexpr (C::kLoadMid) {
-      h = cur_h, m0 = (m_first + cur_mi) * BM;
+      h = cur_h, m0 = m_of(cur_mi) * BM;
     } else {
       h = hk * group + it / m_count, m0 = (m_first + it % m_count) * BM;
     }
-    cp_async_wait<0>();
-    __syncthreads();  // step `it` landed; every warp is done with step it-1 (buffer buf^1, P^T, dS^T)
+    if constexpr (C::kOneBar) {
+      mbar_wait(mbar + 8 * buf, (it >> 1) & 1);  // step `it`'s Q, dO, lse2, delta landed (all threads' copies)
+    } else {
+      cp_async_wait<0>();
+      __syncthreads();  // step `it` landed; every warp is done with step it-1 (buffer buf^1, P^T, dS^T)
+    }
+    // kOneBar: P^T / dS^T buffer of this step (the other one may still be read by slower warps)
+    const std::uint32_t Pb = L::P + (C::kOneBar ? (it & 1) * BN * BM * 2 : 0);
+    const std::uint32_t dSb = L::dS + (C::kOneBar ? (it & 1) * BN * BM * 2 : 0);
     auto issue_next = [&] {
       if constexpr (C::kLoadMid) {
         // always issued (the copy after the last step zero-fills the idle buffer): no branch
         const bool wrap = cur_mi + 1 == m_count;
         const int nh = wrap ? cur_h + 1 : cur_h, nmi = wrap ? 0 : cur_mi + 1;
         const bool more = it + 1 < steps;
-        const int nm0 = (m_first + nmi) * BM;
+        const int nm0 = m_of(nmi) * BM;
         load_step(more ? nh : h, more ? nm0 : m0, buf ^ 1, more ? S - nm0 : 0);
+        if constexpr (C::kOneBar) cp_async_mbar_arrive(mbar + 8 * (buf ^ 1));
         cur_h = nh, cur_mi = nmi;
       } else {
         if (it + 1 < steps) {
@@ -342,7 +398,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
           }
         }
       }
-      if constexpr (C::kLoadMid) {
+      if constexpr (C::kLoadMid && !C::kOneBar) {
         if (pass == 0) issue_next();
       }
     }
@@ -434,8 +490,8 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
           sr[0] = pack_bf16(d0[0], d0[1]), sr[1] = pack_bf16(d0[2], d0[3]);
           sr[2] = pack_bf16(d1[0], d1[1]), sr[3] = pack_bf16(d1[2], d1[3]);
           const std::uint32_t at = st_pds.at(jp, mt * 16);
-          stsm_x4(at + L::P, pr[0], pr[1], pr[2], pr[3]);
-          stsm_x4(at + L::dS, sr[0], sr[1], sr[2], sr[3]);
+          stsm_x4(at + Pb, pr[0], pr[1], pr[2], pr[3]);
+          stsm_x4(at + dSb, sr[0], sr[1], sr[2], sr[3]);
         }
 #pragma unroll
       for (int kl = 0; kl < NJ / 2; ++kl) {
@@ -450,11 +506,11 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
           const std::uint32_t at = st_pds.at(jp, mt * 16);
           const float(&p0)[4] = st[mt][2 * jp];
           const float(&p1)[4] = st[mt][2 * jp + 1];
-          stsm_x4(at + L::P, pack_bf16(p0[0], p0[1]), pack_bf16(p0[2], p0[3]), pack_bf16(p1[0], p1[1]),
+          stsm_x4(at + Pb, pack_bf16(p0[0], p0[1]), pack_bf16(p0[2], p0[3]), pack_bf16(p1[0], p1[1]),
                   pack_bf16(p1[2], p1[3]));
           const float(&d0)[4] = dpt[mt][2 * jp];
           const float(&d1)[4] = dpt[mt][2 * jp + 1];
-          stsm_x4(at + L::dS, pack_bf16(d0[0], d0[1]), pack_bf16(d0[2], d0[3]), pack_bf16(d1[0], d1[1]),
+          stsm_x4(at + dSb, pack_bf16(d0[0], d0[1]), pack_bf16(d0[2], d0[3]), pack_bf16(d1[0], d1[1]),
                   pack_bf16(d1[2], d1[3]));
         }
     } else {
@@ -472,6 +528,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
         }
     }
     __syncthreads();  // P^T and dS^T of all warps in shared memory
+    if constexpr (C::kOneBar) issue_next();  // every warp is done with step it-1: its buffer is free
 
     // dV += P^T dO (WHICH bit 0) and/or dK += dS^T Q (bit 1)  (32 keys x D/2 per warp, k = BM queries)
     auto dkv_phase = [&](auto which) {
@@ -481,8 +538,8 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
         std::uint32_t pa[2][4], sa[2][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], a_pds.at(kk, mt * 16) + L::P);
-          if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], a_pds.at(kk, mt * 16) + L::dS);
+          if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], a_pds.at(kk, mt * 16) + Pb);
+          if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], a_pds.at(kk, mt * 16) + dSb);
         }
 #pragma unroll
         for (int dp = 0; dp < DH / 16; ++dp) {
@@ -516,7 +573,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
       for (int ks = 0; ks < BN / 16; ++ks) {
         std::uint32_t da[2][4];
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt) ldsm_x4_t(da[mt], at_ds.at(mt, ks * 16) + L::dS);
+        for (int mt = 0; mt < 2; ++mt) ldsm_x4_t(da[mt], at_ds.at(mt, ks * 16) + dSb);
 #pragma unroll
         for (int dp = 0; dp < DQ / 16; ++dp) {
           std::uint32_t kb[4];
@@ -569,8 +626,8 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
         std::uint32_t pa[2][4], sa[2][4];
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], a_pds_o.at(kl, mt * 16) + L::P);
-          if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], a_pds_o.at(kl, mt * 16) + L::dS);
+          if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], a_pds_o.at(kl, mt * 16) + Pb);
+          if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], a_pds_o.at(kl, mt * 16) + dSb);
         }
         dkv_kstep(which, static_cast<std::uint32_t>((qw_o + kl * 16) * D * 2), pa, sa);
       }
@@ -593,6 +650,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   }
 
   // dK (times scale) and dV: registers -> K/V tiles in shared memory -> global
+  if constexpr (C::kOneBar) cp_async_wait<0>();  // the idle buffer's (zero-fill) copies, before exit
   __syncthreads();  // every warp is done reading K (dQ) and V
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
@@ -627,7 +685,7 @@ cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   BwdArgs a{p.q, p.k, p.v, p.dout, ws.lse2, ws.delta, ws.dq_accum, p.dk, p.dv,
             static_cast<int>(p.S), static_cast<int>(S_pad), static_cast<int>(p.Hq), static_cast<int>(p.Hkv),
             p.scale, p.scale * kLog2e};
-  constexpr int smem = BwdSmem<D, BwdCfg<D, VAR>::BM>::bytes;
+  constexpr int smem = BwdSmem<D, BwdCfg<D, VAR>::BM, BwdCfg<D, VAR>::kOneBar>::bytes;
   auto kern = bwd_kernel<D, CAUSAL, VAR>;
   if ((err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((p.S + kBwdBN - 1) / kBwdBN), static_cast<unsigned>(p.Hkv),
@@ -647,7 +705,7 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #define ULYSSES_BWD_CASE(V) \
   case V:                   \
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
-  static_assert(sizeof(flash_tuning::kBwdVariants) / sizeof(int) == 15, "one case per listed variant");
+  static_assert(sizeof(flash_tuning::kBwdVariants) / sizeof(int) == 21, "one case per listed variant");
   switch (flash_tuning::bwd_variant()) {
     ULYSSES_BWD_CASE(1)
     ULYSSES_BWD_CASE(2)
@@ -663,13 +721,19 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
     ULYSSES_BWD_CASE(93)
     ULYSSES_BWD_CASE(109)
     ULYSSES_BWD_CASE(125)
+    ULYSSES_BWD_CASE(141)
+    ULYSSES_BWD_CASE(157)
+    ULYSSES_BWD_CASE(205)
+    ULYSSES_BWD_CASE(221)
+    ULYSSES_BWD_CASE(461)
+    ULYSSES_BWD_CASE(477)
     default:
       return p.causal ? launch_bwd<D, true, 0>(p, stream) : launch_bwd<D, false, 0>(p, stream);
   }
 #undef ULYSSES_BWD_CASE
 }
 
-int g_bwd_variant = 1;  // measured best (docs/ATTENTION.md)
+int g_bwd_variant = 93;  // measured best (docs/ATTENTION.md)
 
 }  // namespace
 }  // namespace flash

@@ -3,7 +3,8 @@
 # PyTorch flash on the same inputs), then the variants side by side at the target points with
 # PyTorch flash (FA2) and cuDNN timed in the same call. Logs under $OUT; a short table last.
 # Usage (device machine, repo root): bench/attn/run_variants.sh BIN_DIR [CHECK(0|1)] [CATCH2(0|1)]
-#   env V128 / V128L / V64: bwd variants timed at D=128 32K, D=128 128K (and 32K Hkv=8), D=64 32K
+#   env V128 / V128L / V64 / V64L: bwd variants timed at D=128 32K, D=128 128K (and 32K Hkv=8),
+#   D=64 32K, D=64 128K
 set -u
 B=${1:?usage: run_variants.sh BIN_DIR [CHECK] [CATCH2]}
 DO_CHECK=${2:-1}
@@ -14,6 +15,7 @@ export PYTHONUNBUFFERED=1
 V128=${V128:-"1 5 9 13 15 45 77 109"}
 V128L=${V128L:-"1 13 77 109"}
 V64=${V64:-"1 13 29 61 93 125"}
+V64L=${V64L:-""}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader > "$O/gpu.txt"
 if [ "$DO_CHECK" = 1 ]; then
   timeout 240 "$B/attn_check" check --dump /tmp/attn_in --all-variants > "$O/check.jsonl" 2>> "$O/errors.log"
@@ -28,8 +30,9 @@ one() { timeout 60 "$B/attn_check" bench --one "$@" >> "$O/variants.jsonl" 2>> "
 for v in $V128; do one 32768 16 16 128 1 --bwd-variant "$v"; done
 for v in $V128L; do one 131072 16 16 128 1 --bwd-variant "$v"; one 32768 16 8 128 1 --bwd-variant "$v"; done
 for v in $V64; do one 32768 16 16 64 1 --bwd-variant "$v"; done
+for v in $V64L; do one 131072 16 16 64 1 --bwd-variant "$v"; done
 timeout 150 python3 bench/peers/attn_peer.py bench --one 32768 16 16 128 1 --one 131072 16 16 128 1 \
-  --one 32768 16 8 128 1 --one 32768 16 16 64 1 > "$O/peer_variants.jsonl" 2>> "$O/errors.log"
+  --one 32768 16 8 128 1 --one 32768 16 16 64 1 --one 131072 16 16 64 1 > "$O/peer_variants.jsonl" 2>> "$O/errors.log"
 echo "peer bench rc=$?"
 for v in $V128; do one 32768 16 16 128 1 --bwd-variant "$v"; done  # again: drift within the call
 python3 - "$O" <<'PY'
