@@ -7,15 +7,20 @@
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
 //   k-steps from registers before the barrier, 128 one __syncthreads per step (mbarrier
-//   arrival), 256 q tiles last to first. Only the combinations in kBwdVariants are built.
-//   Default 93 (1+4+8+16+64).
+//   arrival), 256 q tiles last to first, 512 ldmatrix ahead of both barriers, 1024 branch-free dQ
+//   reductions (rows past S add their zero dQ to row S-1). Only kBwdVariants are built.
+//   Defaults per head dim (attention_flash_bwd.cu): D=128 525 (1+4+8+512), D=64 1117
+//   (1+4+8+16+64+1024).
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
 // the backward (-7%), one-register XOR ldmatrix addressing (fwd -6%, bwd -3..5%).
-// H200, D=128 causal S=32K H=16, bwd TFLOP/s by variant 0..7: 289 293 288 290 271 270 271 272;
+// H200, D=128 causal S=32K H=16, bwd TFLOP/s (docs/ATTENTION.md, Versions): variants 0..3
+// 289 293 288 290 (v3 era); runs 1-3 of this tuning: 1: 291-295, 13: 313-316, 525: 317-318,
+// 1549: 322 (FA2 317-318 in the same calls); D=64 32K: 1: 237, 93: 289-292, 1117: 298 (FA2 281).
 // fwd D=64 causal 32K: variant 0 291, variant 1 305.
 namespace ulysses::kernels::flash_tuning {
 
-inline constexpr int kBwdVariants[] = {0, 1, 2, 3, 5, 9, 13, 15, 29, 45, 61, 77, 93, 109, 125, 141, 157, 205, 221, 461, 477};
+inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,    13,   15,   29,   45,   61,   77,  93,
+                                       109, 125, 141, 157, 205, 221,  461,  477,  525,  1037, 1117, 1549, 1565};
 
 constexpr bool bwd_variant_exists(int v) {
   for (int x : kBwdVariants) {
@@ -25,8 +30,8 @@ constexpr bool bwd_variant_exists(int v) {
 }
 
 void set_fwd_variant(int v);  // 0..1
-void set_bwd_variant(int v);  // one of kBwdVariants
+void set_bwd_variant(int v);      // one of kBwdVariants, for every head dim
 int fwd_variant();
-int bwd_variant();
+int bwd_variant(int head_dim);   // the variant the backward runs at this head dim
 
 }  // namespace ulysses::kernels::flash_tuning

@@ -131,7 +131,7 @@ int run_check(const std::string& dump_dir, const std::vector<std::pair<int, int>
           CHECK_CUDA(cudaMemcpy(d.dout, db.data(), d.qb, cudaMemcpyHostToDevice));
           for (auto [fv, bv] : combos) {
             T::set_fwd_variant(fv);
-            T::set_bwd_variant(bv);
+            if (bv >= 0) T::set_bwd_variant(bv);  // -1: the per-head-dim defaults
             d.poison_outputs();
             CHECK_CUDA(K::attn_fwd_flash(d.fwd(s), nullptr));
             CHECK_CUDA(K::attn_bwd_flash(d.bwd(s), nullptr));
@@ -153,7 +153,7 @@ int run_check(const std::string& dump_dir, const std::vector<std::pair<int, int>
             std::printf("{\"kind\":\"check\",\"impl\":\"ulysses_flash\",\"fwd_variant\":%d,\"bwd_variant\":%d,"
                         "\"case\":\"%s\",%s,\"err_o\":%.3e,\"err_lse\":%.3e,\"err_dq\":%.3e,\"err_dk\":%.3e,"
                         "\"err_dv\":%.3e,\"finite\":%s}\n",
-                        fv, bv, case_name(s).c_str(), shape_json(s).c_str(), eo, el, eq, ek, ev,
+                        fv, T::bwd_variant(static_cast<int>(s.D)), case_name(s).c_str(), shape_json(s).c_str(), eo, el, eq, ek, ev,
                         finite ? "true" : "false");
             std::fflush(stdout);
           }
@@ -241,7 +241,7 @@ int run_bench(bool quick, const std::vector<Shape>& given) {
     const double fwd_flop = 4.0 * s.S * s.S * s.Hq * s.D * s.B * (s.causal ? 0.5 : 1.0);
     std::printf("{\"kind\":\"bench\",\"impl\":\"ulysses_flash\",\"fwd_variant\":%d,\"bwd_variant\":%d,%s,"
                 "\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,\"fwd_tflops\":%.1f,\"bwd_tflops\":%.1f}\n",
-                T::fwd_variant(), T::bwd_variant(), shape_json(s).c_str(), fwd_ms, bwd_ms, fwd_flop / fwd_ms * 1e-9, 2.5 * fwd_flop / bwd_ms * 1e-9);
+                T::fwd_variant(), T::bwd_variant(static_cast<int>(s.D)), shape_json(s).c_str(), fwd_ms, bwd_ms, fwd_flop / fwd_ms * 1e-9, 2.5 * fwd_flop / bwd_ms * 1e-9);
     std::fflush(stdout);
   }
   return 0;
@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   std::string dump;
   bool quick = false, all_variants = false;
-  int fv = T::fwd_variant(), bv = T::bwd_variant();
+  int fv = T::fwd_variant(), bv = -1;  // bv -1: the library's per-head-dim defaults
   std::vector<Shape> given;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (fv < 0 || fv > 1 || !T::bwd_variant_exists(bv)) {
+  if (fv < 0 || fv > 1 || (bv != -1 && !T::bwd_variant_exists(bv))) {
     std::string list;
     for (int v : T::kBwdVariants) list += (list.empty() ? "" : ", ") + std::to_string(v);
     std::fprintf(stderr, "attn_check: --fwd-variant must be 0..1 and --bwd-variant one of {%s}\n", list.c_str());
@@ -308,7 +308,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "bench") {
     T::set_fwd_variant(fv);
-    T::set_bwd_variant(bv);
+    if (bv >= 0) T::set_bwd_variant(bv);
     return run_bench(quick, given);
   }
   return usage();

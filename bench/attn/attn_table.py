@@ -4,8 +4,9 @@
   attn_table.py [--fwd-variant F] [--bwd-variant B] FILE...   (any mix of check and bench lines)
 Correctness: per case, each quantity's max abs error for ulysses_flash (the largest over all
 tuning variants checked) and torch_flash, and the worst ratio (ulysses / torch; the target is
-<= 2). Benchmark: TFLOP/s of the ulysses_flash rows with the given variants (default 1 1, the library defaults) and
-ratios against the torch flash (FA2) and cuDNN backends.
+<= 2). Benchmark: TFLOP/s of the ulysses_flash rows with the given forward variant (default 1)
+and, when given, backward variant (default: any, i.e. the library's per-head-dim defaults of a
+sweep run without --bwd-variant) and ratios against the torch flash (FA2) and cuDNN backends.
 """
 import json
 import sys
@@ -64,7 +65,8 @@ def check_table(rows):
 def bench_table(rows, fv, bv):
     by = {}
     for r in rows:
-        if r.get("impl") == "ulysses_flash" and (r.get("fwd_variant", fv), r.get("bwd_variant", bv)) != (fv, bv):
+        if r.get("impl") == "ulysses_flash" and (r.get("fwd_variant", fv) != fv or
+                                                 (bv is not None and r.get("bwd_variant", bv) != bv)):
             continue
         if r["kind"] == "bench" and "fwd_tflops" in r:
             by.setdefault(key(r), {})[r["impl"]] = r
@@ -87,7 +89,7 @@ def bench_table(rows, fv, bv):
 
 
 def main():
-    args, fv, bv = sys.argv[1:], 1, 1
+    args, fv, bv = sys.argv[1:], 1, None
     while args and args[0] in ("--fwd-variant", "--bwd-variant") and len(args) >= 2:
         if args[0] == "--fwd-variant":
             fv = int(args[1])

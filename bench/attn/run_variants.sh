@@ -23,8 +23,12 @@ if [ "$DO_CHECK" = 1 ]; then
   timeout 60 python3 bench/peers/attn_peer.py check /tmp/attn_in > "$O/peer_check.jsonl" 2>> "$O/errors.log"
   echo "peer check rc=$?"
 fi
-if [ "$DO_CATCH2" = 1 ] && [ -x "$B/ulysses_gpu_tests" ]; then
-  timeout 120 "$B/ulysses_gpu_tests" "[flash]" > "$O/catch2.log" 2>&1; echo "catch2 [flash] rc=$?"; tail -3 "$O/catch2.log"
+if [ "$DO_CATCH2" = 1 ]; then  # env CATCH2_BINS: test binaries (other compiled-in defaults) to run too
+  for t in "$B/ulysses_gpu_tests" ${CATCH2_BINS:-}; do
+    [ -x "$t" ] || continue
+    n=$(basename "$t")
+    timeout 60 "$t" "[flash]" > "$O/catch2_$n.log" 2>&1; echo "catch2 [flash] $n rc=$?"; tail -2 "$O/catch2_$n.log"
+  done
 fi
 one() { timeout 60 "$B/attn_check" bench --one "$@" >> "$O/variants.jsonl" 2>> "$O/errors.log"; }
 for v in $V128; do one 32768 16 16 128 1 --bwd-variant "$v"; done
