@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the Ulysses exchange (issue #4) on 2 GPUs: GPU tests (all of [gpu], then
+# One device call for the Ulysses exchange (issue #4) on 2 GPUs: GPU tests ([gpu] and [flash], then
 # the p2p timeout test in its own process - it traps a CUDA context on purpose), the PyTorch
 # peer and `ulysses bench exchange|block` at S=32K H=32 H_kv=8 D=128 in the same call, and
 # run/compare in single-process and torchrun modes. Logs under $OUT, short summary last.
@@ -12,7 +12,7 @@ mkdir -p "$O"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 SC="--model llama-3.1-8b --profile h200-sxm-141gb --gpus 2 --sp-size 2 --seq-len $S"
 nvidia-smi topo -m > "$O/topo.txt" 2>&1
-timeout 240 "$B/ulysses_gpu_tests" "[gpu]" > "$O/gpu-tests.txt" 2>&1; echo "gpu tests [gpu] rc=$?"
+timeout 300 "$B/ulysses_gpu_tests" "[gpu],[flash]" > "$O/gpu-tests.txt" 2>&1; echo "gpu tests [gpu],[flash] rc=$?"
 timeout 60 "$B/ulysses_gpu_tests" "[p2p_timeout]" > "$O/p2p-timeout.txt" 2>&1; echo "gpu test [p2p_timeout] rc=$?"
 timeout 120 torchrun --nproc_per_node 2 bench/peers/ulysses_peer.py --seq-len "$S" > "$O/peer.json" 2> "$O/peer.err"
 echo "peer rc=$?"
