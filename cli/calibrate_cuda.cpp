@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/calibrate_a2a.hpp"
 #include "cli/calibration_out.hpp"
 #include "cli/options.hpp"
 #include "reports/json_out.hpp"
@@ -117,61 +118,55 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
 // X = q bytes per rank (the q,k,v phases move 1.5 X):
 //   alpha per tensor = a2a.out.bwd of a 64-token-per-rank exchange minus its pack copy;
 //   per phase k (a2a.qkv.fwd, a2a.out.fwd, a2a.out.bwd, a2a.qkv.bwd; n_k tensors, b_k bytes):
-//     GBps_k(b_k) = b_k / (t_k - n_k * alpha)    -> calibrated.a2a_phase_GBps "<k>@p<P>";
+//     GBps_k(b_k) = b_k / (t_k - launches_k * alpha)    -> calibrated.a2a_phase_GBps "<k>@p<P>";
 //   busbw(X) = (P-1)/P * X / (t(a2a.out.bwd) - alpha - 2X/pack) for the generic exchange
-//   formula (the step's exchanges, other sp sizes' fallbacks).
+//   formula (the step's exchanges, other sp sizes' fallbacks); derivation in cli/calibrate_a2a.cpp.
 void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string& out) {
   const std::int64_t H = 32, H_kv = 8, D = 128;
-  auto phases = [&](std::int64_t S) {
+  auto phases = [&](std::int64_t S, std::string* transport) {
     runtime::BlockShape b;
     b.B = 1, b.S = S, b.H = H, b.H_kv = H_kv, b.D = D, b.P = P, b.causal = true, b.attn_implementation = "ulysses_reference";
-    std::string transport;
-    const auto per_rank = rc::exchange_phase_times(b, 3, 10, 120, &transport);
-    raw["a2a_transport"] = transport;  // p2p (direct stores) or nccl: the calibration holds for this transport
+    const auto per_rank = rc::exchange_phase_times(b, 3, 10, 120, transport);
     std::array<double, 6> t{};  // max over ranks of the per-rank median (as Measurement)
     for (const auto& r : per_rank)
       for (int k = 0; k < 6; ++k) t[k] = std::max(t[k], r[k]);
     return t;
   };
-  const double pack = c.pack_GBps * 1e9, frac = double(P - 1) / P;
+  const double pack = c.pack_GBps * 1e9;
   const double q_per_row = double(H) * D * 2;  // q bytes per local row
   const std::int64_t S_tiny = 64 * P;
-  const auto tiny = phases(S_tiny);
+  const auto tiny = phases(S_tiny, nullptr);
   const double X_tiny = double(S_tiny) / P * q_per_row;
   c.a2a_alpha_per_tensor_s = std::max(0.0, tiny[3] - 2 * X_tiny / pack);
   c.a2a_alpha_s = c.a2a_alpha_per_tensor_s;
   const std::array<int, 4> kinds = {0, 2, 3, 5};
-  const std::array<int, 6> tensors = {3, 0, 1, 1, 0, 3};
-  std::array<Curve, 6> per_phase;
-  Curve busbw;
-  reports::Table t({{"X=q bytes/rank", "B"}, {"qkv.fwd", "us"}, {"out.fwd", "us"}, {"out.bwd", "us"}, {"qkv.bwd", "us"},
-                    {"qkv.fwd", "GB/s"}, {"out.fwd", "GB/s"}, {"out.bwd", "GB/s"}, {"qkv.bwd", "GB/s"}, {"busbw", "GB/s"}});
+  std::vector<A2aSample> samples;
+  std::string transport = "nccl";
   for (std::int64_t mib : s.a2a_mib) {
     const std::int64_t S = static_cast<std::int64_t>(mib * 1048576 / q_per_row) * P;  // X = mib MiB
-    const auto tm = phases(S);
-    const double X = double(S) / P * q_per_row, bytes_qkv = 1.5 * X;
-    std::vector<std::string> row{fmt::format("{:.0f}", X)};
-    for (int k : kinds) row.push_back(fmt::format("{:.1f}", tm[k] * 1e6));
-    Json j{{"P", P}, {"q_bytes_per_rank", X}, {"qkv_bytes_per_rank", bytes_qkv}};
-    for (int k : kinds) {
-      const double b = tensors[k] == 3 ? bytes_qkv : X;
-      const double gbps = b / std::max(tm[k] - tensors[k] * c.a2a_alpha_per_tensor_s, 0.1 * tm[k]) / 1e9;
-      per_phase[k].points.emplace_back(b, gbps);
-      row.push_back(fmt::format("{:.1f}", gbps));
-      j[std::string(kBlockPhaseNames[k]) + "_s"] = tm[k];
-    }
-    const double wire = std::max(tm[3] - c.a2a_alpha_per_tensor_s - 2 * X / pack, 0.1 * tm[3]);
-    busbw.points.emplace_back(X, frac * X / wire / 1e9);
-    row.push_back(fmt::format("{:.1f}", busbw.points.back().second));
-    j["busbw_GBps"] = busbw.points.back().second;
+    A2aSample smp;
+    smp.t_s = phases(S, &transport);
+    smp.q_bytes = double(S) / P * q_per_row, smp.qkv_bytes = 1.5 * smp.q_bytes;
+    samples.push_back(smp);
+  }
+  raw["a2a_transport"] = transport;  // p2p (direct stores) or nccl: the calibration holds for this transport
+  const A2aDerived got = derive_a2a_curves(P, samples, transport, c);  // cli/calibrate_a2a.hpp
+  reports::Table t({{"X=q bytes/rank", "B"}, {"qkv.fwd", "us"}, {"out.fwd", "us"}, {"out.bwd", "us"}, {"qkv.bwd", "us"},
+                    {"qkv.fwd", "GB/s"}, {"out.fwd", "GB/s"}, {"out.bwd", "GB/s"}, {"qkv.bwd", "GB/s"}, {"busbw", "GB/s"}});
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const A2aSample& smp = samples[i];
+    std::vector<std::string> row{fmt::format("{:.0f}", smp.q_bytes)};
+    for (int k : kinds) row.push_back(fmt::format("{:.1f}", smp.t_s[k] * 1e6));
+    for (int k : kinds) row.push_back(fmt::format("{:.1f}", got.GBps[k][i]));
+    row.push_back(fmt::format("{:.1f}", got.busbw_GBps[i]));
+    Json j{{"P", P}, {"q_bytes_per_rank", smp.q_bytes}, {"qkv_bytes_per_rank", smp.qkv_bytes}, {"busbw_GBps", got.busbw_GBps[i]}};
+    for (int k : kinds) j[std::string(kBlockPhaseNames[k]) + "_s"] = smp.t_s[k];
     raw["a2a"].push_back(j);
     t.add_row(row);
   }
-  c.a2a_busbw_GBps.emplace_back(P, busbw);
-  for (int k : kinds) c.a2a_phase_GBps.emplace_back(fmt::format("{}@p{}", kBlockPhaseNames[k], P), per_phase[k]);
   out += fmt::format("\nexchange P={} (the block's phases, attention skipped; H={} H_kv={} D={}; alpha = {:.1f} us per tensor; "
-                     "GB/s = bytes / (t - tensors * alpha))\n",
-                     P, H, H_kv, D, c.a2a_alpha_per_tensor_s * 1e6) +
+                     "GB/s = bytes / (t - launches * alpha), launches = 1 for the p2p transport, else tensors; transport {})\n",
+                     P, H, H_kv, D, c.a2a_alpha_per_tensor_s * 1e6, transport) +
          t.render();
 }
 
@@ -269,7 +264,7 @@ int run_calibrate_cuda(int argc, char** argv) {
       "(attention skipped, H=32 H_kv=8 D=128) median of 10, alpha per tensor from a 64-row a2a.out.bwd, a2a_phase_GBps = bytes / "
       "(t - tensors * alpha) per phase, busbw(X) = (P-1)/P * X / (t(a2a.out.bwd) - alpha - pack copy); pack: 256 MiB seq->head; host link: 256 MiB pinned cudaMemcpyAsync; cuda_context = profile HBM "
       "- cudaMemGetInfo free with the block kernels loaded; nccl_buffer = free before - after the P=2 communicators; GEMM not "
-      "calibrated; a2a transport {}",
+      "calibrated; a2a transport {} (p2p: one fixed cost per exchange phase, nccl: one per tensor)",
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
       raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"));
   raw["provenance"] = c.provenance;

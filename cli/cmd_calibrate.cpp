@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/calibrate_a2a.hpp"
 #include "cli/calibration_out.hpp"
 #include "cli/options.hpp"
 #include "reports/table.hpp"
@@ -167,7 +168,14 @@ bool asks_for_cuda(int argc, char** argv) {
   return false;
 }
 
+bool asks_for_raw(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--from-raw", 0) == 0) return true;
+  return false;
+}
+
 int run_calibrate(int argc, char** argv) {
+  if (asks_for_raw(argc, argv)) return run_calibrate_from_raw(argc, argv);  // cli/calibrate_a2a.cpp, no GPU
   if (asks_for_cuda(argc, argv)) return run_calibrate_cuda(argc, argv);
   po::options_description d("calibrate options");
   d.add_options()("help,h", "this help")

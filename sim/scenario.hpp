@@ -60,6 +60,10 @@ struct Calibration {
   // "<a2a.qkv.fwd|a2a.out.fwd|a2a.out.bwd|a2a.qkv.bwd>@p<P>", x: bytes per rank of the exchange
   // (all its tensors), y: effective GB/s = bytes / (t - tensors * a2a_alpha_per_tensor_s)
   std::vector<std::pair<std::string, Curve>> a2a_phase_GBps;
+  // (added with the p2p exchange) the transport the exchange curves were measured with: "p2p" is
+  // one kernel per exchange phase whatever its tensors (one alpha), "nccl" (or empty: older
+  // profiles) one launch per tensor (tensors * alpha) - in both the curves and the model
+  std::string a2a_transport;
 };
 
 struct HardwareProfile {

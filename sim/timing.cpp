@@ -201,14 +201,21 @@ const Curve* phase_curve(const Scenario& sc, std::string_view phase, std::int64_
   return nullptr;
 }
 
+}  // namespace
+
+int exchange_launches(const Calibration& c, int tensors) { return c.a2a_transport == "p2p" ? 1 : tensors; }
+
+namespace {
+
 // One block exchange phase of `bytes` per rank in `tensors` tensors: from its own calibrated
-// curve when present (n * alpha + bytes / GBps(bytes)), else the generic exchange formula.
+// curve when present (launches * alpha + bytes / GBps(bytes); launches = 1 for the p2p
+// transport's single kernel, else one per tensor), else the generic exchange formula.
 seconds_t exchange_phase_s(const Scenario& sc, const Dims& d, BlockPhase p, double bytes, int tensors) {
   if (d.P <= 1) return 0;
   const Curve* c = phase_curve(sc, name(p), d.P);
   if (!c) return a2a_time_s(sc, d, bytes, tensors);
   const double alpha = sc.hw.calibrated.a2a_alpha_per_tensor_s >= 0 ? sc.hw.calibrated.a2a_alpha_per_tensor_s : a2a_alpha_s(sc);
-  return tensors * alpha + bytes / (c->at(bytes) * kGBps);
+  return exchange_launches(sc.hw.calibrated, tensors) * alpha + bytes / (c->at(bytes) * kGBps);
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank);
 // Same for an exchange of `tensors` tensors (fixed cost per tensor when calibrated:
 // Calibration::a2a_alpha_per_tensor_s). block_times prefers the calibrated per-phase curves.
 seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank, int tensors);
+// Fixed costs (alphas) of one block exchange phase of `tensors` tensors under the calibrated
+// transport: 1 for "p2p" (one kernel), else `tensors` (one NCCL send/recv per tensor and peer).
+int exchange_launches(const Calibration& c, int tensors);
 
 double attn_eff(const Scenario& sc, bool forward, double S);
 double gemm_eff(const Scenario& sc, double mnk);

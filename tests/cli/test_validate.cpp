@@ -20,7 +20,9 @@ const std::string kOff = " --max-median-error-pct -1 --max-error-pct -1 --max-me
 
 // The committed record re-predicted with today's model and the committed calibrated profile:
 //  - the targets of issue 6 that the model meets must stay met (attention forward; attention
-//    backward median; a2a.out.bwd; the medians of a2a.out.fwd and a2a.qkv.bwd; peak memory);
+//    backward median; a2a.out.bwd; the medians of a2a.out.fwd and a2a.qkv.bwd; peak memory).
+//    The record is of the p2p exchange transport (one fixed cost per phase: sim/timing.hpp
+//    exchange_launches); the NCCL-era record is in git history (commit 8a30419);
 //  - every phase's median and max |error| must stay where the committed re-prediction
 //    (reports/validation/h200-repredicted.json) put them, to 0.5 percentage points: a model or
 //    profile change that moves them is a drift to look at (re-generate that file on purpose:

@@ -1,0 +1,38 @@
+#pragma once
+// The exchange part of `ulysses calibrate --backend cuda`: from the block's exchange phases
+// measured at several sizes to the profile's curves (no GPU code here, so stored raw
+// measurements can be re-derived anywhere: `calibrate --from-raw`).
+//
+// For each sample (X = q bytes per rank, B = 1.5 X the q,k,v bytes of the 32/8/128 shape):
+//   launches_k = exchange_launches(transport, tensors_k)     (sim/timing.hpp: p2p 1, nccl tensors_k)
+//   GBps_k(b_k) = b_k / (t_k - launches_k * alpha)           -> a2a_phase_GBps "<phase>@p<P>"
+//   busbw(X)    = (P-1)/P * X / (t(a2a.out.bwd) - alpha - 2X/pack)   (the generic formula's curve)
+// so that sim/timing.cpp's exchange_phase_s reproduces every measured t_k exactly.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "sim/scenario.hpp"
+
+namespace ulysses::cli {
+
+struct A2aSample {
+  double q_bytes = 0;                // X, q bytes per rank
+  double qkv_bytes = 0;              // q + k + v bytes per rank
+  std::array<double, 6> t_s{};       // per block phase (DESIGN.md order), seconds; attention entries unused
+};
+
+struct A2aDerived {
+  std::array<std::vector<double>, 6> GBps;  // per phase, per sample
+  std::vector<double> busbw_GBps;           // per sample
+};
+
+// Replaces c's exchange curves of sp size P (a2a_phase_GBps "<phase>@p<P>", a2a_busbw_GBps[P])
+// and sets c.a2a_transport. Needs c.a2a_alpha_per_tensor_s >= 0 and c.pack_GBps > 0.
+A2aDerived derive_a2a_curves(int P, const std::vector<A2aSample>& samples, const std::string& transport, Calibration& c);
+
+// `ulysses calibrate --from-raw FILE --profile P [--profile-out OUT]`: re-derives the exchange
+// curves of a profile's calibrated section from the raw JSON that `calibrate --json` stored.
+int run_calibrate_from_raw(int argc, char** argv);
+
+}  // namespace ulysses::cli
