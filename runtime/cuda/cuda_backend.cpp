@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
+#include <thread>
+#include <chrono>
 
 #include <fmt/format.h>
 
@@ -102,6 +104,10 @@ std::string rank_main(RankCtx& ctx, const BlockShape& s, const RunOptions& opt, 
   for (int it = 0; it < opt.warmup + opt.iters; ++it) {
     run.poison_outputs();
     for (int p = 0; p < kPhases; ++p) {
+      if (is_exchange_phase(p) && cfg.exchange_gap_ms > 0) {
+        ctx.wait(ctx.stream, "the GPU before an exchange gap");
+        std::this_thread::sleep_for(std::chrono::microseconds(static_cast<std::int64_t>(cfg.exchange_gap_ms * 1000)));
+      }
       if (is_exchange_phase(p)) run.barrier();
       NvtxRange r(std::string(kBlockPhaseNames[p]).c_str());
       CUDA_CHECK(cudaEventRecord(ev0[p], ctx.stream));
@@ -203,6 +209,12 @@ Measurement CudaBackend::run_block(const BlockShape& shape, const RunOptions& op
     const double v = std::strtod(t, &end);
     if (*end || !(v > 0)) throw InputError("", "environment ULYSSES_TIMEOUT_S", "must be a number of seconds > 0");
     o.timeout_s = v;
+  }
+  if (const char* g = std::getenv("ULYSSES_EXCHANGE_GAP_MS")) {
+    char* end = nullptr;
+    const double v = std::strtod(g, &end);
+    if (*end || !(v >= 0) || v > 10000) throw InputError("", "environment ULYSSES_EXCHANGE_GAP_MS", "must be a number of milliseconds in 0..10000");
+    cfg.exchange_gap_ms = v;
   }
   const char* f = std::getenv("ULYSSES_FOLLOWERS_RETURN");
   cfg.followers_exit = !(f && std::string(f) == "1");

@@ -33,6 +33,10 @@ struct CudaRunConfig {
   int host_verify = -1;            // -1: auto by size, 0: off, 1: on
   bool keep_tensors = false;       // fill RankReport::result (host copies) for tests
   bool followers_exit = true;      // launcher mode, ranks > 0 exit after the run (see above)
+  // experiment knob (ULYSSES_EXCHANGE_GAP_MS): before each timed exchange phase the host waits for
+  // the GPU and then idles this long, so the exchange does not start right after attention
+  // (docs/VALIDATION.md finding 3); 0 = off (the default, and how every record was measured)
+  double exchange_gap_ms = 0;
 };
 
 class CudaBackend : public Backend {
