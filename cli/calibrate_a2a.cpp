@@ -67,6 +67,38 @@ A2aDerived derive_a2a_curves(int P, const std::vector<A2aSample>& samples, const
   return d;
 }
 
+void derive_a2a_idle_curve(const std::vector<double>& idle_ms, const std::vector<double>& t_s, Calibration& c) {
+  if (idle_ms.size() != t_s.size() || idle_ms.size() < 2 || idle_ms[0] != 0)
+    throw std::invalid_argument("derive_a2a_idle_curve: needs T = 0 first and at least one T > 0");
+  Curve pen;
+  for (std::size_t i = 1; i < idle_ms.size(); ++i) pen.points.emplace_back(idle_ms[i], std::max(0.0, t_s[i] - t_s[0]) * 1e6);
+  c.a2a_idle_penalty_us = pen;
+}
+
+namespace {
+
+// The "a2a_idle" samples of a raw file: [{idle_ms, a2a.out.bwd_s}, ...], T = 0 first, T increasing.
+void idle_from_raw(const nlohmann::json& raw, const std::string& path, Calibration& c) {
+  std::vector<double> T, t;
+  for (std::size_t i = 0; i < raw["a2a_idle"].size(); ++i) {
+    const auto& e = raw["a2a_idle"][i];
+    const std::string where = fmt::format("a2a_idle[{}]", i);
+    try {
+      T.push_back(e.at("idle_ms").get<double>());
+      t.push_back(e.at("a2a.out.bwd_s").get<double>());
+    } catch (const nlohmann::json::exception&) {
+      throw InputError(path, where, "needs numbers idle_ms and a2a.out.bwd_s");
+    }
+    if (!(t.back() > 0)) throw InputError(path, where, "a2a.out.bwd_s must be > 0 seconds");
+    if (i == 0 && T[0] != 0) throw InputError(path, where, "the first sample must be idle_ms 0 (the baseline)");
+    if (i > 0 && !(T[i] > T[i - 1])) throw InputError(path, where, "idle_ms must increase strictly");
+  }
+  if (T.size() < 2) throw InputError(path, "a2a_idle", "needs the idle_ms 0 baseline and at least one more sample");
+  derive_a2a_idle_curve(T, t, c);
+}
+
+}  // namespace
+
 int run_calibrate_from_raw(int argc, char** argv) {
   po::options_description d("calibrate --from-raw options");
   d.add_options()("help,h", "this help")("from-raw", po::value<std::string>(), "raw JSON written by `calibrate --backend cuda --json`")
@@ -88,13 +120,33 @@ int run_calibrate_from_raw(int argc, char** argv) {
   ss << f.rdbuf();
   const auto raw = nlohmann::json::parse(ss.str(), nullptr, false);
   if (raw.is_discarded() || !raw.is_object()) throw InputError(path, "--from-raw", "is not a JSON object");
-  if (!raw.contains("a2a") || !raw["a2a"].is_array() || raw["a2a"].empty())
+  const bool has_a2a = raw.contains("a2a"), has_idle = raw.contains("a2a_idle");
+  if (!has_a2a && !has_idle)
+    throw InputError(path, "a2a", "the file holds neither exchange samples (a2a) nor idle-link samples (a2a_idle) "
+                                  "(written by calibrate --backend cuda --json)");
+  if (has_a2a && (!raw["a2a"].is_array() || raw["a2a"].empty()))
     throw InputError(path, "a2a", "must be a non-empty list of exchange samples (written by calibrate --backend cuda --json)");
+  if (has_idle && (!raw["a2a_idle"].is_array() || raw["a2a_idle"].empty()))
+    throw InputError(path, "a2a_idle", "must be a non-empty list of idle-link samples");
   const std::string transport = raw.value("a2a_transport", std::string("nccl"));
   if (transport != "nccl" && transport != "p2p") throw InputError(path, "a2a_transport", "must be nccl or p2p");
   HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
   if (!hw.has_calibration) throw InputError(vm["profile"].as<std::string>(), "calibrated", "the profile has no calibrated section to update");
   Calibration c = hw.calibrated;
+  std::string cmd = "ulysses calibrate";
+  for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
+  if (has_idle) {
+    idle_from_raw(raw, path, c);
+    c.provenance += fmt::format("; a2a_idle_penalty_us derived {} by `{}` from the raw measurements of {} ({} samples)", utc_now(),
+                                cmd, raw.value("measured_at", std::string("?")), raw["a2a_idle"].size());
+    std::cout << fmt::format("idle-link penalty curve re-derived from {}:", path);
+    for (const auto& [x, y] : c.a2a_idle_penalty_us.points) std::cout << fmt::format(" {:g} ms: {:.1f} us;", x, y);
+    std::cout << "\n";
+  }
+  if (!has_a2a) {
+    write_calibration_output(vm, hw.name, c);
+    return kExitOk;
+  }
   std::vector<A2aSample> samples;
   int P = 0;
   for (std::size_t i = 0; i < raw["a2a"].size(); ++i) {
@@ -116,8 +168,6 @@ int run_calibrate_from_raw(int argc, char** argv) {
     samples.push_back(s);
   }
   const auto got = derive_a2a_curves(P, samples, transport, c);
-  std::string cmd = "ulysses calibrate";
-  for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
   c.provenance += fmt::format("; exchange curves re-derived {} by `{}` from the raw measurements of {} ({} samples, "
                               "transport {}: {} fixed cost(s) per q,k,v phase)",
                               utc_now(), cmd, raw.value("measured_at", std::string("?")), samples.size(), transport,

@@ -31,8 +31,13 @@ struct A2aDerived {
 // and sets c.a2a_transport. Needs c.a2a_alpha_per_tensor_s >= 0 and c.pack_GBps > 0.
 A2aDerived derive_a2a_curves(int P, const std::vector<A2aSample>& samples, const std::string& transport, Calibration& c);
 
+// Exchange after idle links: times t(T) of one exchange after T ms without NVLink traffic, T = 0
+// first: penalty(T) = max(0, t(T) - t(0)) for T > 0 -> c.a2a_idle_penalty_us (x ms, y us).
+void derive_a2a_idle_curve(const std::vector<double>& idle_ms, const std::vector<double>& t_s, Calibration& c);
+
 // `ulysses calibrate --from-raw FILE --profile P [--profile-out OUT]`: re-derives the exchange
-// curves of a profile's calibrated section from the raw JSON that `calibrate --json` stored.
+// curves (from "a2a" samples) and/or the idle-link penalty curve (from "a2a_idle" samples) of a
+// profile's calibrated section from the raw JSON that `calibrate --json` stored.
 int run_calibrate_from_raw(int argc, char** argv);
 
 }  // namespace ulysses::cli

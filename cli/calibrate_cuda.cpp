@@ -170,6 +170,30 @@ void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string
          t.render();
 }
 
+// Exchange after idle links: a2a.out.bwd of 64 MiB q per rank right after every SM spun T ms
+// without NVLink traffic (rc::exchange_after_idle); penalty(T) = max(0, t(T) - t(0)) ->
+// calibrated.a2a_idle_penalty_us (x: T in ms, y: us), which the model adds to the exchanges that
+// follow attention (sim/timing.cpp). Found by the validation set (docs/VALIDATION.md finding 3).
+void calibrate_a2a_idle(int P, Calibration& c, Json& raw, std::string& out) {
+  runtime::BlockShape b;
+  b.B = 1, b.S = 8192 * P, b.H = 32, b.H_kv = 8, b.D = 128, b.P = P, b.causal = true, b.attn_implementation = "ulysses_reference";
+  // dense around 40-50 ms, where the first H200 measurement and the validation set put the step
+  const std::vector<double> idle_ms = {0, 1, 2, 5, 10, 20, 30, 35, 40, 42, 44, 46, 48, 50, 55, 60, 100, 200};
+  const std::vector<double> t = rc::exchange_after_idle(b, idle_ms, 1, 5, 120);
+  derive_a2a_idle_curve(idle_ms, t, c);  // cli/calibrate_a2a.hpp
+  reports::Table tab({{"idle", "ms"}, {"a2a.out.bwd", "us"}, {"penalty", "us"}});
+  raw["a2a_idle"] = Json::array();
+  for (std::size_t i = 0; i < idle_ms.size(); ++i) {
+    const double p_us = std::max(0.0, t[i] - t[0]) * 1e6;
+    tab.add_row({fmt::format("{:g}", idle_ms[i]), fmt::format("{:.1f}", t[i] * 1e6), fmt::format("{:.1f}", p_us)});
+    raw["a2a_idle"].push_back({{"P", P}, {"idle_ms", idle_ms[i]}, {"a2a.out.bwd_s", t[i]}, {"penalty_us", p_us}});
+  }
+  out += fmt::format("\nexchange after idle links (P={}, a2a.out.bwd, 64 MiB q per rank, every SM spinning T ms first; "
+                     "median of 5 after 1 warm-up, max over ranks)\n",
+                     P) +
+         tab.render();
+}
+
 // GPU-to-GPU spread: the block at S = 64K on P GPUs; per rank the median attention time.
 void calibrate_skew(int P, Json& raw, std::string& out) {
   runtime::BlockShape b;
@@ -203,7 +227,9 @@ int run_calibrate_cuda(int argc, char** argv) {
       ("profile", po::value<std::string>()->default_value("h200-sxm-141gb"), "base profile (name or path)")
       ("profile-out", po::value<std::string>(), "write the base profile with the `calibrated:` section here (else print it)")
       ("json", po::value<std::string>(), "also write every raw measurement as JSON here")
-      ("quick", po::bool_switch(), "two S points, h 4 and 16, three exchange sizes (a smoke test)");
+      ("quick", po::bool_switch(), "two S points, h 4 and 16, three exchange sizes (a smoke test)")
+      ("only", po::value<std::string>(), "a2a-idle: measure only the exchange-after-idle-links curve and update it in the "
+                                          "profile's existing calibrated section");
   const auto vm = parse_args(argc, argv, d);
   if (vm.count("help")) {
     print_help(argv[0], "--backend cuda [--profile h200-sxm-141gb] [--profile-out FILE] [--json FILE]",
@@ -216,6 +242,25 @@ int run_calibrate_cuda(int argc, char** argv) {
   std::string cmd = argv[0];  // "ulysses <command>"
   for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
 
+  if (vm.count("only")) {
+    if (vm["only"].as<std::string>() != "a2a-idle") throw InputError("", "--only", "must be a2a-idle");
+    if (!hw.has_calibration) throw InputError(vm["profile"].as<std::string>(), "calibrated", "--only needs a profile with a calibrated section");
+    const rc::DeviceInfo dev = rc::device_info();
+    if (dev.count < 2) throw InputError("", "--only", "a2a-idle needs 2 GPUs");
+    Calibration c = hw.calibrated;
+    Json raw{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
+    std::string out;
+    calibrate_a2a_idle(2, c, raw, out);
+    c.provenance += fmt::format("; a2a_idle_penalty_us measured {} by `{}` on {}", utc_now(), cmd, dev.name);
+    std::cout << out << "\n";
+    if (vm.count("json")) {
+      std::ofstream j(vm["json"].as<std::string>());
+      if (!j) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
+      j << raw.dump(1) << "\n";
+    }
+    write_calibration_output(vm, hw.name, c);
+    return kExitOk;
+  }
   const rc::DeviceInfo info = rc::device_info();
   Json raw{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", info.name}, {"gpus", info.count}, {"driver", info.driver},
            {"cuda_runtime", info.runtime}, {"nccl", info.nccl}, {"device_total_bytes", info.total_bytes},
@@ -245,6 +290,7 @@ int run_calibrate_cuda(int argc, char** argv) {
   }
   if (info.count >= 2) {
     calibrate_a2a(s, 2, c, raw, out);
+    calibrate_a2a_idle(2, c, raw, out);
     calibrate_skew(2, raw, out);
     const std::int64_t free_nccl = rc::device_free_bytes(0);
     c.nccl_buffer_bytes = std::max<std::int64_t>(0, free_ctx - free_nccl);

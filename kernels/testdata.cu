@@ -111,3 +111,27 @@ cudaError_t count_wrong_bits16(const void* a, const void* b, std::int64_t n, uns
 }
 
 }  // namespace ulysses::kernels
+
+namespace ulysses::kernels {
+namespace {
+
+__global__ void spin_kernel(long long ns) {
+  long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+}  // namespace
+
+cudaError_t spin_for_ns(long long ns, cudaStream_t stream) {
+  if (ns < 0) return cudaErrorInvalidValue;
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  spin_kernel<<<sms > 0 ? sms : 1, 128, 0, stream>>>(ns);
+  return cudaGetLastError();
+}
+
+}  // namespace ulysses::kernels

@@ -53,3 +53,11 @@ cudaError_t count_wrong_a2a_bf16(const void* recv, std::int64_t count, int P, in
                                  unsigned long long* wrong, cudaStream_t stream);
 
 }  // namespace ulysses::kernels
+
+namespace ulysses::kernels {
+
+// Keeps every SM of the device busy for `ns` nanoseconds (globaltimer spin, no memory traffic):
+// the GPU stays clocked up while its NVLinks carry nothing (calibrate: exchange after idle links).
+cudaError_t spin_for_ns(long long ns, cudaStream_t stream);
+
+}  // namespace ulysses::kernels

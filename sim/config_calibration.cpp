@@ -13,7 +13,7 @@ namespace {
 const std::vector<std::string> kCalibrationKeys = {
     "provenance", "a2a_busbw_GBps", "a2a_alpha_us", "attn_fwd_eff", "attn_bwd_eff", "gemm_eff",
     "host_link_h2d_GBps", "host_link_d2h_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
-    "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport"};
+    "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us"};
 
 // A curve: a list of [x, y] pairs, x > 0 strictly increasing; y checked by `y_rule`.
 using YRule = double (*)(const Scalar&, const Where&);
@@ -90,6 +90,8 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
       c.nccl_buffer_bytes = gib_to_bytes(nonneg_number(num("a number"), wk));
     } else if (k == "pack_GBps") {
       c.pack_GBps = positive_number(num("a number"), wk);
+    } else if (k == "a2a_idle_penalty_us") {
+      c.a2a_idle_penalty_us = parse_curve(v, wk, &nonneg_number);
     } else if (k == "a2a_transport") {
       c.a2a_transport = parse_choice(num("a text"), wk, {"nccl", "p2p"});
     } else if (k == "a2a_alpha_per_tensor_us") {
@@ -131,6 +133,7 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   if (c.pack_GBps > 0) line("pack_GBps", number(c.pack_GBps));
   if (c.a2a_alpha_per_tensor_s >= 0) line("a2a_alpha_per_tensor_us", scaled(c.a2a_alpha_per_tensor_s, kUs));
   if (!c.a2a_transport.empty()) line("a2a_transport", c.a2a_transport);
+  if (!c.a2a_idle_penalty_us.empty()) line("a2a_idle_penalty_us", curve_text(c.a2a_idle_penalty_us));
   if (!c.a2a_phase_GBps.empty()) {
     out += pad + "a2a_phase_GBps:\n";
     for (const auto& [key, curve] : c.a2a_phase_GBps) out += fmt::format("{}  {}: {}\n", pad, key, curve_text(curve));

@@ -64,6 +64,10 @@ struct Calibration {
   // one kernel per exchange phase whatever its tensors (one alpha), "nccl" (or empty: older
   // profiles) one launch per tensor (tensors * alpha) - in both the curves and the model
   std::string a2a_transport;
+  // (added with the p2p exchange) what an exchange phase costs on top of its curve when the GPU
+  // computed for a while without NVLink traffic before it (links idle): x = that time in ms,
+  // y = extra microseconds (>= 0). Applied to the exchanges that follow attention (sim/timing.cpp)
+  Curve a2a_idle_penalty_us;
 };
 
 struct HardwareProfile {

@@ -205,6 +205,12 @@ const Curve* phase_curve(const Scenario& sc, std::string_view phase, std::int64_
 
 int exchange_launches(const Calibration& c, int tensors) { return c.a2a_transport == "p2p" ? 1 : tensors; }
 
+seconds_t exchange_idle_penalty_s(const Scenario& sc, const Dims& d, seconds_t idle_s) {
+  const Curve& c = sc.hw.calibrated.a2a_idle_penalty_us;
+  if (d.P <= 1 || !sc.hw.has_calibration || c.empty() || !(idle_s > 0)) return 0;
+  return c.at(idle_s * 1e3) * 1e-6;  // x in ms, y in us
+}
+
 namespace {
 
 // One block exchange phase of `bytes` per rank in `tensors` tensors: from its own calibrated
@@ -233,6 +239,9 @@ void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& bl
   block[static_cast<int>(BlockPhase::a2a_out_bwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_out_bwd, q, 1);
   block[static_cast<int>(BlockPhase::attn_bwd)] = kAttnBwdFlopsFactor * flops / (peak * attn_eff(sc, false, S));
   block[static_cast<int>(BlockPhase::a2a_qkv_bwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_qkv_bwd, q + 2 * kv, 3) + replica;
+  // the exchanges right after attention find the links idle for the attention's duration
+  block[static_cast<int>(BlockPhase::a2a_out_fwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(BlockPhase::attn_fwd)]);
+  block[static_cast<int>(BlockPhase::a2a_qkv_bwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(BlockPhase::attn_bwd)]);
 }
 
 double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {

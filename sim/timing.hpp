@@ -28,6 +28,9 @@ seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank, i
 // Fixed costs (alphas) of one block exchange phase of `tensors` tensors under the calibrated
 // transport: 1 for "p2p" (one kernel), else `tensors` (one NCCL send/recv per tensor and peer).
 int exchange_launches(const Calibration& c, int tensors);
+// Extra time of an exchange phase that follows idle_s of computation without NVLink traffic
+// (Calibration::a2a_idle_penalty_us; 0 when not calibrated or P = 1).
+seconds_t exchange_idle_penalty_s(const Scenario& sc, const Dims& d, seconds_t idle_s);
 
 double attn_eff(const Scenario& sc, bool forward, double S);
 double gemm_eff(const Scenario& sc, double mnk);

@@ -219,4 +219,44 @@ std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int
   return out;
 }
 
+std::vector<double> exchange_after_idle(const BlockShape& s, const std::vector<double>& idle_ms, int warmup, int iters,
+                                        double timeout_s) {
+  if (const std::string why = validate(s); !why.empty()) throw std::invalid_argument(why);
+  auto cl = Cluster::acquire(static_cast<int>(s.P), timeout_s);
+  const std::vector<std::string> all = cl->run([&](RankCtx& ctx) {
+    DeviceArena arena(ctx.device);
+    BlockRunner run(ctx, arena, s, parse_kernel_choice(s.attn_implementation), default_slices());
+    run.fill_inputs(11);
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    Writer w;
+    for (double T : idle_ms) {
+      std::vector<double> t;
+      for (int it = 0; it < warmup + iters; ++it) {
+        run.phase(3);  // links busy right before the idle period
+        CUDA_CHECK(kernels::spin_for_ns(static_cast<long long>(T * 1e6), ctx.stream));
+        run.barrier();
+        CUDA_CHECK(cudaEventRecord(e0, ctx.stream));
+        run.phase(3);
+        CUDA_CHECK(cudaEventRecord(e1, ctx.stream));
+        ctx.wait(ctx.stream, "an exchange after idle links");
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (it >= warmup) t.push_back(ms * 1e-3);
+      }
+      w.pod(median(t));
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return w.out;
+  });
+  std::vector<double> out(idle_ms.size(), 0.0);
+  for (const auto& r : all) {
+    Reader rd(r);
+    for (auto& x : out) x = std::max(x, rd.pod<double>());
+  }
+  return out;
+}
+
 }  // namespace ulysses::runtime::cuda

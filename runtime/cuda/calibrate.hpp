@@ -54,4 +54,11 @@ HostLink host_link(std::int64_t bytes, int warmup, int iters, int device = 0);
 std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int warmup, int iters, double timeout_s,
                                                         std::string* transport = nullptr);
 
+// One exchange phase (a2a.out.bwd, one tensor) of shape s right after every SM spun for T ms
+// with no NVLink traffic, for each T in idle_ms: per T the median over iters of the max over
+// ranks (seconds). The ranks are aligned by a barrier after the spin, as in the block runs, so
+// the difference to T = 0 is what a quiet link costs the next exchange (docs/VALIDATION.md).
+std::vector<double> exchange_after_idle(const BlockShape& s, const std::vector<double>& idle_ms, int warmup, int iters,
+                                        double timeout_s);
+
 }  // namespace ulysses::runtime::cuda

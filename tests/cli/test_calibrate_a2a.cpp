@@ -10,6 +10,8 @@
 
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
+#include "sim/memory.hpp"
+#include "sim/phases.hpp"
 #include "sim/timing.hpp"
 #include "tests/cli/run_cli.hpp"
 
@@ -113,6 +115,69 @@ TEST_CASE("calibrate --from-raw refuses bad raw files in one line", "[calibrate]
   const auto r = run_cli("calibrate --from-raw '" + (dir / "missing.json") + "'");
   CHECK(r.rc == 2);
   CHECK(r.err.find("cannot open") != std::string::npos);
+}
+
+TEST_CASE("calibrate --from-raw derives the idle-link penalty curve", "[calibrate][a2a][cli]") {
+  TempDir dir;
+  json raw{{"measured_at", "synthetic"}, {"a2a_idle", json::array()}};
+  for (auto [T, t] : {std::pair{0.0, 100e-6}, {10.0, 100.5e-6}, {40.0, 99e-6}, {60.0, 195e-6}})
+    raw["a2a_idle"].push_back({{"P", 2}, {"idle_ms", T}, {"a2a.out.bwd_s", t}});
+  std::ofstream(dir / "idle.json") << raw.dump();
+  const auto r = run_cli("calibrate --from-raw '" + (dir / "idle.json") + "' --profile h200-sxm-141gb --profile-out '" +
+                         (dir / "p.yaml") + "'");
+  INFO(r.out << r.err);
+  REQUIRE(r.rc == 0);
+  const Calibration c = load_profile(dir / "p.yaml").calibrated;
+  const Calibration before = load_profile("h200-sxm-141gb").calibrated;
+  REQUIRE(c.a2a_idle_penalty_us.points.size() == 3);  // T > 0 only
+  CHECK(c.a2a_idle_penalty_us.points[0].first == 10);
+  CHECK(c.a2a_idle_penalty_us.points[0].second == Approx(0.5));
+  CHECK(c.a2a_idle_penalty_us.points[1].second == 0);  // faster than the baseline: no negative penalty
+  CHECK(c.a2a_idle_penalty_us.points[2].second == Approx(95));
+  // the exchange curves are untouched when the file holds no "a2a" samples
+  CHECK(c.a2a_phase_GBps.size() == before.a2a_phase_GBps.size());
+  CHECK(c.a2a_transport == before.a2a_transport);
+  // bad idle samples
+  raw["a2a_idle"][0]["idle_ms"] = 5.0;
+  std::ofstream(dir / "bad.json") << raw.dump();
+  const auto b = run_cli("calibrate --from-raw '" + (dir / "bad.json") + "' --profile h200-sxm-141gb");
+  CHECK(b.rc == 2);
+  CHECK(b.err.find("a2a_idle[0]") != std::string::npos);
+}
+
+TEST_CASE("the model adds the idle-link penalty to the exchanges after long attention only", "[calibrate][a2a][model]") {
+  Scenario sc = load_scenario(source_path("scenarios/llama8b-h100-sp8.yaml"));
+  sc.hw = load_profile("h200-sxm-141gb");
+  REQUIRE(!sc.hw.calibrated.a2a_idle_penalty_us.empty());
+  sc.gpus = 2;
+  for (auto [k, v] : {std::pair{"plan.sp_size", "2"}, {"plan.dp_shard_size", "1"}, {"plan.seq_len", "98304"},
+                      {"plan.attn_implementation", "ulysses_flash"}})
+    set_key(sc, k, v, "test");
+  const sim::Dims d = sim::derive_dims(sc);
+  std::array<seconds_t, 6> with{}, without{};
+  sim::block_times(sc, d, with);
+  Scenario bare = sc;
+  bare.hw.calibrated.a2a_idle_penalty_us = Curve{};
+  sim::block_times(bare, d, without);
+  const auto at = [](const std::array<seconds_t, 6>& b, BlockPhase p) { return b[static_cast<int>(p)]; };
+  REQUIRE(at(with, BlockPhase::attn_fwd) > 0.05);  // S = 96K, 16 heads per rank: attention > 50 ms
+  const double pen = sc.hw.calibrated.a2a_idle_penalty_us.at(at(with, BlockPhase::attn_fwd) * 1e3) * 1e-6;
+  CHECK(pen > 50e-6);
+  CHECK(at(with, BlockPhase::a2a_out_fwd) - at(without, BlockPhase::a2a_out_fwd) == Approx(pen));
+  CHECK(at(with, BlockPhase::a2a_qkv_bwd) > at(without, BlockPhase::a2a_qkv_bwd) + 50e-6);
+  // the exchanges that follow an exchange get nothing
+  CHECK(at(with, BlockPhase::a2a_out_bwd) == at(without, BlockPhase::a2a_out_bwd));
+  CHECK(at(with, BlockPhase::a2a_qkv_fwd) == at(without, BlockPhase::a2a_qkv_fwd));
+  // short attention (S = 8K): below the step, (almost) nothing
+  set_key(sc, "plan.seq_len", "8192", "test");
+  const sim::Dims d8 = sim::derive_dims(sc);
+  bare = sc;
+  bare.hw.calibrated.a2a_idle_penalty_us = Curve{};
+  sim::block_times(sc, d8, with);
+  sim::block_times(bare, d8, without);
+  CHECK(at(with, BlockPhase::a2a_out_fwd) - at(without, BlockPhase::a2a_out_fwd) < 2e-6);
+  // P = 1: no exchange, no penalty
+  CHECK(sim::exchange_idle_penalty_s(sc, sim::Dims{}, 1.0) == 0);
 }
 
 TEST_CASE("a profile's a2a_transport must be nccl or p2p", "[calibrate][a2a][config]") {

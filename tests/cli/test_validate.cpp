@@ -20,7 +20,7 @@ const std::string kOff = " --max-median-error-pct -1 --max-error-pct -1 --max-me
 
 // The committed record re-predicted with today's model and the committed calibrated profile:
 //  - the targets of issue 6 that the model meets must stay met (attention forward; attention
-//    backward median; a2a.out.bwd; the medians of a2a.out.fwd and a2a.qkv.bwd; peak memory).
+//    backward median; a2a.out.bwd; a2a.out.fwd; the median of a2a.qkv.bwd; peak memory).
 //    The record is of the p2p exchange transport (one fixed cost per phase: sim/timing.hpp
 //    exchange_launches); the NCCL-era record is in git history (commit 8a30419);
 //  - every phase's median and max |error| must stay where the committed re-prediction
@@ -53,6 +53,7 @@ TEST_CASE("the committed H200 validation record: met targets stay met, no drift"
   CHECK(now["a2a.out.bwd"]["median_abs_error_pct"].get<double>() <= 5);
   CHECK(now["a2a.out.bwd"]["max_abs_error_pct"].get<double>() <= 15);
   CHECK(now["a2a.out.fwd"]["median_abs_error_pct"].get<double>() <= 5);
+  CHECK(now["a2a.out.fwd"]["max_abs_error_pct"].get<double>() <= 15);  // with the idle-link penalty
   CHECK(now["a2a.qkv.bwd"]["median_abs_error_pct"].get<double>() <= 5);
   CHECK(now["peak memory"]["max_abs_error_pct"].get<double>() <= 3);
   CHECK(now["incorrect_cases"] == 0);
