@@ -68,6 +68,18 @@ struct Setup {
   std::vector<std::int64_t> a2a_mib = {1, 4, 16, 64, 256, 1024};  // X = q bytes per rank
 };
 
+// Prints the report, writes the raw JSON (--json) and the calibrated section (--profile-out).
+int finish(const po::variables_map& vm, const HardwareProfile& hw, const Calibration& c, const Json& raw, const std::string& out) {
+  std::cout << out << "\n";
+  if (vm.count("json")) {
+    std::ofstream j(vm["json"].as<std::string>());
+    if (!j) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
+    j << raw.dump(1) << "\n";
+  }
+  write_calibration_output(vm, hw.name, c);
+  return kExitOk;
+}
+
 // One attention curve family: kernel x D x mask x heads per rank, over S.
 void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out) {
   reports::Table t({{"key", "", reports::Align::left}, {"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "TFLOP/s"},
@@ -252,14 +264,7 @@ int run_calibrate_cuda(int argc, char** argv) {
     std::string out;
     calibrate_a2a_idle(2, c, raw, out);
     c.provenance += fmt::format("; a2a_idle_penalty_us measured {} by `{}` on {}", utc_now(), cmd, dev.name);
-    std::cout << out << "\n";
-    if (vm.count("json")) {
-      std::ofstream j(vm["json"].as<std::string>());
-      if (!j) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
-      j << raw.dump(1) << "\n";
-    }
-    write_calibration_output(vm, hw.name, c);
-    return kExitOk;
+    return finish(vm, hw, c, raw, out);
   }
   const rc::DeviceInfo info = rc::device_info();
   Json raw{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", info.name}, {"gpus", info.count}, {"driver", info.driver},
@@ -314,14 +319,7 @@ int run_calibrate_cuda(int argc, char** argv) {
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
       raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"));
   raw["provenance"] = c.provenance;
-  std::cout << out << "\n";
-  if (vm.count("json")) {
-    std::ofstream j(vm["json"].as<std::string>());
-    if (!j) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
-    j << raw.dump(1) << "\n";
-  }
-  write_calibration_output(vm, hw.name, c);
-  return kExitOk;
+  return finish(vm, hw, c, raw, out);
 }
 #endif
 
