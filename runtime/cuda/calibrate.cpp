@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -73,7 +74,10 @@ struct Stream {
 
 DeviceInfo device_info() {
   DeviceInfo d;
-  CUDA_CHECK(cudaGetDeviceCount(&d.count));
+  if (const cudaError_t e = cudaGetDeviceCount(&d.count); e != cudaSuccess || d.count == 0)
+    throw std::runtime_error(std::string("no usable CUDA device on this machine (cudaGetDeviceCount: ") +
+                             (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) +
+                             "); calibrate --backend cuda needs a GPU - use --backend cpu, or --from-raw to re-derive stored measurements");
   cudaDeviceProp p{};
   CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
   d.name = p.name;
