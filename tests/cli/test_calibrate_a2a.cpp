@@ -4,6 +4,7 @@
 // bad raw input exits 2 naming the file and key.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -188,4 +189,17 @@ TEST_CASE("a profile's a2a_transport must be nccl or p2p", "[calibrate][a2a][con
   text.replace(at, 18, "a2a_transport: tcp");
   std::ofstream(dir / "p.yaml") << text;
   CHECK_THROWS_WITH(load_profile(dir / "p.yaml"), Catch::Contains("a2a_transport"));
+}
+
+TEST_CASE("ULYSSES_EXCHANGE_GAP_MS must be milliseconds in 0..10000", "[calibrate][a2a][cli]") {
+  for (const char* bad : {"abc", "-1", "20000"}) {
+    INFO(bad);
+    setenv("ULYSSES_EXCHANGE_GAP_MS", bad, 1);
+    const auto r = run_cli("run --backend cuda --model llama-3.1-8b --profile h200-sxm-141gb --gpus 2 --sp-size 2 --seq-len 4096");
+    unsetenv("ULYSSES_EXCHANGE_GAP_MS");
+    INFO(r.out << r.err);
+    CHECK(r.rc == 2);  // checked before any GPU is touched (a build without CUDA refuses --backend cuda, also 2)
+    if (r.err.find("built without the CUDA backend") == std::string::npos)
+      CHECK(r.err.find("ULYSSES_EXCHANGE_GAP_MS") != std::string::npos);
+  }
 }
