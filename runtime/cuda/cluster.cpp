@@ -103,9 +103,9 @@ void RankCtx::wait(cudaStream_t s, const std::string& what) {
   while (true) {
     const cudaError_t q = cudaStreamQuery(s);
     if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady && p2p_timeout && *p2p_timeout)
+    if (p2p_timeout && *p2p_timeout)  // the p2p kernel gave up waiting for a rank (and trapped): say which
       throw std::runtime_error("rank " + std::to_string(rank) + ": p2p exchange: rank " + std::to_string(*p2p_timeout - 1) +
-                               " did not arrive within " + secs(timeout_s) + " (missing or stuck rank; the exchange kernel trapped)");
+                               " did not arrive within " + secs(timeout_s) + " (missing or stuck rank) while waiting for " + what);
     if (q != cudaErrorNotReady)
       throw std::runtime_error("rank " + std::to_string(rank) + ": CUDA error while waiting for " + what + ": " +
                                cudaGetErrorString(q));
@@ -122,9 +122,6 @@ void RankCtx::wait(cudaStream_t s, const std::string& what) {
       abort_comm();
       throw std::runtime_error("rank " + std::to_string(rank) + ": aborted while waiting for " + what + " (another rank failed)");
     }
-    if (p2p_timeout && *p2p_timeout)
-      throw std::runtime_error("rank " + std::to_string(rank) + ": p2p exchange: rank " + std::to_string(*p2p_timeout - 1) +
-                               " did not arrive within " + secs(timeout_s) + " (missing or stuck rank) while waiting for " + what);
     if (Clock::now() > deadline) {
       abort_comm();
       throw std::runtime_error("rank " + std::to_string(rank) + ": watchdog: " + what + " did not finish within " + secs(timeout_s) +

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <chrono>
@@ -63,6 +64,16 @@ cpu::BlockInputs host_inputs(const BlockShape& s, std::uint64_t seed) {
   in.q = fill(s.H, kernels::kTensorQ), in.k = fill(s.H_kv, kernels::kTensorK), in.v = fill(s.H_kv, kernels::kTensorV);
   in.dout = fill(s.H, kernels::kTensorDout);
   return in;
+}
+
+// A numeric environment variable in [lo, hi]: nullopt when unset, one InputError line when malformed.
+std::optional<double> env_number(const char* name, double lo, double hi, const char* rule) {
+  const char* t = std::getenv(name);
+  if (!t) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(t, &end);
+  if (end == t || *end || !(v >= lo && v <= hi)) throw InputError("", std::string("environment ") + name, std::string("must be ") + rule);
+  return v;
 }
 
 // a2a.qkv.fwd, a2a.out.fwd, a2a.out.bwd, a2a.qkv.bwd (BlockPhase order)
@@ -204,18 +215,9 @@ Measurement CudaBackend::run_block(const BlockShape& shape, const RunOptions& op
   CudaRunConfig cfg;
   cfg.slices = default_slices();
   RunOptions o = opt;
-  if (const char* t = std::getenv("ULYSSES_TIMEOUT_S")) {  // watchdog override for run/compare
-    char* end = nullptr;
-    const double v = std::strtod(t, &end);
-    if (*end || !(v > 0)) throw InputError("", "environment ULYSSES_TIMEOUT_S", "must be a number of seconds > 0");
-    o.timeout_s = v;
-  }
-  if (const char* g = std::getenv("ULYSSES_EXCHANGE_GAP_MS")) {
-    char* end = nullptr;
-    const double v = std::strtod(g, &end);
-    if (*end || !(v >= 0) || v > 10000) throw InputError("", "environment ULYSSES_EXCHANGE_GAP_MS", "must be a number of milliseconds in 0..10000");
-    cfg.exchange_gap_ms = v;
-  }
+  // environment overrides for run/compare: the watchdog and the exchange-gap experiment knob
+  if (const auto v = env_number("ULYSSES_TIMEOUT_S", 1e-6, 1e9, "a number of seconds > 0")) o.timeout_s = *v;
+  if (const auto v = env_number("ULYSSES_EXCHANGE_GAP_MS", 0, 10000, "a number of milliseconds in 0..10000")) cfg.exchange_gap_ms = *v;
   const char* f = std::getenv("ULYSSES_FOLLOWERS_RETURN");
   cfg.followers_exit = !(f && std::string(f) == "1");
   return run_block_ex(shape, o, cfg);

@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 
 #include "runtime/cuda/cuda_check.hpp"
@@ -58,14 +56,13 @@ P2pTransport::P2pTransport(RankCtx& ctx) : ctx_(ctx) {
 void P2pTransport::decide() {
   const std::string want = transport_wanted();
   CUDA_CHECK(cudaSetDevice(ctx_.device));
-  std::string why = ctx_.world < 2                       ? "one rank"
-                    : want == "nccl"                        ? "ULYSSES_A2A_TRANSPORT=nccl"
-                    : ctx_.world > kernels::kP2pMaxPeers    ? "more than " + std::to_string(kernels::kP2pMaxPeers) + " ranks"
-                                                            : "";
   if (ctx_.world < 2) {  // nothing to agree on
-    why_not_ = why;
+    why_not_ = "one rank";
     return;
   }
+  const std::string why = want == "nccl"                       ? "ULYSSES_A2A_TRANSPORT=nccl"
+                          : ctx_.world > kernels::kP2pMaxPeers ? "more than " + std::to_string(kernels::kP2pMaxPeers) + " ranks"
+                                                               : "";
   // 1. what every rank can do: "ok|host|device|SMs" or "no|reason"
   char host[256] = {};
   gethostname(host, sizeof host - 1);
