@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "kernels/attention_flash.hpp"
+#include "kernels/attention_flash_bwd_sm90a.hpp"
 #include "kernels/attention_flash_common.cuh"
 #include "kernels/attention_flash_tuning.hpp"
 
@@ -92,20 +93,6 @@ __global__ void bwd_convert_dq(const float4* __restrict__ acc, uint2* __restrict
     dq[i] = make_uint2(pack_bf16(v.x * scale, v.y * scale), pack_bf16(v.z * scale, v.w * scale));
   }
 }
-
-struct BwdArgs {
-  const __nv_bfloat16* q;
-  const __nv_bfloat16* k;
-  const __nv_bfloat16* v;
-  const __nv_bfloat16* dout;
-  const float* lse2;
-  const float* delta;
-  float* dq_accum;
-  __nv_bfloat16* dk;
-  __nv_bfloat16* dv;
-  int S, S_pad, Hq, Hkv;
-  float scale, scale_log2;
-};
 
 // Tuning variants of the main kernel (bits of flash_tuning::bwd_variant(), measured side by
 // side, docs/ATTENTION.md):
@@ -736,8 +723,9 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   store_tile<BN, D, NT>(a.dv + kv_off, ldk, tile(L::V), S - n0, tid);
 }
 
-template <int D, bool CAUSAL, int VAR>
-cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
+// memset + preprocess, then main(args) (the main kernel's launch), then the dq conversion
+template <int D, class Main>
+cudaError_t run_bwd(const AttnBwdParams& p, cudaStream_t stream, Main&& main) {
   const Workspace ws = carve(p.workspace, p.B, p.S, p.Hq, p.D);
   const std::int64_t S_pad = padded_rows(p.S);
   cudaError_t err = cudaMemsetAsync(ws.dq_accum, 0, static_cast<std::size_t>(p.B * p.S * p.Hq * D) * 4, stream);
@@ -748,16 +736,10 @@ cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
                                                     static_cast<int>(S_pad), static_cast<int>(p.Hq), rows);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
 
-  BwdArgs a{p.q, p.k, p.v, p.dout, ws.lse2, ws.delta, ws.dq_accum, p.dk, p.dv,
-            static_cast<int>(p.S), static_cast<int>(S_pad), static_cast<int>(p.Hq), static_cast<int>(p.Hkv),
-            p.scale, p.scale * kLog2e};
-  constexpr int smem = BwdSmem<D, BwdCfg<D, VAR>::BM, BwdCfg<D, VAR>::kOneBar>::bytes;
-  auto kern = bwd_kernel<D, CAUSAL, VAR>;
-  if ((err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>((p.S + kBwdBN - 1) / kBwdBN), static_cast<unsigned>(p.Hkv),
-                  static_cast<unsigned>(p.B));
-  kern<<<grid, kBwdNW * 32, smem, stream>>>(a);
-  if ((err = cudaGetLastError()) != cudaSuccess) return err;
+  const BwdArgs a{p.q, p.k, p.v, p.dout, ws.lse2, ws.delta, ws.dq_accum, p.dk, p.dv,
+                  static_cast<int>(p.S), static_cast<int>(S_pad), static_cast<int>(p.Hq), static_cast<int>(p.Hkv),
+                  p.scale, p.scale * kLog2e};
+  if ((err = main(a)) != cudaSuccess) return err;
 
   const std::int64_t n4 = p.B * p.S * p.Hq * D / 4;
   const unsigned conv_blocks = static_cast<unsigned>(std::min<std::int64_t>((n4 + 255) / 256, 132 * 16));
@@ -766,13 +748,36 @@ cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <int D, bool CAUSAL, int VAR>
+cudaError_t launch_bwd(const AttnBwdParams& p, cudaStream_t stream) {
+  return run_bwd<D>(p, stream, [&](const BwdArgs& a) {
+    constexpr int smem = BwdSmem<D, BwdCfg<D, VAR>::BM, BwdCfg<D, VAR>::kOneBar>::bytes;
+    auto kern = bwd_kernel<D, CAUSAL, VAR>;
+    cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    const dim3 grid(static_cast<unsigned>((p.S + kBwdBN - 1) / kBwdBN), static_cast<unsigned>(p.Hkv),
+                    static_cast<unsigned>(p.B));
+    kern<<<grid, kBwdNW * 32, smem, stream>>>(a);
+    return cudaGetLastError();
+  });
+}
+
 template <int D>
 cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #define ULYSSES_BWD_CASE(V) \
   case V:                   \
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
-  static_assert(sizeof(flash_tuning::kBwdVariants) / sizeof(int) == 26, "one case per listed variant");
-  switch (flash_tuning::bwd_variant(D)) {
+  static_assert(sizeof(flash_tuning::kBwdVariants) / sizeof(int) == 27, "one case per listed variant");
+  const int variant = flash_tuning::bwd_variant(D);
+  if (variant == kBwdVariantSm90a) {  // bwd_variant() returns it only for D = 128 on a usable device
+    if constexpr (D == 128) {
+      return run_bwd<D>(p, stream, [&](const BwdArgs& a) {
+        return launch_bwd_main_sm90a(a, static_cast<int>(p.B), p.causal, stream);
+      });
+    }
+    return cudaErrorNotSupported;
+  }
+  switch (variant) {
     ULYSSES_BWD_CASE(1)
     ULYSSES_BWD_CASE(2)
     ULYSSES_BWD_CASE(3)
@@ -805,19 +810,22 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 }
 
 // Defaults: per head dim, the fastest variant measured that also passed the Catch2 [flash] gate
-// as a compiled-in default (docs/ATTENTION.md, H200 run 3); a build may override them
+// as a compiled-in default (docs/ATTENTION.md); a build may override them
 // (-DULYSSES_FLASH_BWD_DEFAULT_D128=N / _D64=N) to run the GPU tests on another variant.
-// 1549 (525 + bit 10) measured faster at D=128 (322 vs 317 TFLOP/s at 32K) and passed
-// attn_check's fp64 check, but has not run the Catch2 gate as a default yet.
+// D=128: the wgmma kernel (2048) where the build has sm_90a code and the device is sm_90,
+// else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
+// faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
-#define ULYSSES_FLASH_BWD_DEFAULT_D128 525
+#define ULYSSES_FLASH_BWD_DEFAULT_D128 2048
 #endif
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
 #define ULYSSES_FLASH_BWD_DEFAULT_D64 1117
 #endif
+constexpr int kBwdFallbackD128 = 525;
 static_assert(flash_tuning::bwd_variant_exists(ULYSSES_FLASH_BWD_DEFAULT_D128) &&
                   flash_tuning::bwd_variant_exists(ULYSSES_FLASH_BWD_DEFAULT_D64),
               "default backward variants must be built");
+static_assert(ULYSSES_FLASH_BWD_DEFAULT_D64 != kBwdVariantSm90a, "the wgmma kernel is D = 128 only");
 int g_bwd_variant_d128 = ULYSSES_FLASH_BWD_DEFAULT_D128;
 int g_bwd_variant_d64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
 
@@ -826,7 +834,14 @@ int g_bwd_variant_d64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
 
 namespace flash_tuning {
 void set_bwd_variant(int v) { flash::g_bwd_variant_d128 = flash::g_bwd_variant_d64 = v; }
-int bwd_variant(int head_dim) { return head_dim == 64 ? flash::g_bwd_variant_d64 : flash::g_bwd_variant_d128; }
+// The variant that runs: the wgmma kernel (2048) only at D = 128 on a device it is built for;
+// elsewhere the mma.sync default of the head dim.
+int bwd_variant(int head_dim) {
+  const int v = head_dim == 64 ? flash::g_bwd_variant_d64 : flash::g_bwd_variant_d128;
+  if (v != flash::kBwdVariantSm90a) return v;
+  if (head_dim == 128 && flash::bwd_sm90a_usable()) return v;
+  return head_dim == 64 ? ULYSSES_FLASH_BWD_DEFAULT_D64 : flash::kBwdFallbackD128;
+}
 }  // namespace flash_tuning
 
 std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t,

@@ -8,9 +8,11 @@
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
 //   k-steps from registers before the barrier, 128 one __syncthreads per step (mbarrier
 //   arrival), 256 q tiles last to first, 512 ldmatrix ahead of both barriers, 1024 branch-free dQ
-//   reductions (rows past S add their zero dQ to row S-1). Only kBwdVariants are built.
-//   Defaults per head dim (attention_flash_bwd.cu): D=128 525 (1+4+8+512), D=64 1117
-//   (1+4+8+16+64+1024).
+//   reductions (rows past S add their zero dQ to row S-1). 2048: a different kernel, the
+//   Hopper warpgroup-MMA backward (attention_flash_bwd_sm90a.cu; D=128, sm_90a builds on an
+//   sm_90 device; elsewhere bwd_variant() reports the mma.sync default that runs instead).
+//   Only kBwdVariants are built. Defaults per head dim (attention_flash_bwd.cu): D=128 2048
+//   (525 = 1+4+8+512 without sm_90a), D=64 1117 (1+4+8+16+64+1024).
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
 // the backward (-7%), one-register XOR ldmatrix addressing (fwd -6%, bwd -3..5%).
 // H200, D=128 causal S=32K H=16, bwd TFLOP/s (docs/ATTENTION.md, Versions): variants 0..3
@@ -19,8 +21,8 @@
 // fwd D=64 causal 32K: variant 0 291, variant 1 305.
 namespace ulysses::kernels::flash_tuning {
 
-inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,    13,   15,   29,   45,   61,   77,  93,
-                                       109, 125, 141, 157, 205, 221,  461,  477,  525,  1037, 1117, 1549, 1565};
+inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,
+                                       125, 141, 157, 205, 221, 461, 477,  525,  1037, 1117, 1549, 1565, 2048};
 
 constexpr bool bwd_variant_exists(int v) {
   for (int x : kBwdVariants) {

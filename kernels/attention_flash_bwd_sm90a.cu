@@ -1,0 +1,308 @@
+// Flash attention backward main kernel on Hopper warpgroup MMA (wgmma, sm_90a), head dim 128.
+// The preprocess (delta, lse2) and the dq conversion are attention_flash_bwd.cu's.
+//
+// One CTA per (128-key tile n0, kv head, batch): 2 warpgroups (256 threads), warpgroup wg owns
+// keys n0 + 64wg .. n0 + 64wg + 63. It walks the q heads of the kv head's group and their 64-row
+// q tiles (causal: from the tile holding key n0 on). Per q tile (m0):
+//   S^T  [64 keys x 64 q]  = K_wg Q^T          wgmma SS, K-major A (K) and B (Q),  8 k-steps over d
+//   dP^T [64 keys x 64 q]  = V_wg dO^T         wgmma SS, same, issued right behind S^T
+//   P^T = exp2(S^T * scale*log2e - lse2[q]) (masked), dS^T = P^T o (dP^T - delta[q])  registers
+//   dV_wg [64 keys x 128] += P^T dO           wgmma RS: A = P^T from registers, B = dO N-major
+//   dK_wg [64 keys x 128] += dS^T Q           wgmma RS: A = dS^T from registers, B = Q N-major
+//   dS^T -> shared memory (bf16, stmatrix), barrier
+//   dQ [64 q x 64 d (half wg)] = dS K[:, 64wg..]  wgmma SS: A = dS M-major, B = K N-major; then
+//   added to the fp32 dq_accum with float2 atomics.
+// Q and dO tiles double-buffered by cp.async (next tile's copies issued at the top of a step).
+// dK (times scale) and dV leave the accumulators once per CTA.
+//
+// Shared memory (bytes; every tile 1024-aligned, rows of 64 bf16 = 128 B, 128B-swizzled as in
+// kernels/wgmma.cuh; a 128-wide tile is two 64-wide halves, half h at + h * rows * 128):
+//   K   [2 halves][128 keys][64]   32768      V  [2][128][64]  32768
+//   Q   [2 buf][2 halves][64 q][64] 32768     dO [2][2][64][64] 32768
+//   dS^T [128 keys][64 q]           16384     lse2 [2 buf][64] fp32, delta [2 buf][64] fp32
+//
+// Operand views of the same tiles (wgmma.cuh gives the descriptor rules):
+//   K as A of S^T (m = key, k = d): K-major;  K as B of dQ (k = key, n = d): N-major
+//   Q as B of S^T (n = q, k = d):   K-major;  Q as B of dK (k = q, n = d):   N-major, LBO 8192
+//   dS^T as A of dQ (m = q, k = key): M-major
+#include "kernels/attention_flash_bwd_sm90a.hpp"
+
+#include <cstdint>
+
+#include "kernels/attention_flash_common.cuh"
+#include "kernels/wgmma.cuh"
+
+namespace ulysses::kernels::flash {
+namespace {
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ULYSSES_SM90A_DEVICE 1
+#endif
+
+constexpr int kD = 128, kBN = 128, kBM = 64, kNT = 256;
+
+struct Sm90Smem {
+  static constexpr int K = 0;
+  static constexpr int V = K + kBN * kD * 2;
+  static constexpr int Q = V + kBN * kD * 2;          // buffer b at Q + b * kBM * kD * 2
+  static constexpr int dO = Q + 2 * kBM * kD * 2;
+  static constexpr int dS = dO + 2 * kBM * kD * 2;    // [kBN][kBM]
+  static constexpr int L = dS + kBN * kBM * 2;        // [2][kBM] fp32
+  static constexpr int Dl = L + 2 * kBM * 4;          // [2][kBM] fp32
+  static constexpr int bytes = Dl + 2 * kBM * 4;
+  static_assert(K % 1024 == 0 && V % 1024 == 0 && Q % 1024 == 0 && dO % 1024 == 0 && dS % 1024 == 0,
+                "wgmma tiles must be 1024-byte aligned");
+  static_assert(bytes <= 227 * 1024, "shared memory per block");
+};
+
+// Copy ROWS x 128 bf16 (global row stride ld) into the two-half 128B-swizzled layout at byte
+// address dst (shared); rows >= nvalid zero-filled. Thread: chunk c = tid % 16 of rows
+// tid / 16 + 16 k (so row % 8, hence the swizzle, is the same for all its rows).
+template <int ROWS>
+__device__ __forceinline__ void load_tile_sw128(std::uint32_t dst, const __nv_bfloat16* g, std::int64_t ld,
+                                                int nvalid, int tid) {
+  const int c = tid & 15, r0 = tid >> 4;
+  const std::uint32_t d0 = dst + (c >> 3) * ROWS * 128 + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
+  const __nv_bfloat16* src = g + r0 * ld + c * 8;
+#pragma unroll
+  for (int k = 0; k < ROWS / 16; ++k) {
+    const bool ok = r0 + 16 * k < nvalid;
+    cp_async16(d0 + k * 16 * 128, ok ? src + 16 * k * ld : g, ok);
+  }
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <bool CAUSAL>
+__global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
+#if defined(ULYSSES_SM90A_DEVICE)
+  using L = Sm90Smem;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t sbase = smem_addr(smem_raw);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wg = warp >> 2, w4 = warp & 3;  // warpgroup, warp within it
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * kBN, hk = blockIdx.y, b = blockIdx.z;
+  const int S = a.S;
+  const int group = a.Hq / a.Hkv;
+  const std::int64_t ldq = static_cast<std::int64_t>(a.Hq) * kD;
+  const std::int64_t ldk = static_cast<std::int64_t>(a.Hkv) * kD;
+  const std::int64_t kv_off = (static_cast<std::int64_t>(b) * S + n0) * ldk + hk * kD;
+
+  load_tile_sw128<kBN>(sbase + L::K, a.k + kv_off, ldk, S - n0, tid);
+  load_tile_sw128<kBN>(sbase + L::V, a.v + kv_off, ldk, S - n0, tid);
+
+  const int m_first = CAUSAL ? n0 / kBM : 0;
+  const int m_count = (S + kBM - 1) / kBM - m_first;
+  const int steps = group * m_count;
+
+  // copies of step (head h, rows m0..) into buffer buf; nq valid rows (<= 0: all zero-filled)
+  auto load_step = [&](int h, int m0, int buf, int nq) {
+    const std::int64_t q_off = (static_cast<std::int64_t>(b) * S + m0) * ldq + h * kD;
+    load_tile_sw128<kBM>(sbase + L::Q + buf * kBM * kD * 2, a.q + q_off, ldq, nq, tid);
+    load_tile_sw128<kBM>(sbase + L::dO + buf * kBM * kD * 2, a.dout + q_off, ldq, nq, tid);
+    const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.Hq + h) * a.S_pad + m0;
+    if (tid < kBM / 2) {  // 16 chunks of lse2, then 16 of delta (padding rows exist up to S_pad)
+      const bool is_l = tid < kBM / 4;
+      const int i = is_l ? tid : tid - kBM / 4;
+      cp_async16(sbase + (is_l ? L::L : L::Dl) + buf * kBM * 4 + i * 16, (is_l ? a.lse2 : a.delta) + row_off + i * 4,
+                 true);
+    }
+  };
+  load_step(hk * group, m_first * kBM, 0, S - m_first * kBM);
+  cp_async_commit();
+
+  float dk[64], dv[64];  // [64 keys of wg x 128 d] accumulators (wgmma D layout)
+#pragma unroll
+  for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.f;
+
+  // stmatrix lane address of dS^T: matrix mi = lane / 8 covers rows (mi & 1) * 8 + lane % 8 of
+  // the warp's 16 keys and q chunk 2 jp + (mi >> 1)
+  const int st_row = wg * 64 + w4 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+  const std::uint32_t st_base = sbase + L::dS + st_row * 128;
+  const int st_cb = lane >> 4;  // chunk offset 0/1
+
+  const int key_base = n0 + wg * 64 + w4 * 16 + g;  // key of d[4j + 0/1]; +8 for d[4j + 2/3]
+  int h = hk * group, mi = 0;
+  for (int it = 0; it < steps; ++it) {
+    const int buf = it & 1;
+    const int m0 = (m_first + mi) * kBM, hq = h;  // this step's q tile and q head
+    cp_async_wait<0>();
+    wgmma::fence_proxy_async();
+    __syncthreads();  // step `it` landed; every warp is done with step it-1 (buffer buf^1, dS^T)
+    {
+      // next step's copies (after the last step: a zero-fill of the idle buffer, no branch)
+      const bool wrap = mi + 1 == m_count;
+      const int nh = wrap ? h + 1 : h, nmi = wrap ? 0 : mi + 1;
+      const bool more = it + 1 < steps;
+      const int nm0 = (m_first + nmi) * kBM;
+      load_step(more ? nh : h, more ? nm0 : m0, buf ^ 1, more ? S - nm0 : 0);
+      cp_async_commit();
+      h = nh, mi = nmi;
+    }
+    const std::uint32_t qs = sbase + L::Q + buf * kBM * kD * 2, dos = sbase + L::dO + buf * kBM * kD * 2;
+    const float* lse2 = reinterpret_cast<const float*>(smem_raw + L::L) + buf * kBM;
+    const float* delta = reinterpret_cast<const float*>(smem_raw + L::Dl) + buf * kBM;
+
+    // S^T = K_wg Q^T and dP^T = V_wg dO^T: two commit groups, the softmax overlaps the second
+    float st[32], dp[32];
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const std::uint32_t off = (kk & 3) * 32;
+      const std::uint64_t da = wgmma::desc(sbase + L::K + (kk >> 2) * kBN * 128 + wg * 64 * 128 + off, 16, 1024);
+      const std::uint64_t db = wgmma::desc(qs + (kk >> 2) * kBM * 128 + off, 16, 1024);
+      wgmma::m64n64k16_ss<0, 0>(st, da, db, kk > 0);
+    }
+    wgmma::commit();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const std::uint32_t off = (kk & 3) * 32;
+      const std::uint64_t da = wgmma::desc(sbase + L::V + (kk >> 2) * kBN * 128 + wg * 64 * 128 + off, 16, 1024);
+      const std::uint64_t db = wgmma::desc(dos + (kk >> 2) * kBM * 128 + off, 16, 1024);
+      wgmma::m64n64k16_ss<0, 0>(dp, da, db, kk > 0);
+    }
+    wgmma::commit();
+    wgmma::wait<1>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(st[i]);
+
+    // P^T (keys beyond S and, causal, keys after the query: 0)
+    const bool need_mask = (n0 + kBN > S) || (CAUSAL && m0 < n0 + kBN - 1);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 l2 = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[4 * j + e] = ex2(fmaf(st[4 * j + e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+    }
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key_base + (e >> 1) * 8;
+          const int q = m0 + j * 8 + 2 * t + (e & 1);
+          if (key >= S || (CAUSAL && key > q)) st[4 * j + e] = 0.f;
+        }
+    }
+    wgmma::wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(dp[i]);
+    // packed bf16 pairs: pp[i] = (P^T[2i], P^T[2i+1]); k-step kk of dV/dK uses pp[4kk..4kk+3]
+    std::uint32_t pp[16], ss[16];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float2 dl = *reinterpret_cast<const float2*>(delta + j * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dl.y : dl.x));
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      pp[i] = pack_bf16(st[2 * i], st[2 * i + 1]);
+      ss[i] = pack_bf16(dp[2 * i], dp[2 * i + 1]);
+    }
+    // dV += P^T dO, dK += dS^T Q (A from registers, B N-major: k = q rows, LBO = half stride)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kBM / 16; ++kk) {
+      wgmma::m64n128k16_rs<1>(dv, pp + 4 * kk, wgmma::desc(dos + kk * 16 * 128, kBM * 128, 1024));
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBM / 16; ++kk) {
+      wgmma::m64n128k16_rs<1>(dk, ss + 4 * kk, wgmma::desc(qs + kk * 16 * 128, kBM * 128, 1024));
+    }
+    wgmma::commit();
+    // dS^T to shared memory for dQ (4 stmatrix.x4: q chunks 2jp, 2jp+1 of the warp's 16 keys)
+#pragma unroll
+    for (int jp = 0; jp < 4; ++jp) {
+      const std::uint32_t addr = st_base + ((((2 * jp + st_cb) ^ (lane & 7))) << 4);
+      stsm_x4(addr, ss[4 * jp], ss[4 * jp + 1], ss[4 * jp + 2], ss[4 * jp + 3]);
+    }
+    wgmma::fence_proxy_async();
+    __syncthreads();  // dS^T of both warpgroups in shared memory
+    // dQ[:, 64wg..64wg+63] = dS K[:, 64wg..]  (k = 128 keys; A M-major, B N-major)
+    float dq[32];
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const std::uint64_t da = wgmma::desc(sbase + L::dS + kk * 16 * 128, kBN * 128, 1024);
+      const std::uint64_t db = wgmma::desc(sbase + L::K + wg * kBN * 128 + kk * 16 * 128, kBN * 128, 1024);
+      wgmma::m64n64k16_ss<1, 1>(dq, da, db, kk > 0);
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
+    // dq_accum rows m0 + 16 w4 + g (+8), cols 64 wg + 8 j + 2t; rows past S (zero dQ: P = 0 there)
+    // go to row S-1, so there is no branch
+    {
+      float* base = a.dq_accum + static_cast<std::int64_t>(b) * S * ldq + hq * kD + wg * 64 + 2 * t;
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = min(m0 + w4 * 16 + g + hr * 8, S - 1);
+        float* dst = base + row * ldq;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // the idle buffer's zero-fill copies, before exit
+#pragma unroll
+  for (int i = 0; i < 64; ++i) wgmma::fence_reg(dk[i]), wgmma::fence_reg(dv[i]);
+
+  // dK (times scale), dV: straight from the accumulators (rows key_base, key_base + 8)
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int key = key_base + hr * 8;
+    if (key < S) {
+      const std::int64_t off = (static_cast<std::int64_t>(b) * S + key) * ldk + hk * kD + 2 * t;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        *reinterpret_cast<std::uint32_t*>(a.dk + off + j * 8) =
+            pack_bf16(dk[4 * j + 2 * hr] * a.scale, dk[4 * j + 2 * hr + 1] * a.scale);
+        *reinterpret_cast<std::uint32_t*>(a.dv + off + j * 8) = pack_bf16(dv[4 * j + 2 * hr], dv[4 * j + 2 * hr + 1]);
+      }
+    }
+  }
+#else
+  __trap();  // built without sm_90a: bwd_sm90a_usable() is false and nothing launches this
+#endif
+}
+
+}  // namespace
+
+bool bwd_sm90a_usable() {
+#if defined(ULYSSES_BUILD_SM90A)
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+  return major == 9 && minor == 0;
+#else
+  return false;
+#endif
+}
+
+cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
+  if (!bwd_sm90a_usable()) return cudaErrorNotSupported;
+  constexpr int smem = Sm90Smem::bytes;
+  auto kern = causal ? bwd_kernel_sm90a<true> : bwd_kernel_sm90a<false>;
+  cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.Hkv), static_cast<unsigned>(B));
+  kern<<<grid, kNT, smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace ulysses::kernels::flash
