@@ -16,7 +16,7 @@
 #include <type_traits>
 
 #include "kernels/attention_flash.hpp"
-#include "kernels/attention_flash_bwd_sm90a.hpp"
+#include "kernels/attention_flash_sm90a.hpp"
 #include "kernels/attention_flash_common.cuh"
 #include "kernels/attention_flash_tuning.hpp"
 
@@ -839,7 +839,7 @@ void set_bwd_variant(int v) { flash::g_bwd_variant_d128 = flash::g_bwd_variant_d
 int bwd_variant(int head_dim) {
   const int v = head_dim == 64 ? flash::g_bwd_variant_d64 : flash::g_bwd_variant_d128;
   if (v != flash::kBwdVariantSm90a) return v;
-  if (head_dim == 128 && flash::bwd_sm90a_usable()) return v;
+  if (head_dim == 128 && flash::sm90a_usable()) return v;
   return head_dim == 64 ? ULYSSES_FLASH_BWD_DEFAULT_D64 : flash::kBwdFallbackD128;
 }
 }  // namespace flash_tuning

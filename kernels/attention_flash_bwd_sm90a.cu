@@ -25,7 +25,7 @@
 //   K as A of S^T (m = key, k = d): K-major;  K as B of dQ (k = key, n = d): N-major
 //   Q as B of S^T (n = q, k = d):   K-major;  Q as B of dK (k = q, n = d):   N-major, LBO 8192
 //   dS^T as A of dQ (m = q, k = key): M-major
-#include "kernels/attention_flash_bwd_sm90a.hpp"
+#include "kernels/attention_flash_sm90a.hpp"
 
 #include <cstdint>
 
@@ -54,22 +54,6 @@ struct Sm90Smem {
                 "wgmma tiles must be 1024-byte aligned");
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
-
-// Copy ROWS x 128 bf16 (global row stride ld) into the two-half 128B-swizzled layout at byte
-// address dst (shared); rows >= nvalid zero-filled. Thread: chunk c = tid % 16 of rows
-// tid / 16 + 16 k (so row % 8, hence the swizzle, is the same for all its rows).
-template <int ROWS>
-__device__ __forceinline__ void load_tile_sw128(std::uint32_t dst, const __nv_bfloat16* g, std::int64_t ld,
-                                                int nvalid, int tid) {
-  const int c = tid & 15, r0 = tid >> 4;
-  const std::uint32_t d0 = dst + (c >> 3) * ROWS * 128 + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
-  const __nv_bfloat16* src = g + r0 * ld + c * 8;
-#pragma unroll
-  for (int k = 0; k < ROWS / 16; ++k) {
-    const bool ok = r0 + 16 * k < nvalid;
-    cp_async16(d0 + k * 16 * 128, ok ? src + 16 * k * ld : g, ok);
-  }
-}
 
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -276,13 +260,13 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
     }
   }
 #else
-  __trap();  // built without sm_90a: bwd_sm90a_usable() is false and nothing launches this
+  __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
 #endif
 }
 
 }  // namespace
 
-bool bwd_sm90a_usable() {
+bool sm90a_usable() {
 #if defined(ULYSSES_BUILD_SM90A)
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
@@ -295,7 +279,7 @@ bool bwd_sm90a_usable() {
 }
 
 cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
-  if (!bwd_sm90a_usable()) return cudaErrorNotSupported;
+  if (!sm90a_usable()) return cudaErrorNotSupported;
   constexpr int smem = Sm90Smem::bytes;
   auto kern = causal ? bwd_kernel_sm90a<true> : bwd_kernel_sm90a<false>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

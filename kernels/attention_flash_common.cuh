@@ -132,6 +132,22 @@ __device__ __forceinline__ void store_tile(__nv_bfloat16* gmem, std::int64_t ld,
   }
 }
 
+// Copy ROWS x 128 bf16 (global row stride ld) into the two-half 128B-swizzled layout of
+// kernels/wgmma.cuh at byte address dst (shared), with 256 threads; rows >= nvalid zero-filled. Thread: chunk c = tid % 16 of rows
+// tid / 16 + 16 k (so row % 8, hence the swizzle, is the same for all its rows).
+template <int ROWS>
+__device__ __forceinline__ void load_tile_sw128(std::uint32_t dst, const __nv_bfloat16* g, std::int64_t ld,
+                                                int nvalid, int tid) {
+  const int c = tid & 15, r0 = tid >> 4;
+  const std::uint32_t d0 = dst + (c >> 3) * ROWS * 128 + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
+  const __nv_bfloat16* src = g + r0 * ld + c * 8;
+#pragma unroll
+  for (int k = 0; k < ROWS / 16; ++k) {
+    const bool ok = r0 + 16 * k < nvalid;
+    cp_async16(d0 + k * 16 * 128, ok ? src + 16 * k * ld : g, ok);
+  }
+}
+
 constexpr float kLog2e = 1.4426950408889634f;
 
 }  // namespace ulysses::kernels::flash

@@ -10,21 +10,12 @@
 
 #include "kernels/attention_flash.hpp"
 #include "kernels/attention_flash_common.cuh"
+#include "kernels/attention_flash_sm90a.hpp"
 #include "kernels/attention_flash_tuning.hpp"
 
 namespace ulysses::kernels {
 namespace flash {
 namespace {
-
-struct FwdArgs {
-  const __nv_bfloat16* q;
-  const __nv_bfloat16* k;
-  const __nv_bfloat16* v;
-  __nv_bfloat16* o;
-  float* lse;
-  int S, Hq, Hkv;
-  float scale, scale_log2;
-};
 
 template <int D, int BM, int BN, int NW, bool CAUSAL>
 __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
@@ -225,8 +216,13 @@ cudaError_t launch_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// d64_wide: 128-key tiles for D=64 (else 64)
-cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool d64_wide) {
+// d64_wide: 128-key tiles for D=64 (else 64); sm90a: D=128 on the wgmma kernel where usable
+cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool d64_wide, bool sm90a) {
+  if (p.D == 128 && sm90a && sm90a_usable()) {
+    const FwdArgs a{p.q, p.k, p.v, p.o, p.lse, static_cast<int>(p.S), static_cast<int>(p.Hq),
+                    static_cast<int>(p.Hkv), p.scale, p.scale * kLog2e};
+    return launch_fwd_sm90a(a, static_cast<int>(p.B), p.causal, stream);
+  }
   if (p.D == 128) {
     return p.causal ? launch_fwd<128, 128, 64, 4, true>(p, stream)
                     : launch_fwd<128, 128, 64, 4, false>(p, stream);
@@ -238,7 +234,9 @@ cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool d64_w
   return p.causal ? launch_fwd<64, 128, 64, 4, true>(p, stream) : launch_fwd<64, 128, 64, 4, false>(p, stream);
 }
 
-int g_fwd_variant = 1;  // measured best (docs/ATTENTION.md)
+// bit 0: D=64 with 128-key tiles; bit 1 (kFwdBitSm90a): D=128 on the wgmma kernel where the
+// build has sm_90a code and the device is sm_90. Default: both (measured best, docs/ATTENTION.md).
+int g_fwd_variant = 1 | kFwdBitSm90a;
 
 }  // namespace
 }  // namespace flash
@@ -253,7 +251,8 @@ cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
   if (p.S < 1 || p.B < 1 || p.Hq < 1 || p.Hkv < 1 || p.Hq % p.Hkv != 0) return cudaErrorInvalidValue;
   if (p.S > (1LL << 30) || p.B > 65535 || p.Hq > 65535) return cudaErrorInvalidValue;
   if (!p.q || !p.k || !p.v || !p.o || !p.lse) return cudaErrorInvalidValue;
-  return flash::dispatch_fwd(p, stream, (flash_tuning::fwd_variant() & 1) != 0);
+  const int v = flash_tuning::fwd_variant();
+  return flash::dispatch_fwd(p, stream, (v & 1) != 0, (v & flash::kFwdBitSm90a) != 0);
 }
 
 }  // namespace ulysses::kernels

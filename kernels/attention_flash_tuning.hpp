@@ -2,7 +2,9 @@
 // Tuning variants of the flash attention kernels, for side-by-side measurement in
 // bench/attn/attn_check (--fwd-variant / --bwd-variant). Library users need not touch these;
 // the defaults are the measured best (docs/ATTENTION.md).
-//   forward  0: D=64 with 64-key tiles; 1 (default): D=64 with 128-key tiles (D=128: always 64)
+//   forward bits: 1 D=64 with 128-key tiles (else 64; the mma.sync D=128 kernel always uses 64),
+//   2 D=128 on the Hopper warpgroup-MMA forward (attention_flash_fwd_sm90a.cu, sm_90a builds on
+//   an sm_90 device; elsewhere the mma.sync kernel runs). Default 3.
 //   backward: bits (attention_flash_bwd.cu, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
@@ -31,7 +33,7 @@ constexpr bool bwd_variant_exists(int v) {
   return false;
 }
 
-void set_fwd_variant(int v);  // 0..1
+void set_fwd_variant(int v);  // 0..3
 void set_bwd_variant(int v);      // one of kBwdVariants, for every head dim
 int fwd_variant();
 int bwd_variant(int head_dim);   // the variant the backward runs at this head dim

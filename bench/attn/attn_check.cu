@@ -291,10 +291,10 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (fv < 0 || fv > 1 || (bv != -1 && !T::bwd_variant_exists(bv))) {
+  if (fv < 0 || fv > 3 || (bv != -1 && !T::bwd_variant_exists(bv))) {
     std::string list;
     for (int v : T::kBwdVariants) list += (list.empty() ? "" : ", ") + std::to_string(v);
-    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..1 and --bwd-variant one of {%s}\n", list.c_str());
+    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..3 and --bwd-variant one of {%s}\n", list.c_str());
     return 2;
   }
   if (mode == "check") {
@@ -302,7 +302,7 @@ int main(int argc, char** argv) {
     if (all_variants) {  // every bwd variant, the fwd variants alternating
       combos.clear();
       int i = 0;
-      for (int v : T::kBwdVariants) combos.emplace_back(i++ % 2, v);
+      for (int v : T::kBwdVariants) combos.emplace_back(i++ % 4, v);  // every fwd variant too
     }
     return run_check(dump, combos);
   }

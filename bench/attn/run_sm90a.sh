@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One device call for the wgmma backward (variant 2048, attention_flash_bwd_sm90a.cu):
-#  1. Catch2 [flash] with 2048 as the D=128 default;
-#  2. attn_check's fp64 check of 2048 next to PyTorch flash's error on the same inputs;
-#  3. A/B of 2048 vs the mma.sync default 525 at D=128 causal 32K H=16 (attn_check bench);
+# One device call for the wgmma kernels (forward variant 3, backward variant 2048;
+# attention_flash_{fwd,bwd}_sm90a.cu):
+#  1. Catch2 [flash] with both as the D=128 defaults;
+#  2. attn_check's fp64 check of both next to PyTorch flash's error on the same inputs;
+#  3. A/B against the mma.sync kernels (fwd 1, bwd 525) at D=128 causal 32K H=16 (attn_check bench);
 #  4. the issue's D=128 causal target points (32K, 128K; H 16/32; Hkv H/8) through
 #     `ulysses bench attention` with the PyTorch FA2/cuDNN peers in the same call.
 # Usage (device machine, repo root, ULYSSES_HOME=$PWD): bench/attn/run_sm90a.sh BIN_DIR
@@ -24,15 +25,16 @@ timeout 90 python3 bench/peers/attn_peer.py check /tmp/attn_in > "$O/peer_check.
 echo "peer check rc=$?"
 python3 bench/attn/attn_table.py "$O/check.jsonl" "$O/peer_check.jsonl" > "$O/check_tables.md" 2>> "$O/errors.log"
 grep -E "worst error ratio" "$O/check_tables.md"
-for v in 525 2048 525 2048; do
-  timeout 60 "$B/attn_check" bench --one 32768 16 16 128 1 --bwd-variant "$v" >> "$O/ab.jsonl" 2>> "$O/errors.log"
+for v in 525 2048 525 2048; do  # forward: mma.sync (1) with 525, wgmma (3) with 2048
+  timeout 60 "$B/attn_check" bench --one 32768 16 16 128 1 --bwd-variant "$v" --fwd-variant $([ "$v" = 525 ] && echo 1 || echo 3) \
+    >> "$O/ab.jsonl" 2>> "$O/errors.log"
 done
 python3 - "$O/ab.jsonl" <<'PY'
 import json, sys
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         r = json.loads(l)
-        print("A/B bwd_variant %d: fwd %.1f bwd %.1f TFLOP/s" % (r["bwd_variant"], r["fwd_tflops"], r["bwd_tflops"]))
+        print("A/B fwd_variant %d bwd_variant %d: fwd %.1f bwd %.1f TFLOP/s" % (r["fwd_variant"], r["bwd_variant"], r["fwd_tflops"], r["bwd_tflops"]))
 PY
 P=32K:16:16:128:1,32K:16:8:128:1,32K:32:32:128:1,32K:32:8:128:1,128K:16:16:128:1,128K:16:8:128:1,128K:32:32:128:1,128K:32:8:128:1
 timeout 300 "$B/ulysses" bench attention --points "$P" --json "$O/targets.json" --csv "$O/targets.csv" > "$O/targets.txt" 2>&1

@@ -1,13 +1,25 @@
 #pragma once
-// The backward main kernel on Hopper warpgroup MMA (attention_flash_bwd_sm90a.cu), shared with
-// the mma.sync backward (attention_flash_bwd.cu), which runs its preprocess and dq conversion
-// around either main kernel. Private to kernels/.
+// Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128): the forward
+// (attention_flash_fwd_sm90a.cu) and the backward main kernel (attention_flash_bwd_sm90a.cu).
+// attention_flash_{fwd,bwd}.cu dispatch to them; the backward's preprocess and dq conversion
+// are shared with the mma.sync backward. Private to kernels/.
 #include <cstdint>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 namespace ulysses::kernels::flash {
+
+// Arguments of a forward kernel (layouts: kernels/attention.hpp)
+struct FwdArgs {
+  const __nv_bfloat16* q;  // [B, S, Hq, D]
+  const __nv_bfloat16* k;  // [B, S, Hkv, D]
+  const __nv_bfloat16* v;  // [B, S, Hkv, D]
+  __nv_bfloat16* o;        // [B, S, Hq, D]
+  float* lse;              // [B, Hq, S]  natural log
+  int S, Hq, Hkv;
+  float scale, scale_log2;
+};
 
 // Arguments of a backward main kernel (layouts: kernels/attention.hpp; workspace rows padded
 // to S_pad, a multiple of 128, padding rows lse2 = +inf, delta = 0).
@@ -27,9 +39,14 @@ struct BwdArgs {
 
 // Backward variant id of the wgmma kernel (flash_tuning::kBwdVariants); D = 128 only.
 inline constexpr int kBwdVariantSm90a = 2048;
+// Forward variant bit of the wgmma kernel (flash_tuning::set_fwd_variant); D = 128 only.
+inline constexpr int kFwdBitSm90a = 2;
 
-// True when this build holds the sm_90a kernel and the current device is compute capability 9.0.
-bool bwd_sm90a_usable();
+// True when this build holds the sm_90a kernels and the current device is compute capability 9.0.
+bool sm90a_usable();
+
+// Launch the wgmma forward for head dim 128 on `stream` (B = gridDim.z).
+cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 // Launch the wgmma main kernel for head dim 128 on `stream` (B = gridDim.z).
 cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream);

@@ -1,0 +1,212 @@
+// Flash attention forward on Hopper warpgroup MMA (wgmma, sm_90a), head dim 128.
+//
+// One CTA per (128 query rows m0, q head, batch): 2 warpgroups (256 threads), warpgroup wg owns
+// rows m0 + 64wg .. m0 + 64wg + 63. It walks the key tiles (128 keys, n0); causal CTAs run the
+// longest rows first and stop at the diagonal. Per key tile:
+//   S  [64 rows x 128 keys] = Q_wg K^T   wgmma SS, K-major A (Q) and B (K), 8 k-steps over d
+//   masks (ragged last tile; causal tiles crossing the warpgroup's diagonal), online softmax in
+//   registers (exp2 with scale*log2e folded in; row max over the quad of a row)
+//   O  [64 rows x 128 d]   += P V        wgmma RS: A = P from registers (bf16), B = V N-major
+// K and V tiles double-buffered by cp.async: the next tile's copies are issued right after the
+// step's barrier. Epilogue: O /= l, lse = m*scale + ln(l), O stored from the accumulators.
+//
+// Shared memory (bytes; 1024-aligned tiles of 64-bf16 rows, 128B-swizzled, kernels/wgmma.cuh):
+//   Q [2 halves][128 rows][64] 32768;  K [2 buf][2 halves][128 keys][64] 65536;  V same, 65536
+// Operand views: Q as A of S (m = row, k = d) K-major; K as B of S (n = key, k = d) K-major;
+//   V as B of O (k = key, n = d) N-major, LBO = half stride 16384.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention_flash_common.cuh"
+#include "kernels/attention_flash_sm90a.hpp"
+#include "kernels/wgmma.cuh"
+
+namespace ulysses::kernels::flash {
+namespace {
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ULYSSES_SM90A_DEVICE 1
+#endif
+
+constexpr int kD = 128, kBM = 128, kBN = 128, kNT = 256;
+
+struct FwdSmem {
+  static constexpr int Q = 0;                      // [2][kBM][64]
+  static constexpr int K = Q + kBM * kD * 2;       // buffer b at K + b * kBN * kD * 2
+  static constexpr int V = K + 2 * kBN * kD * 2;
+  static constexpr int bytes = V + 2 * kBN * kD * 2;
+  static_assert(K % 1024 == 0 && V % 1024 == 0, "wgmma tiles must be 1024-byte aligned");
+  static_assert(bytes <= 227 * 1024, "shared memory per block");
+};
+
+__device__ __forceinline__ float ex2f(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <bool CAUSAL>
+__global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
+#if defined(ULYSSES_SM90A_DEVICE)
+  using L = FwdSmem;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t sbase = smem_addr(smem_raw);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wg = warp >> 2, w4 = warp & 3;
+  const int g = lane >> 2, t = lane & 3;
+  const int m_block = CAUSAL ? (gridDim.x - 1 - blockIdx.x) : blockIdx.x;  // long rows first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (a.Hq / a.Hkv);
+  const int S = a.S;
+  const int m0 = m_block * kBM;
+
+  const std::int64_t ldq = static_cast<std::int64_t>(a.Hq) * kD;
+  const std::int64_t ldk = static_cast<std::int64_t>(a.Hkv) * kD;
+  const __nv_bfloat16* qg = a.q + (static_cast<std::int64_t>(b) * S + m0) * ldq + h * kD;
+  const __nv_bfloat16* kg = a.k + static_cast<std::int64_t>(b) * S * ldk + hk * kD;
+  const __nv_bfloat16* vg = a.v + static_cast<std::int64_t>(b) * S * ldk + hk * kD;
+
+  const int kv_end = CAUSAL ? min(S, m0 + kBM) : S;  // keys [0, kv_end) can matter
+  const int n_tiles = (kv_end + kBN - 1) / kBN;
+
+  load_tile_sw128<kBM>(sbase + L::Q, qg, ldq, S - m0, tid);
+  load_tile_sw128<kBN>(sbase + L::K, kg, ldk, S, tid);
+  load_tile_sw128<kBN>(sbase + L::V, vg, ldk, S, tid);
+  cp_async_commit();
+
+  float o[64];  // [64 rows of wg x 128 d] (wgmma D layout)
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g, g+8 of the warp
+  const int row0 = m0 + wg * 64 + w4 * 16 + g;                     // row of o[4j + 0/1]; +8: 4j + 2/3
+  const int wg_first = m0 + wg * 64;                                // warpgroup's first row
+
+  for (int n = 0; n < n_tiles; ++n) {
+    const int n0 = n * kBN, buf = n & 1;
+    cp_async_wait<0>();
+    wgmma::fence_proxy_async();
+    __syncthreads();  // K[n], V[n] landed; every warpgroup is done with tile n-1 (buffer buf^1)
+    if (n + 1 < n_tiles) {
+      const int n1 = n0 + kBN;
+      load_tile_sw128<kBN>(sbase + L::K + (buf ^ 1) * kBN * kD * 2, kg + static_cast<std::int64_t>(n1) * ldk, ldk,
+                           S - n1, tid);
+      load_tile_sw128<kBN>(sbase + L::V + (buf ^ 1) * kBN * kD * 2, vg + static_cast<std::int64_t>(n1) * ldk, ldk,
+                           S - n1, tid);
+    }
+    cp_async_commit();
+    const std::uint32_t ks = sbase + L::K + buf * kBN * kD * 2, vs = sbase + L::V + buf * kBN * kD * 2;
+
+    // S = Q_wg K^T
+    float s[64];
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const std::uint32_t off = (kk & 3) * 32;
+      const std::uint64_t da = wgmma::desc(sbase + L::Q + (kk >> 2) * kBM * 128 + wg * 64 * 128 + off, 16, 1024);
+      const std::uint64_t db = wgmma::desc(ks + (kk >> 2) * kBN * 128 + off, 16, 1024);
+      wgmma::m64n128k16_ss<0, 0>(s, da, db, kk > 0);
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+
+    // masks: keys beyond S; causal keys after the row (tiles crossing this warpgroup's diagonal)
+    const bool need_mask = (n0 + kBN > S) || (CAUSAL && n0 + kBN - 1 > wg_first);
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = n0 + j * 8 + 2 * t + (e & 1);
+          const int row = row0 + (e >> 1) * 8;
+          if (key >= S || (CAUSAL && key > row)) s[4 * j + e] = -INFINITY;
+        }
+    }
+    // online softmax (row hr of the thread: s[4j + 2hr], s[4j + 2hr + 1]; a row lives in a quad)
+    std::uint32_t pp[32];
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      float mx = m_run[hr];
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_use = (mx == -INFINITY) ? 0.f : mx;  // fully masked row so far
+      const float corr = ex2f((m_run[hr] - m_use) * a.scale_log2);
+      m_run[hr] = mx;
+      const float bias = m_use * a.scale_log2;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        const float p0 = ex2f(fmaf(s[4 * j + 2 * hr], a.scale_log2, -bias));
+        const float p1 = ex2f(fmaf(s[4 * j + 2 * hr + 1], a.scale_log2, -bias));
+        s[4 * j + 2 * hr] = p0, s[4 * j + 2 * hr + 1] = p1;
+        sum += p0 + p1;
+      }
+      l_run[hr] = l_run[hr] * corr + sum;  // per-thread partial; quad-reduced at the end
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) o[4 * j + 2 * hr] *= corr, o[4 * j + 2 * hr + 1] *= corr;
+    }
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pp[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+
+    // O += P V  (k-step kk: keys 16kk.., A = pp[4kk..4kk+3])
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      wgmma::m64n128k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, kBN * 128, 1024));
+    }
+    wgmma::commit();
+    wgmma::wait<0>();  // V[n] and pp are free again before the next barrier
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+
+  // epilogue: O /= l, lse = m*scale + ln(l); stores straight from the accumulators
+  const std::int64_t lse_base = (static_cast<std::int64_t>(b) * a.Hq + h) * S;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float l = l_run[hr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = row0 + hr * 8;
+    if (row < S) {
+      __nv_bfloat16* dst = a.o + (static_cast<std::int64_t>(b) * S + row) * ldq + h * kD + 2 * t;
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        *reinterpret_cast<std::uint32_t*>(dst + j * 8) = pack_bf16(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
+      }
+      if (t == 0) a.lse[lse_base + row] = l > 0.f ? m_run[hr] * a.scale + logf(l) : INFINITY;
+    }
+  }
+#else
+  __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
+#endif
+}
+
+}  // namespace
+
+cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, cudaStream_t stream) {
+  if (!sm90a_usable()) return cudaErrorNotSupported;
+  constexpr int smem = FwdSmem::bytes;
+  auto kern = causal ? fwd_kernel_sm90a<true> : fwd_kernel_sm90a<false>;
+  cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>((a.S + kBM - 1) / kBM), static_cast<unsigned>(a.Hq), static_cast<unsigned>(B));
+  kern<<<grid, kNT, smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace ulysses::kernels::flash
