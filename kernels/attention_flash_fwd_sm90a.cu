@@ -45,7 +45,82 @@ __device__ __forceinline__ float ex2f(float x) {
   return y;
 }
 
+// S = Q_wg K^T into s (8 SS k-steps, one commit group); ks: the K tile's shared address
+__device__ __forceinline__ void issue_s(float (&s)[64], std::uint32_t qs_wg, std::uint32_t ks) {
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const std::uint32_t off = (kk & 3) * 32;
+    const std::uint64_t da = wgmma::desc(qs_wg + (kk >> 2) * kBM * 128 + off, 16, 1024);
+    const std::uint64_t db = wgmma::desc(ks + (kk >> 2) * kBN * 128 + off, 16, 1024);
+    wgmma::m64n128k16_ss<0, 0>(s, da, db, kk > 0);
+  }
+  wgmma::commit();
+}
+
+// O += P V (8 RS k-steps, one commit group): k-step kk covers keys 16kk.., A = pp[4kk..4kk+3]
+__device__ __forceinline__ void issue_pv(float (&o)[64], const std::uint32_t (&pp)[32], std::uint32_t vs) {
+#pragma unroll
+  for (int kk = 0; kk < kBN / 16; ++kk) {
+    wgmma::m64n128k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, kBN * 128, 1024));
+  }
+  wgmma::commit();
+}
+
+// Online-softmax step on a fresh S tile (keys n0..): masks, new running max, P = exp2(S*c - m*c)
+// packed as bf16 A fragments into pp, row sums into l_run; returns the rescale factors of the
+// old O rows in corr (applied by the caller once the previous P V has finished).
 template <bool CAUSAL>
+__device__ __forceinline__ void softmax_tile(float (&s)[64], std::uint32_t (&pp)[32], float (&m_run)[2],
+                                             float (&l_run)[2], float (&corr)[2], int n0, int row0, int wg_first,
+                                             int S, int t, float scale_log2) {
+  const bool need_mask = (n0 + kBN > S) || (CAUSAL && n0 + kBN - 1 > wg_first);
+  if (need_mask) {
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = n0 + j * 8 + 2 * t + (e & 1);
+        const int row = row0 + (e >> 1) * 8;
+        if (key >= S || (CAUSAL && key > row)) s[4 * j + e] = -INFINITY;
+      }
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float mx = m_run[hr];
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_use = (mx == -INFINITY) ? 0.f : mx;  // fully masked row so far
+    corr[hr] = ex2f((m_run[hr] - m_use) * scale_log2);
+    m_run[hr] = mx;
+    const float bias = m_use * scale_log2;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      const float p0 = ex2f(fmaf(s[4 * j + 2 * hr], scale_log2, -bias));
+      const float p1 = ex2f(fmaf(s[4 * j + 2 * hr + 1], scale_log2, -bias));
+      s[4 * j + 2 * hr] = p0, s[4 * j + 2 * hr + 1] = p1;
+      sum += p0 + p1;
+    }
+    l_run[hr] = l_run[hr] * corr[hr] + sum;  // per-thread partial; quad-reduced at the end
+  }
+#pragma unroll
+  for (int i = 0; i < 32; ++i) pp[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+}
+
+__device__ __forceinline__ void rescale(float (&o)[64], const float (&corr)[2]) {
+#pragma unroll
+  for (int j = 0; j < kD / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[4 * j + e] *= corr[e >> 1];
+  }
+}
+
+// PIPE (forward variant bit 4): FlashAttention-3's intra-warpgroup overlap: S of tile n+1 is
+// issued before P V of tile n, and its softmax runs while P V is in the tensor cores (K is
+// loaded two tiles ahead, V one). Without PIPE: S, wait, softmax, P V, wait.
+template <bool CAUSAL, bool PIPE>
 __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
   using L = FwdSmem;
@@ -70,104 +145,118 @@ __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
   const int kv_end = CAUSAL ? min(S, m0 + kBM) : S;  // keys [0, kv_end) can matter
   const int n_tiles = (kv_end + kBN - 1) / kBN;
 
-  load_tile_sw128<kBM>(sbase + L::Q, qg, ldq, S - m0, tid);
-  load_tile_sw128<kBN>(sbase + L::K, kg, ldk, S, tid);
-  load_tile_sw128<kBN>(sbase + L::V, vg, ldk, S, tid);
-  cp_async_commit();
-
   float o[64];  // [64 rows of wg x 128 d] (wgmma D layout)
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g, g+8 of the warp
   const int row0 = m0 + wg * 64 + w4 * 16 + g;                     // row of o[4j + 0/1]; +8: 4j + 2/3
   const int wg_first = m0 + wg * 64;                                // warpgroup's first row
+  const std::uint32_t qs_wg = sbase + L::Q + wg * 64 * 128;
+  auto k_at = [&](int buf) { return sbase + L::K + buf * kBN * kD * 2; };
+  auto v_at = [&](int buf) { return sbase + L::V + buf * kBN * kD * 2; };
+  auto load_k = [&](int n, int buf) {
+    load_tile_sw128<kBN>(k_at(buf), kg + static_cast<std::int64_t>(n) * kBN * ldk, ldk, S - n * kBN, tid);
+  };
+  auto load_v = [&](int n, int buf) {
+    load_tile_sw128<kBN>(v_at(buf), vg + static_cast<std::int64_t>(n) * kBN * ldk, ldk, S - n * kBN, tid);
+  };
 
-  for (int n = 0; n < n_tiles; ++n) {
-    const int n0 = n * kBN, buf = n & 1;
+  load_tile_sw128<kBM>(sbase + L::Q, qg, ldq, S - m0, tid);
+  load_k(0, 0);
+  load_v(0, 0);
+  if (PIPE && n_tiles > 1) load_k(1, 1);
+  cp_async_commit();
+
+  if constexpr (PIPE) {
+    // prologue: S_0 and its softmax
+    std::uint32_t pp[32];
+    float corr[2];
+    {
+      cp_async_wait<0>();
+      wgmma::fence_proxy_async();
+      __syncthreads();
+      float s[64];
+      wgmma::fence();
+      issue_s(s, qs_wg, k_at(0));
+      wgmma::wait<0>();
+#pragma unroll
+      for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
+      softmax_tile<CAUSAL>(s, pp, m_run, l_run, corr, 0, row0, wg_first, S, t, a.scale_log2);
+    }
+    // steps 0..n_tiles-2: S_{n+1} and P V_n in flight together, softmax of S_{n+1} under P V_n
+    for (int n = 0; n + 1 < n_tiles; ++n) {
+      cp_async_wait<0>();
+      wgmma::fence_proxy_async();
+      __syncthreads();  // K[n+1], V[n] landed; every warpgroup is done with S_n (K[n]) and P V_{n-1}
+      // K[n+2] into K_n's buffer, V[n+1] into V_{n-1}'s (both free: waited for in step n-1)
+      if (n + 2 < n_tiles) load_k(n + 2, n & 1);
+      load_v(n + 1, (n + 1) & 1);
+      cp_async_commit();
+      float s[64];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+      wgmma::fence();
+      issue_s(s, qs_wg, k_at((n + 1) & 1));
+      issue_pv(o, pp, v_at(n & 1));
+      wgmma::wait<1>();  // S_{n+1} done; P V_n still running
+#pragma unroll
+      for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
+      std::uint32_t pn[32];
+      float cn[2];
+      softmax_tile<CAUSAL>(s, pn, m_run, l_run, cn, (n + 1) * kBN, row0, wg_first, S, t, a.scale_log2);
+      wgmma::wait<0>();  // P V_n done: O may be rescaled, pp and V[n] are free
+#pragma unroll
+      for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+      rescale(o, cn);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) pp[i] = pn[i];
+    }
+    // last step: P V only
     cp_async_wait<0>();
     wgmma::fence_proxy_async();
-    __syncthreads();  // K[n], V[n] landed; every warpgroup is done with tile n-1 (buffer buf^1)
-    if (n + 1 < n_tiles) {
-      const int n1 = n0 + kBN;
-      load_tile_sw128<kBN>(sbase + L::K + (buf ^ 1) * kBN * kD * 2, kg + static_cast<std::int64_t>(n1) * ldk, ldk,
-                           S - n1, tid);
-      load_tile_sw128<kBN>(sbase + L::V + (buf ^ 1) * kBN * kD * 2, vg + static_cast<std::int64_t>(n1) * ldk, ldk,
-                           S - n1, tid);
-    }
-    cp_async_commit();
-    const std::uint32_t ks = sbase + L::K + buf * kBN * kD * 2, vs = sbase + L::V + buf * kBN * kD * 2;
-
-    // S = Q_wg K^T
-    float s[64];
-    wgmma::fence();
+    __syncthreads();  // V[n_tiles-1] landed
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      const std::uint32_t off = (kk & 3) * 32;
-      const std::uint64_t da = wgmma::desc(sbase + L::Q + (kk >> 2) * kBM * 128 + wg * 64 * 128 + off, 16, 1024);
-      const std::uint64_t db = wgmma::desc(ks + (kk >> 2) * kBN * 128 + off, 16, 1024);
-      wgmma::m64n128k16_ss<0, 0>(s, da, db, kk > 0);
-    }
-    wgmma::commit();
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+    wgmma::fence();
+    issue_pv(o, pp, v_at((n_tiles - 1) & 1));
     wgmma::wait<0>();
 #pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
-#pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
-
-    // masks: keys beyond S; causal keys after the row (tiles crossing this warpgroup's diagonal)
-    const bool need_mask = (n0 + kBN > S) || (CAUSAL && n0 + kBN - 1 > wg_first);
-    if (need_mask) {
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = n0 + j * 8 + 2 * t + (e & 1);
-          const int row = row0 + (e >> 1) * 8;
-          if (key >= S || (CAUSAL && key > row)) s[4 * j + e] = -INFINITY;
-        }
-    }
-    // online softmax (row hr of the thread: s[4j + 2hr], s[4j + 2hr + 1]; a row lives in a quad)
-    std::uint32_t pp[32];
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      float mx = m_run[hr];
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_use = (mx == -INFINITY) ? 0.f : mx;  // fully masked row so far
-      const float corr = ex2f((m_run[hr] - m_use) * a.scale_log2);
-      m_run[hr] = mx;
-      const float bias = m_use * a.scale_log2;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) {
-        const float p0 = ex2f(fmaf(s[4 * j + 2 * hr], a.scale_log2, -bias));
-        const float p1 = ex2f(fmaf(s[4 * j + 2 * hr + 1], a.scale_log2, -bias));
-        s[4 * j + 2 * hr] = p0, s[4 * j + 2 * hr + 1] = p1;
-        sum += p0 + p1;
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+  } else {
+    for (int n = 0; n < n_tiles; ++n) {
+      const int buf = n & 1;
+      cp_async_wait<0>();
+      wgmma::fence_proxy_async();
+      __syncthreads();  // K[n], V[n] landed; every warpgroup is done with tile n-1 (buffer buf^1)
+      if (n + 1 < n_tiles) {
+        load_k(n + 1, buf ^ 1);
+        load_v(n + 1, buf ^ 1);
       }
-      l_run[hr] = l_run[hr] * corr + sum;  // per-thread partial; quad-reduced at the end
+      cp_async_commit();
+      float s[64];
+      wgmma::fence();
+      issue_s(s, qs_wg, k_at(buf));
+      wgmma::wait<0>();
 #pragma unroll
-      for (int j = 0; j < kD / 8; ++j) o[4 * j + 2 * hr] *= corr, o[4 * j + 2 * hr + 1] *= corr;
+      for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+      std::uint32_t pp[32];
+      float corr[2];
+      softmax_tile<CAUSAL>(s, pp, m_run, l_run, corr, n * kBN, row0, wg_first, S, t, a.scale_log2);
+      rescale(o, corr);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+      wgmma::fence();
+      issue_pv(o, pp, v_at(buf));
+      wgmma::wait<0>();  // V[n] and pp are free again before the next barrier
+#pragma unroll
+      for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
     }
-#pragma unroll
-    for (int i = 0; i < 32; ++i) pp[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
-
-    // O += P V  (k-step kk: keys 16kk.., A = pp[4kk..4kk+3])
-#pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
-#pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      wgmma::m64n128k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, kBN * 128, 1024));
-    }
-    wgmma::commit();
-    wgmma::wait<0>();  // V[n] and pp are free again before the next barrier
-#pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
   }
   cp_async_wait<0>();
 #pragma unroll
@@ -198,10 +287,11 @@ __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
 
 }  // namespace
 
-cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, cudaStream_t stream) {
+cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, bool pipelined, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   constexpr int smem = FwdSmem::bytes;
-  auto kern = causal ? fwd_kernel_sm90a<true> : fwd_kernel_sm90a<false>;
+  auto kern = causal ? (pipelined ? fwd_kernel_sm90a<true, true> : fwd_kernel_sm90a<true, false>)
+                     : (pipelined ? fwd_kernel_sm90a<false, true> : fwd_kernel_sm90a<false, false>);
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((a.S + kBM - 1) / kBM), static_cast<unsigned>(a.Hq), static_cast<unsigned>(B));

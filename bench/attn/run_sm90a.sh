@@ -19,22 +19,27 @@ if command -v cuobjdump > /dev/null; then
   echo "HGMMA instructions in attn_check: $(grep -c HGMMA "$O/attn_check.sass")"
 fi
 timeout 180 "$B/ulysses_gpu_tests" "[flash]" > "$O/catch2.log" 2>&1; echo "catch2 [flash] rc=$?"; tail -3 "$O/catch2.log"
-timeout 120 "$B/attn_check" check --dump /tmp/attn_in --bwd-variant 2048 > "$O/check.jsonl" 2> "$O/errors.log"
-echo "attn_check check (2048) rc=$?"
+timeout 120 "$B/attn_check" check --dump /tmp/attn_in --fwd-variant 3 --bwd-variant 2048 > "$O/check.jsonl" 2> "$O/errors.log"
+echo "attn_check check (fwd 3, bwd 2048) rc=$?"
+timeout 120 "$B/attn_check" check --fwd-variant 7 --bwd-variant 6144 >> "$O/check.jsonl" 2>> "$O/errors.log"
+echo "attn_check check (fwd 7, bwd 6144) rc=$?"
 timeout 90 python3 bench/peers/attn_peer.py check /tmp/attn_in > "$O/peer_check.jsonl" 2>> "$O/errors.log"
 echo "peer check rc=$?"
 python3 bench/attn/attn_table.py "$O/check.jsonl" "$O/peer_check.jsonl" > "$O/check_tables.md" 2>> "$O/errors.log"
 grep -E "worst error ratio" "$O/check_tables.md"
-for v in 525 2048 525 2048; do  # forward: mma.sync (1) with 525, wgmma (3) with 2048
-  timeout 60 "$B/attn_check" bench --one 32768 16 16 128 1 --bwd-variant "$v" --fwd-variant $([ "$v" = 525 ] && echo 1 || echo 3) \
-    >> "$O/ab.jsonl" 2>> "$O/errors.log"
+for shape in "32768 16 16 128 1" "4096 16 16 128 1" "32768 16 16 128 0"; do
+  for fb in "1 525" "3 2048" "7 2048" "3 6144" "7 6144" "1 525" "7 6144"; do
+    set -- $fb
+    timeout 60 "$B/attn_check" bench --one $shape --fwd-variant "$1" --bwd-variant "$2" >> "$O/ab.jsonl" 2>> "$O/errors.log"
+  done
 done
 python3 - "$O/ab.jsonl" <<'PY'
 import json, sys
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         r = json.loads(l)
-        print("A/B fwd_variant %d bwd_variant %d: fwd %.1f bwd %.1f TFLOP/s" % (r["fwd_variant"], r["bwd_variant"], r["fwd_tflops"], r["bwd_tflops"]))
+        print("A/B S=%d causal=%d fwd_variant %d bwd_variant %d: fwd %.1f bwd %.1f TFLOP/s" % (
+            r["S"], r["causal"], r["fwd_variant"], r["bwd_variant"], r["fwd_tflops"], r["bwd_tflops"]))
 PY
 P=32K:16:16:128:1,32K:16:8:128:1,32K:32:32:128:1,32K:32:8:128:1,128K:16:16:128:1,128K:16:8:128:1,128K:32:32:128:1,128K:32:8:128:1
 timeout 300 "$B/ulysses" bench attention --points "$P" --json "$O/targets.json" --csv "$O/targets.csv" > "$O/targets.txt" 2>&1

@@ -11,6 +11,7 @@
 
 #include "bench/attn/attn_reference.hpp"
 #include "kernels/attention_flash.hpp"
+#include "kernels/attention_flash_tuning.hpp"
 
 namespace {
 
@@ -118,6 +119,52 @@ TEST_CASE("flash attention matches the fp64 reference within 2x of PyTorch flash
           CHECK(e.dk <= tol_dk);
           CHECK(e.dv <= tol_dv);
         }
+}
+
+TEST_CASE("Hopper wgmma attention kernels: every variant matches the fp64 reference", "[.gpu][flash]") {
+  if (!have_gpu()) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  int dev = 0, major = 0, minor = 0;
+  REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess);
+  if (major != 9 || minor != 0) {
+    WARN("not an sm_90 device: the wgmma kernels do not run here");
+    return;
+  }
+  namespace T = K::flash_tuning;
+  const int fwd_default = T::fwd_variant(), bwd_default = T::bwd_variant(128);
+  // on sm_90 the default D=128 kernels are the wgmma ones (this build has sm_90a code)
+  CHECK((bwd_default == 2048 || bwd_default == 6144));
+  CHECK((fwd_default & 2) != 0);
+  constexpr double tol_o = 2 * 8.8e-3, tol_lse = 2 * 1.1e-6, tol_dq = 2 * 1.3e-2, tol_dk = 2 * 2.9e-2,
+                   tol_dv = 2 * 3.4e-2;
+  std::uint64_t seed = 4242;
+  for (auto [fv, bv] : {std::pair<int, int>{3, 2048}, {7, 6144}, {7, 2048}, {3, 6144}}) {
+    T::set_fwd_variant(fv);
+    T::set_bwd_variant(bv);
+    REQUIRE(T::bwd_variant(128) == bv);  // the variant under test really runs
+    // one row, below a tile, ragged tails, several q and key tiles (pipelined steps, GQA loop)
+    for (std::int64_t S : {1, 63, 129, 300, 1000})
+      for (auto [Hq, Hkv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}})
+        for (bool causal : {true, false}) {
+          Shape s;
+          s.B = 2, s.S = S, s.Hq = Hq, s.Hkv = Hkv, s.D = 128, s.causal = causal;
+          INFO("fwd variant " << fv << " bwd variant " << bv << " S=" << S << " Hq=" << Hq << " Hkv=" << Hkv
+                              << " causal=" << causal);
+          const Errors e = run_case(s, seed);
+          seed += 4;
+          CHECK(e.o <= tol_o);
+          CHECK(e.lse <= tol_lse);
+          CHECK(e.dq <= tol_dq);
+          CHECK(e.dk <= tol_dk);
+          CHECK(e.dv <= tol_dv);
+        }
+  }
+  T::set_fwd_variant(fwd_default);
+  T::set_bwd_variant(bwd_default);
 }
 
 TEST_CASE("flash attention rejects unsupported shapes", "[.gpu][flash]") {
