@@ -767,12 +767,12 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #define ULYSSES_BWD_CASE(V) \
   case V:                   \
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
-  static_assert(sizeof(flash_tuning::kBwdVariants) / sizeof(int) == 28, "one case per listed variant");
+  static_assert(sizeof(flash_tuning::kBwdVariants) / sizeof(int) == 27, "one case per listed variant");
   const int variant = flash_tuning::bwd_variant(D);
-  if (variant == kBwdVariantSm90a || variant == kBwdVariantSm90aBulk) {  // only D = 128 on a usable device
+  if (variant == kBwdVariantSm90a) {  // bwd_variant() returns it only for D = 128 on a usable device
     if constexpr (D == 128) {
       return run_bwd<D>(p, stream, [&](const BwdArgs& a) {
-        return launch_bwd_main_sm90a(a, static_cast<int>(p.B), p.causal, variant == kBwdVariantSm90aBulk, stream);
+        return launch_bwd_main_sm90a(a, static_cast<int>(p.B), p.causal, stream);
       });
     }
     return cudaErrorNotSupported;
@@ -816,7 +816,7 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 // else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
 // faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
-#define ULYSSES_FLASH_BWD_DEFAULT_D128 6144
+#define ULYSSES_FLASH_BWD_DEFAULT_D128 2048
 #endif
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
 #define ULYSSES_FLASH_BWD_DEFAULT_D64 1117
@@ -825,8 +825,7 @@ constexpr int kBwdFallbackD128 = 525;
 static_assert(flash_tuning::bwd_variant_exists(ULYSSES_FLASH_BWD_DEFAULT_D128) &&
                   flash_tuning::bwd_variant_exists(ULYSSES_FLASH_BWD_DEFAULT_D64),
               "default backward variants must be built");
-static_assert(ULYSSES_FLASH_BWD_DEFAULT_D64 != kBwdVariantSm90a && ULYSSES_FLASH_BWD_DEFAULT_D64 != kBwdVariantSm90aBulk,
-              "the wgmma kernel is D = 128 only");
+static_assert(ULYSSES_FLASH_BWD_DEFAULT_D64 != kBwdVariantSm90a, "the wgmma kernel is D = 128 only");
 int g_bwd_variant_d128 = ULYSSES_FLASH_BWD_DEFAULT_D128;
 int g_bwd_variant_d64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
 
@@ -839,7 +838,7 @@ void set_bwd_variant(int v) { flash::g_bwd_variant_d128 = flash::g_bwd_variant_d
 // elsewhere the mma.sync default of the head dim.
 int bwd_variant(int head_dim) {
   const int v = head_dim == 64 ? flash::g_bwd_variant_d64 : flash::g_bwd_variant_d128;
-  if (v != flash::kBwdVariantSm90a && v != flash::kBwdVariantSm90aBulk) return v;
+  if (v != flash::kBwdVariantSm90a) return v;
   if (head_dim == 128 && flash::sm90a_usable()) return v;
   return head_dim == 64 ? ULYSSES_FLASH_BWD_DEFAULT_D64 : flash::kBwdFallbackD128;
 }

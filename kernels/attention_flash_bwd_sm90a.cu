@@ -49,30 +49,11 @@ struct Sm90Smem {
   static constexpr int dS = dO + 2 * kBM * kD * 2;    // [kBN][kBM]
   static constexpr int L = dS + kBN * kBM * 2;        // [2][kBM] fp32
   static constexpr int Dl = L + 2 * kBM * 4;          // [2][kBM] fp32
-  static constexpr int dQ = Dl + 2 * kBM * 4;         // BULK: [2 buf][2 wg][kBM rows][kDQRow bytes] fp32
-  static constexpr int kDQRow = 64 * 4 + 16;          // 64 floats + 16 B pad (2-way instead of 8-way bank conflicts)
-  static constexpr int bytes_plain = dQ;
-  static constexpr int bytes_bulk = dQ + 2 * 2 * kBM * kDQRow;
+  static constexpr int bytes = Dl + 2 * kBM * 4;
   static_assert(K % 1024 == 0 && V % 1024 == 0 && Q % 1024 == 0 && dO % 1024 == 0 && dS % 1024 == 0,
                 "wgmma tiles must be 1024-byte aligned");
-  static_assert(bytes_bulk <= 227 * 1024, "shared memory per block");
+  static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
-
-// bulk asynchronous reduction (TMA unit, no tensor map): global[dst..dst+bytes) += shared[src..)
-__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, std::uint32_t src, int bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {  // at most N groups still reading shared memory
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 __device__ __forceinline__ float ex2(float x) {
   float y;
@@ -80,11 +61,9 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
-// BULK (variant bit 4096): dQ leaves through shared memory and bulk asynchronous reductions
-// (cp.reduce.async.bulk .add.f32, one 256-byte row per instruction, issued by one warp of each
-// warpgroup) instead of 16 float2 atomics per thread and step; the staging buffer is double
-// buffered, so a step waits only for the reads of the reductions issued two steps before.
-template <bool CAUSAL, bool BULK>
+// (Tried and dropped, docs/ATTENTION.md: dQ staged in shared memory and added by bulk
+// asynchronous reductions, cp.reduce.async.bulk, instead of the atomics: 294 vs 405 TFLOP/s.)
+template <bool CAUSAL>
 __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
   using L = Sm90Smem;
@@ -139,7 +118,6 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
   for (int it = 0; it < steps; ++it) {
     const int buf = it & 1;
     const int m0 = (m_first + mi) * kBM, hq = h;  // this step's q tile and q head
-    if constexpr (BULK) bulk_wait_read<1>();      // step it-2's reductions are done reading buffer it&1
     cp_async_wait<0>();
     wgmma::fence_proxy_async();
     __syncthreads();  // step `it` landed; every warp is done with step it-1 (buffer buf^1, dS^T)
@@ -250,32 +228,7 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
     for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
 #pragma unroll
     for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
-    if constexpr (BULK) {
-      // dQ rows 16 w4 + g (+8), cols 8 j + 2t of this warpgroup's half -> staging buffer, then
-      // warp 0 of the warpgroup reduces rows lane and lane + 32 into dq_accum (rows < S only)
-      const std::uint32_t stage = sbase + L::dQ + ((it & 1) * 2 + wg) * kBM * L::kDQRow;
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        const std::uint32_t row_addr = stage + (w4 * 16 + g + hr * 8) * L::kDQRow + 2 * t * 4;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(row_addr + j * 32), "f"(dq[4 * j + 2 * hr]),
-                       "f"(dq[4 * j + 2 * hr + 1])
-                       : "memory");
-        }
-      }
-      wgmma::fence_proxy_async();
-      named_barrier(1 + wg, 128);  // the warpgroup's dQ half is staged
-      if (w4 == 0) {
-        float* base = a.dq_accum + static_cast<std::int64_t>(b) * S * ldq + hq * kD + wg * 64;
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const int r = lane + 32 * rr;
-          if (m0 + r < S) bulk_reduce_add_f32(base + (m0 + r) * ldq, stage + r * L::kDQRow, 256);
-        }
-        bulk_commit();
-      }
-    } else {
+    {
       // dq_accum rows m0 + 16 w4 + g (+8), cols 64 wg + 8 j + 2t; rows past S (zero dQ: P = 0
       // there) go to row S-1, so there is no branch
       float* base = a.dq_accum + static_cast<std::int64_t>(b) * S * ldq + hq * kD + wg * 64 + 2 * t;
@@ -291,7 +244,6 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
     }
   }
   cp_async_wait<0>();  // the idle buffer's zero-fill copies, before exit
-  if constexpr (BULK) bulk_wait_all();  // the reductions read shared memory until they complete
 #pragma unroll
   for (int i = 0; i < 64; ++i) wgmma::fence_reg(dk[i]), wgmma::fence_reg(dv[i]);
 
@@ -328,11 +280,10 @@ bool sm90a_usable() {
 #endif
 }
 
-cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, bool bulk_dq, cudaStream_t stream) {
+cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
-  const int smem = bulk_dq ? Sm90Smem::bytes_bulk : Sm90Smem::bytes_plain;
-  auto kern = causal ? (bulk_dq ? bwd_kernel_sm90a<true, true> : bwd_kernel_sm90a<true, false>)
-                     : (bulk_dq ? bwd_kernel_sm90a<false, true> : bwd_kernel_sm90a<false, false>);
+  constexpr int smem = Sm90Smem::bytes;
+  auto kern = causal ? bwd_kernel_sm90a<true> : bwd_kernel_sm90a<false>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.Hkv), static_cast<unsigned>(B));

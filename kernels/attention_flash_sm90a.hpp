@@ -37,11 +37,8 @@ struct BwdArgs {
   float scale, scale_log2;
 };
 
-// Backward variant ids of the wgmma kernel (flash_tuning::kBwdVariants); D = 128 only:
-// 2048 dQ by float2 atomics from registers, 6144 (2048 + 4096) dQ staged in shared memory and
-// added by bulk asynchronous reductions.
+// Backward variant id of the wgmma kernel (flash_tuning::kBwdVariants); D = 128 only.
 inline constexpr int kBwdVariantSm90a = 2048;
-inline constexpr int kBwdVariantSm90aBulk = 6144;
 // Forward variant bits of the wgmma kernel (flash_tuning::set_fwd_variant); D = 128 only:
 // 2 the wgmma kernel, 4 (with 2) its pipelined form (softmax of tile n+1 during P V of tile n).
 inline constexpr int kFwdBitSm90a = 2;
@@ -54,6 +51,6 @@ bool sm90a_usable();
 cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, bool pipelined, cudaStream_t stream);
 
 // Launch the wgmma main kernel for head dim 128 on `stream` (B = gridDim.z).
-cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, bool bulk_dq, cudaStream_t stream);
+cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 }  // namespace ulysses::kernels::flash

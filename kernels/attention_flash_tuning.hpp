@@ -12,9 +12,7 @@
 //   arrival), 256 q tiles last to first, 512 ldmatrix ahead of both barriers, 1024 branch-free dQ
 //   reductions (rows past S add their zero dQ to row S-1). 2048: a different kernel, the
 //   Hopper warpgroup-MMA backward (attention_flash_bwd_sm90a.cu; D=128, sm_90a builds on an
-//   sm_90 device; elsewhere bwd_variant() reports the mma.sync default that runs instead);
-//   6144 (2048 + 4096): the same with dQ staged in shared memory and added to dq_accum by bulk
-//   asynchronous reductions instead of atomics.
+//   sm_90 device; elsewhere bwd_variant() reports the mma.sync default that runs instead).
 //   Only kBwdVariants are built. Defaults per head dim (attention_flash_bwd.cu): D=128 2048
 //   (525 = 1+4+8+512 without sm_90a), D=64 1117 (1+4+8+16+64+1024).
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
@@ -26,7 +24,7 @@
 namespace ulysses::kernels::flash_tuning {
 
 inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,
-                                       125, 141, 157, 205, 221, 461, 477,  525,  1037, 1117, 1549, 1565, 2048, 6144};
+                                       125, 141, 157, 205, 221, 461, 477,  525,  1037, 1117, 1549, 1565, 2048};
 
 constexpr bool bwd_variant_exists(int v) {
   for (int x : kBwdVariants) {
