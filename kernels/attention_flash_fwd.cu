@@ -217,12 +217,13 @@ cudaError_t launch_fwd(const AttnFwdParams& p, cudaStream_t stream) {
 }
 
 // d64_wide: 128-key tiles for D=64 (else 64); sm90a: D=128 on the wgmma kernel where usable,
-// pipe: its pipelined form
-cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool d64_wide, bool sm90a, bool pipe) {
+// pipe: its pipelined form, ping: with the warpgroups taking turns
+cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool d64_wide, bool sm90a, bool pipe,
+                         bool ping) {
   if (p.D == 128 && sm90a && sm90a_usable()) {
     const FwdArgs a{p.q, p.k, p.v, p.o, p.lse, static_cast<int>(p.S), static_cast<int>(p.Hq),
                     static_cast<int>(p.Hkv), p.scale, p.scale * kLog2e};
-    return launch_fwd_sm90a(a, static_cast<int>(p.B), p.causal, pipe, stream);
+    return launch_fwd_sm90a(a, static_cast<int>(p.B), p.causal, pipe, ping, stream);
   }
   if (p.D == 128) {
     return p.causal ? launch_fwd<128, 128, 64, 4, true>(p, stream)
@@ -236,7 +237,8 @@ cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool d64_w
 }
 
 // bit 0: D=64 with 128-key tiles; bit 1 (kFwdBitSm90a): D=128 on the wgmma kernel where the
-// build has sm_90a code and the device is sm_90; bit 2 (kFwdBitSm90aPipe): its pipelined form.
+// build has sm_90a code and the device is sm_90; bit 2 (kFwdBitSm90aPipe): its pipelined form;
+// bit 3 (kFwdBitSm90aPing): with bit 2, the warpgroups take turns at issuing (ping-pong).
 // Default: measured best (docs/ATTENTION.md).
 int g_fwd_variant = 1 | kFwdBitSm90a | kFwdBitSm90aPipe;
 
@@ -255,7 +257,7 @@ cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
   if (!p.q || !p.k || !p.v || !p.o || !p.lse) return cudaErrorInvalidValue;
   const int v = flash_tuning::fwd_variant();
   return flash::dispatch_fwd(p, stream, (v & 1) != 0, (v & flash::kFwdBitSm90a) != 0,
-                             (v & flash::kFwdBitSm90aPipe) != 0);
+                             (v & flash::kFwdBitSm90aPipe) != 0, (v & flash::kFwdBitSm90aPing) != 0);
 }
 
 }  // namespace ulysses::kernels

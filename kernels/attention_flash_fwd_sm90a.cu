@@ -39,6 +39,13 @@ struct FwdSmem {
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
 
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 __device__ __forceinline__ float ex2f(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -120,7 +127,11 @@ __device__ __forceinline__ void rescale(float (&o)[64], const float (&corr)[2]) 
 // PIPE (forward variant bit 4): FlashAttention-3's intra-warpgroup overlap: S of tile n+1 is
 // issued before P V of tile n, and its softmax runs while P V is in the tensor cores (K is
 // loaded two tiles ahead, V one). Without PIPE: S, wait, softmax, P V, wait.
-template <bool CAUSAL, bool PIPE>
+// PING (forward variant bit 8, with PIPE): the two warpgroups take turns at issuing their wgmmas
+// (FlashAttention-3's ping-pong, on named barriers 1 and 2): warpgroup 0 issues, then
+// warpgroup 1, each time, so the tensor cores run one warpgroup's GEMMs while the other one's
+// softmax runs on the MUFU units instead of both warpgroups issuing, then exponentiating, together.
+template <bool CAUSAL, bool PIPE, bool PING>
 __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
   using L = FwdSmem;
@@ -152,6 +163,21 @@ __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
   const int row0 = m0 + wg * 64 + w4 * 16 + g;                     // row of o[4j + 0/1]; +8: 4j + 2/3
   const int wg_first = m0 + wg * 64;                                // warpgroup's first row
   const std::uint32_t qs_wg = sbase + L::Q + wg * 64 * 128;
+  // PING: issue point i of n_tiles + 1 (prologue S_0, the loop's steps, the last P V). Warpgroup
+  // 0 waits for warpgroup 1's previous issue (barrier 1) except at the first point and then
+  // releases warpgroup 1 (barrier 2); warpgroup 1 waits on 2 and releases 0 except at the last.
+  auto turn_take = [&](int i) {
+    if constexpr (PING) {
+      if (wg == 0 && i > 0) named_bar_sync(1, kNT);
+      if (wg == 1) named_bar_sync(2, kNT);
+    }
+  };
+  auto turn_give = [&](int i) {
+    if constexpr (PING) {
+      if (wg == 0) named_bar_arrive(2, kNT);
+      if (wg == 1 && i < n_tiles) named_bar_arrive(1, kNT);
+    }
+  };
   auto k_at = [&](int buf) { return sbase + L::K + buf * kBN * kD * 2; };
   auto v_at = [&](int buf) { return sbase + L::V + buf * kBN * kD * 2; };
   auto load_k = [&](int n, int buf) {
@@ -176,8 +202,10 @@ __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
       wgmma::fence_proxy_async();
       __syncthreads();
       float s[64];
+      turn_take(0);
       wgmma::fence();
       issue_s(s, qs_wg, k_at(0));
+      turn_give(0);
       wgmma::wait<0>();
 #pragma unroll
       for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
@@ -195,9 +223,11 @@ __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
       float s[64];
 #pragma unroll
       for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+      turn_take(n + 1);
       wgmma::fence();
       issue_s(s, qs_wg, k_at((n + 1) & 1));
       issue_pv(o, pp, v_at(n & 1));
+      turn_give(n + 1);
       wgmma::wait<1>();  // S_{n+1} done; P V_n still running
 #pragma unroll
       for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
@@ -219,8 +249,10 @@ __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
     __syncthreads();  // V[n_tiles-1] landed
 #pragma unroll
     for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+    turn_take(n_tiles);
     wgmma::fence();
     issue_pv(o, pp, v_at((n_tiles - 1) & 1));
+    turn_give(n_tiles);
     wgmma::wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
@@ -287,11 +319,19 @@ __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
 
 }  // namespace
 
-cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, bool pipelined, cudaStream_t stream) {
+cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, bool pipelined, bool pingpong,
+                             cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   constexpr int smem = FwdSmem::bytes;
-  auto kern = causal ? (pipelined ? fwd_kernel_sm90a<true, true> : fwd_kernel_sm90a<true, false>)
-                     : (pipelined ? fwd_kernel_sm90a<false, true> : fwd_kernel_sm90a<false, false>);
+  using K = void (*)(FwdArgs);
+  K kern = nullptr;
+  if (causal) {
+    kern = !pipelined ? fwd_kernel_sm90a<true, false, false>
+                      : (pingpong ? fwd_kernel_sm90a<true, true, true> : fwd_kernel_sm90a<true, true, false>);
+  } else {
+    kern = !pipelined ? fwd_kernel_sm90a<false, false, false>
+                      : (pingpong ? fwd_kernel_sm90a<false, true, true> : fwd_kernel_sm90a<false, true, false>);
+  }
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((a.S + kBM - 1) / kBM), static_cast<unsigned>(a.Hq), static_cast<unsigned>(B));

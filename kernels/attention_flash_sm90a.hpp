@@ -43,12 +43,14 @@ inline constexpr int kBwdVariantSm90a = 2048;
 // 2 the wgmma kernel, 4 (with 2) its pipelined form (softmax of tile n+1 during P V of tile n).
 inline constexpr int kFwdBitSm90a = 2;
 inline constexpr int kFwdBitSm90aPipe = 4;
+inline constexpr int kFwdBitSm90aPing = 8;  // (with 4) the two warpgroups take turns at issuing
 
 // True when this build holds the sm_90a kernels and the current device is compute capability 9.0.
 bool sm90a_usable();
 
 // Launch the wgmma forward for head dim 128 on `stream` (B = gridDim.z).
-cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, bool pipelined, cudaStream_t stream);
+cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, bool pipelined, bool pingpong,
+                             cudaStream_t stream);
 
 // Launch the wgmma main kernel for head dim 128 on `stream` (B = gridDim.z).
 cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
