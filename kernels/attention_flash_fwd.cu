@@ -240,7 +240,7 @@ cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool d64_w
 // build has sm_90a code and the device is sm_90; bit 2 (kFwdBitSm90aPipe): its pipelined form;
 // bit 3 (kFwdBitSm90aPing): with bit 2, the warpgroups take turns at issuing (ping-pong).
 // Default: measured best (docs/ATTENTION.md).
-int g_fwd_variant = 1 | kFwdBitSm90a | kFwdBitSm90aPipe;
+int g_fwd_variant = 1 | kFwdBitSm90a | kFwdBitSm90aPipe | kFwdBitSm90aPing;
 
 }  // namespace
 }  // namespace flash

@@ -4,7 +4,8 @@
 // the defaults are the measured best (docs/ATTENTION.md).
 //   forward bits: 1 D=64 with 128-key tiles (else 64; the mma.sync D=128 kernel always uses 64),
 //   2 D=128 on the Hopper warpgroup-MMA forward (attention_flash_fwd_sm90a.cu, sm_90a builds on
-//   an sm_90 device; elsewhere the mma.sync kernel runs). Default 3.
+//   an sm_90 device; elsewhere the mma.sync kernel runs), 4 (with 2) its pipelined form, 8 (with
+//   4) the two warpgroups taking turns at issuing (ping-pong). Default 15.
 //   backward: bits (attention_flash_bwd.cu, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
