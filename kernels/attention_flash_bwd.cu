@@ -196,13 +196,6 @@ __device__ __forceinline__ void cp_async16_if(std::uint32_t dst, const void* src
       "l"(src), "r"(static_cast<int>(p)));
 }
 
-// 2^x, one MUFU instruction (subnormal results flushed to 0; what --use_fast_math makes of exp2f)
-__device__ __forceinline__ float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Warp layouts (8 warps, BN = 128 keys, BM = 64 or 128 queries per step):
 //   S^T, dP^T (keys x queries): warp -> keys 32*(w%4).., queries (BM/2)*(w/4)..  (2 x BM/16 MMA tiles)
 //   dV, dK    (keys x d):       warp -> keys 32*(w%4).., d (D/2)*(w/4)..          (2 x D/16 tiles)

@@ -35,10 +35,6 @@
 namespace ulysses::kernels::flash {
 namespace {
 
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define ULYSSES_SM90A_DEVICE 1
-#endif
-
 constexpr int kD = 128, kBN = 128, kBM = 64, kNT = 256;
 
 struct Sm90Smem {
@@ -54,12 +50,6 @@ struct Sm90Smem {
                 "wgmma tiles must be 1024-byte aligned");
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // (Tried and dropped, docs/ATTENTION.md: dQ staged in shared memory and added by bulk
 // asynchronous reductions, cp.reduce.async.bulk, instead of the atomics: 294 vs 405 TFLOP/s.)
@@ -164,7 +154,7 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
     for (int j = 0; j < 8; ++j) {
       const float2 l2 = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) st[4 * j + e] = ex2(fmaf(st[4 * j + e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+      for (int e = 0; e < 4; ++e) st[4 * j + e] = ex2_approx(fmaf(st[4 * j + e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
     }
     if (need_mask) {
 #pragma unroll

@@ -24,10 +24,6 @@
 namespace ulysses::kernels::flash {
 namespace {
 
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define ULYSSES_SM90A_DEVICE 1
-#endif
-
 constexpr int kD = 128, kBM = 128, kBN = 128, kNT = 256;
 
 struct FwdSmem {
@@ -44,12 +40,6 @@ __device__ __forceinline__ void named_bar_sync(int id, int threads) {
 }
 __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-__device__ __forceinline__ float ex2f(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // S = Q_wg K^T into s (8 SS k-steps, one commit group); ks: the K tile's shared address
@@ -99,14 +89,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], std::uint32_t (&pp)
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_use = (mx == -INFINITY) ? 0.f : mx;  // fully masked row so far
-    corr[hr] = ex2f((m_run[hr] - m_use) * scale_log2);
+    corr[hr] = ex2_approx((m_run[hr] - m_use) * scale_log2);
     m_run[hr] = mx;
     const float bias = m_use * scale_log2;
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
-      const float p0 = ex2f(fmaf(s[4 * j + 2 * hr], scale_log2, -bias));
-      const float p1 = ex2f(fmaf(s[4 * j + 2 * hr + 1], scale_log2, -bias));
+      const float p0 = ex2_approx(fmaf(s[4 * j + 2 * hr], scale_log2, -bias));
+      const float p1 = ex2_approx(fmaf(s[4 * j + 2 * hr + 1], scale_log2, -bias));
       s[4 * j + 2 * hr] = p0, s[4 * j + 2 * hr + 1] = p1;
       sum += p0 + p1;
     }

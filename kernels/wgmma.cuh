@@ -27,6 +27,12 @@
 // tiles must be 1024-byte aligned and why adding kk*32 inside a row is legal.
 #include <cstdint>
 
+// Defined in device code compiled for sm_90a (where wgmma exists); kernels using wgmma compile
+// their bodies only under it and trap otherwise (the host never launches them there).
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ULYSSES_SM90A_DEVICE 1
+#endif
+
 namespace ulysses::kernels::wgmma {
 
 __device__ __forceinline__ std::uint64_t desc(std::uint32_t smem_byte_addr, std::uint32_t lbo_bytes,
