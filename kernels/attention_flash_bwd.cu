@@ -13,6 +13,7 @@
 //    vector atomics. dK (times scale) and dV leave registers once, at the end.
 // 3. convert: dq = bf16(dq_accum * scale).
 #include <cmath>
+#include <string>
 #include <type_traits>
 
 #include "kernels/attention_flash.hpp"
@@ -827,6 +828,18 @@ int g_bwd_variant_d64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
 
 namespace flash_tuning {
 void set_bwd_variant(int v) { flash::g_bwd_variant_d128 = flash::g_bwd_variant_d64 = v; }
+bool hopper_kernels_usable() { return flash::sm90a_usable(); }
+
+std::string kernels_in_use(int head_dim) {
+  const int fv = fwd_variant(), bv = bwd_variant(head_dim);
+  const bool fwd_wgmma = head_dim == 128 && (fv & flash::kFwdBitSm90a) != 0 && flash::sm90a_usable();
+  const bool bwd_wgmma = bv == flash::kBwdVariantSm90a;
+  auto family = [](bool w) { return std::string(w ? "wgmma sm_90a" : "mma.sync"); };
+  const std::string f = family(fwd_wgmma) + " fwd " + std::to_string(fv);
+  const std::string b = "bwd " + std::to_string(bv);
+  return fwd_wgmma == bwd_wgmma ? f + " / " + b : f + " / " + family(bwd_wgmma) + " " + b;
+}
+
 // The variant that runs: the wgmma kernel (2048) only at D = 128 on a device it is built for;
 // elsewhere the mma.sync default of the head dim.
 int bwd_variant(int head_dim) {

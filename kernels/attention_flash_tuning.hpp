@@ -22,6 +22,8 @@
 // 289 293 288 290 (v3 era); runs 1-3 of this tuning: 1: 291-295, 13: 313-316, 525: 317-318,
 // 1549: 322 (FA2 317-318 in the same calls); D=64 32K: 1: 237, 93: 289-292, 1117: 298 (FA2 281).
 // fwd D=64 causal 32K: variant 0 291, variant 1 305.
+#include <string>
+
 namespace ulysses::kernels::flash_tuning {
 
 inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,
@@ -38,5 +40,9 @@ void set_fwd_variant(int v);  // 0..3
 void set_bwd_variant(int v);      // one of kBwdVariants, for every head dim
 int fwd_variant();
 int bwd_variant(int head_dim);   // the variant the backward runs at this head dim
+bool hopper_kernels_usable();    // this build has the sm_90a (wgmma) kernels and the device is sm_90
+// What runs at this head dim on the current device, for device lines and reports, e.g.
+// "wgmma sm_90a fwd 15 / bwd 2048" or "mma.sync fwd 1 / bwd 1117".
+std::string kernels_in_use(int head_dim);
 
 }  // namespace ulysses::kernels::flash_tuning

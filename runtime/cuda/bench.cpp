@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kernels/attention.hpp"
+#include "kernels/attention_flash_tuning.hpp"
 #include "kernels/testdata.cuh"
 #include "runtime/checks.hpp"
 #include "runtime/cpu/bf16.hpp"
@@ -532,7 +533,10 @@ std::vector<AttnSweepRow> bench_attention_sweep(const std::vector<AttnSweepPoint
                                                 const std::function<void(const AttnSweepRow&)>& on_row,
                                                 std::string* device) {
   auto cl = Cluster::acquire(1, opt.timeout_s);
-  if (device) *device = cl->describe();
+  if (device) {
+    *device = cl->describe() + "; attention kernels: D=128 " + kernels::flash_tuning::kernels_in_use(128) +
+              ", D=64 " + kernels::flash_tuning::kernels_in_use(64);
+  }
   std::vector<AttnSweepRow> rows;
   cl->run([&](RankCtx& ctx) {
     std::vector<OracleResult> cache;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/attention_flash_tuning.hpp"
 #include "kernels/pack.cuh"
 #include "kernels/testdata.cuh"
 #include "runtime/cuda/cuda_check.hpp"
@@ -64,7 +65,10 @@ BlockRunner::BlockRunner(RankCtx& ctx, DeviceArena& a, const BlockShape& s, Kern
   ex_->register_destinations(dsts);
 }
 
-std::string BlockRunner::kernel_name() const { return kernel_.kind == kernels::AttnKernel::flash ? "flash" : "reference"; }
+std::string BlockRunner::kernel_name() const {
+  if (kernel_.kind != kernels::AttnKernel::flash) return "reference";
+  return "flash (" + kernels::flash_tuning::kernels_in_use(static_cast<int>(s_.D)) + ")";
+}
 
 void BlockRunner::fill_inputs(std::uint64_t seed) {
   CUDA_CHECK(kernels::fill_seq_shard_bf16(q_seq_.get(), qx_, ctx_.rank, seed, kernels::kTensorQ, ctx_.stream));

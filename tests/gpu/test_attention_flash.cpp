@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "bench/attn/attn_reference.hpp"
@@ -142,6 +143,8 @@ TEST_CASE("Hopper wgmma attention kernels: every variant matches the fp64 refere
   // on sm_90 the default D=128 kernels are the wgmma ones (this build has sm_90a code)
   CHECK(bwd_default == 2048);
   CHECK((fwd_default & 2) != 0);
+  CHECK(T::kernels_in_use(128) == "wgmma sm_90a fwd " + std::to_string(fwd_default) + " / bwd 2048");
+  CHECK(T::kernels_in_use(64).rfind("mma.sync fwd ", 0) == 0);  // D=64: the mma.sync kernels
   std::uint64_t seed = 4242;
   for (auto [fv, bv] : {std::pair<int, int>{3, 2048}, {7, 2048}, {15, 2048}}) {  // fwd plain, pipelined, ping-pong
     T::set_fwd_variant(fv);
