@@ -68,6 +68,8 @@ struct Measurement {
   std::int64_t a2a_q_bytes_per_rank = 0;
   std::int64_t a2a_kv_bytes_per_rank = 0;
   std::vector<TraceEvent> trace;    // one timed iteration
+  std::string attn_kernel;          // the attention kernel that ran, as a plan.attn_implementation
+                                    // name (ulysses_flash | ulysses_reference); empty: not reported
 };
 
 // Thrown by a backend when a device allocation fails for lack of memory: the shape does not fit

@@ -242,6 +242,7 @@ Measurement CudaBackend::run_block_ex(const BlockShape& shape, const RunOptions&
   Measurement m;
   m.backend = "cuda";
   m.device = cluster->describe() + ", attention kernel " + reps[0].kernel + ", exchange " + reps[0].exchange + ", " + Cupti::get().status();
+  m.attn_kernel = reps[0].kernel.rfind("flash", 0) == 0 ? "ulysses_flash" : "ulysses_reference";
   m.shape = shape;
   for (int p = 0; p < kPhases; ++p) {
     PhaseStats st{std::string(kBlockPhaseNames[p]), 0, 1e300, 0};
