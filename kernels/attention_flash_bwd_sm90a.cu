@@ -59,6 +59,7 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
   using L = Sm90Smem;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t sbase = smem_addr(smem_raw);
+  if ((sbase & 1023u) != 0) __trap();  // the descriptors assume 1024-byte aligned tiles (base_offset 0)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wg = warp >> 2, w4 = warp & 3;  // warpgroup, warp within it
@@ -182,6 +183,13 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
       pp[i] = pack_bf16(st[2 * i], st[2 * i + 1]);
       ss[i] = pack_bf16(dp[2 * i], dp[2 * i + 1]);
     }
+    // dS^T to shared memory for dQ (4 stmatrix.x4: q chunks 2jp, 2jp+1 of the warp's 16 keys),
+    // before the dK wgmma takes ss as its A operand: registers of an in-flight wgmma are not read
+#pragma unroll
+    for (int jp = 0; jp < 4; ++jp) {
+      const std::uint32_t addr = st_base + ((((2 * jp + st_cb) ^ (lane & 7))) << 4);
+      stsm_x4(addr, ss[4 * jp], ss[4 * jp + 1], ss[4 * jp + 2], ss[4 * jp + 3]);
+    }
     // dV += P^T dO, dK += dS^T Q (A from registers, B N-major: k = q rows, LBO = half stride)
 #pragma unroll
     for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
@@ -195,12 +203,6 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
       wgmma::m64n128k16_rs<1>(dk, ss + 4 * kk, wgmma::desc(qs + kk * 16 * 128, kBM * 128, 1024));
     }
     wgmma::commit();
-    // dS^T to shared memory for dQ (4 stmatrix.x4: q chunks 2jp, 2jp+1 of the warp's 16 keys)
-#pragma unroll
-    for (int jp = 0; jp < 4; ++jp) {
-      const std::uint32_t addr = st_base + ((((2 * jp + st_cb) ^ (lane & 7))) << 4);
-      stsm_x4(addr, ss[4 * jp], ss[4 * jp + 1], ss[4 * jp + 2], ss[4 * jp + 3]);
-    }
     wgmma::fence_proxy_async();
     __syncthreads();  // dS^T of both warpgroups in shared memory
     // dQ[:, 64wg..64wg+63] = dS K[:, 64wg..]  (k = 128 keys; A M-major, B N-major)

@@ -1,6 +1,7 @@
 #pragma once
 // Device primitives shared by the flash attention kernels (sm_80+ PTX: cp.async, ldmatrix,
-// mma.sync m16n8k16 bf16 -> fp32). Private to attention_flash_{fwd,bwd}.cu.
+// mma.sync m16n8k16 bf16 -> fp32; the 128B-swizzle tile copy of the wgmma kernels). Private to
+// kernels/attention_flash_*.cu.
 //
 // Fragment layouts of mma.m16n8k16 (g = lane / 4, t = lane % 4):
 //   A 16x16 row-major: a0 (g, 2t..2t+1) a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..)

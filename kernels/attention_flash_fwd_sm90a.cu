@@ -127,6 +127,7 @@ __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
   using L = FwdSmem;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t sbase = smem_addr(smem_raw);
+  if ((sbase & 1023u) != 0) __trap();  // the descriptors assume 1024-byte aligned tiles (base_offset 0)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wg = warp >> 2, w4 = warp & 3;

@@ -36,7 +36,7 @@ constexpr bool bwd_variant_exists(int v) {
   return false;
 }
 
-void set_fwd_variant(int v);  // 0..3
+void set_fwd_variant(int v);  // 0..15 (bits above)
 void set_bwd_variant(int v);      // one of kBwdVariants, for every head dim
 int fwd_variant();
 int bwd_variant(int head_dim);   // the variant the backward runs at this head dim

@@ -150,9 +150,10 @@ TEST_CASE("Hopper wgmma attention kernels: every variant matches the fp64 refere
     T::set_fwd_variant(fv);
     T::set_bwd_variant(bv);
     REQUIRE(T::bwd_variant(128) == bv);  // the variant under test really runs
-    // one row, below a tile, ragged tails, several q and key tiles (pipelined steps, GQA loop)
-    for (std::int64_t S : {1, 63, 129, 300, 1000})
-      for (auto [Hq, Hkv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}})
+    // one row, below a tile, exact tiles (128, 256: no ragged tail, warpgroup 1 all valid),
+    // ragged tails, several q and key tiles (pipelined steps); GQA groups 2 and 16 (long head loop)
+    for (std::int64_t S : {1, 63, 128, 129, 256, 300, 1000})
+      for (auto [Hq, Hkv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}, {16, 1}})
         for (bool causal : {true, false}) {
           Shape s;
           s.B = 2, s.S = S, s.Hq = Hq, s.Hkv = Hkv, s.D = 128, s.causal = causal;
