@@ -828,8 +828,6 @@ int g_bwd_variant_d64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
 
 namespace flash_tuning {
 void set_bwd_variant(int v) { flash::g_bwd_variant_d128 = flash::g_bwd_variant_d64 = v; }
-bool hopper_kernels_usable() { return flash::sm90a_usable(); }
-
 std::string kernels_in_use(int head_dim) {
   const int fv = fwd_variant(), bv = bwd_variant(head_dim);
   const bool fwd_wgmma = head_dim == 128 && (fv & flash::kFwdBitSm90a) != 0 && flash::sm90a_usable();

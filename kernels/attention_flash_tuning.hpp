@@ -40,7 +40,6 @@ void set_fwd_variant(int v);  // 0..15 (bits above)
 void set_bwd_variant(int v);      // one of kBwdVariants, for every head dim
 int fwd_variant();
 int bwd_variant(int head_dim);   // the variant the backward runs at this head dim
-bool hopper_kernels_usable();    // this build has the sm_90a (wgmma) kernels and the device is sm_90
 // What runs at this head dim on the current device, for device lines and reports, e.g.
 // "wgmma sm_90a fwd 15 / bwd 2048" or "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
