@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
+#include "cli/step_common.hpp"
 #include "cli/validation.hpp"
 #include "reports/table.hpp"
 #include "reports/trace.hpp"
@@ -125,10 +127,45 @@ Json trace_of(const Prediction& p, const runtime::Measurement& m, const Json& cm
   return reports::chrome_trace({pred, meas});
 }
 
+// --backend deepspeed: the whole step (all layers of the --layers model) predicted and run.
+int compare_step_scenario(const po::variables_map& vm, Format format) {
+  const Scenario sc = with_layers(scenario_from_options(vm, true), vm);
+  const Prediction p = predict(sc);  // a scenario the model cannot predict fails before the run
+  runtime::deepspeed::StepOptions o = step_options_of(vm);
+  std::string trace;
+  if (vm.count("trace")) {
+    trace = vm["trace"].as<std::string>();
+    std::ofstream probe(trace);  // a bad path fails before the run
+    if (!probe) throw InputError("", "--trace", fmt::format("cannot write '{}'", trace));
+    probe.close();
+    std::filesystem::remove(trace);
+    o.trace = trace;
+  }
+  const auto m = runtime::deepspeed::run_step(sc, o, origin_of(vm));
+  if (!trace.empty()) std::filesystem::rename(trace + ".rank0.json", trace);  // torch.profiler (CUPTI) trace of rank 0
+  const eval::StepComparison c = eval::compare_step(p, m);
+  if (format == Format::json) {
+    Json j = step_compare_json(c);
+    j["scenario"] = sc.name;
+    j["profile"] = sc.hw.name;
+    j["calibrated"] = sc.hw.has_calibration;
+    j["prediction"] = reports::prediction_json(p);
+    j["measurement"] = step_json(m);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("scenario {} ({} layers, S={}) on profile {} ({}), backend deepspeed on {}\n", sc.name,
+                             sc.model.layers, sc.plan.seq_len, sc.hw.name,
+                             sc.hw.has_calibration ? "calibrated" : "uncalibrated", m.device)
+              << step_compare_table(c);
+  }
+  return kExitOk;
+}
+
 int run_compare(int argc, char** argv) {
   po::options_description d("compare options");
   d.add_options()("help,h", "this help")("trace", po::value<std::string>(), "write a Chrome/Perfetto trace JSON here");
   add_runtime_options(d);
+  add_step_options(d);
   add_format_option(d);
   po::options_description s("scenario options (flags override the --scenario file)");
   add_scenario_options(s);
@@ -146,6 +183,8 @@ int run_compare(int argc, char** argv) {
   const Format format = format_of(vm);
   if (format == Format::csv) throw InputError("", "--format", "compare writes table or json");
   const std::string backend = backend_of(vm);
+  refuse_step_options(vm, backend);
+  if (is_step_backend(backend)) return compare_step_scenario(vm, format);
   auto be = open_backend(backend);
   const Scenario sc = scenario_from_options(vm, true);
   const runtime::BlockShape shape = block_shape_checked(sc, vm, backend);

@@ -4,6 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
+#include "cli/step_common.hpp"
 #include "sim/errors.hpp"
 
 namespace ulysses::cli {
@@ -13,22 +14,38 @@ int run_run(int argc, char** argv) {
   po::options_description d("run options");
   d.add_options()("help,h", "this help");
   add_runtime_options(d);
+  add_step_options(d);
   add_format_option(d);
   po::options_description s("scenario options (flags override the --scenario file)");
   add_scenario_options(s);
   d.add(s);
   const auto vm = parse_args(argc, argv, d);
   if (vm.count("help")) {
-    print_help(argv[0], "--backend cpu --scenario FILE [--warmup N --iters N --seed N --format table|json]",
+    print_help(argv[0], "--backend cpu|cuda|deepspeed --scenario FILE [--layers N] [--warmup N --iters N --seed N --format table|json]",
                "Runs the Ulysses attention block of one layer (a2a.qkv.fwd, attn.fwd, a2a.out.fwd, a2a.out.bwd,\n"
                "attn.bwd, a2a.qkv.bwd) on the backend: one validating iteration (exchange bit-exact, Ulysses ==\n"
-               "single-rank attention), warm-up, then timed iterations. Exit 1 when any check fails.",
+               "single-rank attention), warm-up, then timed iterations. Exit 1 when any check fails.\n"
+               "--backend deepspeed runs whole training steps of the scenario on HF Transformers + Accelerate +\n"
+               "DeepSpeed (docs/DEEPSPEED_BACKEND.md): time and memory per phase, step time, peak allocated/reserved.",
                d);
     return kExitOk;
   }
   const Format format = format_of(vm);
   if (format == Format::csv) throw InputError("", "--format", "run writes table or json");
   const std::string backend = backend_of(vm);
+  refuse_step_options(vm, backend);
+  if (is_step_backend(backend)) {  // a whole training step on HF + Accelerate + DeepSpeed
+    const Scenario sc = with_layers(scenario_from_options(vm, true), vm);
+    const auto m = runtime::deepspeed::run_step(sc, step_options_of(vm), origin_of(vm));
+    if (format == Format::json) {
+      reports::Json j = step_json(m);
+      j["scenario"] = sc.name;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::cout << "scenario " << sc.name << "\n" << step_table(m);
+    }
+    return kExitOk;
+  }
   auto be = open_backend(backend);
   const Scenario sc = scenario_from_options(vm, true);
   const runtime::BlockShape shape = block_shape_checked(sc, vm, backend);

@@ -20,7 +20,7 @@ std::string us(double s) { return fmt::format("{:.1f}", s * 1e6); }
 
 void add_runtime_options(po::options_description& d) {
   d.add_options()
-      ("backend", po::value<std::string>()->default_value("cpu"), "cpu | cuda")
+      ("backend", po::value<std::string>()->default_value("cpu"), "cpu | cuda | deepspeed")
       ("warmup", po::value<int>()->default_value(2), "untimed iterations after the validating one")
       ("iters", po::value<int>()->default_value(5), "timed iterations (median, min, max over these)")
       ("seed", po::value<std::uint64_t>()->default_value(1234), "seed of the random inputs");

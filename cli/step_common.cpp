@@ -1,0 +1,139 @@
+#include "cli/step_common.hpp"
+
+#include <fmt/format.h>
+
+#include "reports/table.hpp"
+#include "sim/errors.hpp"
+
+namespace ulysses::cli {
+
+namespace rd = runtime::deepspeed;
+
+void add_step_options(po::options_description& d) {
+  d.add_options()
+      ("layers", po::value<std::int64_t>(), "deepspeed backend: decoder layers to build (default: the model's)")
+      ("expandable-segments", po::value<bool>()->implicit_value(true),
+       "deepspeed backend: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (default true, the ALST recipe)");
+}
+
+bool is_step_backend(const std::string& backend) { return backend == "deepspeed"; }
+
+void refuse_step_options(const po::variables_map& vm, const std::string& backend) {
+  if (is_step_backend(backend)) return;
+  for (const char* k : {"layers", "expandable-segments"})
+    if (vm.count(k))
+      throw InputError("", std::string("--") + k, fmt::format("only the deepspeed backend runs whole steps (got --backend {})", backend));
+}
+
+Scenario with_layers(Scenario sc, const po::variables_map& vm) {
+  if (!vm.count("layers")) return sc;
+  const std::int64_t n = vm["layers"].as<std::int64_t>();
+  if (n < 1 || n > sc.model.layers)
+    throw InputError("", "--layers", fmt::format("must be 1..{} (the model's layers; got {})", sc.model.layers, n));
+  sc.model.layers = n;
+  return sc;
+}
+
+rd::StepOptions step_options_of(const po::variables_map& vm) {
+  rd::StepOptions o;
+  o.warmup = vm["warmup"].as<int>();
+  o.iters = vm["iters"].as<int>();
+  if (o.warmup < 0) throw InputError("", "--warmup", fmt::format("must be >= 0 (got {})", o.warmup));
+  if (o.iters < 1 || o.iters > 1000) throw InputError("", "--iters", fmt::format("must be 1..1000 (got {})", o.iters));
+  if (o.warmup > 1000) throw InputError("", "--warmup", fmt::format("must be <= 1000 (got {})", o.warmup));
+  o.seed = vm["seed"].as<std::uint64_t>();
+  if (vm.count("expandable-segments")) o.expandable_segments = vm["expandable-segments"].as<bool>();
+  return o;
+}
+
+namespace {
+std::string ms(double s) { return fmt::format("{:.2f}", s * 1e3); }
+std::string gib(double b) { return fmt::format("{:.3f}", b / double(1ULL << 30)); }
+}  // namespace
+
+std::string step_table(const rd::StepMeasurement& m) {
+  std::string out = fmt::format("backend deepspeed on {} ({} rank(s)); {}\nPYTORCH_CUDA_ALLOC_CONF={}\nlayers {} seq_len {}\n\n",
+                                m.device, m.ranks, m.versions.dump(), m.alloc_conf.empty() ? "(unset)" : m.alloc_conf,
+                                m.layers, m.seq_len);
+  reports::Table t({{"phase", "", reports::Align::left}, {"median", "ms"}, {"min", "ms"}, {"max", "ms"}, {"kernels", "ms"},
+                    {"alloc at start", "GiB"}, {"peak alloc", "GiB"}, {"peak reserved", "GiB"}});
+  for (const auto& p : m.phases)
+    t.add_row({p.name, ms(p.median_s), ms(p.min_s), ms(p.max_s), p.kernel_s >= 0 ? ms(p.kernel_s) : "-",
+               gib(double(p.alloc_start_bytes)), gib(double(p.peak_bytes)), gib(double(p.peak_reserved_bytes))});
+  out += t.render();
+  out += fmt::format(
+      "\nstep {} ms (min {}, max {}) over timed steps\nmax_memory_allocated {} B ({} GiB), peak at {}\n"
+      "max_memory_reserved {} B ({} GiB)\ndevice memory used at the end {} B\nhost RSS {} B (peak {}), checkpoint "
+      "pinned {} B\n",
+      ms(m.step_median_s), ms(m.step_min_s), ms(m.step_max_s), m.max_memory_allocated, gib(double(m.max_memory_allocated)),
+      m.peak_at, m.max_memory_reserved, gib(double(m.max_memory_reserved)), m.device_used_bytes, m.host_rss_bytes,
+      m.host_rss_peak_bytes, m.pinned_bytes);
+  std::string losses;
+  for (double l : m.losses) losses += fmt::format(" {:.4f}", l);
+  out += fmt::format("loss per step:{}\n", losses);
+  return out;
+}
+
+reports::Json step_json(const rd::StepMeasurement& m) {
+  reports::Json j;
+  j["backend"] = "deepspeed";
+  j["scope"] = "step";
+  j["device"] = m.device;
+  j["ranks"] = m.ranks;
+  j["versions"] = m.versions;
+  j["pytorch_cuda_alloc_conf"] = m.alloc_conf;
+  j["layers"] = m.layers;
+  j["seq_len"] = m.seq_len;
+  j["phases"] = reports::Json::array();
+  for (const auto& p : m.phases) {
+    reports::Json e{{"name", p.name}, {"median_s", p.median_s}, {"min_s", p.min_s}, {"max_s", p.max_s},
+                    {"alloc_start_bytes", p.alloc_start_bytes}, {"peak_bytes", p.peak_bytes},
+                    {"peak_reserved_bytes", p.peak_reserved_bytes}};
+    if (p.kernel_s >= 0) e["kernel_s"] = p.kernel_s;
+    j["phases"].push_back(e);
+  }
+  j["step_s"] = {{"median", m.step_median_s}, {"min", m.step_min_s}, {"max", m.step_max_s}};
+  j["max_memory_allocated"] = m.max_memory_allocated;
+  j["max_memory_reserved"] = m.max_memory_reserved;
+  j["peak_at"] = m.peak_at;
+  j["device_used_bytes"] = m.device_used_bytes;
+  j["host_rss_bytes"] = m.host_rss_bytes;
+  j["host_rss_peak_bytes"] = m.host_rss_peak_bytes;
+  j["checkpoint_pinned_bytes"] = m.pinned_bytes;
+  j["losses"] = m.losses;
+  j["wall_s"] = m.wall_s;
+  return j;
+}
+
+std::string step_compare_table(const eval::StepComparison& c) {
+  reports::Table t({{"phase", "", reports::Align::left}, {"predicted", "ms"}, {"measured", "ms"}, {"error", "%"}, {"scored", ""}});
+  for (const auto& r : c.phases)
+    t.add_row({r.name, ms(r.predicted), ms(r.measured), fmt::format("{:+.1f}", r.error_pct), r.scored ? "yes" : "no"});
+  t.add_row({"step", ms(c.step.predicted), ms(c.step.measured), fmt::format("{:+.1f}", c.step.error_pct), "yes"});
+  std::string out = t.render();
+  reports::Table mt({{"memory", "", reports::Align::left}, {"predicted", "bytes"}, {"measured", "bytes"}, {"error", "%"}});
+  for (const auto* r : {&c.allocated, &c.reserved})
+    mt.add_row({r->name, fmt::format("{:.0f}", r->predicted), fmt::format("{:.0f}", r->measured), fmt::format("{:+.1f}", r->error_pct)});
+  out += "\n" + mt.render();
+  out += fmt::format("\npeak at: predicted {}, measured {}\n", c.predicted_peak_at, c.measured_peak_at);
+  out += "error = (predicted - measured) / measured; phases per step (all layers), median over timed steps\n";
+  return out;
+}
+
+reports::Json step_compare_json(const eval::StepComparison& c) {
+  auto row = [](const eval::Row& r) {
+    return reports::Json{{"name", r.name}, {"predicted", r.predicted}, {"measured", r.measured},
+                         {"error_pct", r.error_pct}, {"scored", r.scored}};
+  };
+  reports::Json j;
+  j["error_pct_convention"] = "(predicted - measured) / measured * 100; seconds per step, bytes";
+  j["phases"] = reports::Json::array();
+  for (const auto& r : c.phases) j["phases"].push_back(row(r));
+  j["step"] = row(c.step);
+  j["max_memory_allocated"] = row(c.allocated);
+  j["max_memory_reserved"] = row(c.reserved);
+  j["peak_at"] = {{"predicted", c.predicted_peak_at}, {"measured", c.measured_peak_at}};
+  return j;
+}
+
+}  // namespace ulysses::cli

@@ -1,0 +1,83 @@
+#include "eval/step_compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace ulysses::eval {
+
+const std::vector<PhaseGroup>& step_phase_groups() {
+  static const std::vector<PhaseGroup> g = {
+      {"embed", {"embed.fwd", "embed.bwd"}, {}},
+      {"norm.fwd", {"norm.fwd"}, {}},
+      {"gemm.qkv.fwd", {"gemm.qkv.fwd"}, {"gemm.qkv.fwd"}},
+      {"attn.fwd", {"attn.fwd", "ulysses_attn.fwd"}, {"attn.fwd", "a2a.qkv.fwd", "a2a.out.fwd"}},
+      {"gemm.o.fwd", {"gemm.o.fwd"}, {"gemm.o.fwd"}},
+      {"mlp.fwd", {"mlp.fwd"}, {"mlp.fwd"}},
+      {"logits", {"logits.fwd", "logits.bwd"}, {"logits.fwd", "logits.bwd"}},
+      {"offload.ckpt.d2h", {"offload.ckpt.d2h"}, {"offload.ckpt.d2h"}},
+      {"offload.ckpt.h2d", {"offload.ckpt.h2d"}, {"offload.ckpt.h2d"}},
+      {"norm.recompute", {"norm.recompute"}, {}},
+      {"gemm.qkv.recompute", {"gemm.qkv.recompute"}, {"gemm.qkv.recompute"}},
+      {"attn.recompute", {"attn.recompute", "ulysses_attn.recompute"},
+       {"attn.recompute", "a2a.qkv.recompute", "a2a.out.recompute"}},
+      {"gemm.o.recompute", {"gemm.o.recompute"}, {"gemm.o.recompute"}},
+      {"mlp.recompute", {"mlp.recompute"}, {"mlp.recompute"}},
+      {"mlp.bwd", {"mlp.bwd"}, {"mlp.bwd", "mlp.tiled_recompute"}},
+      {"norm.bwd", {"norm.bwd"}, {}},
+      {"gemm.o.bwd", {"gemm.o.bwd"}, {"gemm.o.bwd"}},
+      {"attn.bwd", {"attn.bwd", "ulysses_attn.bwd"}, {"attn.bwd", "a2a.out.bwd", "a2a.qkv.bwd"}},
+      {"gemm.qkv.bwd", {"gemm.qkv.bwd"}, {"gemm.qkv.bwd"}},
+      {"zero.allgather", {"zero.allgather"}, {"zero.allgather"}},
+      {"zero.reduce_scatter", {"zero.reduce_scatter"}, {"zero.reduce_scatter", "dp.allreduce"}},
+      {"optimizer", {"optimizer.step"}, {"optimizer.step", "offload.optimizer", "offload.params"}},
+      {"other", {"other"}, {}},
+  };
+  return g;
+}
+
+double error_pct(double predicted, double measured) {
+  if (measured == 0) return predicted == 0 ? 0.0 : 100.0;
+  return (predicted - measured) / measured * 100.0;
+}
+
+std::int64_t predicted_reserved_bytes(const Prediction& p) {
+  return p.gpu.total() - p.gpu.get("cuda_context") - p.gpu.get("nccl_buffers");
+}
+
+std::int64_t predicted_allocated_bytes(const Prediction& p) {
+  return predicted_reserved_bytes(p) - p.gpu.get("fragmentation");
+}
+
+namespace {
+bool in(const std::vector<const char*>& names, const std::string& n) {
+  return std::any_of(names.begin(), names.end(), [&](const char* s) { return n == s; });
+}
+Row row(const std::string& name, double pred, double meas, bool scored) {
+  return {name, pred, meas, error_pct(pred, meas), scored};
+}
+}  // namespace
+
+StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepMeasurement& m) {
+  StepComparison c;
+  const auto& groups = step_phase_groups();
+  for (const auto& g : groups) {
+    double meas = 0, pred = 0;
+    bool seen = false;
+    for (const auto& ph : m.phases) {
+      const bool known = std::any_of(groups.begin(), groups.end(), [&](const PhaseGroup& x) { return in(x.measured, ph.name); });
+      if (in(g.measured, ph.name) || (!known && std::strcmp(g.name, "other") == 0)) meas += ph.median_s, seen = true;
+    }
+    for (const char* n : g.predicted) pred += p.step.get(n);
+    if (!seen && pred == 0) continue;
+    c.phases.push_back(row(g.name, pred, meas, !g.predicted.empty() && (pred > 0 || meas > 0)));
+  }
+  c.step = row("step", p.step_time_s, m.step_median_s, true);
+  c.allocated = row("max_memory_allocated", double(predicted_allocated_bytes(p)), double(m.max_memory_allocated), true);
+  c.reserved = row("max_memory_reserved", double(predicted_reserved_bytes(p)), double(m.max_memory_reserved), true);
+  c.predicted_peak_at = p.gpu_peak_at;
+  c.measured_peak_at = m.peak_at;
+  return c;
+}
+
+}  // namespace ulysses::eval

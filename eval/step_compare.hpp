@@ -1,0 +1,47 @@
+#pragma once
+// A whole training step measured on the deepspeed backend next to the step model's prediction.
+//
+// Phases are compared in groups, because the two sides cut the step differently: the worker's
+// ranges are the step model's names plus the pass ('.fwd', '.recompute', '.bwd'), but e.g. DeepSpeed
+// runs TiledMLP's recompute inside the MLP backward, the tiled loss runs its backward inside its
+// forward, and with sp > 1 the exchanges run inside UlyssesSPAttentionHF. Memory: the model's GPU
+// total less its fixed costs (cuda_context, nccl_buffers) is what the caching allocator reserves;
+// less fragmentation too, what it has allocated (docs/MODEL.md "Fixed costs and fragmentation").
+// Error convention: (predicted - measured) / measured * 100.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/deepspeed/step_run.hpp"
+#include "sim/prediction.hpp"
+
+namespace ulysses::eval {
+
+struct PhaseGroup {
+  const char* name;                         // the row's name
+  std::vector<const char*> measured;        // worker range names summed
+  std::vector<const char*> predicted;       // step-model phase names summed (empty: not modelled)
+};
+const std::vector<PhaseGroup>& step_phase_groups();  // the one table; unknown measured names -> "other"
+
+struct Row {
+  std::string name;
+  double predicted = 0, measured = 0;       // seconds or bytes
+  double error_pct = 0;
+  bool scored = false;                      // modelled on both sides (unmodelled rows are shown, not scored)
+};
+
+struct StepComparison {
+  std::vector<Row> phases;                  // in the groups' order, only groups seen or predicted
+  Row step;                                 // step time (median over timed steps)
+  Row allocated, reserved;                  // peak bytes
+  std::string predicted_peak_at, measured_peak_at;
+};
+
+double error_pct(double predicted, double measured);
+std::int64_t predicted_allocated_bytes(const Prediction& p);  // total - cuda_context - nccl_buffers - fragmentation
+std::int64_t predicted_reserved_bytes(const Prediction& p);   // total - cuda_context - nccl_buffers
+
+StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepMeasurement& m);
+
+}  // namespace ulysses::eval

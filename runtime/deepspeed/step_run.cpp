@@ -1,0 +1,247 @@
+#include "runtime/deepspeed/step_run.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+
+namespace ulysses::runtime::deepspeed {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// What UlyssesSPAttentionHF / transformers can run (worker: ulysses_worker/job.py keeps the same list
+// for a job written by hand; this is the one the CLI checks first).
+constexpr const char* kAttn[] = {"sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string last_line(const std::string& path, const std::string& prefer) {
+  std::ifstream f(path);
+  std::string line, last, preferred;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    last = line;
+    if (line.find(prefer) != std::string::npos) preferred = line;
+  }
+  return preferred.empty() ? last : preferred;
+}
+
+Json read_json(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error(fmt::format("deepspeed backend: the worker wrote no result '{}'", path));
+  try {
+    return Json::parse(f);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("deepspeed backend: result '{}' is not JSON: {}", path, e.what()));
+  }
+}
+
+std::string site_dir() {
+  if (const char* s = std::getenv("ULYSSES_DEEPSPEED_SITE"); s && *s) return s;
+  return repo_dir() + "/.alst/site";
+}
+
+struct Workdir {
+  std::string path;
+  Workdir() {
+    std::string tmpl = (fs::temp_directory_path() / "ulysses-ds-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error(fmt::format("deepspeed backend: mkdtemp: {}", std::strerror(errno)));
+    path = tmpl;
+  }
+};
+
+// Writes the job, runs the worker, returns the rank result files (rank order) or throws.
+std::vector<Json> launch(const Scenario& sc, const StepOptions& opt, const std::string& origin, bool probes) {
+  Workdir wd;
+  const std::string prefix = wd.path + "/result";
+  Json job = job_json(sc, opt, prefix, origin);
+  const std::string job_path = wd.path + "/job.json";
+  {
+    std::ofstream f(job_path);
+    f << job.dump(1) << "\n";
+    if (!f) throw std::runtime_error(fmt::format("deepspeed backend: cannot write '{}'", job_path));
+  }
+  const std::vector<std::string> argv = launch_argv(sc, job_path);
+  const std::string log = wd.path + "/worker.log";
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("deepspeed backend: fork: {}", std::strerror(errno)));
+  if (pid == 0) {
+    if (opt.expandable_segments) ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
+    else ::unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+    ::setenv("NCCL_NVLS_ENABLE", "0", 0);
+    std::string pp = site_dir();
+    if (const char* old = std::getenv("PYTHONPATH"); old && *old) pp += std::string(":") + old;
+    ::setenv("PYTHONPATH", pp.c_str(), 1);
+    FILE* out = std::freopen(log.c_str(), "w", stdout);
+    if (out) ::dup2(::fileno(stdout), 2);
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    ::execvp(a[0], a.data());
+    std::fprintf(stderr, "deepspeed backend: cannot start %s: %s\n", a[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const std::string why = last_line(log, "deepspeed backend:");
+  if (rc == 2) throw InputError(origin, "plan", why);
+  if (rc == 3) throw StackMissing(why);
+  if (rc == 4 && !probes) throw WorkerOutOfMemory(why);
+  if (rc != 0 && !(rc == 4 && probes))
+    throw std::runtime_error(fmt::format("deepspeed backend: the worker exited {} ({}); log: {}", rc, why, log));
+  std::vector<Json> ranks;
+  for (std::int64_t r = 0; r < sc.gpus; ++r) ranks.push_back(read_json(fmt::format("{}.rank{}.json", prefix, r)));
+  if (!std::getenv("ULYSSES_KEEP_WORKDIR")) fs::remove_all(wd.path);
+  return ranks;
+}
+
+}  // namespace
+
+Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out_prefix, const std::string& origin) {
+  const Plan& p = sc.plan;
+  if (p.kv_strategy != KvStrategy::replicate)
+    throw InputError(origin, "plan.kv_strategy",
+                     "the deepspeed backend runs DeepSpeed's UlyssesSPAttentionHF, which replicates kv heads: only "
+                     "'replicate' (got send_once)");
+  if (std::find(std::begin(kAttn), std::end(kAttn), p.attn_implementation) == std::end(kAttn))
+    throw InputError(origin, "plan.attn_implementation",
+                     fmt::format("the deepspeed backend runs sdpa, flash_attention_2, flash_attention_3 or flex_attention "
+                                 "(got '{}')", p.attn_implementation));
+  if (p.pad_to_multiple_of > 0)
+    throw InputError(origin, "plan.pad_to_multiple_of", "the deepspeed backend runs unpadded sequences (set 0)");
+  if (p.rmsnorm_implementation != RmsNormImpl::eager)
+    throw InputError(origin, "plan.rmsnorm_implementation", "the deepspeed backend runs HF's eager RMSNorm (set eager)");
+  if (p.seq_len <= 0) throw InputError(origin, "plan.seq_len", "required to run a step (or pass --seq-len)");
+  const ModelSpec& m = sc.model;
+  Json j;
+  j["schema"] = 1;
+  j["scenario"] = sc.name;
+  j["model"] = {{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
+                {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab},
+                {"tied_embeddings", m.tied_embeddings}, {"qk_norm", m.qk_norm}, {"qkv_bias", m.qkv_bias}};
+  j["plan"] = {{"sp_size", p.sp_size}, {"dp_replicate_size", p.dp_replicate_size}, {"dp_shard_size", p.dp_shard_size},
+               {"zero_stage", p.zero_stage}, {"offload_optimizer", p.offload_optimizer},
+               {"offload_params", p.offload_params}, {"activation_checkpointing", p.activation_checkpointing},
+               {"offload_checkpoints", p.offload_checkpoints}, {"tiled_logits", p.tiled_logits},
+               {"tiled_mlp", p.tiled_mlp}, {"attn_implementation", p.attn_implementation},
+               {"micro_batch_size", p.micro_batch_size}, {"seq_len", p.seq_len}, {"kv_strategy", "replicate"},
+               {"reduce_bucket_size", p.reduce_bucket_size}};
+  j["gpus"] = sc.gpus;
+  j["run"] = {{"warmup", opt.warmup}, {"iters", opt.iters}, {"seed", static_cast<std::int64_t>(opt.seed % (1ULL << 31))},
+              {"expandable_segments", opt.expandable_segments}, {"trace", opt.trace},
+              {"probe_seq_lens", opt.probe_seq_lens}};
+  j["out"] = out_prefix;
+  return j;
+}
+
+std::vector<std::string> launch_argv(const Scenario& sc, const std::string& job_path) {
+  const char* py = std::getenv("ULYSSES_PYTHON");
+  const std::string python = py && *py ? py : "python3";
+  const std::string worker = repo_dir() + "/runtime/deepspeed/worker.py";
+  if (sc.gpus <= 1) return {python, worker, job_path};
+  return {python, "-m", "torch.distributed.run", "--standalone", fmt::format("--nproc-per-node={}", sc.gpus), worker,
+          job_path};
+}
+
+StepMeasurement measurement_of(const std::vector<Json>& ranks) {
+  if (ranks.empty()) throw std::runtime_error("deepspeed backend: no rank results");
+  StepMeasurement m;
+  const Json& r0 = ranks[0];
+  m.raw = r0;
+  m.ranks = static_cast<int>(ranks.size());
+  m.device = r0.value("device", "");
+  m.alloc_conf = r0.value("pytorch_cuda_alloc_conf", "");
+  m.versions = r0.value("versions", Json::object());
+  // phases: first-seen order of rank 0's memory step, then any others of the timed steps
+  std::vector<std::string> order;
+  const Json mem0 = r0.value("memory_step", Json::object()).value("phases", Json::object());
+  for (auto it = mem0.begin(); it != mem0.end(); ++it) order.push_back(it.key());
+  const Json ph0 = r0.value("phases", Json::object());
+  for (auto it = ph0.begin(); it != ph0.end(); ++it)
+    if (std::find(order.begin(), order.end(), it.key()) == order.end()) order.push_back(it.key());
+  for (const auto& name : order) {
+    StepPhase s;
+    s.name = name;
+    bool first = true;
+    for (const Json& r : ranks) {
+      const Json ph = r.value("phases", Json::object());
+      if (ph.contains(name)) {
+        const auto v = ph[name].get<std::vector<double>>();
+        s.median_s = std::max(s.median_s, median(v));
+        const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
+        s.min_s = first ? lo : std::min(s.min_s, lo);
+        s.max_s = std::max(s.max_s, hi);
+        first = false;
+      }
+      const Json mm = r.value("memory_step", Json::object()).value("phases", Json::object());
+      if (mm.contains(name)) {
+        s.alloc_start_bytes = std::max(s.alloc_start_bytes, mm[name].value("start", std::int64_t{0}));
+        s.peak_bytes = std::max(s.peak_bytes, mm[name].value("peak", std::int64_t{0}));
+        s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, mm[name].value("peak_reserved", std::int64_t{0}));
+      }
+      const Json kb = r.value("kernels_by_phase", Json::object());
+      if (kb.contains(name)) s.kernel_s = std::max(s.kernel_s, kb[name].value("kernel_s", 0.0));
+    }
+    m.phases.push_back(s);
+  }
+  bool first = true;
+  for (const Json& r : ranks) {
+    std::vector<double> st;
+    for (const auto& s : r.value("steps", Json::array())) st.push_back(s.value("step_s", 0.0));
+    if (!st.empty()) {
+      m.step_median_s = std::max(m.step_median_s, median(st));
+      const double lo = *std::min_element(st.begin(), st.end()), hi = *std::max_element(st.begin(), st.end());
+      m.step_min_s = first ? lo : std::min(m.step_min_s, lo);
+      m.step_max_s = std::max(m.step_max_s, hi);
+      first = false;
+    }
+    m.max_memory_allocated = std::max(m.max_memory_allocated, r.value("max_memory_allocated", std::int64_t{0}));
+    m.max_memory_reserved = std::max(m.max_memory_reserved, r.value("max_memory_reserved", std::int64_t{0}));
+    m.device_used_bytes = std::max(m.device_used_bytes, r.value("device_used_bytes", std::int64_t{0}));
+  }
+  m.peak_at = r0.value("memory_step", Json::object()).value("peak_at", "");
+  m.host_rss_bytes = r0.value("host_rss_bytes", std::int64_t{0});
+  m.host_rss_peak_bytes = r0.value("host_rss_peak_bytes", std::int64_t{0});
+  m.pinned_bytes = r0.value("checkpoint_pinned_bytes", std::int64_t{0});
+  m.losses = r0.value("losses", std::vector<double>{});
+  m.wall_s = r0.value("wall_s", 0.0);
+  return m;
+}
+
+StepMeasurement run_step(const Scenario& sc, const StepOptions& opt, const std::string& origin) {
+  StepMeasurement m = measurement_of(launch(sc, opt, origin, false));
+  m.layers = sc.model.layers;
+  m.seq_len = sc.plan.seq_len;
+  return m;
+}
+
+ProbeResult run_probes(const Scenario& sc, const StepOptions& opt, const std::string& origin) {
+  const Json r0 = launch(sc, opt, origin, true).at(0);
+  ProbeResult out;
+  for (const auto& p : r0.value("probes", Json::array()))
+    out.fits.push_back({p.value("seq_len", std::int64_t{0}), p.value("max_memory_allocated", std::int64_t{0}),
+                        p.value("max_memory_reserved", std::int64_t{0})});
+  out.oom_at = r0.value("oom_at", std::int64_t{0});
+  return out;
+}
+
+}  // namespace ulysses::runtime::deepspeed

@@ -1,0 +1,81 @@
+#pragma once
+// The deepspeed backend: one scenario's whole training step on HF Transformers + Accelerate +
+// DeepSpeed (ALST), run by the project's Python worker (runtime/deepspeed/worker.py; torchrun
+// when the scenario has more than one GPU) and read back as a StepMeasurement.
+// docs/DEEPSPEED_BACKEND.md has the job and result formats and the phase names.
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/scenario.hpp"
+
+namespace ulysses::runtime::deepspeed {
+
+using Json = nlohmann::ordered_json;
+
+struct StepOptions {
+  int warmup = 1;                      // untimed steps before the memory step
+  int iters = 3;                       // timed steps (median, min, max)
+  std::uint64_t seed = 1234;
+  bool expandable_segments = true;     // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the ALST recipe)
+  std::string trace;                   // torch.profiler (CUPTI) trace path prefix; "" = no traced step
+  std::vector<std::int64_t> probe_seq_lens;  // capacity probes (increasing); empty = a normal run
+};
+
+// The job file the worker reads (schema 1). Throws InputError (origin, key) for a plan the stack
+// cannot run (kv_strategy send_once, an attention implementation it does not have, ...).
+Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out_prefix, const std::string& origin);
+
+struct StepPhase {
+  std::string name;                    // step-model name + pass: gemm.qkv.fwd, attn.recompute, zero.allgather, other
+  double median_s = 0, min_s = 0, max_s = 0;  // per step (summed over layers), over timed steps; max over ranks
+  double kernel_s = -1;                // CUPTI: kernel time attributed to it in the traced step (-1: not traced)
+  std::int64_t alloc_start_bytes = 0;  // torch.cuda.memory_allocated at its start (max over its occurrences)
+  std::int64_t peak_bytes = 0;         // max_memory_allocated while it runs (memory step)
+  std::int64_t peak_reserved_bytes = 0;
+};
+
+struct StepMeasurement {
+  std::string device, alloc_conf;      // GPU name; PYTORCH_CUDA_ALLOC_CONF the worker ran with
+  Json versions;                       // torch, transformers, accelerate, deepspeed, cuda, python
+  int ranks = 1;
+  std::int64_t layers = 0, seq_len = 0;
+  std::vector<StepPhase> phases;       // in first-seen order of the memory step
+  double step_median_s = 0, step_min_s = 0, step_max_s = 0;  // GPU-event step time, max over ranks
+  std::int64_t max_memory_allocated = 0, max_memory_reserved = 0;  // max over ranks and steps
+  std::string peak_at;                 // the phase during which the allocated peak happened
+  std::int64_t host_rss_bytes = 0, host_rss_peak_bytes = 0, pinned_bytes = 0;  // rank 0
+  std::int64_t device_used_bytes = 0;  // cudaMemGetInfo used at the end (context + NCCL + allocator)
+  std::vector<double> losses;          // rank 0, every step in order
+  double wall_s = 0;
+  Json raw;                            // rank 0's result as written by the worker
+};
+
+// Capacity probes of one worker process.
+struct ProbeResult {
+  struct Probe { std::int64_t seq_len = 0, max_memory_allocated = 0, max_memory_reserved = 0; };
+  std::vector<Probe> fits;             // lengths that ran, increasing
+  std::int64_t oom_at = 0;             // the first length that ran out of memory; 0: none did
+};
+
+struct StackMissing : std::runtime_error { using std::runtime_error::runtime_error; };  // exit 1
+struct WorkerOutOfMemory : std::runtime_error { using std::runtime_error::runtime_error; };
+
+// Runs the worker on `job` (job_json) and returns rank 0's and the merged results. The worker's
+// exit code decides: 2 -> InputError, 3 -> StackMissing, 4 -> WorkerOutOfMemory, other != 0 ->
+// std::runtime_error with the worker's last stderr line. workdir holds the job and result files.
+StepMeasurement run_step(const Scenario& sc, const StepOptions& opt, const std::string& origin);
+ProbeResult run_probes(const Scenario& sc, const StepOptions& opt, const std::string& origin);
+
+// Parsing of the worker's per-rank result files (tested on stored files without a GPU).
+StepMeasurement measurement_of(const std::vector<Json>& ranks);
+
+// How the worker is launched: $ULYSSES_PYTHON (default python3), torchrun for gpus > 1, the
+// private stack folder $ULYSSES_DEEPSPEED_SITE (default <repo>/.alst/site) on PYTHONPATH.
+std::vector<std::string> launch_argv(const Scenario& sc, const std::string& job_path);
+
+}  // namespace ulysses::runtime::deepspeed

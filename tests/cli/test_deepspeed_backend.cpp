@@ -1,0 +1,133 @@
+// The deepspeed backend without a GPU or DeepSpeed: the job file, refusals of what the stack cannot
+// run, the missing-stack message, and reading stored worker results into a comparison.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "tests/cli/run_cli.hpp"
+#include "eval/step_compare.hpp"
+#include "runtime/deepspeed/step_run.hpp"
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+#include "sim/predict.hpp"
+
+using namespace ulysses;
+using ulysses::test::run_cli;
+using ulysses::test::source_path;
+namespace rd = ulysses::runtime::deepspeed;
+
+namespace {
+Scenario llama2(std::int64_t S) {
+  Scenario sc;
+  sc.model = load_model("llama-3.1-8b");
+  sc.hw = load_profile("h200-sxm-141gb");
+  sc.model.layers = 2;
+  sc.plan.seq_len = S;
+  sc.plan.attn_implementation = "sdpa";
+  sc.name = "t";
+  return sc;
+}
+const std::string kFlags =
+    "--model llama-3.1-8b --profile h200-sxm-141gb --gpus 1 --sp-size 1 --seq-len 16384 --attn-implementation sdpa";
+}  // namespace
+
+TEST_CASE("deepspeed job: the plan as the worker reads it", "[deepspeed]") {
+  Scenario sc = llama2(16384);
+  sc.plan.tiled_mlp = true;
+  rd::StepOptions o;
+  o.iters = 4;
+  const auto j = rd::job_json(sc, o, "/tmp/x", "f.yaml");
+  CHECK(j["schema"] == 1);
+  CHECK(j["model"]["layers"] == 2);
+  CHECK(j["model"]["kv_heads"] == 8);
+  CHECK(j["plan"]["tiled_mlp"] == true);
+  CHECK(j["plan"]["zero_stage"] == 3);
+  CHECK(j["run"]["iters"] == 4);
+  CHECK(j["gpus"] == 1);
+  CHECK(j["out"] == "/tmp/x");
+}
+
+TEST_CASE("deepspeed job: plans the stack cannot run are refused naming the key", "[deepspeed]") {
+  Scenario sc = llama2(16384);
+  sc.plan.kv_strategy = KvStrategy::send_once;
+  CHECK_THROWS_WITH(rd::job_json(sc, {}, "/tmp/x", "f.yaml"), Catch::Contains("f.yaml: plan.kv_strategy"));
+  sc = llama2(16384);
+  sc.plan.attn_implementation = "ulysses_flash";
+  CHECK_THROWS_WITH(rd::job_json(sc, {}, "/tmp/x", "f.yaml"), Catch::Contains("plan.attn_implementation"));
+  sc = llama2(16384);
+  sc.plan.pad_to_multiple_of = 128;
+  CHECK_THROWS_AS(rd::job_json(sc, {}, "/tmp/x", "f.yaml"), InputError);
+}
+
+TEST_CASE("deepspeed CLI: bad input is one line and exit 2", "[deepspeed]") {
+  auto r = run_cli("run --backend deepspeed " + kFlags + " --kv-strategy send_once");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("plan.kv_strategy") != std::string::npos);
+  CHECK(ulysses::test::count_lines(r.err) == 1);
+  r = run_cli("run --backend deepspeed " + kFlags + " --layers 0");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--layers") != std::string::npos);
+  r = run_cli("run --backend cpu --scenario " + source_path("scenarios/cpu-tiny.yaml") + " --layers 2");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("only the deepspeed backend") != std::string::npos);
+}
+
+TEST_CASE("deepspeed CLI: a missing stack is one line naming the install script, exit 1", "[deepspeed]") {
+  ulysses::test::TempDir site;
+  {  // a site folder whose torch cannot be imported, whatever the machine has
+    std::ofstream f(site / "torch.py");
+    f << "raise ImportError('no torch in this test')\n";
+  }
+  const std::string env = "ULYSSES_DEEPSPEED_SITE='" + site.path.string() + "' ";
+  const std::string cmd = env + "'" + ULYSSES_BIN + "' run --backend deepspeed " + kFlags + " --layers 2 2>'" +
+                          (site / "err") + "' >/dev/null";
+  const int status = std::system(cmd.c_str());
+  CHECK(WEXITSTATUS(status) == 1);
+  const std::string err = ulysses::test::slurp(site / "err");
+  CHECK(err.find("install-stack.sh") != std::string::npos);
+  CHECK(ulysses::test::count_lines(err) == 1);
+}
+
+TEST_CASE("deepspeed results: ranks merged, phases grouped against the step model", "[deepspeed]") {
+  using Json = rd::Json;
+  Json r0 = Json::parse(R"({"status":"ok","device":"NVIDIA H200","pytorch_cuda_alloc_conf":"expandable_segments:True",
+    "phases":{"gemm.qkv.fwd":[0.010,0.012,0.011],"attn.fwd":[0.020,0.021,0.022],"mlp.bwd":[0.3,0.3,0.3],
+              "logits.fwd":[0.05,0.05,0.05],"logits.bwd":[0.01,0.01,0.01],"optimizer.step":[1,1,1],"norm.fwd":[0.002,0.002,0.002],
+              "mystery":[0.001,0.001,0.001]},
+    "memory_step":{"phases":{"gemm.qkv.fwd":{"start":100,"peak":200,"peak_reserved":300}},"peak_at":"mlp.bwd"},
+    "steps":[{"step_s":2.0},{"step_s":2.2},{"step_s":2.1}],
+    "max_memory_allocated":1000,"max_memory_reserved":1200,"losses":[12.0,11.9]})");
+  Json r1 = r0;
+  r1["phases"]["attn.fwd"] = {0.030, 0.031, 0.032};
+  r1["max_memory_allocated"] = 1100;
+  const rd::StepMeasurement m = rd::measurement_of({r0, r1});
+  CHECK(m.ranks == 2);
+  CHECK(m.max_memory_allocated == 1100);
+  CHECK(m.step_median_s == Approx(2.1));
+  const auto attn = std::find_if(m.phases.begin(), m.phases.end(), [](auto& p) { return p.name == "attn.fwd"; });
+  REQUIRE(attn != m.phases.end());
+  CHECK(attn->median_s == Approx(0.031));  // max over ranks of the per-rank median
+  CHECK(attn->min_s == Approx(0.020));
+  CHECK(m.phases.front().name == "gemm.qkv.fwd");  // memory-step order first
+  CHECK(m.phases.front().peak_reserved_bytes == 300);
+
+  Scenario sc = llama2(16384);
+  sc.plan.tiled_mlp = true;
+  const Prediction p = predict(sc);
+  const auto c = eval::compare_step(p, m);
+  auto find = [&](const std::string& n) {
+    auto it = std::find_if(c.phases.begin(), c.phases.end(), [&](auto& r) { return r.name == n; });
+    REQUIRE(it != c.phases.end());
+    return *it;
+  };
+  CHECK(find("logits").measured == Approx(0.06));
+  CHECK(find("logits").predicted == Approx(p.step.get("logits.fwd") + p.step.get("logits.bwd")));
+  CHECK(find("mlp.bwd").predicted == Approx(p.step.get("mlp.bwd") + p.step.get("mlp.tiled_recompute")));
+  CHECK(find("other").measured == Approx(0.001));  // unknown names land in other
+  CHECK_FALSE(find("norm.fwd").scored);
+  CHECK(find("attn.fwd").scored);
+  CHECK(c.allocated.predicted == Approx(double(p.gpu.total() - p.gpu.get("cuda_context") - p.gpu.get("nccl_buffers") -
+                                               p.gpu.get("fragmentation"))));
+  CHECK(c.reserved.predicted - c.allocated.predicted == Approx(double(p.gpu.get("fragmentation"))));
+  CHECK(c.allocated.error_pct == Approx((c.allocated.predicted - 1100) / 1100 * 100));
+}

@@ -1,0 +1,121 @@
+"""GPU-free parts of the deepspeed backend's worker (runtime/deepspeed/ulysses_worker): the job
+checks, the HF config.json of a preset, the DeepSpeed config and the shard rules. No torch needed."""
+import copy
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "deepspeed"))
+from ulysses_worker import dsconfig, hfconfig, job  # noqa: E402
+
+MODEL = dict(name="llama-3.1-8b", layers=2, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn_hidden=14336,
+             vocab=128256, tied_embeddings=False, qk_norm=False, qkv_bias=False)
+PLAN = dict(sp_size=1, dp_replicate_size=1, dp_shard_size=1, zero_stage=3, micro_batch_size=1, seq_len=16384,
+            offload_optimizer=True, offload_params=False, activation_checkpointing=True, offload_checkpoints=True,
+            tiled_logits=True, tiled_mlp=True, attn_implementation="sdpa", kv_strategy="replicate",
+            reduce_bucket_size=5e8)
+JOB = {"schema": 1, "scenario": "t", "model": MODEL, "plan": PLAN, "gpus": 1,
+       "run": {"warmup": 1, "iters": 3, "seed": 1, "expandable_segments": True, "trace": "", "probe_seq_lens": []},
+       "out": "/tmp/x"}
+
+
+def jobwith(section, key, value):
+    j = copy.deepcopy(JOB)
+    (j[section] if section else j)[key] = value
+    return j
+
+
+class JobChecks(unittest.TestCase):
+    def test_valid(self):
+        self.assertEqual(job.check(copy.deepcopy(JOB))["plan"]["seq_len"], 16384)
+
+    def test_rules_name_the_key(self):
+        cases = [
+            (jobwith("plan", "kv_strategy", "send_once"), "plan.kv_strategy"),
+            (jobwith("plan", "attn_implementation", "eager"), "plan.attn_implementation"),
+            (jobwith("plan", "seq_len", 16385), None),  # fine at sp 1
+            (jobwith("plan", "zero_stage", 4), "plan.zero_stage"),
+            (jobwith("model", "heads", 0), "model.heads"),
+            (jobwith("model", "qk_norm", "yes"), "model.qk_norm"),
+            (jobwith(None, "gpus", 2), "gpus"),
+            (jobwith("run", "iters", 0), "run.iters"),
+            (jobwith("run", "probe_seq_lens", [2048, 1024]), "run.probe_seq_lens"),
+        ]
+        for j, key in cases:
+            if key is None:
+                job.check(j)
+                continue
+            with self.assertRaises(job.JobError) as e:
+                job.check(j, "f.json")
+            self.assertIn(f"f.json: {key}:", str(e.exception))
+            self.assertNotIn("\n", str(e.exception))
+
+    def test_sp_rules(self):
+        j = copy.deepcopy(JOB)
+        j["plan"]["sp_size"], j["gpus"], j["plan"]["seq_len"] = 3, 3, 16383
+        with self.assertRaises(job.JobError) as e:
+            job.check(j, "f.json")
+        self.assertIn("model.heads", str(e.exception))  # 32 % 3
+        j["plan"]["sp_size"], j["gpus"], j["plan"]["seq_len"] = 4, 4, 16382
+        with self.assertRaises(job.JobError) as e:
+            job.check(j, "f.json")
+        self.assertIn("plan.seq_len", str(e.exception))
+
+    def test_load_errors(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "j.json")
+            with open(p, "w") as f:
+                f.write("{not json")
+            with self.assertRaises(job.JobError) as e:
+                job.load(p)
+            self.assertIn("not JSON", str(e.exception))
+            with self.assertRaises(job.JobError):
+                job.load(os.path.join(d, "missing.json"))
+
+
+class Configs(unittest.TestCase):
+    def test_llama_config(self):
+        c = hfconfig.config_dict(MODEL, 65536, "sdpa")
+        self.assertEqual(c["model_type"], "llama")
+        self.assertEqual((c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]), (32, 8, 128))
+        self.assertEqual(c["max_position_embeddings"], 65536)
+        self.assertFalse(c["tie_word_embeddings"])
+
+    def test_qwen3_config(self):
+        m = dict(MODEL, qk_norm=True, tied_embeddings=True, hidden=2560, vocab=151936)
+        c = hfconfig.config_dict(m, 1024, "sdpa")
+        self.assertEqual(c["model_type"], "qwen3")
+        self.assertEqual(c["max_position_embeddings"], 2048)
+        self.assertTrue(c["tie_word_embeddings"])
+
+    def test_deepspeed_config(self):
+        d = dsconfig.deepspeed_config(PLAN)
+        z = d["zero_optimization"]
+        self.assertEqual(z["stage"], 3)
+        self.assertEqual(z["offload_optimizer"], {"device": "cpu", "pin_memory": True})
+        self.assertNotIn("offload_param", z)
+        self.assertFalse(d["optimizer"]["params"]["torch_adam"])  # CPU Adam with optimizer offload
+        d = dsconfig.deepspeed_config(dict(PLAN, offload_optimizer=False, zero_stage=0))
+        self.assertTrue(d["optimizer"]["params"]["torch_adam"])
+        self.assertNotIn("reduce_bucket_size", d["zero_optimization"])
+        json.dumps(d)
+
+    def test_parallelism(self):
+        p = dict(PLAN, sp_size=4, dp_shard_size=2)
+        self.assertEqual(dsconfig.parallelism_kwargs(p),
+                         {"sp_backend": "deepspeed", "sp_size": 4, "dp_replicate_size": 1, "dp_shard_size": 2})
+        self.assertEqual(dsconfig.sp_handler_kwargs(p)["sp_seq_length"], 16384)
+
+    def test_shard_rules(self):
+        self.assertEqual(dsconfig.tiled_mlp_shards(16384, 4096), 4)
+        self.assertEqual(dsconfig.tiled_mlp_shards(16385, 4096), 5)
+        self.assertEqual(dsconfig.tiled_mlp_shards(100, 4096), 1)
+        # 1 GiB of fp32 logits per shard: 16384 * 128256 * 4 B = 7.83 GiB -> 8
+        self.assertEqual(dsconfig.tiled_logits_shards(1, 16384, 128256), 8)
+        self.assertEqual(dsconfig.tiled_logits_shards(1, 1, 128256), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
