@@ -20,6 +20,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
+#include "cli/capacity_step.hpp"
 #include "cli/validation.hpp"
 #include "reports/table.hpp"
 #include "sim/config.hpp"
@@ -95,6 +96,7 @@ int report(const std::vector<CapacityCase>& cs, double max_err, const std::strin
 int run_stored(const po::variables_map& vm) {
   const std::string path = vm["stored"].as<std::string>();
   const Json j = load_record(path, "ulysses capacity --out");
+  if (is_step_capacity_record(j)) return run_step_capacity_stored(vm, j, path);
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
   const std::int64_t g = j.value("granularity", std::int64_t{1024});
   std::vector<CapacityCase> cs;
@@ -159,7 +161,7 @@ std::int64_t measured_max_S(CapacityCase& c, std::int64_t g, double timeout_s) {
 
 int run_set(const po::variables_map& vm, int argc, char** argv) {
   if (!vm.count("out")) throw InputError("", "--out", "required with --set");
-  if (backend_of(vm) != "cuda") throw InputError("", "--backend", "capacity bisects on GPUs: --backend cuda");
+  if (backend_of(vm) != "cuda") throw InputError("", "--backend", "capacity bisects on GPUs: --backend cuda or deepspeed");
   const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
   // predictions use --profile when given; the record names the set's profile, which --stored
   // loads by default on any machine (commit the calibrated profile under that name)
@@ -271,17 +273,25 @@ int run_capacity(int argc, char** argv) {
       ("out", po::value<std::string>(), "with --set: write the capacity record (JSON) here")
       ("stored", po::value<std::string>(), "re-predict a stored capacity record (no GPU)")
       ("profile", po::value<std::string>(), "hardware profile (default: the set's / the record's)")
-      ("backend", po::value<std::string>()->default_value("cuda"), "cuda")
+      ("backend", po::value<std::string>()->default_value("cuda"), "cuda (the block) | deepspeed (whole steps, under each case's run.ballast_GiB)")
       ("granularity", po::value<std::int64_t>()->default_value(1024), "S is searched in multiples of this (tokens)")
       ("max-run-s", po::value<double>()->default_value(20), "run all six phases at the longest S when the model predicts the block under this")
       ("max-error-pct", po::value<double>()->default_value(3), "target: |predicted - measured| / measured longest S (%; < 0: off)");
   const auto vm = parse_args(argc, argv, d);
   if (vm.count("help")) {
-    print_help(argv[0], "--set FILE --backend cuda --out FILE.json | --stored FILE.json",
+    print_help(argv[0], "--set FILE --backend cuda|deepspeed --out FILE.json | --stored FILE.json",
                "The longest S of the attention block found on the GPUs (allocation bisection) next to the model's.", d);
     return kExitOk;
   }
   if (vm.count("set") == vm.count("stored")) throw InputError("", "--set", "give exactly one of --set FILE and --stored FILE");
+  if (vm.count("set") && vm["backend"].as<std::string>() == "deepspeed") {
+    std::string cmd = argv[0];
+    for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
+    const std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return run_step_capacity_set(vm, buf, cmd);
+  }
   return vm.count("stored") ? run_stored(vm) : run_set(vm, argc, argv);
 }
 

@@ -18,6 +18,8 @@
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
 #include "cli/validation.hpp"
+#include "cli/validate_step.hpp"
+#include "cli/step_common.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
@@ -79,6 +81,7 @@ int report(const std::vector<CaseResult>& results, const Targets& t, const std::
 int run_stored(const po::variables_map& vm) {
   const std::string path = vm["stored"].as<std::string>();
   const Json j = load_record(path, "ulysses validate --out");
+  if (is_step_record(j)) return run_step_stored(vm, j, path);
   const std::string model = j.value("model", ""), profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
   std::vector<CaseResult> results;
   for (std::size_t i = 0; i < j["cases"].size(); ++i) {
@@ -214,16 +217,21 @@ int run_validate(int argc, char** argv) {
       ("max-error-pct", po::value<double>()->default_value(15), "target: per phase max |error| (%; < 0: off)")
       ("max-memory-error-pct", po::value<double>()->default_value(3), "target: peak memory max |error| (%; < 0: off)");
   add_runtime_options(d);
+  add_step_options(d);
   const auto vm = parse_args(argc, argv, d);
   if (vm.count("help")) {
-    print_help(argv[0], "--set FILE --backend cpu|cuda --out FILE.json | --stored FILE.json",
+    print_help(argv[0], "--set FILE --backend cpu|cuda|deepspeed --out FILE.json | --stored FILE.json",
                "Runs a validation set of block scenarios on a backend next to their predictions (per phase\n"
                "and peak memory: predicted, measured, signed error), or re-predicts a stored record on any\n"
-               "machine. Exit 1 when a correctness check failed or the errors exceed the targets.",
+               "machine. Exit 1 when a correctness check failed or the errors exceed the targets.\n"
+               "--backend deepspeed: whole training steps (docs/DEEPSPEED_BACKEND.md); record format\n"
+               "ulysses-step-validation/1, targets: peak allocated/reserved median |err| <= 3 %, max <= 6 %, step <= 10 %.",
                d);
     return kExitOk;
   }
   if (vm.count("set") == vm.count("stored")) throw InputError("", "--set", "give exactly one of --set FILE and --stored FILE");
+  refuse_step_options(vm, backend_of(vm));
+  if (vm.count("set") && is_step_backend(backend_of(vm))) return run_step_set(vm, utc_now(), command_line(argc, argv));
   return vm.count("stored") ? run_stored(vm) : run_set(vm, argc, argv);
 }
 

@@ -3,6 +3,8 @@
 // --expandable-segments), the scenario with the layer override, running the worker with its errors
 // mapped to exit codes, and the measurement / comparison as tables and JSON.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/options.hpp"
 #include "eval/step_compare.hpp"
@@ -19,6 +21,15 @@ void refuse_step_options(const po::variables_map& vm, const std::string& backend
 // --layers applied to the scenario (InputError when <= 0 or above the model's layers).
 Scenario with_layers(Scenario sc, const po::variables_map& vm);
 runtime::deepspeed::StepOptions step_options_of(const po::variables_map& vm);  // warmup/iters/seed too
+
+// Case keys of step validation and capacity sets: run.* keys are worker options, removed from
+// `keys` (what remains are set_key keys). run.expandable_segments true|false, run.ballast_GiB X.
+struct RunKeys {
+  bool expandable_segments = true;
+  std::int64_t ballast_bytes = 0;
+};
+RunKeys split_run_keys(std::vector<std::pair<std::string, std::string>>& keys, const std::string& origin,
+                       const std::string& case_name);
 
 std::string step_table(const runtime::deepspeed::StepMeasurement& m);
 reports::Json step_json(const runtime::deepspeed::StepMeasurement& m);

@@ -64,9 +64,14 @@ ValidationSet load_validation_set(const std::string& path) {
     }
   }
   // every case must build a valid scenario: fail now, naming the case, not in the middle of a run
+  // (run.* keys are the deepspeed backend's worker options: cli/step_common.hpp checks them; a block
+  // backend passes them to case_scenario, which refuses them as unknown keys)
   for (std::size_t i = 0; i < s.cases.size(); ++i) {
-    Keys all = s.defaults;
-    all.insert(all.end(), s.cases[i].keys.begin(), s.cases[i].keys.end());
+    Keys all;
+    for (const auto& kv : s.defaults)
+      if (kv.first.rfind("run.", 0) != 0) all.push_back(kv);
+    for (const auto& kv : s.cases[i].keys)
+      if (kv.first.rfind("run.", 0) != 0) all.push_back(kv);
     case_scenario(s.model, s.profile, all, path, s.cases[i].name);
   }
   return s;

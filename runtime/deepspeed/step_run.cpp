@@ -148,7 +148,7 @@ Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out
   j["gpus"] = sc.gpus;
   j["run"] = {{"warmup", opt.warmup}, {"iters", opt.iters}, {"seed", static_cast<std::int64_t>(opt.seed % (1ULL << 31))},
               {"expandable_segments", opt.expandable_segments}, {"trace", opt.trace},
-              {"probe_seq_lens", opt.probe_seq_lens}};
+              {"probe_seq_lens", opt.probe_seq_lens}, {"ballast_bytes", opt.ballast_bytes}};
   j["out"] = out_prefix;
   return j;
 }

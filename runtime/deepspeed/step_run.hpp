@@ -24,6 +24,8 @@ struct StepOptions {
   bool expandable_segments = true;     // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the ALST recipe)
   std::string trace;                   // torch.profiler (CUPTI) trace path prefix; "" = no traced step
   std::vector<std::int64_t> probe_seq_lens;  // capacity probes (increasing); empty = a normal run
+  std::int64_t ballast_bytes = 0;      // device memory held by the worker all run long (capacity under a
+                                       // smaller HBM: the allocator's counters include it)
 };
 
 // The job file the worker reads (schema 1). Throws InputError (origin, key) for a plan the stack

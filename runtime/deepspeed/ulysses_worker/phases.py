@@ -163,7 +163,7 @@ def instrument(module, base):
         kwargs[where[1]] = mark(kwargs[where[1]], f"{base}.bwd", opens=False)
         return args, kwargs
 
-    def post(mod, args, kwargs, out):
+    def post(mod, args, kwargs, out=None):
         if not CLOCK.enabled:
             return None
         CLOCK.pop(f"{base}.{'recompute' if CLOCK.in_backward else 'fwd'}")
@@ -174,7 +174,9 @@ def instrument(module, base):
         return None
 
     module.register_forward_pre_hook(pre, with_kwargs=True)
-    module.register_forward_hook(post, with_kwargs=True)
+    # always_call: torch's non-reentrant checkpoint stops a recompute early by raising through the
+    # module (torch/utils/checkpoint.py _StopRecomputationError); the phase must close all the same
+    module.register_forward_hook(post, with_kwargs=True, always_call=True)
 
 
 def wrap_function(fn, base):
@@ -186,8 +188,10 @@ def wrap_function(fn, base):
         name = f"{base}.{'recompute' if CLOCK.in_backward else 'fwd'}"
         CLOCK.push(name)
         q, k, v = (mark(t, f"{base}.bwd", opens=False) for t in (q, k, v))
-        out = fn(module, q, k, v, *args, **kwargs)
-        CLOCK.pop(name)
+        try:
+            out = fn(module, q, k, v, *args, **kwargs)
+        finally:
+            CLOCK.pop(name)
         if isinstance(out, tuple):
             return (mark(out[0], f"{base}.bwd", opens=True),) + tuple(out[1:])
         return mark(out, f"{base}.bwd", opens=True)

@@ -209,25 +209,35 @@ class Runner:
 
 
 def attribute_kernels(trace_path):
-    """Kernel time per phase from a torch.profiler (Kineto/CUPTI) trace: each GPU kernel charged to
-    the innermost gpu_user_annotation (our phase ranges) that contains its start."""
+    """Kernel time per phase from a torch.profiler (Kineto/CUPTI) trace. A kernel belongs to the
+    launch that made it (same correlation id); the launch to the innermost of our phase ranges
+    (user_annotation) open on its thread at that moment; no range: 'other'."""
     with open(trace_path) as f:
         ev = json.load(f).get("traceEvents", [])
-    ann = [(e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in ev
-           if e.get("cat") == "gpu_user_annotation" and e.get("ph") == "X"]
-    ann.sort()
+    ann = {}   # tid -> [(start, end, name)]
+    launch = {}  # correlation -> (tid, ts)
+    for e in ev:
+        if e.get("ph") != "X":
+            continue
+        cat = e.get("cat")
+        if cat == "user_annotation":
+            ann.setdefault(e.get("tid"), []).append((e["ts"], e["ts"] + e.get("dur", 0), e["name"]))
+        elif cat in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            launch[e["args"]["correlation"]] = (e.get("tid"), e["ts"])
     out = {}
     for e in ev:
         if e.get("cat") != "kernel" or e.get("ph") != "X":
             continue
-        ts, best = e["ts"], None
-        for a0, a1, name in ann:
-            if a0 > ts:
-                break
-            if a1 >= ts and (best is None or a1 - a0 < best[1] - best[0]):
-                best = (a0, a1, name)
-        k = best[2] if best else "other"
-        d = out.setdefault(k, {"kernel_s": 0.0, "kernels": 0})
+        name = "other"
+        where = launch.get(e.get("args", {}).get("correlation"))
+        if where is not None:
+            best = None
+            for a0, a1, n in ann.get(where[0], ()):
+                if a0 <= where[1] <= a1 and (best is None or a1 - a0 < best[1] - best[0]):
+                    best = (a0, a1, n)
+            if best:
+                name = best[2]
+        d = out.setdefault(name, {"kernel_s": 0.0, "kernels": 0})
         d["kernel_s"] += e.get("dur", 0) * 1e-6
         d["kernels"] += 1
     return out
@@ -240,6 +250,8 @@ def run_job(job, trace_path):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    ballast_bytes = job["run"].get("ballast_bytes", 0)
+    ballast = torch.empty(ballast_bytes, dtype=torch.uint8, device="cuda") if ballast_bytes else None
     r = Runner(job)
     t0 = time.time()
     res = {"status": "ok", "rank": r.rank, "world_size": r.world,
@@ -251,6 +263,8 @@ def run_job(job, trace_path):
         res.update(r.probe(probes))
     else:
         res.update(r.run(trace_path))
+    res["ballast_bytes"] = ballast_bytes  # held all run long, included in the allocator's counters
+    del ballast
     free, total = torch.cuda.mem_get_info()
     res["device_used_bytes"] = total - free  # context + NCCL + what the allocator holds, at the end
     res["wall_s"] = time.time() - t0

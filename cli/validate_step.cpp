@@ -1,0 +1,140 @@
+#include "cli/validate_step.hpp"
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/runtime_common.hpp"
+#include "cli/step_common.hpp"
+#include "cli/validation.hpp"
+#include "eval/step_record.hpp"
+#include "sim/errors.hpp"
+#include "sim/predict.hpp"
+
+namespace ulysses::cli {
+
+namespace {
+constexpr const char* kFormat = "ulysses-step-validation/1";
+using Json = reports::Json;
+
+int report(const std::vector<eval::StepCase>& cases, const std::string& title) {
+  const eval::StepSummary s = eval::summarize_steps(cases);
+  std::cout << title << "\n\n" << eval::step_cases_table(cases) << "\n" << eval::step_summary_table(s);
+  const auto missed = eval::missed_step_targets(s);
+  for (const auto& m : missed) std::cout << "missed: " << m << "\n";
+  if (missed.empty()) std::cout << "all targets met\n";
+  return missed.empty() ? kExitOk : kExitFailure;
+}
+}  // namespace
+
+bool is_step_record(const Json& j) { return j.value("format", "") == kFormat; }
+
+int run_step_set(const po::variables_map& vm, const std::string& measured_at, const std::string& command) {
+  if (!vm.count("out")) throw InputError("", "--out", "required with --set (where the validation record is written)");
+  const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
+  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
+  const std::string out_path = vm["out"].as<std::string>();
+  const std::string tmp_path = out_path + ".partial";
+  {
+    std::ofstream probe(tmp_path);
+    if (!probe) throw InputError("", "--out", "cannot write '" + out_path + "'");
+  }
+  std::vector<std::string> only;
+  if (vm.count("case")) only = vm["case"].as<std::vector<std::string>>();
+  std::vector<eval::StepCase> todo;
+  for (const auto& c : set.cases) {  // every scenario built and checked before anything runs
+    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+    eval::StepCase r;
+    r.name = c.name;
+    r.keys = set.defaults;
+    r.keys.insert(r.keys.end(), c.keys.begin(), c.keys.end());
+    Keys sk = r.keys;
+    r.expandable_segments = split_run_keys(sk, set.path, c.name).expandable_segments;
+    r.sc = case_scenario(set.model, profile, sk, set.path, c.name);
+    (void)runtime::deepspeed::job_json(r.sc, {}, "", set.path);  // refusals before the first run
+    todo.push_back(std::move(r));
+  }
+  if (todo.empty()) throw InputError("", "--case", "selects no case of the set");
+  runtime::deepspeed::StepOptions base = step_options_of(vm);
+  Json rec{{"format", kFormat}, {"set", set.path}, {"set_name", set.name}, {"model", set.model}, {"profile", set.profile},
+           {"profile_used", profile}, {"backend", "deepspeed"}, {"measured_at", measured_at}, {"command", command},
+           {"error_pct_convention", "(predicted - measured) / measured * 100; per step, median over timed steps, max over ranks"},
+           {"options", {{"warmup", base.warmup}, {"iters", base.iters}, {"seed", base.seed}}},
+           {"cases", Json::array()}};
+  std::vector<eval::StepCase> done;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    eval::StepCase& r = todo[i];
+    runtime::deepspeed::StepOptions o = base;
+    o.expandable_segments = r.expandable_segments;
+    const Prediction p = predict(r.sc);
+    try {
+      r.m = runtime::deepspeed::run_step(r.sc, o, set.path);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::cerr << fmt::format("case {}: run failed: {}\n", r.name, e.what());
+      rec["failed_cases"].push_back({{"name", r.name}, {"error", e.what()}});
+      continue;
+    }
+    r.c = eval::compare_step(p, r.m);
+    rec["device"] = r.m.device;
+    rec["cases"].push_back(eval::step_case_json(r));
+    std::cerr << fmt::format("[{:.0f} s] case {} ({}/{}): step {:.3f} s, allocated {:+.1f} %, reserved {:+.1f} %\n",
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), r.name, i + 1,
+                             todo.size(), r.m.step_median_s, r.c.allocated.error_pct, r.c.reserved.error_pct);
+    done.push_back(r);
+    std::ofstream part(tmp_path);  // progress so far, never under the final name
+    part << rec.dump(1) << "\n";
+  }
+  rec["summary"] = eval::step_summary_json(eval::summarize_steps(done));
+  rec["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    std::ofstream o(tmp_path);
+    o << rec.dump(1) << "\n";
+    if (!o.flush()) throw InputError("", "--out", "cannot write '" + out_path + "'");
+  }
+  if (done.size() == todo.size()) std::rename(tmp_path.c_str(), out_path.c_str());
+  else std::cerr << fmt::format("{} of {} cases failed: the record stays at {}\n", todo.size() - done.size(), todo.size(), tmp_path);
+  std::cout << "wrote " << (done.size() == todo.size() ? out_path : tmp_path) << "\n";
+  const int rc = report(done, fmt::format("step validation set {} on backend deepspeed, profile {}", set.path, profile));
+  return done.size() == todo.size() ? rc : kExitFailure;
+}
+
+int run_step_stored(const po::variables_map& vm, const Json& rec, const std::string& path) {
+  const std::string model = rec.value("model", "");
+  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : rec.value("profile", "");
+  std::vector<eval::StepCase> cases;
+  for (std::size_t i = 0; i < rec["cases"].size(); ++i) {
+    const Json& c = rec["cases"][i];
+    try {
+      eval::StepCase r;
+      r.name = c.at("name").get<std::string>();
+      for (const auto& kv : c.at("keys")) r.keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+      Keys sk = r.keys;
+      r.expandable_segments = split_run_keys(sk, path, r.name).expandable_segments;
+      r.sc = case_scenario(model, profile, sk, path, r.name);
+      r.m = eval::measurement_from_case(c);
+      r.c = eval::compare_step(predict(r.sc), r.m);
+      cases.push_back(std::move(r));
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored step case (") + e.what() + ")");
+    }
+  }
+  if (vm.count("json")) {
+    Json out{{"record", path}, {"profile", profile}, {"summary", eval::step_summary_json(eval::summarize_steps(cases))},
+             {"cases", Json::array()}};
+    for (const auto& r : cases) out["cases"].push_back(eval::step_case_json(r));
+    std::ofstream o(vm["json"].as<std::string>());
+    o << out.dump(1) << "\n";
+    if (!o.flush()) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
+  }
+  return report(cases, fmt::format("step validation record {} ({} cases, measured {} on {}) re-predicted with profile {}",
+                                   path, cases.size(), rec.value("measured_at", "?"), rec.value("device", "?"), profile));
+}
+
+}  // namespace ulysses::cli

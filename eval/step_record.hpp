@@ -1,0 +1,52 @@
+#pragma once
+// Whole-step validation records of the deepspeed backend (`ulysses validate --backend deepspeed
+// --set FILE --out FILE.json`, re-predicted on any machine by `validate --stored FILE.json`):
+// every case's set_key keys, run options and the worker's measurement; statistics and targets
+// (issue 12): peak allocated and, under expandable segments, reserved memory median |error| <= 3 %,
+// max <= 6 %; step time median |error| <= 10 %; phases reported against 5 % / 15 %.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "eval/step_compare.hpp"
+#include "runtime/deepspeed/step_run.hpp"
+#include "sim/scenario.hpp"
+
+namespace ulysses::eval {
+
+using Keys = std::vector<std::pair<std::string, std::string>>;
+
+struct StepCase {
+  std::string name;
+  Keys keys;                                   // set_key keys (defaults, then the case's)
+  bool expandable_segments = true;             // run.expandable_segments of the case
+  Scenario sc;
+  runtime::deepspeed::StepMeasurement m;
+  StepComparison c;                            // today's prediction next to the measurement
+};
+
+// The case as stored: keys, run options, the measurement (step_json-like, with the raw phases).
+runtime::deepspeed::Json step_case_json(const StepCase& c);
+// The measurement back from a stored case (what measurement_of made of the worker's files).
+runtime::deepspeed::StepMeasurement measurement_from_case(const runtime::deepspeed::Json& c);
+
+struct Stat {
+  std::string name;
+  std::vector<double> errors;                  // signed %, one per scored case
+  std::vector<std::string> cases;
+  double median_abs() const;
+  double max_abs() const;
+  std::string worst() const;
+};
+
+struct StepSummary {
+  Stat allocated, reserved, step;              // reserved: cases run with expandable segments only
+  std::vector<Stat> phases;                    // per phase group (scored rows)
+};
+StepSummary summarize_steps(const std::vector<StepCase>& cases);
+std::vector<std::string> missed_step_targets(const StepSummary& s);  // one line per target missed
+std::string step_cases_table(const std::vector<StepCase>& cases);
+std::string step_summary_table(const StepSummary& s);
+runtime::deepspeed::Json step_summary_json(const StepSummary& s);
+
+}  // namespace ulysses::eval

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
+# Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
+# .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
+# Usage: reports/validation/run_alst_gpu.sh validate|capacity|compare
+set -u
+cd "$(dirname "$0")/../.."
+mode=${1:?validate|capacity|compare}
+export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
+export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
+bin=$PWD/.gpu/bin/ulysses
+r=$OUT/alst; mkdir -p $r
+t0=$(date +%s)
+[ -d /tmp/alst-site/deepspeed ] || bash runtime/deepspeed/install-stack.sh .alst/wheels /tmp/alst-site > $r/install.log 2>&1
+echo "install rc $? $(( $(date +%s) - t0 )) s"; tail -1 $r/install.log 2>/dev/null
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv > $r/nvidia-smi.csv
+case $mode in
+  validate)
+    timeout 540 $bin validate --backend deepspeed --set scenarios/validation/h200-alst.yaml --warmup 1 --iters 2 \
+      --out $r/h200-alst.json > $r/validate.log 2> $r/validate.err; echo "validate rc $?"
+    tail -45 $r/validate.log; grep -v Warning $r/validate.err | grep -E '^\[|case|error' | tail -20 ;;
+  capacity)
+    timeout 560 $bin capacity --backend deepspeed --granularity 512 --set scenarios/validation/h200-alst-capacity.yaml \
+      --out $r/h200-alst-capacity.json > $r/capacity.log 2> $r/capacity.err; echo "capacity rc $?"
+    cat $r/capacity.log; grep -E '^case|error' $r/capacity.err | tail -20 ;;
+  compare)
+    timeout 300 $bin compare --backend deepspeed --model llama-3.1-8b --profile h200-sxm-141gb --gpus 1 --sp-size 1 --layers 2 \
+      --seq-len 65536 --attn-implementation sdpa --tiled-logits --tiled-mlp --offload-checkpoints --offload-optimizer \
+      --trace $r/compare-trace.json --format json > $r/compare.json 2> $r/compare.err; echo "compare rc $?" ;;
+esac
+echo "total $(( $(date +%s) - t0 )) s"
+cd $OUT && tar czf alst.tgz alst && rm -rf alst
