@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 APT_PACKAGES := cmake g++ make libboost-program-options-dev libfmt-dev libyaml-cpp-dev \
                 nlohmann-json3-dev catch2 python3-matplotlib python3-yaml
 
-.PHONY: deps configure build run test clean
+.PHONY: deps configure build run test clean deepspeed-stack
 
 deps:
 	@bash cmake/install-deps.sh $(APT_PACKAGES)
@@ -25,3 +25,7 @@ test: build
 
 clean:
 	rm -rf $(BUILD) out
+
+# The deepspeed backend's Python stack for an offline GPU host (docs/DEEPSPEED_BACKEND.md)
+deepspeed-stack:
+	@bash runtime/deepspeed/fetch-stack.sh .alst/wheels
