@@ -91,7 +91,7 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
     o.ballast_bytes = c.run.ballast_bytes;
     std::int64_t lo = 0, hi = 0;
     std::vector<std::int64_t> ladder = eval::first_ladder(c.predicted_S, g);
-    for (int round = 0; round < 4 && !ladder.empty(); ++round) {
+    for (int round = 0; round < 3 && !ladder.empty(); ++round) {
       o.probe_seq_lens = ladder;
       Scenario s = c.sc;
       s.plan.seq_len = ladder.back();
@@ -109,7 +109,7 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
       if (hi == 0) ladder = {ladder.back() * 2, ladder.back() * 3};  // nothing failed: go higher
       else if (lo == 0) ladder = eval::ladder_between(0, hi, 4, g);   // the first probe failed: go lower
       else ladder = eval::ladder_between(lo, hi, 5, g);               // refine inside the bracket
-      if (hi > 0 && lo > 0 && double(hi - lo) <= 0.01 * double(lo)) break;
+      if (hi > 0 && lo > 0 && double(hi - lo) <= 0.02 * double(lo)) break;  // resolution 2 %: the target is 3 %
     }
     if (lo == 0 || hi == 0) throw std::runtime_error(fmt::format("case {}: could not bracket the longest S", c.name));
     c.measured_S = lo;

@@ -71,6 +71,8 @@ const std::vector<PlanField>& plan_fields() {
          p.rmsnorm_implementation = parse_choice(s, w, {"eager", "fused"}) == "eager" ? RmsNormImpl::eager : RmsNormImpl::fused;
        },
        [](const Plan& p) { return std::string(p.rmsnorm_implementation == RmsNormImpl::eager ? "eager" : "fused"); }},
+      {"torch_adam", [](Plan& p, const S& s, const W& w) { p.torch_adam = parse_bool(s, w); },
+       [](const Plan& p) { return b2s(p.torch_adam); }},
   };
   return fields;
 }

@@ -79,7 +79,7 @@ struct Moment {
   double total() const { return qkvo_seq + qkvo_head + a2a + stats + ws + mlp + norms + norm_eager + grads; }
 };
 
-constexpr int kMoments = 8;
+constexpr int kMoments = 9;
 void layer_moments(const Act& a, Moment (&m)[kMoments]) {
   // forward: x, norm1 out (+ h1, norm2 out); the first pass under checkpointing saves nothing,
   // without checkpointing eager norms save their fp32 copies (norm_eager) already here
@@ -106,6 +106,13 @@ void layer_moments(const Act& a, Moment (&m)[kMoments]) {
           a.q /*d_out head*/ + a.q + 2 * a.kvh /*dq, dk, dv head*/ + dy};
   m[7] = {"backward.a2a_qkv", 0, 0, 2 * a.q, 0, 0, 0, norms_attn, a.norm_eager,
           (a.q + 2 * a.kvh) /*head grads*/ + (a.q + 2 * a.kvs + 2 * a.kvr) /*seq grads*/ + dy};
+  // eager RMSNorm backward of norm2 (after the MLP backward; docs/MODEL.md "RMSNorm backward"):
+  // the attention's saved set, norm1's output and both norms' saved sets, the residual gradient and
+  // the norm's incoming gradient; inside PowBackward0 five fp32 [T, h] tensors (2 th each) are live
+  // at once while the norm's bf16 x_normed and its incoming gradient are already freed: + 8 th.
+  m[8] = a.eager ? Moment{"backward.norm", a.q, head4, 0, a.lse, 0, 0, a.x_keep + a.th /*norm1 out*/ + a.rstd,
+                          2 * a.norm_eager + 8 * a.th, 2 * dy}
+                 : Moment{"backward.norm", 0, 0, 0, 0, 0, 0, 0, 0, 0};
 }
 
 }  // namespace
@@ -158,6 +165,9 @@ Dims derive_dims(const Scenario& sc) {
 bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.H * d.D * 2); }
 bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.kv_wire * d.D * 2); }
 
+constexpr double kLossBytesPerLogit = 12;
+constexpr double kSubGroupSize = 1e9;  // DeepSpeed ZeRO-3 sub_group_size default (zero/config.py)
+
 bytes_t logits_loss_bytes(const Dims& d) {
   const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
   const double th = tok * d.h * 2;
@@ -165,7 +175,10 @@ bytes_t logits_loss_bytes(const Dims& d) {
   const double logits_elems = std::ceil(tok / static_cast<double>(d.logits_shards)) * d.V;
   // final norm in, out, grad of hidden; eager: fp32 in (2 th) + bf16 normalized (th), no bf16 in
   const double final_norm = d.rmsnorm_eager ? 5 * th : 3 * th;
-  return sat(14 * logits_elems /*bf16 2 + fp32 copy 4 + loss/grad 8*/ + final_norm);
+  // cross_entropy(logits.float()) per logit: forward bf16 2 + fp32 copy 4 + log_softmax out 4 = 10;
+  // backward (the peak): saved log_softmax out 4 + nll_loss grad 4 + log_softmax grad 4 = 12
+  // (docs/MODEL.md "logits_loss"; measured 10.0 and 12.0 B/logit, docs/VALIDATION.md "Whole steps")
+  return sat(kLossBytesPerLogit * logits_elems + final_norm);
 }
 
 bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
@@ -176,10 +189,12 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const double Pn = static_cast<double>(d.total_params);
   const double N = static_cast<double>(d.zero_group);
   const int stage = pl.zero_stage;
-  // --- model states: 2 (bf16 weights) + 4 (fp32 grads) + 12 (fp32 master + Adam m, v) B/param
+  // --- model states: 2 (bf16 weights) + grads + 12 (fp32 master + Adam m, v) B/param; ZeRO-3 keeps
+  // its gradient partitions in the model dtype (bf16, 2 B; docs/MODEL.md "Model states"), stages 0-2
+  // are counted at 4 B (fp32; not measured)
   const double shard = std::ceil(Pn / N);  // DeepSpeed pads the flat partition to equal sizes
   double weights = stage >= 3 ? 2 * shard : 2 * Pn;
-  double grads = stage >= 2 ? 4 * shard : 4 * Pn;
+  double grads = stage >= 3 ? 2 * shard : stage >= 2 ? 4 * shard : 4 * Pn;
   double optim = stage >= 1 ? 12 * shard : 12 * Pn;
   if (pl.offload_optimizer) grads = optim = 0;  // fp32 grads, master and moments live on host
   if (pl.offload_params && stage >= 3) weights = 0;
@@ -207,9 +222,17 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const double logits = static_cast<double>(logits_loss_bytes(d));
   const double logits_total = logits + gathered_logits + (d.ckpt ? 0 : d.L * saved);
 
-  const bool at_logits = logits_total > layer_total;
+  // --- the optimizer step on the GPU (ZeRO-3): DeepSpeed builds the fp32 gradient of one sub-group
+  // (4 B/param; sub-groups close at >= sub_group_size = 1e9 elements, so the largest is at most the
+  // shard and below 1e9 + the largest parameter), torch's foreach AdamW adds one fp32 temporary of
+  // the same size (sqrt of exp_avg_sq); FusedAdam none. Activations are freed by then.
+  const double sub_group = std::min(shard, kSubGroupSize + std::ceil(head_p / N));
+  const double optimizer_step = stage >= 3 && !pl.offload_optimizer ? (pl.torch_adam ? 8 : 4) * sub_group : 0;
+
+  const bool at_optimizer = optimizer_step > std::max(layer_total, logits_total);
+  const bool at_logits = !at_optimizer && logits_total > layer_total;
   const Moment zero{"", 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  const Moment& lm = at_logits ? zero : m[best];
+  const Moment& lm = at_logits || at_optimizer ? zero : m[best];
 
   // --- fixed costs
   const Calibration& cal = sc.hw.calibrated;
@@ -217,11 +240,13 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const bytes_t ctx = calib && cal.cuda_context_bytes > 0 ? cal.cuda_context_bytes : sc.hw.cuda_context_bytes;
   const bytes_t nccl = d.gpus <= 1 ? 0 : calib && cal.nccl_buffer_bytes > 0 ? cal.nccl_buffer_bytes : sc.hw.nccl_buffer_bytes;
 
-  const double gathered = at_logits ? gathered_logits : gathered_layer;
-  const double saved_all = d.ckpt ? 0 : (at_logits ? d.L : d.L - 1) * saved;
+  const double gathered = at_optimizer ? 0 : at_logits ? gathered_logits : gathered_layer;
+  const double ckpt_live = at_optimizer ? 0 : checkpoints;
+  const double saved_all = d.ckpt || at_optimizer ? 0 : (at_logits ? d.L : d.L - 1) * saved;
   const double logits_term = at_logits ? logits : 0;
+  const double optimizer_term = at_optimizer ? optimizer_step : 0;
   // fragmentation: a stated fraction of everything allocated and freed during the step
-  const double transient = gathered + checkpoints + saved_all + lm.total() + logits_term;
+  const double transient = gathered + ckpt_live + saved_all + lm.total() + logits_term + optimizer_term;
 
   gpu.n = 0;
   gpu.add("weights", sat(weights));
@@ -229,7 +254,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   gpu.add("optimizer_states", sat(optim));
   gpu.add("zero3_gathered_params", sat(gathered));
   gpu.add("grad_reduce_buffers", sat(grad_reduce));
-  gpu.add("checkpoints", sat(checkpoints));
+  gpu.add("checkpoints", sat(ckpt_live));
   gpu.add("saved_activations", sat(saved_all));
   gpu.add("layer.qkvo_seq", sat(lm.qkvo_seq));
   gpu.add("layer.qkvo_head", sat(lm.qkvo_head));
@@ -241,10 +266,11 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   gpu.add("layer.rmsnorm_eager", sat(lm.norm_eager));
   gpu.add("layer.grads_in_flight", sat(lm.grads));
   gpu.add("logits_loss", sat(logits_term));
+  gpu.add("optimizer_step", sat(optimizer_term));
   gpu.add("cuda_context", ctx);
   gpu.add("nccl_buffers", nccl);
   gpu.add("fragmentation", sat(kFragmentationFraction * transient));
-  return at_logits ? "logits_loss" : m[best].name;
+  return at_optimizer ? "optimizer_step" : at_logits ? "logits_loss" : m[best].name;
 }
 
 void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host) {

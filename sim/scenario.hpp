@@ -120,6 +120,9 @@ struct Plan {
   KvStrategy kv_strategy = KvStrategy::replicate;
   double reduce_bucket_size = 5e8;          // DeepSpeed reduce_bucket_size (elements)
   RmsNormImpl rmsnorm_implementation = RmsNormImpl::eager;  // eager (HF default) | fused
+  // DeepSpeed's optimizer.params.torch_adam: the GPU optimizer is torch.optim.AdamW (foreach)
+  // instead of DeepSpeed's FusedAdam (the default); with offload_optimizer CPU Adam runs either way
+  bool torch_adam = false;
 };
 
 struct Workload {

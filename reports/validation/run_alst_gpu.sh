@@ -2,10 +2,10 @@
 # One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
 # Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
-# Usage: reports/validation/run_alst_gpu.sh validate|capacity|compare
+# Usage: reports/validation/run_alst_gpu.sh validate|rest|capacity|compare
 set -u
 cd "$(dirname "$0")/../.."
-mode=${1:?validate|capacity|compare}
+mode=${1:?validate|rest|capacity|compare}
 export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
 bin=$PWD/.gpu/bin/ulysses
@@ -19,6 +19,13 @@ case $mode in
     timeout 540 $bin validate --backend deepspeed --set scenarios/validation/h200-alst.yaml --warmup 1 --iters 2 \
       --out $r/h200-alst.json > $r/validate.log 2> $r/validate.err; echo "validate rc $?"
     tail -45 $r/validate.log; grep -v Warning $r/validate.err | grep -E '^\[|case|error' | tail -20 ;;
+  rest)  # the validation cases a first call did not reach, then the capacity set
+    timeout 200 $bin validate --backend deepspeed --set scenarios/validation/h200-alst.yaml --warmup 1 --iters 2 \
+      --case qwen3-8b-l3-ckoff-s64k --case qwen3-8b-l4-all-s96k --out $r/h200-alst-2.json > $r/validate.log 2> $r/validate.err
+    echo "validate rc $?"; grep -E '^\[' $r/validate.err
+    timeout 330 $bin capacity --backend deepspeed --granularity 512 --set scenarios/validation/h200-alst-capacity.yaml \
+      --out $r/h200-alst-capacity.json > $r/capacity.log 2> $r/capacity.err; echo "capacity rc $?"
+    cat $r/capacity.log; grep -E '^case|error' $r/capacity.err | tail -20 ;;
   capacity)
     timeout 560 $bin capacity --backend deepspeed --granularity 512 --set scenarios/validation/h200-alst-capacity.yaml \
       --out $r/h200-alst-capacity.json > $r/capacity.log 2> $r/capacity.err; echo "capacity rc $?"

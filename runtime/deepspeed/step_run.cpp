@@ -144,7 +144,7 @@ Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out
                {"offload_checkpoints", p.offload_checkpoints}, {"tiled_logits", p.tiled_logits},
                {"tiled_mlp", p.tiled_mlp}, {"attn_implementation", p.attn_implementation},
                {"micro_batch_size", p.micro_batch_size}, {"seq_len", p.seq_len}, {"kv_strategy", "replicate"},
-               {"reduce_bucket_size", p.reduce_bucket_size}};
+               {"reduce_bucket_size", p.reduce_bucket_size}, {"torch_adam", p.torch_adam}};
   j["gpus"] = sc.gpus;
   j["run"] = {{"warmup", opt.warmup}, {"iters", opt.iters}, {"seed", static_cast<std::int64_t>(opt.seed % (1ULL << 31))},
               {"expandable_segments", opt.expandable_segments}, {"trace", opt.trace},

@@ -15,7 +15,7 @@ MODEL = dict(name="llama-3.1-8b", layers=2, hidden=4096, heads=32, kv_heads=8, h
 PLAN = dict(sp_size=1, dp_replicate_size=1, dp_shard_size=1, zero_stage=3, micro_batch_size=1, seq_len=16384,
             offload_optimizer=True, offload_params=False, activation_checkpointing=True, offload_checkpoints=True,
             tiled_logits=True, tiled_mlp=True, attn_implementation="sdpa", kv_strategy="replicate",
-            reduce_bucket_size=5e8)
+            reduce_bucket_size=5e8, torch_adam=True)
 JOB = {"schema": 1, "scenario": "t", "model": MODEL, "plan": PLAN, "gpus": 1,
        "run": {"warmup": 1, "iters": 3, "seed": 1, "expandable_segments": True, "trace": "", "probe_seq_lens": []},
        "out": "/tmp/x"}
@@ -100,6 +100,8 @@ class Configs(unittest.TestCase):
         d = dsconfig.deepspeed_config(dict(PLAN, offload_optimizer=False, zero_stage=0))
         self.assertTrue(d["optimizer"]["params"]["torch_adam"])
         self.assertNotIn("reduce_bucket_size", d["zero_optimization"])
+        d = dsconfig.deepspeed_config(dict(PLAN, offload_optimizer=False, torch_adam=False))
+        self.assertFalse(d["optimizer"]["params"]["torch_adam"])  # FusedAdam
         json.dumps(d)
 
     def test_parallelism(self):

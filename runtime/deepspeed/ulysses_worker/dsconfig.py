@@ -21,10 +21,10 @@ def deepspeed_config(plan):
         "bf16": {"enabled": True},
         "gradient_clipping": 1.0,
         "zero_optimization": zero,
-        # AdamW: DeepSpeedCPUAdam with offload_optimizer; on the GPU torch.optim.AdamW ("torch_adam",
-        # deepspeed/runtime/engine.py _configure_basic_optimizer) instead of FusedAdam's JIT build
-        "optimizer": {"type": "AdamW", "params": {"lr": 1e-5, "betas": [0.9, 0.999], "eps": 1e-8,
-                                                  "weight_decay": 0.0, "torch_adam": not p["offload_optimizer"]}},
+        # AdamW: DeepSpeedCPUAdam with offload_optimizer; on the GPU FusedAdam, or torch.optim.AdamW
+        # with plan.torch_adam (DeepSpeed's own key, deepspeed/runtime/engine.py _configure_basic_optimizer)
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-5, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0,
+                                                  "torch_adam": p["torch_adam"] and not p["offload_optimizer"]}},
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }

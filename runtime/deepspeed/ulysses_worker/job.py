@@ -11,7 +11,7 @@ MODEL_INT_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidd
 MODEL_BOOL_KEYS = ("tied_embeddings", "qk_norm", "qkv_bias")
 PLAN_INT_KEYS = ("sp_size", "dp_replicate_size", "dp_shard_size", "zero_stage", "micro_batch_size", "seq_len")
 PLAN_BOOL_KEYS = ("offload_optimizer", "offload_params", "activation_checkpointing", "offload_checkpoints",
-                  "tiled_logits", "tiled_mlp")
+                  "tiled_logits", "tiled_mlp", "torch_adam")
 # what HF transformers' attention registry offers and UlyssesSPAttentionHF accepts (eager needs
 # a 4D mask: deepspeed/runtime/sequence_parallel/ulysses_sp.py register_with_transformers)
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")

@@ -250,6 +250,10 @@ def run_job(job, trace_path):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    # DeepSpeed's JIT builder (FusedAdam) cannot parse arch suffixes such as '9.0a' in
+    # TORCH_CUDA_ARCH_LIST (op_builder/builder.py compute_capability_args): build for this GPU
+    if "a" in os.environ.get("TORCH_CUDA_ARCH_LIST", ""):
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*torch.cuda.get_device_capability())
     ballast_bytes = job["run"].get("ballast_bytes", 0)
     ballast = torch.empty(ballast_bytes, dtype=torch.uint8, device="cuda") if ballast_bytes else None
     r = Runner(job)

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Merges step validation records of one set measured in several device calls (each call has a
+time limit) into one record: the cases in the set's order, each part's provenance kept under
+`parts`. The summary is not copied: `ulysses validate --stored` recomputes it with today's model.
+--add-key KEY=VALUE[:IF_KEY=IF_VALUE] appends a key to every case (or to the cases that have
+IF_KEY=IF_VALUE): a plan key the worker of that commit ran implicitly, now explicit in the set.
+Usage: merge_step_records.py OUT.json PART.json... [--add-key ...]"""
+import json
+import os
+import sys
+
+
+def main(argv):
+    out, parts, add = None, [], []
+    it = iter(argv[1:])
+    for a in it:
+        if a == "--add-key":
+            add.append(next(it))
+        elif out is None:
+            out = a
+        else:
+            parts.append(a)
+    if out is None or not parts:
+        print(__doc__, file=sys.stderr)
+        return 2
+    recs = [json.load(open(p)) for p in parts]
+    first = recs[0]
+    if any(r.get("format") != "ulysses-step-validation/1" or r.get("set") != first.get("set") for r in recs):
+        print("merge_step_records.py: the parts must be step validation records of one set", file=sys.stderr)
+        return 2
+    merged = {k: v for k, v in first.items() if k not in ("cases", "summary", "wall_s", "failed_cases")}
+    merged["parts"] = [{"file": os.path.basename(p), "measured_at": r.get("measured_at"), "command": r.get("command"),
+                        "cases": [c["name"] for c in r["cases"]]} for p, r in zip(parts, recs)]
+    names = set()
+    merged["cases"] = []
+    for r in recs:
+        for c in r["cases"]:
+            if c["name"] in names:
+                print(f"merge_step_records.py: case {c['name']} is in two parts", file=sys.stderr)
+                return 2
+            names.add(c["name"])
+            for spec in add:
+                kv, _, cond = spec.partition(":")
+                k, v = kv.split("=", 1)
+                if cond:
+                    ck, cv = cond.split("=", 1)
+                    if [ck, cv] not in c["keys"]:
+                        continue
+                c["keys"].append([k, v])
+            merged["cases"].append(c)
+    with open(out, "w") as f:
+        json.dump(merged, f, indent=1)
+        f.write("\n")
+    print(f"wrote {out}: {len(merged['cases'])} cases from {len(parts)} parts")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
