@@ -5,13 +5,17 @@
 #include <fstream>
 
 #include "tests/cli/run_cli.hpp"
+#include "eval/step_capacity.hpp"
 #include "eval/step_compare.hpp"
+#include <fmt/format.h>
+#include <algorithm>
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
 
 using namespace ulysses;
+using Keys = std::vector<std::pair<std::string, std::string>>;
 using ulysses::test::run_cli;
 using ulysses::test::source_path;
 namespace rd = ulysses::runtime::deepspeed;
@@ -130,4 +134,74 @@ TEST_CASE("deepspeed results: ranks merged, phases grouped against the step mode
                                                p.gpu.get("fragmentation"))));
   CHECK(c.reserved.predicted - c.allocated.predicted == Approx(double(p.gpu.get("fragmentation"))));
   CHECK(c.allocated.error_pct == Approx((c.allocated.predicted - 1100) / 1100 * 100));
+}
+
+TEST_CASE("deepspeed records: the committed H200 step record re-predicts, and follows its measurements", "[deepspeed]") {
+  // reports/validation/h200-alst.json: 16 whole-step cases on one H200 (docs/VALIDATION.md "Whole steps")
+  const std::string rec = source_path("reports/validation/h200-alst.json");
+  ulysses::test::TempDir dir;
+  auto r = run_cli("validate --stored '" + rec + "' --json '" + (dir / "re.json") + "'");
+  INFO(r.err);
+  REQUIRE((r.rc == 0 || r.rc == 1));  // 1: a target missed, each named on a 'missed:' line
+  CHECK((r.rc == 0) == (r.out.find("missed:") == std::string::npos));
+  const auto re = rd::Json::parse(ulysses::test::slurp(dir / "re.json"));
+  REQUIRE(re["cases"].size() == 16);
+  CHECK(re["summary"]["max_memory_allocated"]["cases"] == 16);
+  // every case's allocated error follows from its stored measurement and today's prediction
+  for (const auto& c : re["cases"]) {
+    const auto& a = c["comparison"]["max_memory_allocated"];
+    CHECK(a["measured"].get<double>() == double(c["measured"]["max_memory_allocated"].get<std::int64_t>()));
+    CHECK(a["error_pct"].get<double>() ==
+          Approx((a["predicted"].get<double>() - a["measured"].get<double>()) / a["measured"].get<double>() * 100));
+  }
+  // a measurement changed in the record moves its error: the re-prediction reads the record
+  auto j = rd::Json::parse(ulysses::test::slurp(rec));
+  const auto before = re["cases"][0]["comparison"]["max_memory_allocated"]["error_pct"].get<double>();
+  j["cases"][0]["measured"]["max_memory_allocated"] = j["cases"][0]["measured"]["max_memory_allocated"].get<std::int64_t>() * 2;
+  { std::ofstream(dir / "drift.json") << j.dump(); }
+  r = run_cli("validate --stored '" + (dir / "drift.json") + "' --json '" + (dir / "re2.json") + "'");
+  const auto re2 = rd::Json::parse(ulysses::test::slurp(dir / "re2.json"));
+  CHECK(re2["cases"][0]["comparison"]["max_memory_allocated"]["error_pct"].get<double>() ==
+        Approx((before / 100 + 1) / 2 * 100 - 100));
+  // a broken case is one line naming the file and the case
+  j["cases"][1].erase("measured");
+  { std::ofstream(dir / "broken.json") << j.dump(); }
+  r = run_cli("validate --stored '" + (dir / "broken.json") + "'");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("cases[1]") != std::string::npos);
+  CHECK(ulysses::test::count_lines(r.err) == 1);
+}
+
+TEST_CASE("deepspeed records: the committed capacity record re-predicts the planner under its ballast", "[deepspeed]") {
+  const std::string rec = source_path("reports/validation/h200-alst-capacity.json");
+  const auto r = run_cli("capacity --stored '" + rec + "' --max-error-pct -1");
+  INFO(r.err);
+  CHECK(r.rc == 0);  // target off: the table only
+  CHECK(r.out.find("llama8b-l2-tlog") != std::string::npos);
+  // the predicted column is the planner's with HBM less the ballast (eval/step_capacity.hpp)
+  const auto j = rd::Json::parse(ulysses::test::slurp(rec));
+  const auto& c = j["cases"][0];
+  Keys keys;
+  for (const auto& kv : c["keys"]) keys.emplace_back(kv[0].get<std::string>(), kv[1].get<std::string>());
+  Scenario sc;  // as the record's case builds it: presets, then every set_key key (run.* are worker options)
+  set_key(sc, "model", j["model"].get<std::string>(), rec);
+  set_key(sc, "profile", j["profile"].get<std::string>(), rec);
+  for (const auto& kv : keys)
+    if (kv.first.rfind("run.", 0) != 0) set_key(sc, kv.first, kv.second, rec);
+  validate(sc, rec);
+  const auto pr = eval::predicted_step_capacity(sc, c["ballast_bytes"].get<std::int64_t>(), j["granularity"].get<std::int64_t>());
+  CHECK(r.out.find(fmt::format(" {} ", pr.max_seq_len)) != std::string::npos);
+  CHECK(pr.max_seq_len > 0);
+}
+
+TEST_CASE("deepspeed capacity: ladders", "[deepspeed]") {
+  CHECK(eval::ladder_between(1000, 2000, 3, 100) == std::vector<std::int64_t>{1300, 1500, 1800});  // 1250, 1500, 1750 to multiples of 100
+  CHECK(eval::ladder_between(1000, 1100, 3, 100).empty());
+  const auto l = eval::first_ladder(10000, 512);
+  REQUIRE(!l.empty());
+  CHECK(std::is_sorted(l.begin(), l.end()));
+  CHECK(std::adjacent_find(l.begin(), l.end()) == l.end());
+  for (auto s : l) CHECK(s % 512 == 0);
+  CHECK(l.front() < 10000);
+  CHECK(l.back() > 10000);
 }
