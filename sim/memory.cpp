@@ -33,6 +33,8 @@ struct Act {
   double x_keep;  // the layer input once the layer's backward is pending: x_in, except that
                   // without checkpointing eager RMSNorm keeps no bf16 copy of it (only fp32)
   double norm_eager;  // eager RMSNorm, per norm: fp32 input copy (2 th) + bf16 normalized (th); 0 fused
+  double qk_eager;    // Qwen3 q_norm + k_norm (eager, per head over D): the same saved set on q and k,
+                      // 3 q + 3 kvs + their rstd; 0 without qk_norm or fused
   bool eager;     // plan.rmsnorm_implementation == eager
   bool ckpt;      // activation checkpointing (the first forward pass saves nothing)
 };
@@ -57,6 +59,9 @@ Act activations(const Scenario& sc, const Dims& d) {
   // HF LlamaRMSNorm.forward: x.to(float32) -> pow(2) saves the fp32 x (4 B/elem); x * rsqrt(..)
   // saves the same fp32 x and rstd; weight * x_normed.to(bf16) saves the bf16 x_normed.
   a.norm_eager = a.eager ? 3 * a.th : 0;
+  // Qwen3RMSNorm is LlamaRMSNorm's code, applied per head to q_proj(x) [B, S, H, D] and k_proj(x):
+  // fp32 input copy (2 q), bf16 normalized (q), rstd [B, S, H] fp32; likewise for k (kvs)
+  a.qk_eager = a.eager && sc.model.qk_norm ? 3 * a.q + 3 * a.kvs + tok * (d.H + d.H_kv) * 4 : 0;
   return a;
 }
 
@@ -69,7 +74,7 @@ double saved_per_layer(const Act& a, bool tiled_mlp) {
   const double norms = inputs + a.th /*norm1 out*/ + a.th /*norm2 out*/ + a.rstd;
   const double attn = a.q + 2 * a.kvh + a.q /*q,k,v,out head layout*/ + a.lse + a.q /*o_proj input, seq*/;
   const double mlp = tiled_mlp ? 0 : 4 * a.mlp_t;  // gate, up, act, product; TiledMLP saves only its input
-  return norms + attn + mlp;
+  return norms + a.qk_eager + attn + mlp;
 }
 
 // The layer working set at one moment, term by term (docs/MODEL.md "Peak of one layer").
@@ -86,6 +91,7 @@ void layer_moments(const Act& a, Moment (&m)[kMoments]) {
   const double norms_attn_f = a.x_in + a.th + a.rstd / 2;
   const double norms_full_f = a.x_in + 3 * a.th + a.rstd;
   const double eager_f = a.ckpt ? 0 : a.norm_eager;
+  const double qk_f = a.ckpt ? 0 : a.qk_eager;  // q/k norms run before the exchange
   // recompute / backward: eager keeps no bf16 h1 (and, without checkpointing, no bf16 x)
   const double norms_attn = a.x_keep + a.th + a.rstd / 2;
   const double norms_full = a.x_keep + (a.eager ? 2 : 3) * a.th + a.rstd;
@@ -94,24 +100,26 @@ void layer_moments(const Act& a, Moment (&m)[kMoments]) {
   // RoPE (HF apply_rotary_pos_emb: q*cos + rotate_half(q)*sin): q, q*cos, rotate_half(q) and
   // rotate_half(q)*sin live together, next to k and v (seq layout)
   const double rope_q = 4 * a.q + 2 * a.kvs;
-  m[0] = {"forward.a2a_qkv", a.q + 2 * a.kvs + 2 * a.kvr, 0, 2 * a.q, 0, 0, 0, norms_attn_f, eager_f, 0};
-  m[1] = {"forward.attn", 0, head4, 0, a.lse, 0, 0, norms_attn_f, eager_f, 0};
-  m[2] = {"forward.mlp", 0, 0, 0, 0, 0, 3 * a.mlp_t, norms_full_f, 2 * eager_f, 0};
+  m[0] = {"forward.a2a_qkv", a.q + 2 * a.kvs + 2 * a.kvr, 0, 2 * a.q, 0, 0, 0, norms_attn_f, eager_f + qk_f, 0};
+  m[1] = {"forward.attn", 0, head4, 0, a.lse, 0, 0, norms_attn_f, eager_f + qk_f, 0};
+  m[2] = {"forward.mlp", 0, 0, 0, 0, 0, 3 * a.mlp_t, norms_full_f, 2 * eager_f + qk_f, 0};
   // recompute: the layer's saved set rebuilt while the incoming gradient waits
-  m[3] = {"recompute.rope", rope_q, 0, 0, 0, 0, 0, norms_attn, a.norm_eager, a.ckpt ? dy : 0};
-  m[4] = {"recompute.saved", a.q, head4, 0, a.lse, 0, 4 * a.mlp_t, norms_full, 2 * a.norm_eager, dy};
+  // (the q/k norms' saved sets live from the recompute until their backward, after the exchange's)
+  m[3] = {"recompute.rope", rope_q, 0, 0, 0, 0, 0, norms_attn, a.norm_eager + a.qk_eager, a.ckpt ? dy : 0};
+  m[4] = {"recompute.saved", a.q, head4, 0, a.lse, 0, 4 * a.mlp_t, norms_full, 2 * a.norm_eager + a.qk_eager, dy};
   // backward
-  m[5] = {"backward.mlp", a.q, head4, 0, a.lse, 0, 6 * a.mlp_t, norms_full, 2 * a.norm_eager, 2 * dy /*dy, d(norm2 out)*/};
-  m[6] = {"backward.attn", 0, head4, 0, a.lse, a.fa_ws, 0, norms_attn, a.norm_eager,
+  m[5] = {"backward.mlp", a.q, head4, 0, a.lse, 0, 6 * a.mlp_t, norms_full, 2 * a.norm_eager + a.qk_eager,
+          2 * dy /*dy, d(norm2 out)*/};
+  m[6] = {"backward.attn", 0, head4, 0, a.lse, a.fa_ws, 0, norms_attn, a.norm_eager + a.qk_eager,
           a.q /*d_out head*/ + a.q + 2 * a.kvh /*dq, dk, dv head*/ + dy};
-  m[7] = {"backward.a2a_qkv", 0, 0, 2 * a.q, 0, 0, 0, norms_attn, a.norm_eager,
+  m[7] = {"backward.a2a_qkv", 0, 0, 2 * a.q, 0, 0, 0, norms_attn, a.norm_eager + a.qk_eager,
           (a.q + 2 * a.kvh) /*head grads*/ + (a.q + 2 * a.kvs + 2 * a.kvr) /*seq grads*/ + dy};
   // eager RMSNorm backward of norm2 (after the MLP backward; docs/MODEL.md "RMSNorm backward"):
   // the attention's saved set, norm1's output and both norms' saved sets, the residual gradient and
   // the norm's incoming gradient; inside PowBackward0 five fp32 [T, h] tensors (2 th each) are live
   // at once while the norm's bf16 x_normed and its incoming gradient are already freed: + 8 th.
   m[8] = a.eager ? Moment{"backward.norm", a.q, head4, 0, a.lse, 0, 0, a.x_keep + a.th /*norm1 out*/ + a.rstd,
-                          2 * a.norm_eager + 8 * a.th, 2 * dy}
+                          2 * a.norm_eager + a.qk_eager + 8 * a.th, 2 * dy}
                  : Moment{"backward.norm", 0, 0, 0, 0, 0, 0, 0, 0, 0};
 }
 
@@ -181,6 +189,49 @@ bytes_t logits_loss_bytes(const Dims& d) {
   return sat(kLossBytesPerLogit * logits_elems + final_norm);
 }
 
+// The largest ZeRO-3 optimizer sub-group, in elements of one rank's partition. DeepSpeed walks the
+// parameters in model order adding each one's partition (ceil(numel / N)) and closes a sub-group
+// when it reaches sub_group_size or at the last parameter (stage3.py _create_fp16_sub_groups).
+// HF order: embedding; per layer q, k, v (each + bias), o, q_norm, k_norm, gate, up, down, the two
+// norms; final norm; lm_head. Whole layers that keep the group short are added at once, so the cost
+// is a few steps per sub-group.
+double largest_sub_group(const ModelSpec& mo, double N) {
+  const double h = double(mo.hidden), H = double(mo.heads), Hkv = double(mo.kv_heads), D = double(mo.head_dim), F = double(mo.ffn_hidden);
+  auto part = [&](double numel) { return std::ceil(numel / N); };
+  double layer[14];
+  int n = 0;
+  for (double heads : {H, Hkv, Hkv}) {
+    layer[n++] = part(h * heads * D);
+    if (mo.qkv_bias) layer[n++] = part(heads * D);
+  }
+  layer[n++] = part(H * D * h);
+  if (mo.qk_norm) layer[n++] = part(D), layer[n++] = part(D);
+  layer[n++] = part(h * F), layer[n++] = part(h * F), layer[n++] = part(F * h);
+  layer[n++] = part(h), layer[n++] = part(h);
+  double per_layer = 0;
+  for (int i = 0; i < n; ++i) per_layer += layer[i];
+  double cur = 0, best = 0;
+  auto add = [&](double p) {
+    cur += p;
+    if (cur >= kSubGroupSize) best = std::max(best, cur), cur = 0;
+  };
+  add(part(double(mo.vocab) * h));
+  for (std::int64_t l = 0; l < mo.layers;) {
+    const double room = kSubGroupSize - cur;  // > 0: a closed group restarts at 0
+    const std::int64_t whole = std::min<std::int64_t>(mo.layers - l, std::max<std::int64_t>(0, std::int64_t(std::ceil(room / per_layer)) - 1));
+    if (whole > 0) {
+      cur += double(whole) * per_layer;
+      l += whole;
+      continue;
+    }
+    for (int i = 0; i < n; ++i) add(layer[i]);
+    ++l;
+  }
+  add(part(h));
+  if (!mo.tied_embeddings) add(part(double(mo.vocab) * h));
+  return std::max(best, cur);  // the last parameter closes the last group
+}
+
 bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
 bytes_t host_capacity_bytes(const Scenario& sc) { return sc.host_ram_bytes > 0 ? sc.host_ram_bytes : sc.hw.host_ram_bytes; }
 
@@ -223,11 +274,10 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const double logits_total = logits + gathered_logits + (d.ckpt ? 0 : d.L * saved);
 
   // --- the optimizer step on the GPU (ZeRO-3): DeepSpeed builds the fp32 gradient of one sub-group
-  // (4 B/param; sub-groups close at >= sub_group_size = 1e9 elements, so the largest is at most the
-  // shard and below 1e9 + the largest parameter), torch's foreach AdamW adds one fp32 temporary of
-  // the same size (sqrt of exp_avg_sq); FusedAdam none. Activations are freed by then.
-  const double sub_group = std::min(shard, kSubGroupSize + std::ceil(head_p / N));
-  const double optimizer_step = stage >= 3 && !pl.offload_optimizer ? (pl.torch_adam ? 8 : 4) * sub_group : 0;
+  // (4 B/param; largest_sub_group), torch's foreach AdamW adds one fp32 temporary of the same size
+  // (sqrt of exp_avg_sq); FusedAdam none. Activations are freed by then.
+  const double optimizer_step =
+      stage >= 3 && !pl.offload_optimizer ? (pl.torch_adam ? 8 : 4) * largest_sub_group(sc.model, N) : 0;
 
   const bool at_optimizer = optimizer_step > std::max(layer_total, logits_total);
   const bool at_logits = !at_optimizer && logits_total > layer_total;

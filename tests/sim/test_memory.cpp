@@ -324,6 +324,20 @@ TEST_CASE("memory: the optimizer step on the GPU (ZeRO-3): fp32 sub-group gradie
   CHECK(predict(sc).gpu.get("optimizer_step") == static_cast<bytes_t>(8 * Pn));
   sc.plan.offload_optimizer = true;  // CPU Adam: nothing of the step on the GPU
   CHECK(predict(sc).gpu.get("optimizer_step") == 0);
+
+  // Qwen3-8B cut to 3 layers: sub-groups close at >= 1e9 elements in parameter order. Embedding
+  // 151936*4096 = 622329856; a layer 192946432 (q 16777216, k, v 4194304, o 16777216, q/k norm 128,
+  // gate, up, down 50331648, two norms 4096): embedding + layer 1 = 815276288, then layer 2 up to its
+  // down projection closes the first group at 1008214528; the rest (815288576) is smaller
+  ModelSpec q = load_model("qwen3-8b");
+  q.layers = 3;
+  Scenario sq = make_scenario(q, h100_sxm(), 1, 1, 2048);
+  sq.plan.tiled_logits = true;
+  sq.plan.offload_optimizer = false;
+  sq.plan.torch_adam = true;
+  const Prediction pq = predict(sq);
+  REQUIRE(std::string(pq.gpu_peak_at) == "optimizer_step");
+  CHECK(pq.gpu.get("optimizer_step") == 8LL * 1008214528);
 }
 
 TEST_CASE("memory: eager vs fused RMSNorm, exact bytes", "[sim][memory][golden]") {
