@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Plots of a whole-step validation record (`ulysses validate --backend deepspeed --out FILE.json`,
+or the re-predicted `ulysses validate --stored FILE --json OUT.json`; docs/VALIDATION.md "Whole steps"):
+
+  <prefix>-memory.png   predicted vs measured max_memory_allocated and max_memory_reserved per case,
+                        with y = x and the +-3 % band (reserved of runs without expandable segments hollow)
+  <prefix>-phases.png   signed error per scored phase group and the step (each dot a case; bar =
+                        median; band = +-5 %; clipped at +-100 %, the clipped ones marked)
+
+Usage: python3 reports/plot_step_validation.py reports/validation/h200-alst-repredicted.json [--prefix P]
+Error = (predicted - measured) / measured * 100.
+"""
+import argparse
+import json
+import os
+import statistics
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+GIB = float(1 << 30)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("record")
+    ap.add_argument("--prefix", help="output path prefix (default: the record without .json)")
+    a = ap.parse_args()
+    with open(a.record) as f:
+        rec = json.load(f)
+    cases = rec["cases"]
+    if not cases or "comparison" not in cases[0]:
+        raise SystemExit(f"{a.record}: cases: not a step validation record with comparisons")
+    prefix = a.prefix or os.path.splitext(a.record)[0]
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
+    for ax, key, title in ((axes[0], "max_memory_allocated", "peak allocated"),
+                           (axes[1], "max_memory_reserved", "peak reserved")):
+        lo, hi = 1e9, 0
+        for c in cases:
+            r = c["comparison"][key]
+            x, y = r["measured"] / GIB, r["predicted"] / GIB
+            lo, hi = min(lo, x, y), max(hi, x, y)
+            hollow = key == "max_memory_reserved" and not c.get("expandable_segments", True)
+            ax.scatter([x], [y], s=36, facecolors="none" if hollow else "#1f77b4", edgecolors="#1f77b4")
+            ax.annotate(c["name"], (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        xs = [lo * 0.95, hi * 1.05]
+        ax.plot(xs, xs, "k-", lw=0.8, label="y = x")
+        ax.fill_between(xs, [v * 0.97 for v in xs], [v * 1.03 for v in xs], color="0.85", label="+-3 %")
+        ax.set_xlabel(f"measured {title} (GiB)")
+        ax.set_ylabel(f"predicted {title} (GiB)")
+        ax.set_title(f"{title}: predicted vs measured")
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"{rec.get('record', a.record)}: whole steps on HF + Accelerate + DeepSpeed", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(f"{prefix}-memory.png", dpi=130)
+
+    groups = []
+    for c in cases:
+        for r in c["comparison"]["phases"]:
+            if r["scored"] and r["name"] not in groups:
+                groups.append(r["name"])
+    groups.append("step")
+    fig, ax = plt.subplots(figsize=(12, 5))
+    for i, g in enumerate(groups):
+        errs = []
+        for c in cases:
+            rows = [c["comparison"]["step"]] if g == "step" else [r for r in c["comparison"]["phases"] if r["name"] == g and r["scored"]]
+            errs += [r["error_pct"] for r in rows]
+        if not errs:
+            continue
+        clipped = [max(-100.0, min(100.0, e)) for e in errs]
+        ax.scatter([i] * len(clipped), clipped, s=14, color="#d62728" if g == "step" else "#1f77b4", alpha=0.7)
+        ax.plot([i - 0.3, i + 0.3], [statistics.median(clipped)] * 2, "k-", lw=2)
+        if any(abs(e) > 100 for e in errs):
+            ax.annotate("clipped", (i, 100), fontsize=6, ha="center")
+    ax.axhspan(-5, 5, color="0.85")
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("error (%)  = (predicted - measured) / measured")
+    ax.set_ylim(-105, 105)
+    ax.set_title("step model vs measured phases (per step, all layers); bar = median; band = +-5 %")
+    fig.tight_layout()
+    fig.savefig(f"{prefix}-phases.png", dpi=130)
+    print(f"wrote {prefix}-memory.png {prefix}-phases.png")
+
+
+if __name__ == "__main__":
+    main()
