@@ -41,14 +41,6 @@ double error_pct(double predicted, double measured) {
   return (predicted - measured) / measured * 100.0;
 }
 
-std::int64_t predicted_reserved_bytes(const Prediction& p) {
-  return p.gpu.total() - p.gpu.get("cuda_context") - p.gpu.get("nccl_buffers");
-}
-
-std::int64_t predicted_allocated_bytes(const Prediction& p) {
-  return predicted_reserved_bytes(p) - p.gpu.get("fragmentation");
-}
-
 namespace {
 bool in(const std::vector<const char*>& names, const std::string& n) {
   return std::any_of(names.begin(), names.end(), [&](const char* s) { return n == s; });

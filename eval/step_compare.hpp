@@ -39,8 +39,6 @@ struct StepComparison {
 };
 
 double error_pct(double predicted, double measured);
-std::int64_t predicted_allocated_bytes(const Prediction& p);  // total - cuda_context - nccl_buffers - fragmentation
-std::int64_t predicted_reserved_bytes(const Prediction& p);   // total - cuda_context - nccl_buffers
 
 StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepMeasurement& m);
 

@@ -73,6 +73,7 @@ Json prediction_json(const Prediction& p) {
   j["host_capacity_bytes_per_node"] = p.host_capacity_bytes;
   j["gpu_memory_bytes"] = breakdown_json(p.gpu);
   j["gpu_peak_at"] = p.gpu_peak_at ? p.gpu_peak_at : "";
+  j["gpu_allocator_bytes"] = {{"reserved", predicted_reserved_bytes(p)}, {"allocated", predicted_allocated_bytes(p)}};
   j["host_memory_bytes_per_node"] = breakdown_json(p.host);
   j["phases_s"] = phases_json(p.step);
   Json block = Json::object();

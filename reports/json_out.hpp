@@ -2,6 +2,7 @@
 // JSON of plan and predict results (the machine-readable contract scripts parse):
 //   seq_len, padded_seq_len, s_local, binding (plan), fits_gpu, fits_host,
 //   gpu_memory_bytes {term: bytes, ..., total}, host_memory_bytes_per_node {term: bytes, ..., total},
+//   gpu_allocator_bytes {reserved, allocated} (sim/prediction.hpp),
 //   phases_s {phase: seconds}, block_s {block phase: seconds}, step_time_s, tokens_per_s,
 //   hw_tflops_per_gpu, megatron_tflops_per_gpu, scenario {model, profile, gpus, plan, ...}.
 #include <cstdint>

@@ -16,4 +16,10 @@ seconds_t PhaseTimes::get(const char* name) const {
   return 0;
 }
 
+bytes_t predicted_reserved_bytes(const Prediction& p) {
+  return p.gpu.total() - p.gpu.get("cuda_context") - p.gpu.get("nccl_buffers");
+}
+
+bytes_t predicted_allocated_bytes(const Prediction& p) { return predicted_reserved_bytes(p) - p.gpu.get("fragmentation"); }
+
 }  // namespace ulysses

@@ -75,4 +75,10 @@ struct Prediction {
   double megatron_tflops_per_gpu = 0;  // papers' count: (2cNS + 4cLhS^2)*B, c=4 w/ ckpt else 3
 };
 
+// What PyTorch's caching allocator holds at the peak (docs/MODEL.md "Fixed costs and fragmentation"):
+// reserved = the GPU total less the fixed costs (cuda_context, nccl_buffers); allocated = that less
+// fragmentation. An out-of-memory is decided by reserved + the fixed costs (= total).
+bytes_t predicted_reserved_bytes(const Prediction& p);
+bytes_t predicted_allocated_bytes(const Prediction& p);
+
 }  // namespace ulysses
