@@ -26,6 +26,7 @@
 namespace ulysses::cli {
 
 int run_calibrate_cuda(int argc, char** argv);  // cli/calibrate_cuda.cpp
+int run_calibrate_deepspeed(int argc, char** argv);  // cli/calibrate_deepspeed.cpp
 
 namespace {
 
@@ -160,10 +161,10 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
 }
 
 // --backend cuda lives in cli/calibrate_cuda.cpp (its own flags).
-bool asks_for_cuda(int argc, char** argv) {
+bool asks_for(int argc, char** argv, const std::string& backend) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--backend=cuda" || (a == "--backend" && i + 1 < argc && std::string(argv[i + 1]) == "cuda")) return true;
+    if (a == "--backend=" + backend || (a == "--backend" && i + 1 < argc && std::string(argv[i + 1]) == backend)) return true;
   }
   return false;
 }
@@ -176,10 +177,11 @@ bool asks_for_raw(int argc, char** argv) {
 
 int run_calibrate(int argc, char** argv) {
   if (asks_for_raw(argc, argv)) return run_calibrate_from_raw(argc, argv);  // cli/calibrate_a2a.cpp, no GPU
-  if (asks_for_cuda(argc, argv)) return run_calibrate_cuda(argc, argv);
+  if (asks_for(argc, argv, "cuda")) return run_calibrate_cuda(argc, argv);
+  if (asks_for(argc, argv, "deepspeed")) return run_calibrate_deepspeed(argc, argv);  // cli/calibrate_deepspeed.cpp
   po::options_description d("calibrate options");
   d.add_options()("help,h", "this help")
-      ("backend", po::value<std::string>()->default_value("cpu"), "cpu | cuda (cuda: see --backend cuda --help)")
+      ("backend", po::value<std::string>()->default_value("cpu"), "cpu | cuda | deepspeed (see --backend X --help)")
       ("profile", po::value<std::string>()->default_value("cpu-local"), "base profile (name or path) the section is added to")
       ("profile-out", po::value<std::string>(), "write the base profile with the `calibrated:` section here (else print the section)")
       ("sp-sizes", po::value<std::string>()->default_value("2,4"), "sp sizes (thread-ranks) of the exchange curves")
@@ -201,7 +203,7 @@ int run_calibrate(int argc, char** argv) {
     return kExitOk;
   }
   if (vm["backend"].as<std::string>() != "cpu")
-    throw InputError("", "--backend", fmt::format("'{}' is not a backend (cpu | cuda)", vm["backend"].as<std::string>()));
+    throw InputError("", "--backend", fmt::format("'{}' is not a backend (cpu | cuda | deepspeed)", vm["backend"].as<std::string>()));
   Setup s;
   const bool quick = vm["quick"].as<bool>();
   s.sp_sizes = parse_int_list(vm["sp-sizes"].as<std::string>(), "--sp-sizes", 2);

@@ -39,6 +39,7 @@ constexpr FlagKey kFlags[] = {
     {"pad-to-multiple-of", "plan.pad_to_multiple_of", false, "pad S up to a multiple of lcm(this, sp_size); 0 = no padding"},
     {"kv-strategy", "plan.kv_strategy", false, "replicate | send_once, when sp_size > kv heads"},
     {"rmsnorm-implementation", "plan.rmsnorm_implementation", false, "eager (HF LlamaRMSNorm, default) | fused (Liger/Apex kernel)"},
+    {"runtime", "plan.runtime", false, "pytorch (HF + Accelerate + DeepSpeed, default) | ulysses (this project's CUDA runtime): whose fixed costs"},
     {"torch-adam", "plan.torch_adam", true, "GPU optimizer torch.optim.AdamW (DeepSpeed optimizer.params.torch_adam) instead of FusedAdam"},
     {"causal", "workload.causal", true, "causal attention (default on)"},
 };

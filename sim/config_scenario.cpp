@@ -73,6 +73,11 @@ const std::vector<PlanField>& plan_fields() {
        [](const Plan& p) { return std::string(p.rmsnorm_implementation == RmsNormImpl::eager ? "eager" : "fused"); }},
       {"torch_adam", [](Plan& p, const S& s, const W& w) { p.torch_adam = parse_bool(s, w); },
        [](const Plan& p) { return b2s(p.torch_adam); }},
+      {"runtime",
+       [](Plan& p, const S& s, const W& w) {
+         p.runtime = parse_choice(s, w, {"pytorch", "ulysses"}) == "pytorch" ? Runtime::pytorch : Runtime::ulysses;
+       },
+       [](const Plan& p) { return std::string(p.runtime == Runtime::pytorch ? "pytorch" : "ulysses"); }},
   };
   return fields;
 }

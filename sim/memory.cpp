@@ -287,8 +287,13 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   // --- fixed costs
   const Calibration& cal = sc.hw.calibrated;
   const bool calib = sc.hw.has_calibration;
-  const bytes_t ctx = calib && cal.cuda_context_bytes > 0 ? cal.cuda_context_bytes : sc.hw.cuda_context_bytes;
-  const bytes_t nccl = d.gpus <= 1 ? 0 : calib && cal.nccl_buffer_bytes > 0 ? cal.nccl_buffer_bytes : sc.hw.nccl_buffer_bytes;
+  // the process's own: PyTorch (calibrated.pytorch_*) or our runtime (calibrated.cuda_context/nccl_buffer);
+  // the profile's assumption when that runtime is not calibrated
+  const bool pt = pl.runtime == Runtime::pytorch;
+  const bytes_t ctx_cal = pt ? cal.pytorch_context_bytes : cal.cuda_context_bytes;
+  const bytes_t nccl_cal = pt ? cal.pytorch_nccl_buffer_bytes : cal.nccl_buffer_bytes;
+  const bytes_t ctx = calib && ctx_cal > 0 ? ctx_cal : sc.hw.cuda_context_bytes;
+  const bytes_t nccl = d.gpus <= 1 ? 0 : calib && nccl_cal > 0 ? nccl_cal : sc.hw.nccl_buffer_bytes;
 
   const double gathered = at_optimizer ? 0 : at_logits ? gathered_logits : gathered_layer;
   const double ckpt_live = at_optimizer ? 0 : checkpoints;

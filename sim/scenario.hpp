@@ -68,6 +68,11 @@ struct Calibration {
   // computed for a while without NVLink traffic before it (links idle): x = that time in ms,
   // y = extra microseconds (>= 0). Applied to the exchanges that follow attention (sim/timing.cpp)
   Curve a2a_idle_penalty_us;
+  // (added with the deepspeed backend) the PyTorch process's device memory outside its caching
+  // allocator (CUDA context with torch's kernels, cuBLAS/cuDNN workspaces) and its NCCL buffers,
+  // measured by `ulysses calibrate --backend deepspeed`; used when plan.runtime is pytorch
+  bytes_t pytorch_context_bytes = -1;
+  bytes_t pytorch_nccl_buffer_bytes = -1;
 };
 
 struct HardwareProfile {
@@ -99,6 +104,9 @@ enum class KvStrategy { replicate, send_once };  // when P > H_kv (DESIGN.md hea
 // LlamaRMSNorm in PyTorch ops (autograd keeps an fp32 copy of the input and the bf16
 // normalized tensor); fused = a Liger/Apex-style kernel keeping the bf16 input and fp32 rstd.
 enum class RmsNormImpl { eager, fused };
+// The process that runs the step: pytorch (HF + Accelerate + DeepSpeed, what users run; fixed costs
+// calibrated.pytorch_*) or ulysses (this project's CUDA runtime; calibrated.cuda_context/nccl_buffer).
+enum class Runtime { pytorch, ulysses };
 
 struct Plan {
   std::int64_t sp_size = 1;                 // P
@@ -123,6 +131,7 @@ struct Plan {
   // DeepSpeed's optimizer.params.torch_adam: the GPU optimizer is torch.optim.AdamW (foreach)
   // instead of DeepSpeed's FusedAdam (the default); with offload_optimizer CPU Adam runs either way
   bool torch_adam = false;
+  Runtime runtime = Runtime::pytorch;
 };
 
 struct Workload {

@@ -148,7 +148,7 @@ Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out
   j["gpus"] = sc.gpus;
   j["run"] = {{"warmup", opt.warmup}, {"iters", opt.iters}, {"seed", static_cast<std::int64_t>(opt.seed % (1ULL << 31))},
               {"expandable_segments", opt.expandable_segments}, {"trace", opt.trace},
-              {"probe_seq_lens", opt.probe_seq_lens}, {"ballast_bytes", opt.ballast_bytes}};
+              {"probe_seq_lens", opt.probe_seq_lens}, {"ballast_bytes", opt.ballast_bytes}, {"calibrate", opt.calibrate}};
   j["out"] = out_prefix;
   return j;
 }
@@ -242,6 +242,24 @@ ProbeResult run_probes(const Scenario& sc, const StepOptions& opt, const std::st
                         p.value("max_memory_reserved", std::int64_t{0})});
   out.oom_at = r0.value("oom_at", std::int64_t{0});
   return out;
+}
+
+FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin) {
+  StepOptions o;
+  o.calibrate = true;
+  const std::vector<Json> ranks = launch(sc, o, origin, false);
+  FixedCosts f;
+  f.ranks = static_cast<int>(ranks.size());
+  f.device = ranks.at(0).value("device", "");
+  f.versions = ranks.at(0).value("versions", Json::object());
+  for (const Json& r : ranks) {
+    f.outside_allocator_bytes = std::max(f.outside_allocator_bytes, r.value("outside_allocator_bytes", std::int64_t{0}));
+    f.outside_before_setup_bytes =
+        std::max(f.outside_before_setup_bytes, r.value("outside_allocator_bytes_before_setup", std::int64_t{0}));
+  }
+  if (f.outside_allocator_bytes <= 0)
+    throw std::runtime_error("deepspeed backend: the worker reported no fixed-cost measurement");
+  return f;
 }
 
 }  // namespace ulysses::runtime::deepspeed

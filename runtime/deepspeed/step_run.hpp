@@ -24,6 +24,7 @@ struct StepOptions {
   bool expandable_segments = true;     // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the ALST recipe)
   std::string trace;                   // torch.profiler (CUPTI) trace path prefix; "" = no traced step
   std::vector<std::int64_t> probe_seq_lens;  // capacity probes (increasing); empty = a normal run
+  bool calibrate = false;              // measure the process's fixed costs instead (run_fixed_costs)
   std::int64_t ballast_bytes = 0;      // device memory held by the worker all run long (capacity under a
                                        // smaller HBM: the allocator's counters include it)
 };
@@ -72,6 +73,17 @@ struct WorkerOutOfMemory : std::runtime_error { using std::runtime_error::runtim
 // std::runtime_error with the worker's last stderr line. workdir holds the job and result files.
 StepMeasurement run_step(const Scenario& sc, const StepOptions& opt, const std::string& origin);
 ProbeResult run_probes(const Scenario& sc, const StepOptions& opt, const std::string& origin);
+
+// The PyTorch process's device memory outside its caching allocator (max over ranks), measured after
+// Accelerate + DeepSpeed set-up and two steps of `sc` (calibrate --backend deepspeed).
+struct FixedCosts {
+  std::int64_t outside_allocator_bytes = 0;         // after set-up and the steps
+  std::int64_t outside_before_setup_bytes = 0;      // torch's CUDA context alone
+  int ranks = 1;
+  std::string device;
+  Json versions;
+};
+FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin);
 
 // Parsing of the worker's per-rank result files (tested on stored files without a GPU).
 StepMeasurement measurement_of(const std::vector<Json>& ranks);

@@ -205,3 +205,36 @@ TEST_CASE("deepspeed capacity: ladders", "[deepspeed]") {
   CHECK(l.front() < 10000);
   CHECK(l.back() > 10000);
 }
+
+TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to the existing calibration", "[deepspeed]") {
+  // a stand-in for the worker (ULYSSES_PYTHON): answers the calibrate job as the worker's result format says
+  ulysses::test::TempDir dir;
+  {
+    std::ofstream f(dir / "python");
+    f << "#!/usr/bin/env python3\nimport json, sys\njob = json.load(open(sys.argv[-1]))\n"
+         "assert job['run']['calibrate'] is True and job['plan']['zero_stage'] == 3\n"
+         "json.dump({'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000,\n"
+         "           'outside_allocator_bytes_before_setup': 600000000}, open(job['out'] + '.rank0.json', 'w'))\n";
+  }
+  std::filesystem::permissions(dir / "python", std::filesystem::perms::owner_all);
+  const std::string env = "ULYSSES_PYTHON='" + (dir / "python") + "' ";
+  const std::string out = dir / "h200.yaml";
+  int rc = std::system((env + "'" + ULYSSES_BIN + "' calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out '" +
+                        out + "' >/dev/null 2>&1").c_str());
+  REQUIRE(WEXITSTATUS(rc) == 0);
+  const HardwareProfile p = load_profile(out);
+  CHECK(std::llabs(p.calibrated.pytorch_context_bytes - 1385000000) < 1024);
+  const HardwareProfile base = load_profile("h200-sxm-141gb");
+  CHECK(p.calibrated.cuda_context_bytes == base.calibrated.cuda_context_bytes);  // the CUDA runtime's stays
+  CHECK(p.calibrated.attn_fwd_eff.size() == base.calibrated.attn_fwd_eff.size());
+  // the model uses it for plan.runtime pytorch (the default), not for ulysses
+  Scenario sc = llama2(16384);
+  sc.hw = p;
+  CHECK(std::llabs(predict(sc).gpu.get("cuda_context") - 1385000000) < 1024);
+  sc.plan.runtime = Runtime::ulysses;
+  CHECK(predict(sc).gpu.get("cuda_context") == base.calibrated.cuda_context_bytes);
+  // P > 1 needs the one-GPU context first: one line, exit 2
+  const auto r = run_cli("calibrate --backend deepspeed --profile h100-sxm-80gb --gpus 2");
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--gpus") != std::string::npos);
+}

@@ -42,6 +42,9 @@ class JobChecks(unittest.TestCase):
             (jobwith(None, "gpus", 2), "gpus"),
             (jobwith("run", "iters", 0), "run.iters"),
             (jobwith("run", "probe_seq_lens", [2048, 1024]), "run.probe_seq_lens"),
+            (jobwith("run", "calibrate", "yes"), "run.calibrate"),
+            (jobwith("run", "ballast_bytes", -1), "run.ballast_bytes"),
+            (jobwith("plan", "torch_adam", 1), "plan.torch_adam"),
         ]
         for j, key in cases:
             if key is None:

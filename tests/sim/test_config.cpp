@@ -540,6 +540,16 @@ TEST_CASE("calibrated section: parsed, validated, written back into a profile", 
   const std::string after = read(profile);
   CHECK(after.rfind(before, 0) == 0);
 
+  // the PyTorch process's fixed costs (calibrate --backend deepspeed) round-trip too
+  Calibration cp = c;
+  cp.pytorch_context_bytes = 1385000000;
+  cp.pytorch_nccl_buffer_bytes = 0;
+  write_calibration(profile, cp);
+  const HardwareProfile pp = load_profile(profile);
+  CHECK(std::llabs(pp.calibrated.pytorch_context_bytes - 1385000000) < 1024);  // written in GiB
+  CHECK(pp.calibrated.pytorch_nccl_buffer_bytes == 0);
+  CHECK(pp.calibrated.cuda_context_bytes == 537919488);
+
   // writing again replaces the section instead of adding a second one
   Calibration c2;
   c2.provenance = "second run";

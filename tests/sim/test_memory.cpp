@@ -244,9 +244,17 @@ TEST_CASE("memory: SP gradient reduction buffers and fixed costs", "[sim][memory
   CHECK(predict(sc).gpu.get("cuda_context") == (1LL << 30));
   CHECK(predict(sc).gpu.get("nccl_buffers") == (1LL << 30));
 
-  sc.hw.has_calibration = true;  // calibrated fixed costs override the profile when > 0
-  sc.hw.calibrated.cuda_context_bytes = 600000000;
+  // calibrated fixed costs override the profile when > 0, those of the plan's runtime only
+  sc.hw.has_calibration = true;
+  sc.hw.calibrated.cuda_context_bytes = 600000000;  // our CUDA runtime's
   sc.hw.calibrated.nccl_buffer_bytes = -1;
+  CHECK(sc.plan.runtime == Runtime::pytorch);  // the default: the stack users run
+  CHECK(predict(sc).gpu.get("cuda_context") == (1LL << 30));  // PyTorch's not calibrated: the profile's
+  sc.hw.calibrated.pytorch_context_bytes = 1385000000;
+  sc.hw.calibrated.pytorch_nccl_buffer_bytes = 700000000;
+  CHECK(predict(sc).gpu.get("cuda_context") == 1385000000);
+  CHECK(predict(sc).gpu.get("nccl_buffers") == 700000000);
+  sc.plan.runtime = Runtime::ulysses;
   CHECK(predict(sc).gpu.get("cuda_context") == 600000000);
   CHECK(predict(sc).gpu.get("nccl_buffers") == (1LL << 30));
 

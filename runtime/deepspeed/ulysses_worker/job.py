@@ -90,6 +90,8 @@ def check(job, path="job"):
         raise JobError(f"{path}: run.probe_seq_lens: must be a list of multiples of sp_size")
     if probes != sorted(probes):
         raise JobError(f"{path}: run.probe_seq_lens: must be increasing")
+    if not isinstance(r.get("calibrate", False), bool):
+        raise JobError(f"{path}: run.calibrate: must be true or false (got {r['calibrate']!r})")
     b = r.get("ballast_bytes", 0)
     if isinstance(b, bool) or not isinstance(b, int) or b < 0:
         raise JobError(f"{path}: run.ballast_bytes: must be a non-negative integer (got {b!r})")

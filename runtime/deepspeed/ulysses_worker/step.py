@@ -189,6 +189,27 @@ class Runner:
         prof.export_chrome_trace(trace_path)
         return attribute_kernels(trace_path)
 
+    def fixed_costs(self):
+        """The process's device memory outside the caching allocator (calibrate --backend deepspeed):
+        used (cudaMemGetInfo) - reserved, with torch's kernels loaded but no process group, then after
+        Accelerate + DeepSpeed set-up and two steps of the job's scenario (NCCL communicators, cuBLAS
+        and cuDNN workspaces, DeepSpeed's streams included). empty_cache first: nothing cached counts."""
+        def outside():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            free, total = torch.cuda.mem_get_info()
+            return (total - free) - torch.cuda.memory_reserved()
+
+        torch.cuda.init()
+        before = outside()
+        self.build(self.p["seq_len"])
+        data = self.batch(self.p["seq_len"])
+        for _ in range(2):
+            self.step(data)
+        del data
+        return {"outside_allocator_bytes_before_setup": before, "outside_allocator_bytes": outside(),
+                "world_size": self.world}
+
     def probe(self, lengths):
         """Capacity: one step (after one warm-up) at each length, increasing, until one OOMs."""
         self.build(max(lengths))
@@ -263,7 +284,9 @@ def run_job(job, trace_path):
            "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
            "hbm_bytes": torch.cuda.get_device_properties(0).total_memory}
     probes = job["run"].get("probe_seq_lens", [])
-    if probes:
+    if job["run"].get("calibrate", False):
+        res.update(r.fixed_costs())
+    elif probes:
         res.update(r.probe(probes))
     else:
         res.update(r.run(trace_path))
