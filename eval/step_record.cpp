@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "reports/table.hpp"
+#include "sim/stats.hpp"
 
 namespace ulysses::eval {
 
@@ -85,12 +86,9 @@ rd::StepMeasurement measurement_from_case(const Json& c) {
 }
 
 double Stat::median_abs() const {
-  if (errors.empty()) return 0;
   std::vector<double> a;
   for (double e : errors) a.push_back(std::fabs(e));
-  std::sort(a.begin(), a.end());
-  const std::size_t n = a.size();
-  return n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
+  return median(a);
 }
 double Stat::max_abs() const {
   double m = 0;

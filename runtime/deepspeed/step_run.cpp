@@ -15,6 +15,7 @@
 
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
+#include "sim/stats.hpp"
 
 namespace ulysses::runtime::deepspeed {
 
@@ -25,13 +26,6 @@ namespace {
 // What UlyssesSPAttentionHF / transformers can run (worker: ulysses_worker/job.py keeps the same list
 // for a job written by hand; this is the one the CLI checks first).
 constexpr const char* kAttn[] = {"sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"};
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string last_line(const std::string& path, const std::string& prefer) {
   std::ifstream f(path);
