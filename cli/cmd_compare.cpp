@@ -139,10 +139,14 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
     if (!probe) throw InputError("", "--trace", fmt::format("cannot write '{}'", trace));
     probe.close();
     std::filesystem::remove(trace);
-    o.trace = trace;
+    o.trace = trace + ".cupti";
   }
   const auto m = runtime::deepspeed::run_step(sc, o, origin_of(vm));
-  if (!trace.empty()) std::filesystem::rename(trace + ".rank0.json", trace);  // torch.profiler (CUPTI) trace of rank 0
+  if (!trace.empty()) {  // ours: predicted vs measured phases; the torch.profiler (CUPTI) one of rank 0 beside it
+    std::ofstream(trace) << step_trace(p, m).dump(1) << "\n";
+    std::error_code ec;
+    std::filesystem::rename(trace + ".cupti.rank0.json", trace + ".cupti.json", ec);
+  }
   const eval::StepComparison c = eval::compare_step(p, m);
   if (format == Format::json) {
     Json j = step_compare_json(c);

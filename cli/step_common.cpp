@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "reports/table.hpp"
+#include "reports/trace.hpp"
 #include "sim/errors.hpp"
 
 namespace ulysses::cli {
@@ -147,6 +148,24 @@ std::string step_compare_table(const eval::StepComparison& c) {
   out += fmt::format("\npeak at: predicted {}, measured {}\n", c.predicted_peak_at, c.measured_peak_at);
   out += "error = (predicted - measured) / measured; phases per step (all layers), median over timed steps\n";
   return out;
+}
+
+reports::Json step_trace(const Prediction& p, const rd::StepMeasurement& m) {
+  reports::TraceProcess pred{"predicted (step model, every rank)", {{"predicted step", {}}}};
+  double t = 0;
+  for (int i = 0; i < p.step.n; ++i) {
+    const auto& ph = p.step.phases[i];
+    if (ph.time_s <= 0) continue;
+    pred.threads[0].spans.push_back({ph.name, t, ph.time_s * 1e6, "phase", {{"predicted_us", ph.time_s * 1e6}}});
+    t += ph.time_s * 1e6;
+  }
+  reports::TraceProcess meas{"measured (deepspeed, last timed step)", {}};
+  for (std::size_t r = 0; r < m.timeline.size(); ++r) {
+    reports::TraceThread th{fmt::format("rank {}", r), {}};
+    for (const auto& s : m.timeline[r]) th.spans.push_back({s.phase, s.start_s * 1e6, s.dur_s * 1e6, "phase", {{"rank", r}}});
+    meas.threads.push_back(std::move(th));
+  }
+  return reports::chrome_trace({pred, meas});
 }
 
 reports::Json step_compare_json(const eval::StepComparison& c) {

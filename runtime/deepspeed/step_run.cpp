@@ -212,6 +212,12 @@ StepMeasurement measurement_of(const std::vector<Json>& ranks) {
     m.max_memory_reserved = std::max(m.max_memory_reserved, r.value("max_memory_reserved", std::int64_t{0}));
     m.device_used_bytes = std::max(m.device_used_bytes, r.value("device_used_bytes", std::int64_t{0}));
   }
+  for (const Json& r : ranks) {
+    std::vector<StepMeasurement::Segment> t;
+    for (const auto& s : r.value("timeline", Json::array()))
+      t.push_back({s.at(0).get<std::string>(), s.at(1).get<double>(), s.at(2).get<double>()});
+    m.timeline.push_back(std::move(t));
+  }
   m.peak_at = r0.value("memory_step", Json::object()).value("peak_at", "");
   m.host_rss_bytes = r0.value("host_rss_bytes", std::int64_t{0});
   m.host_rss_peak_bytes = r0.value("host_rss_peak_bytes", std::int64_t{0});

@@ -53,6 +53,8 @@ struct StepMeasurement {
   std::string peak_at;                 // the phase during which the allocated peak happened
   std::int64_t host_rss_bytes = 0, host_rss_peak_bytes = 0, pinned_bytes = 0;  // rank 0
   std::int64_t device_used_bytes = 0;  // cudaMemGetInfo used at the end (context + NCCL + allocator)
+  struct Segment { std::string phase; double start_s = 0, dur_s = 0; };
+  std::vector<std::vector<Segment>> timeline;  // per rank: the last timed step, exclusive segments
   std::vector<double> losses;          // rank 0, every step in order
   double wall_s = 0;
   Json raw;                            // rank 0's result as written by the worker

@@ -238,3 +238,38 @@ TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to t
   CHECK(r.rc == 2);
   CHECK(r.err.find("--gpus") != std::string::npos);
 }
+
+TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measured trace from the worker's result", "[deepspeed]") {
+  // a stand-in for the worker that writes a result of the documented format (docs/DEEPSPEED_BACKEND.md)
+  ulysses::test::TempDir dir;
+  {
+    std::ofstream f(dir / "python");
+    f << "#!/usr/bin/env python3\nimport json, sys\njob = json.load(open(sys.argv[-1]))\n"
+         "ph = {'gemm.qkv.fwd': [0.010, 0.012], 'attn.fwd': [0.020, 0.022], 'optimizer.step': [0.05, 0.05], 'other': [0.001, 0.001]}\n"
+         "res = {'status': 'ok', 'device': 'stand-in', 'phases': ph, 'steps': [{'step_s': 0.09}, {'step_s': 0.1}],\n"
+         "       'memory_step': {'phases': {'attn.fwd': {'start': 10, 'peak': 20, 'peak_reserved': 30}}, 'peak_at': 'attn.fwd'},\n"
+         "       'max_memory_allocated': 1000, 'max_memory_reserved': 1200, 'losses': [11.9, 11.8],\n"
+         "       'timeline': [['gemm.qkv.fwd', 0.0, 0.011], ['attn.fwd', 0.011, 0.021], ['optimizer.step', 0.032, 0.05]]}\n"
+         "json.dump(res, open(job['out'] + '.rank0.json', 'w'))\n"
+         "if job['run']['trace']:\n    json.dump({'traceEvents': []}, open(job['run']['trace'] + '.rank0.json', 'w'))\n";
+  }
+  std::filesystem::permissions(dir / "python", std::filesystem::perms::owner_all);
+  const std::string env = "ULYSSES_PYTHON='" + (dir / "python") + "' ";
+  const std::string trace = dir / "t.json";
+  const std::string cmd = env + "'" + ULYSSES_BIN + "' compare --backend deepspeed " + kFlags + " --layers 2 --format json --trace '" +
+                          trace + "' >'" + (dir / "out.json") + "' 2>'" + (dir / "err") + "'";
+  const int rc = std::system(cmd.c_str());
+  INFO(ulysses::test::slurp(dir / "err"));
+  REQUIRE(WEXITSTATUS(rc) == 0);
+  const auto j = rd::Json::parse(ulysses::test::slurp(dir / "out.json"));
+  CHECK(j["step"]["measured"].get<double>() == Approx(0.095));
+  CHECK(j["max_memory_allocated"]["measured"].get<double>() == 1000);
+  CHECK(j["measurement"]["phases"].size() == 4);
+  const auto t = rd::Json::parse(ulysses::test::slurp(trace));
+  int measured_spans = 0, predicted_spans = 0;
+  for (const auto& e : t["traceEvents"])
+    if (e["ph"] == "X") (e["pid"] == 1 ? predicted_spans : measured_spans) += 1;
+  CHECK(measured_spans == 3);
+  CHECK(predicted_spans > 5);  // the step model's non-zero phases
+  CHECK(std::filesystem::exists(trace + ".cupti.json"));  // torch.profiler's, beside it
+}

@@ -39,6 +39,20 @@ class PhaseClock:
         self._t0 = time.perf_counter()
         self._boundary(None)
 
+    def timeline(self):
+        """The last step's segments [(phase charged, start s, duration s)] from its first boundary,
+        consecutive segments of one phase joined (call after end_step)."""
+        out = []
+        t0 = self._events[0][0]
+        for (e0, _), (e1, name) in zip(self._events, self._events[1:]):
+            start, dur = t0.elapsed_time(e0) * 1e-3, e0.elapsed_time(e1) * 1e-3
+            name = name or OTHER
+            if out and out[-1][0] == name and abs(out[-1][1] + out[-1][2] - start) < 1e-9:
+                out[-1][2] += dur
+            else:
+                out.append([name, start, dur])
+        return out
+
     def end_step(self):
         """Synchronizes; returns (phase -> seconds, step seconds (GPU events), wall seconds)."""
         while self._stack:

@@ -171,6 +171,7 @@ class Runner:
             result["losses"].append(l)
             for k, v in t.items():
                 per_phase.setdefault(k, []).append(v)
+        result["timeline"] = CLOCK.timeline()  # the last timed step, for the compare trace
         result["max_memory_allocated"] = max(mem["peak_allocated"], torch.cuda.max_memory_allocated())
         result["max_memory_reserved"] = max(mem["peak_reserved"], torch.cuda.max_memory_reserved())
         result["warmup_max_memory_allocated"], result["warmup_max_memory_reserved"] = warm_alloc, warm_res
