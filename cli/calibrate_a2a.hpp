@@ -19,7 +19,7 @@ namespace ulysses::cli {
 struct A2aSample {
   double q_bytes = 0;                // X, q bytes per rank
   double qkv_bytes = 0;              // q + k + v bytes per rank
-  std::array<double, 6> t_s{};       // per block phase (DESIGN.md order), seconds; attention entries unused
+  std::array<double, 6> t_s{};       // per block phase (docs/DESIGN.md order), seconds; attention entries unused
 };
 
 struct A2aDerived {

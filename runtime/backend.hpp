@@ -1,6 +1,6 @@
 #pragma once
 // One interface for every backend (cpu reference, cuda): run the Ulysses attention block of
-// one layer, forward and backward, and return a Measurement keyed by DESIGN.md phase names.
+// one layer, forward and backward, and return a Measurement keyed by docs/DESIGN.md phase names.
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -20,7 +20,7 @@ struct BlockShape {
   std::int64_t S_local() const { return S / P; }
 };
 
-// Validates the head rules of DESIGN.md; returns "" when valid, else one line naming the rule.
+// Validates the head rules of docs/DESIGN.md; returns "" when valid, else one line naming the rule.
 std::string validate(const BlockShape& s);
 BlockShape block_shape_of(const Scenario& sc);  // padded S, heads and dims from the scenario
 
@@ -33,7 +33,7 @@ struct RunOptions {
 };
 
 struct PhaseStats {
-  std::string name;                 // DESIGN.md phase name
+  std::string name;                 // docs/DESIGN.md phase name
   double median_s = 0;              // max over ranks of the per-rank median
   double min_s = 0;                 // min over ranks and iterations
   double max_s = 0;                 // max over ranks and iterations

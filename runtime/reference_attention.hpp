@@ -21,7 +21,7 @@ struct AttnDims {
   bool causal = true;
 };
 
-// FLOPs of the forward as DESIGN.md counts them: 4*B*S^2*H*D, half when causal.
+// FLOPs of the forward as docs/DESIGN.md counts them: 4*B*S^2*H*D, half when causal.
 double attention_fwd_flops(const AttnDims& a);
 inline double attention_bwd_flops(const AttnDims& a) { return 2.5 * attention_fwd_flops(a); }
 

@@ -83,7 +83,7 @@ std::optional<Violation> first_violation(const Scenario& sc) {
                      fmt::format("gpus {}, {} * {} * {} = {}", sc.gpus, p.dp_replicate_size, p.dp_shard_size, p.sp_size,
                                  p.dp_replicate_size * p.dp_shard_size * p.sp_size)};
 
-  // Ulysses head rules (DESIGN.md): heads split over sp ranks; kv heads split or replicated.
+  // Ulysses head rules (docs/DESIGN.md): heads split over sp ranks; kv heads split or replicated.
   if (m.heads % p.sp_size != 0)
     return Violation{"plan.sp_size", "model.heads must be divisible by sp_size", fmt::format("heads {}, sp_size {}", m.heads, p.sp_size)};
   if (m.kv_heads % p.sp_size != 0 && p.sp_size % m.kv_heads != 0)

@@ -17,7 +17,7 @@ inline constexpr double kLogitsTileBytes = 1073741824.0;      // ALST: fp32 logi
 inline constexpr int kZero3LiveLayers = 2;                    // current layer + one prefetched
 inline constexpr bytes_t kMaxTermBytes = bytes_t{1} << 57;    // saturation of one term (128 PiB)
 
-// Everything predict() derives once from a scenario: dimension letters of DESIGN.md plus
+// Everything predict() derives once from a scenario: dimension letters of docs/DESIGN.md plus
 // the group sizes of the plan. All counts are int64 (elements, ranks, tokens).
 struct Dims {
   std::int64_t B = 1, S = 0, S_req = 0, S_local = 0, P = 1;

@@ -1,5 +1,5 @@
 #pragma once
-// The one vocabulary shared by prediction and measurement (DESIGN.md "One vocabulary").
+// The one vocabulary shared by prediction and measurement (docs/DESIGN.md "One vocabulary").
 // The runtime opens an NVTX range with exactly these names.
 #include <array>
 #include <string_view>

@@ -1,7 +1,7 @@
 #pragma once
 // The inputs of the cost model: model architecture, hardware profile, plan, workload.
 // Loaded and validated from YAML by sim/config.hpp; built directly by tests and the CLI.
-// Dimension letters (DESIGN.md): B batch, S sequence, H query heads, H_kv kv heads,
+// Dimension letters (docs/DESIGN.md): B batch, S sequence, H query heads, H_kv kv heads,
 // D head dim, P sp size, L layers, h hidden, F MLP width, V vocab.
 #include <cstdint>
 #include <string>
@@ -99,7 +99,7 @@ struct HardwareProfile {
   Calibration calibrated;
 };
 
-enum class KvStrategy { replicate, send_once };  // when P > H_kv (DESIGN.md head rules)
+enum class KvStrategy { replicate, send_once };  // when P > H_kv (docs/DESIGN.md head rules)
 // RMSNorm as the training stack runs it (docs/MODEL.md "Peak of one layer"): eager = HF
 // LlamaRMSNorm in PyTorch ops (autograd keeps an fp32 copy of the input and the bf16
 // normalized tensor); fused = a Liger/Apex-style kernel keeping the bf16 input and fp32 rstd.

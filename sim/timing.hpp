@@ -41,7 +41,7 @@ seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K);
 seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped);
 // The six block phases of one layer (indexed by BlockPhase), forward and backward once.
 void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& block);
-// Every step phase (DESIGN.md names), in a fixed order; returns FLOPs executed per GPU.
+// Every step phase (docs/DESIGN.md names), in a fixed order; returns FLOPs executed per GPU.
 double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step);
 
 }  // namespace ulysses::sim

@@ -1,5 +1,5 @@
 #pragma once
-// Units used everywhere (see DESIGN.md "Units"):
+// Units used everywhere (see docs/DESIGN.md "Units"):
 //   bytes are int64_t; time is seconds as double; bandwidth GB/s with GB = 1e9 bytes;
 //   capacity is shown in GiB = 2^30 bytes; FLOP/s as double.
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 // NVTX ranges and CUPTI activity records of the CUDA backend.
-//   - Every phase runs under an NVTX range named exactly as DESIGN.md (a2a.qkv.fwd, ...).
+//   - Every phase runs under an NVTX range named exactly as docs/DESIGN.md (a2a.qkv.fwd, ...).
 //   - CUPTI records kernels (CONCURRENT_KERNEL: ours and NCCL's), memcpy, memset and, when
 //     NVTX_INJECTION64_PATH names libcupti.so, the NVTX ranges themselves (MARKER).
 //     prepare_nvtx_injection() sets that variable (if unset) before the first NVTX call.
