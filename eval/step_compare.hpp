@@ -4,7 +4,7 @@
 // Phases are compared in groups, because the two sides cut the step differently: the worker's
 // ranges are the step model's names plus the pass ('.fwd', '.recompute', '.bwd'), but e.g. DeepSpeed
 // runs TiledMLP's recompute inside the MLP backward, the tiled loss runs its backward inside its
-// forward, and with sp > 1 the exchanges run inside UlyssesSPAttentionHF. Memory: the model's GPU
+// forward. Memory: the model's GPU
 // total less its fixed costs (cuda_context, nccl_buffers) is what the caching allocator reserves;
 // less fragmentation too, what it has allocated (docs/MODEL.md "Fixed costs and fragmentation").
 // Error convention: (predicted - measured) / measured * 100.

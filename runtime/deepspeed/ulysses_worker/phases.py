@@ -213,6 +213,29 @@ def wrap_function(fn, base):
     return wrapped
 
 
+def wrap_marked(owner, attr, base):
+    """owner.attr as a phase '<base>.fwd|recompute' with its backward '<base>.bwd' opened by the
+    gradients of its tensor outputs and closed when they reach its tensor inputs (DeepSpeed's
+    Ulysses exchanges, nested inside the attention's range: exclusive time)."""
+    orig = getattr(owner, attr)
+
+    def wrapped(self, *args):
+        if not CLOCK.enabled:
+            return orig(self, *args)
+        name = f"{base}.{'recompute' if CLOCK.in_backward else 'fwd'}"
+        CLOCK.push(name)
+        try:
+            args = tuple(mark(a, f"{base}.bwd", opens=False) for a in args)
+            out = orig(self, *args)
+        finally:
+            CLOCK.pop(name)
+        if isinstance(out, tuple):
+            return tuple(mark(o, f"{base}.bwd", opens=True) for o in out)
+        return mark(out, f"{base}.bwd", opens=True)
+
+    setattr(owner, attr, wrapped)
+
+
 class timed:
     """Context manager: one phase around a block of host code (optimizer step, loss)."""
 

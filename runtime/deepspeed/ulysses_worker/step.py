@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from . import dsconfig, features, hfconfig, offload
-from .phases import CLOCK, instrument, timed, wrap_function, wrap_method
+from .phases import CLOCK, instrument, timed, wrap_function, wrap_marked, wrap_method
 
 
 def _versions():
@@ -99,9 +99,13 @@ class Runner:
         from deepspeed.runtime.zero import stage3, stage_1_and_2
 
         impl = self.p["attn_implementation"]
-        # sp > 1: the registered function is UlyssesSPAttentionHF's wrapper, exchanges included
-        ALL_ATTENTION_FUNCTIONS[impl] = wrap_function(ALL_ATTENTION_FUNCTIONS[impl],
-                                                      "attn" if self.p["sp_size"] == 1 else "ulysses_attn")
+        # sp > 1: the registered function is UlyssesSPAttentionHF's wrapper; its two exchanges get
+        # their own ranges inside (exclusive), so attn.* is the attention and the layout copies
+        ALL_ATTENTION_FUNCTIONS[impl] = wrap_function(ALL_ATTENTION_FUNCTIONS[impl], "attn")
+        if self.p["sp_size"] > 1:
+            from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
+            wrap_marked(UlyssesSPAttentionHF, "_combine_local_sequences", "a2a.qkv")
+            wrap_marked(UlyssesSPAttentionHF, "_partition_global_sequence", "a2a.out")
         instrument(model.model.embed_tokens, "embed")
         instrument(model.model.norm, "norm")
         for layer in model.model.layers:
