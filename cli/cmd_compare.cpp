@@ -162,7 +162,8 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
                              sc.hw.has_calibration ? "calibrated" : "uncalibrated", m.device)
               << step_compare_table(c);
   }
-  return kExitOk;
+  if (!losses_finite(m)) std::cerr << "ulysses compare: the measured run's loss is not finite\n";
+  return losses_finite(m) ? kExitOk : kExitFailure;
 }
 
 int run_compare(int argc, char** argv) {

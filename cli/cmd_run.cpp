@@ -44,7 +44,7 @@ int run_run(int argc, char** argv) {
     } else {
       std::cout << "scenario " << sc.name << "\n" << step_table(m);
     }
-    return kExitOk;
+    return losses_finite(m) ? kExitOk : kExitFailure;
   }
   auto be = open_backend(backend);
   const Scenario sc = scenario_from_options(vm, true);

@@ -1,5 +1,7 @@
 #include "cli/step_common.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "reports/table.hpp"
@@ -76,6 +78,13 @@ RunKeys split_run_keys(std::vector<std::pair<std::string, std::string>>& keys, c
   return r;
 }
 
+bool losses_finite(const rd::StepMeasurement& m) {
+  if (m.losses.empty()) return false;
+  for (double l : m.losses)
+    if (!std::isfinite(l)) return false;
+  return true;
+}
+
 namespace {
 std::string ms(double s) { return fmt::format("{:.2f}", s * 1e3); }
 std::string gib(double b) { return fmt::format("{:.3f}", b / double(1ULL << 30)); }
@@ -100,7 +109,7 @@ std::string step_table(const rd::StepMeasurement& m) {
       m.host_rss_peak_bytes, m.pinned_bytes);
   std::string losses;
   for (double l : m.losses) losses += fmt::format(" {:.4f}", l);
-  out += fmt::format("loss per step:{}\n", losses);
+  out += fmt::format("loss per step:{}\ncorrect (every loss finite): {}\n", losses, losses_finite(m) ? "true" : "false");
   return out;
 }
 
@@ -131,6 +140,7 @@ reports::Json step_json(const rd::StepMeasurement& m) {
   j["host_rss_peak_bytes"] = m.host_rss_peak_bytes;
   j["checkpoint_pinned_bytes"] = m.pinned_bytes;
   j["losses"] = m.losses;
+  j["correct"] = losses_finite(m);
   j["wall_s"] = m.wall_s;
   return j;
 }

@@ -31,6 +31,9 @@ struct RunKeys {
 RunKeys split_run_keys(std::vector<std::pair<std::string, std::string>>& keys, const std::string& origin,
                        const std::string& case_name);
 
+// The run's check: every step's loss finite (a NaN or inf loss means the step did not train).
+bool losses_finite(const runtime::deepspeed::StepMeasurement& m);
+
 std::string step_table(const runtime::deepspeed::StepMeasurement& m);
 reports::Json step_json(const runtime::deepspeed::StepMeasurement& m);
 std::string step_compare_table(const eval::StepComparison& c);
