@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -80,7 +81,8 @@ rd::StepMeasurement measurement_from_case(const Json& c) {
   out.host_rss_bytes = m.value("host_rss_bytes", std::int64_t{0});
   out.host_rss_peak_bytes = m.value("host_rss_peak_bytes", std::int64_t{0});
   out.pinned_bytes = m.value("checkpoint_pinned_bytes", std::int64_t{0});
-  out.losses = m.value("losses", std::vector<double>{});
+  for (const auto& l : m.value("losses", Json::array()))
+    out.losses.push_back(l.is_number() ? l.get<double>() : std::numeric_limits<double>::quiet_NaN());
   out.wall_s = m.value("wall_s", 0.0);
   return out;
 }

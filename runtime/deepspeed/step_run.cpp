@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
@@ -222,7 +223,8 @@ StepMeasurement measurement_of(const std::vector<Json>& ranks) {
   m.host_rss_bytes = r0.value("host_rss_bytes", std::int64_t{0});
   m.host_rss_peak_bytes = r0.value("host_rss_peak_bytes", std::int64_t{0});
   m.pinned_bytes = r0.value("checkpoint_pinned_bytes", std::int64_t{0});
-  m.losses = r0.value("losses", std::vector<double>{});
+  for (const auto& l : r0.value("losses", Json::array()))  // null: the worker's non-finite loss
+    m.losses.push_back(l.is_number() ? l.get<double>() : std::numeric_limits<double>::quiet_NaN());
   m.wall_s = r0.value("wall_s", 0.0);
   return m;
 }

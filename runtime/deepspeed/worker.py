@@ -20,7 +20,7 @@ from ulysses_worker import job as jobmod  # noqa: E402
 def write(path, obj):
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
+        json.dump(obj, f, indent=1, allow_nan=False)  # strict JSON: a non-finite value is an error here
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

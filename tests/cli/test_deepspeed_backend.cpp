@@ -272,4 +272,12 @@ TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measure
   CHECK(measured_spans == 3);
   CHECK(predicted_spans > 5);  // the step model's non-zero phases
   CHECK(std::filesystem::exists(trace + ".cupti.json"));  // torch.profiler's, beside it
+  CHECK(j["measurement"]["correct"] == true);
+
+  // a non-finite loss (the worker writes null: strict JSON) fails the run with exit 1
+  std::string script = ulysses::test::slurp(dir / "python");
+  script.replace(script.find("'losses': [11.9, 11.8]"), 22, "'losses': [11.9, None]");
+  { std::ofstream(dir / "python") << script; }
+  const int rc2 = std::system((env + "'" + ULYSSES_BIN + "' run --backend deepspeed " + kFlags + " --layers 2 >/dev/null 2>&1").c_str());
+  CHECK(WEXITSTATUS(rc2) == 1);
 }

@@ -151,7 +151,8 @@ class Runner:
         with timed("optimizer.step"):
             eng.step()
         times, step_s, wall_s = CLOCK.end_step()
-        return times, step_s, wall_s, float(loss.detach())
+        value = float(loss.detach())
+        return times, step_s, wall_s, value if math.isfinite(value) else None  # JSON has no NaN: null
 
     # ---- runs ----
     def run(self, trace_path):
