@@ -100,11 +100,26 @@ std::vector<Json> launch(const Scenario& sc, const StepOptions& opt, const std::
   const std::string why = last_line(log, "deepspeed backend:");
   if (rc == 2) throw InputError(origin, "plan", why);
   if (rc == 3) throw StackMissing(why);
-  if (rc == 4 && !probes) throw WorkerOutOfMemory(why);
-  if (rc != 0 && !(rc == 4 && probes))
-    throw std::runtime_error(fmt::format("deepspeed backend: the worker exited {} ({}); log: {}", rc, why, log));
+  // the rank files that exist: under torchrun a rank that ran out of memory exits at once (exit 4),
+  // torchrun ends its peers (their files are missing) and reports its own failure code
   std::vector<Json> ranks;
-  for (std::int64_t r = 0; r < sc.gpus; ++r) ranks.push_back(read_json(fmt::format("{}.rank{}.json", prefix, r)));
+  bool oom = rc == 4;
+  for (std::int64_t r = 0; r < sc.gpus; ++r) {
+    const std::string f = fmt::format("{}.rank{}.json", prefix, r);
+    if (!fs::exists(f)) continue;
+    Json j = read_json(f);
+    oom = oom || j.value("status", "") == "oom" || j.value("oom_at", std::int64_t{0}) > 0;
+    ranks.push_back(std::move(j));
+  }
+  if (oom && !probes) throw WorkerOutOfMemory(why);
+  if (rc != 0 && !(oom && probes))
+    throw std::runtime_error(fmt::format("deepspeed backend: the worker exited {} ({}); log: {}", rc, why, log));
+  if (ranks.empty() || (!oom && static_cast<std::int64_t>(ranks.size()) != sc.gpus))
+    throw std::runtime_error(fmt::format("deepspeed backend: {} of {} rank results written; log: {}", ranks.size(), sc.gpus, log));
+  if (probes)  // the rank that ran out of memory (others may have stopped earlier or never written)
+    std::stable_sort(ranks.begin(), ranks.end(), [](const Json& a, const Json& b) {
+      return a.value("oom_at", std::int64_t{0}) > 0 && b.value("oom_at", std::int64_t{0}) == 0;
+    });
   if (!std::getenv("ULYSSES_KEEP_WORKDIR")) fs::remove_all(wd.path);
   return ranks;
 }
@@ -121,6 +136,13 @@ Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out
     throw InputError(origin, "plan.attn_implementation",
                      fmt::format("the deepspeed backend runs sdpa, flash_attention_2, flash_attention_3 or flex_attention "
                                  "(got '{}')", p.attn_implementation));
+  if (p.attn_implementation == "flex_attention" && p.sp_size > 1)
+    throw InputError(origin, "plan.attn_implementation",
+                     "Accelerate 1.15 refuses flex_attention for sequence parallelism; use sdpa or flash_attention_2");
+  if (p.dp_replicate_size > 1)
+    throw InputError(origin, "plan.dp_replicate_size",
+                     fmt::format("DeepSpeed ZeRO shards over every data-parallel rank (no replicate groups): the "
+                                 "deepspeed backend runs dp_replicate_size 1 (got {})", p.dp_replicate_size));
   if (p.pad_to_multiple_of > 0)
     throw InputError(origin, "plan.pad_to_multiple_of", "the deepspeed backend runs unpadded sequences (set 0)");
   if (p.rmsnorm_implementation != RmsNormImpl::eager)

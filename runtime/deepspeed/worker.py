@@ -48,13 +48,21 @@ def main(argv):
     out = f"{job['out']}.rank{rank}.json"
     trace = job["run"].get("trace", "")
     trace = f"{trace}.rank{rank}.json" if trace else ""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     try:
         res = step.run_job(job, trace)
         write(out, res)
+        if res.get("oom_at") and world > 1:
+            # a probe ran out of memory on this rank: its peers wait in a collective for it;
+            # exit now so that torchrun ends them (the launcher reads this rank's file)
+            os._exit(4)
         return 0
     except torch.cuda.OutOfMemoryError as e:
         write(out, {"status": "oom", "rank": rank, "message": str(e).splitlines()[0][:300]})
         print(f"deepspeed backend: out of GPU memory at seq_len {job['plan']['seq_len']}", file=sys.stderr)
+        if world > 1:
+            sys.stderr.flush()
+            os._exit(4)  # as above: do not wait for the peers
         return 4
     except Exception as e:  # noqa: BLE001 - reported in one line, the traceback on stderr
         traceback.print_exc()

@@ -61,6 +61,16 @@ TEST_CASE("deepspeed job: plans the stack cannot run are refused naming the key"
   sc = llama2(16384);
   sc.plan.pad_to_multiple_of = 128;
   CHECK_THROWS_AS(rd::job_json(sc, {}, "/tmp/x", "f.yaml"), InputError);
+  sc = llama2(16384);
+  sc.plan.dp_replicate_size = 2;
+  sc.gpus = 2;
+  CHECK_THROWS_WITH(rd::job_json(sc, {}, "/tmp/x", "f.yaml"), Catch::Contains("plan.dp_replicate_size"));
+  sc = llama2(16384);
+  sc.plan.attn_implementation = "flex_attention";
+  CHECK_NOTHROW(rd::job_json(sc, {}, "/tmp/x", "f.yaml"));  // sp 1: Accelerate is not asked
+  sc.plan.sp_size = 2;
+  sc.gpus = 2;
+  CHECK_THROWS_WITH(rd::job_json(sc, {}, "/tmp/x", "f.yaml"), Catch::Contains("flex_attention"));
 }
 
 TEST_CASE("deepspeed CLI: bad input is one line and exit 2", "[deepspeed]") {

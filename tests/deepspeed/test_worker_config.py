@@ -45,6 +45,7 @@ class JobChecks(unittest.TestCase):
             (jobwith("run", "calibrate", "yes"), "run.calibrate"),
             (jobwith("run", "ballast_bytes", -1), "run.ballast_bytes"),
             (jobwith("plan", "torch_adam", 1), "plan.torch_adam"),
+            (dict(jobwith("plan", "dp_replicate_size", 2), gpus=2), "plan.dp_replicate_size"),
         ]
         for j, key in cases:
             if key is None:
@@ -107,11 +108,25 @@ class Configs(unittest.TestCase):
         self.assertFalse(d["optimizer"]["params"]["torch_adam"])  # FusedAdam
         json.dumps(d)
 
+    def test_flex_attention_only_at_sp1(self):
+        j = jobwith("plan", "attn_implementation", "flex_attention")
+        job.check(j)
+        j["plan"]["sp_size"], j["gpus"] = 2, 2
+        with self.assertRaises(job.JobError) as e:
+            job.check(j, "f.json")
+        self.assertIn("plan.attn_implementation", str(e.exception))
+
     def test_parallelism(self):
         p = dict(PLAN, sp_size=4, dp_shard_size=2)
         self.assertEqual(dsconfig.parallelism_kwargs(p),
                          {"sp_backend": "deepspeed", "sp_size": 4, "dp_replicate_size": 1, "dp_shard_size": 2})
         self.assertEqual(dsconfig.sp_handler_kwargs(p)["sp_seq_length"], 16384)
+        v = dsconfig.sp_handler_kwargs(p, variable=True)  # capacity probes: several lengths, one model
+        self.assertTrue(v["sp_seq_length_is_variable"])
+        self.assertIsNone(v["sp_seq_length"])
+        # zero.Init reads the config before Accelerate fixes the batch size for SP
+        self.assertEqual(dsconfig.deepspeed_config(p)["sequence_parallel_size"], 4)
+        self.assertEqual(dsconfig.deepspeed_config(p)["train_batch_size"], 2)  # micro batch x dp (2)
 
     def test_shard_rules(self):
         self.assertEqual(dsconfig.tiled_mlp_shards(16384, 4096), 4)

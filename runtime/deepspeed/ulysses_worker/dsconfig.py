@@ -15,6 +15,9 @@ def deepspeed_config(plan):
         zero["offload_param"] = {"device": "cpu", "pin_memory": True}
     dp = p["dp_replicate_size"] * p["dp_shard_size"]
     return {
+        # zero.Init reads this copy before Accelerate's prepare() fixes the batch size for SP: without
+        # it DeepSpeed takes the whole world as data parallel (deepspeed/runtime/config.py 466-471)
+        "sequence_parallel_size": p["sp_size"],
         "train_micro_batch_size_per_gpu": p["micro_batch_size"],
         "gradient_accumulation_steps": 1,
         "train_batch_size": p["micro_batch_size"] * dp,
@@ -36,8 +39,13 @@ def parallelism_kwargs(plan):
             "dp_replicate_size": plan["dp_replicate_size"], "dp_shard_size": plan["dp_shard_size"]}
 
 
-def sp_handler_kwargs(plan):
-    """DeepSpeedSequenceParallelConfig(**these): a fixed length (every batch has seq_len tokens)."""
+def sp_handler_kwargs(plan, variable=False):
+    """DeepSpeedSequenceParallelConfig(**these): a fixed length (every batch has seq_len tokens), or a
+    variable one (capacity probes run several lengths on one model: UlyssesSPAttentionHF checks the
+    shapes it was built for otherwise, ulysses_sp.py 299-301)."""
+    if variable:
+        return {"sp_seq_length": None, "sp_seq_length_is_variable": True,
+                "sp_attn_implementation": plan["attn_implementation"]}
     return {"sp_seq_length": plan["seq_len"], "sp_seq_length_is_variable": False,
             "sp_attn_implementation": plan["attn_implementation"]}
 

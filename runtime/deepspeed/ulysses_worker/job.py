@@ -66,6 +66,12 @@ def check(job, path="job"):
     if _need(p, "kv_strategy", str, "plan.", path) != "replicate":
         raise JobError(f"{path}: plan.kv_strategy: DeepSpeed's UlyssesSPAttentionHF replicates kv heads "
                        f"when sp_size > kv_heads; only 'replicate' runs on this backend (got {p['kv_strategy']!r})")
+    if impl == "flex_attention" and p["sp_size"] > 1:
+        raise JobError(f"{path}: plan.attn_implementation: Accelerate 1.15 refuses flex_attention for sequence "
+                       f"parallelism (DeepSpeedSequenceParallelConfig); use sdpa or flash_attention_2")
+    if p["dp_replicate_size"] > 1:
+        raise JobError(f"{path}: plan.dp_replicate_size: DeepSpeed ZeRO shards over every data-parallel rank "
+                       f"(no replicate groups); the deepspeed backend runs dp_replicate_size 1 (got {p['dp_replicate_size']})")
     if p["offload_params"] and p["zero_stage"] != 3:
         raise JobError(f"{path}: plan.offload_params: needs zero_stage 3 (got {p['zero_stage']})")
     if p["offload_checkpoints"] and not p["activation_checkpointing"]:

@@ -6,7 +6,8 @@ GradientCheckpointingLayer calls it as fn(partial(layer.__call__, **kwargs), hid
 - forward: run the layer without autograd, copy its input to a pinned host buffer on a copy
   stream (the compute stream does not wait), keep only the host copy;
 - backward: copy it back (phase offload.ckpt.h2d), recompute the layer with autograd, backprop.
-The pinned buffers are allocated once per layer and reused every step (pinned_bytes reports them).
+The pinned buffers are allocated once per layer (grown only when a longer sequence comes) and reused
+every step (pinned_bytes reports them).
 """
 import torch
 
@@ -26,10 +27,11 @@ class _OffloadedCheckpoint(torch.autograd.Function):
         global _copy_stream
         with torch.no_grad():
             out = run(x)
-        buf = _buffers.get(index)
-        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
-            buf = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
-            _buffers[index] = buf
+        flat = _buffers.get(index)  # grown only: capacity probes run several lengths on one process
+        if flat is None or flat.dtype != x.dtype or flat.numel() < x.numel():
+            flat = torch.empty(x.numel(), dtype=x.dtype, pin_memory=True)
+            _buffers[index] = flat
+        buf = flat[:x.numel()].view(x.shape)
         if _copy_stream is None:
             _copy_stream = torch.cuda.Stream()
         with timed("offload.ckpt.d2h"):

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 import time
 
@@ -50,7 +51,7 @@ class Runner:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
 
     # ---- set-up ----
-    def build(self, max_seq_len):
+    def build(self, max_seq_len, variable_length=False):
         from accelerate import Accelerator
         from accelerate.parallelism_config import ParallelismConfig
         from accelerate.utils import DeepSpeedPlugin, DeepSpeedSequenceParallelConfig, DummyOptim
@@ -61,9 +62,10 @@ class Runner:
         ds_cfg = dsconfig.deepspeed_config(p)
         plugin = DeepSpeedPlugin(hf_ds_config=ds_cfg, zero3_init_flag=p["zero_stage"] == 3)
         pc_kwargs = dsconfig.parallelism_kwargs(p)
+        pc = None  # only with SP: for sp 1 DeepSpeed's ZeRO needs no mesh of Accelerate's
         if p["sp_size"] > 1:
-            pc_kwargs["sp_handler"] = DeepSpeedSequenceParallelConfig(**dsconfig.sp_handler_kwargs(p))
-        pc = ParallelismConfig(**pc_kwargs) if self.world > 1 else None
+            pc_kwargs["sp_handler"] = DeepSpeedSequenceParallelConfig(**dsconfig.sp_handler_kwargs(p, variable_length))
+            pc = ParallelismConfig(**pc_kwargs)
         self.acc = Accelerator(deepspeed_plugin=plugin, parallelism_config=pc, mixed_precision="bf16")
 
         cfg_dict = hfconfig.config_dict(self.m, max_seq_len, p["attn_implementation"])
@@ -125,6 +127,18 @@ class Runner:
             wrap_method(cls, "independent_gradient_partition_epilogue", "zero.reduce_scatter")
 
     # ---- one step ----
+    def start_of_step(self):
+        """What engine(...) does before a forward and ours skips by calling the inner model (as
+        ArcticTraining does, to get hidden states for the tiled loss): ZeRO-3's parameter trace reset
+        (the root module's forward pre-hook, zero/parameter_offload.py 304-308; prefetching needs it)
+        and the backward-seen flag (engine.py forward)."""
+        opt = getattr(self.engine, "optimizer", None)
+        offload = getattr(opt, "parameter_offload", None)
+        if offload is not None:
+            offload.get_param_coordinator().reset_step()
+        if hasattr(opt, "clear_backward_seen_flag"):
+            opt.clear_backward_seen_flag()
+
     def batch(self, seq_len):
         g = torch.Generator().manual_seed(self.r["seed"] + seq_len)
         B = self.p["micro_batch_size"]
@@ -140,6 +154,7 @@ class Runner:
     def step(self, data, track_memory=False, annotate=False):
         ids, pos, labels = data
         eng = self.engine
+        self.start_of_step()
         CLOCK.begin_step(track_memory=track_memory, annotate=annotate)
         hidden = eng.module.model(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state
         loss_sum, tokens = features.loss_sum_and_tokens(eng.module, hidden, labels, self.p["tiled_logits"],
@@ -197,9 +212,10 @@ class Runner:
 
     def fixed_costs(self):
         """The process's device memory outside the caching allocator (calibrate --backend deepspeed):
-        used (cudaMemGetInfo) - reserved, with torch's kernels loaded but no process group, then after
-        Accelerate + DeepSpeed set-up and two steps of the job's scenario (NCCL communicators, cuBLAS
-        and cuDNN workspaces, DeepSpeed's streams included). empty_cache first: nothing cached counts."""
+        used (cudaMemGetInfo, device-wide) - reserved, with only torch's CUDA context, then after
+        Accelerate + DeepSpeed set-up and two steps of the job's scenario (the context with the kernels
+        loaded, NCCL communicators; cuBLAS/cuDNN workspaces come from the caching allocator and count in
+        reserved, not here). empty_cache first: nothing cached counts."""
         def outside():
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
@@ -218,7 +234,7 @@ class Runner:
 
     def probe(self, lengths):
         """Capacity: one step (after one warm-up) at each length, increasing, until one OOMs."""
-        self.build(max(lengths))
+        self.build(max(lengths), variable_length=True)
         fits = []
         for S in lengths:
             try:
@@ -279,7 +295,8 @@ def run_job(job, trace_path):
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     # DeepSpeed's JIT builder (FusedAdam) cannot parse arch suffixes such as '9.0a' in
     # TORCH_CUDA_ARCH_LIST (op_builder/builder.py compute_capability_args): build for this GPU
-    if "a" in os.environ.get("TORCH_CUDA_ARCH_LIST", ""):
+    archs = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(" ", ";").split(";")
+    if any(a and not re.fullmatch(r"\d+\.\d+(\+PTX)?", a) for a in archs):
         os.environ["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*torch.cuda.get_device_capability())
     ballast_bytes = job["run"].get("ballast_bytes", 0)
     ballast = torch.empty(ballast_bytes, dtype=torch.uint8, device="cuda") if ballast_bytes else None
@@ -288,7 +305,7 @@ def run_job(job, trace_path):
     res = {"status": "ok", "rank": r.rank, "world_size": r.world,
            "device": torch.cuda.get_device_name(), "versions": _versions(),
            "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
-           "hbm_bytes": torch.cuda.get_device_properties(0).total_memory}
+           "hbm_bytes": torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory}
     probes = job["run"].get("probe_seq_lens", [])
     if job["run"].get("calibrate", False):
         res.update(r.fixed_costs())
