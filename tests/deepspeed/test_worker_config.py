@@ -8,7 +8,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "deepspeed"))
-from ulysses_worker import dsconfig, hfconfig, job  # noqa: E402
+from ulysses_worker import accounting, dsconfig, hfconfig, job  # noqa: E402
 
 MODEL = dict(name="llama-3.1-8b", layers=2, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn_hidden=14336,
              vocab=128256, tied_embeddings=False, qk_norm=False, qkv_bias=False)
@@ -135,6 +135,44 @@ class Configs(unittest.TestCase):
         # 1 GiB of fp32 logits per shard: 16384 * 128256 * 4 B = 7.83 GiB -> 8
         self.assertEqual(dsconfig.tiled_logits_shards(1, 16384, 128256), 8)
         self.assertEqual(dsconfig.tiled_logits_shards(1, 1, 128256), 1)
+
+
+class Accounting(unittest.TestCase):
+    # boundaries of a step: push mlp.bwd at 1, push zero.allgather (nested) at 2, pop it at 3,
+    # pop mlp.bwd at 5, push optimizer.step at 6, pop at 9; charged = innermost phase before each
+    B = [(0.0, None), (1.0, None), (2.0, "mlp.bwd"), (3.0, "zero.allgather"), (5.0, "mlp.bwd"),
+         (6.0, None), (9.0, "optimizer.step"), (10.0, None)]
+
+    def test_exclusive_totals_sum_to_the_step(self):
+        t = accounting.totals(self.B)
+        self.assertEqual(t, {"other": 3.0, "mlp.bwd": 3.0, "zero.allgather": 1.0, "optimizer.step": 3.0})
+        self.assertAlmostEqual(sum(t.values()), self.B[-1][0])
+
+    def test_segments_join_consecutive_pieces(self):
+        # the time up to a boundary belongs to that boundary's charged phase
+        s = accounting.segments([(0.0, None), (1.0, "a"), (2.0, "a"), (4.0, "b"), (5.0, None)])
+        self.assertEqual(s, [["a", 0.0, 2.0], ["b", 2.0, 2.0], ["other", 4.0, 1.0]])
+        self.assertEqual(accounting.segments(self.B)[2], ["zero.allgather", 2.0, 1.0])
+
+    def test_kernels_go_to_the_innermost_range_of_the_launching_thread(self):
+        ev = [
+            {"ph": "X", "cat": "user_annotation", "name": "mlp.bwd", "tid": 7, "ts": 100, "dur": 100},
+            {"ph": "X", "cat": "user_annotation", "name": "zero.allgather", "tid": 7, "ts": 120, "dur": 10},
+            {"ph": "X", "cat": "user_annotation", "name": "attn.fwd", "tid": 1, "ts": 0, "dur": 1000},
+            {"ph": "X", "cat": "cuda_runtime", "tid": 7, "ts": 110, "args": {"correlation": 1}},
+            {"ph": "X", "cat": "cuda_runtime", "tid": 7, "ts": 125, "args": {"correlation": 2}},
+            {"ph": "X", "cat": "cuda_runtime", "tid": 7, "ts": 300, "args": {"correlation": 3}},
+            # kernels run later on the GPU; only the launch decides
+            {"ph": "X", "cat": "kernel", "ts": 500, "dur": 40, "args": {"correlation": 1}},
+            {"ph": "X", "cat": "kernel", "ts": 600, "dur": 20, "args": {"correlation": 2}},
+            {"ph": "X", "cat": "kernel", "ts": 700, "dur": 10, "args": {"correlation": 3}},
+            {"ph": "X", "cat": "kernel", "ts": 800, "dur": 5, "args": {"correlation": 99}},
+        ]
+        k = accounting.attribute_kernels(ev)
+        self.assertAlmostEqual(k["mlp.bwd"]["kernel_s"], 40e-6)
+        self.assertEqual(k["zero.allgather"]["kernels"], 1)
+        self.assertEqual(k["other"]["kernels"], 2)  # launched outside any range, and an unknown launch
+        self.assertNotIn("attn.fwd", k)  # another thread's range
 
 
 if __name__ == "__main__":

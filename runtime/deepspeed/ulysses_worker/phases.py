@@ -11,7 +11,8 @@ import time
 
 import torch
 
-OTHER = "other"
+from . import accounting
+from .accounting import OTHER
 
 
 class PhaseClock:
@@ -39,19 +40,13 @@ class PhaseClock:
         self._t0 = time.perf_counter()
         self._boundary(None)
 
-    def timeline(self):
-        """The last step's segments [(phase charged, start s, duration s)] from its first boundary,
-        consecutive segments of one phase joined (call after end_step)."""
-        out = []
+    def _boundaries(self):
         t0 = self._events[0][0]
-        for (e0, _), (e1, name) in zip(self._events, self._events[1:]):
-            start, dur = t0.elapsed_time(e0) * 1e-3, e0.elapsed_time(e1) * 1e-3
-            name = name or OTHER
-            if out and out[-1][0] == name and abs(out[-1][1] + out[-1][2] - start) < 1e-9:
-                out[-1][2] += dur
-            else:
-                out.append([name, start, dur])
-        return out
+        return [(t0.elapsed_time(e) * 1e-3, name) for e, name in self._events]
+
+    def timeline(self):
+        """The last step's segments [(phase charged, start s, duration s)] (call after end_step)."""
+        return accounting.segments(self._boundaries())
 
     def end_step(self):
         """Synchronizes; returns (phase -> seconds, step seconds (GPU events), wall seconds)."""
@@ -61,11 +56,8 @@ class PhaseClock:
         torch.cuda.synchronize()
         wall = time.perf_counter() - self._t0
         self.enabled = False
-        times = {}
-        for (e0, _), (e1, name) in zip(self._events, self._events[1:]):
-            times[name or OTHER] = times.get(name or OTHER, 0.0) + e0.elapsed_time(e1) * 1e-3
-        step = self._events[0][0].elapsed_time(self._events[-1][0]) * 1e-3
-        return times, step, wall
+        b = self._boundaries()
+        return accounting.totals(b), b[-1][0], wall
 
     def memory(self):
         return {"phases": self._mem, "peak_allocated": self._peak, "peak_reserved": self._peak_reserved,

@@ -16,7 +16,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from . import dsconfig, features, hfconfig, offload
+from . import accounting, dsconfig, features, hfconfig, offload
 from .phases import CLOCK, instrument, timed, wrap_function, wrap_marked, wrap_method
 
 
@@ -252,38 +252,9 @@ class Runner:
 
 
 def attribute_kernels(trace_path):
-    """Kernel time per phase from a torch.profiler (Kineto/CUPTI) trace. A kernel belongs to the
-    launch that made it (same correlation id); the launch to the innermost of our phase ranges
-    (user_annotation) open on its thread at that moment; no range: 'other'."""
+    """Kernel time per phase of the traced step (accounting.attribute_kernels)."""
     with open(trace_path) as f:
-        ev = json.load(f).get("traceEvents", [])
-    ann = {}   # tid -> [(start, end, name)]
-    launch = {}  # correlation -> (tid, ts)
-    for e in ev:
-        if e.get("ph") != "X":
-            continue
-        cat = e.get("cat")
-        if cat == "user_annotation":
-            ann.setdefault(e.get("tid"), []).append((e["ts"], e["ts"] + e.get("dur", 0), e["name"]))
-        elif cat in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
-            launch[e["args"]["correlation"]] = (e.get("tid"), e["ts"])
-    out = {}
-    for e in ev:
-        if e.get("cat") != "kernel" or e.get("ph") != "X":
-            continue
-        name = "other"
-        where = launch.get(e.get("args", {}).get("correlation"))
-        if where is not None:
-            best = None
-            for a0, a1, n in ann.get(where[0], ()):
-                if a0 <= where[1] <= a1 and (best is None or a1 - a0 < best[1] - best[0]):
-                    best = (a0, a1, n)
-            if best:
-                name = best[2]
-        d = out.setdefault(name, {"kernel_s": 0.0, "kernels": 0})
-        d["kernel_s"] += e.get("dur", 0) * 1e-6
-        d["kernels"] += 1
-    return out
+        return accounting.attribute_kernels(json.load(f).get("traceEvents", []))
 
 
 def run_job(job, trace_path):
