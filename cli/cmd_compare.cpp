@@ -149,12 +149,12 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
   }
   const eval::StepComparison c = eval::compare_step(p, m);
   if (format == Format::json) {
-    Json j = step_compare_json(c);
+    Json j = eval::comparison_json(c);
     j["scenario"] = sc.name;
     j["profile"] = sc.hw.name;
     j["calibrated"] = sc.hw.has_calibration;
     j["prediction"] = reports::prediction_json(p);
-    j["measurement"] = step_json(m);
+    j["measurement"] = runtime::deepspeed::measurement_json(m);
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << fmt::format("scenario {} ({} layers, S={}) on profile {} ({}), backend deepspeed on {}\n", sc.name,
@@ -162,8 +162,8 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
                              sc.hw.has_calibration ? "calibrated" : "uncalibrated", m.device)
               << step_compare_table(c);
   }
-  if (!losses_finite(m)) std::cerr << "ulysses compare: the measured run's loss is not finite\n";
-  return losses_finite(m) ? kExitOk : kExitFailure;
+  if (!m.correct()) std::cerr << "ulysses compare: the measured run's loss is not finite\n";
+  return m.correct() ? kExitOk : kExitFailure;
 }
 
 int run_compare(int argc, char** argv) {

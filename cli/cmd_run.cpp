@@ -38,13 +38,13 @@ int run_run(int argc, char** argv) {
     const Scenario sc = with_layers(scenario_from_options(vm, true), vm);
     const auto m = runtime::deepspeed::run_step(sc, step_options_of(vm), origin_of(vm));
     if (format == Format::json) {
-      reports::Json j = step_json(m);
+      reports::Json j = runtime::deepspeed::measurement_json(m);
       j["scenario"] = sc.name;
       std::cout << j.dump(2) << "\n";
     } else {
       std::cout << "scenario " << sc.name << "\n" << step_table(m);
     }
-    return losses_finite(m) ? kExitOk : kExitFailure;
+    return m.correct() ? kExitOk : kExitFailure;
   }
   auto be = open_backend(backend);
   const Scenario sc = scenario_from_options(vm, true);

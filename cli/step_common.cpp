@@ -78,13 +78,6 @@ RunKeys split_run_keys(std::vector<std::pair<std::string, std::string>>& keys, c
   return r;
 }
 
-bool losses_finite(const rd::StepMeasurement& m) {
-  if (m.losses.empty()) return false;
-  for (double l : m.losses)
-    if (!std::isfinite(l)) return false;
-  return true;
-}
-
 namespace {
 std::string ms(double s) { return fmt::format("{:.2f}", s * 1e3); }
 std::string gib(double b) { return fmt::format("{:.3f}", b / double(1ULL << 30)); }
@@ -109,40 +102,8 @@ std::string step_table(const rd::StepMeasurement& m) {
       m.host_rss_peak_bytes, m.pinned_bytes);
   std::string losses;
   for (double l : m.losses) losses += fmt::format(" {:.4f}", l);
-  out += fmt::format("loss per step:{}\ncorrect (every loss finite): {}\n", losses, losses_finite(m) ? "true" : "false");
+  out += fmt::format("loss per step:{}\ncorrect (every loss finite): {}\n", losses, m.correct() ? "true" : "false");
   return out;
-}
-
-reports::Json step_json(const rd::StepMeasurement& m) {
-  reports::Json j;
-  j["backend"] = "deepspeed";
-  j["scope"] = "step";
-  j["device"] = m.device;
-  j["ranks"] = m.ranks;
-  j["versions"] = m.versions;
-  j["pytorch_cuda_alloc_conf"] = m.alloc_conf;
-  j["layers"] = m.layers;
-  j["seq_len"] = m.seq_len;
-  j["phases"] = reports::Json::array();
-  for (const auto& p : m.phases) {
-    reports::Json e{{"name", p.name}, {"median_s", p.median_s}, {"min_s", p.min_s}, {"max_s", p.max_s},
-                    {"alloc_start_bytes", p.alloc_start_bytes}, {"peak_bytes", p.peak_bytes},
-                    {"peak_reserved_bytes", p.peak_reserved_bytes}};
-    if (p.kernel_s >= 0) e["kernel_s"] = p.kernel_s;
-    j["phases"].push_back(e);
-  }
-  j["step_s"] = {{"median", m.step_median_s}, {"min", m.step_min_s}, {"max", m.step_max_s}};
-  j["max_memory_allocated"] = m.max_memory_allocated;
-  j["max_memory_reserved"] = m.max_memory_reserved;
-  j["peak_at"] = m.peak_at;
-  j["device_used_bytes"] = m.device_used_bytes;
-  j["host_rss_bytes"] = m.host_rss_bytes;
-  j["host_rss_peak_bytes"] = m.host_rss_peak_bytes;
-  j["checkpoint_pinned_bytes"] = m.pinned_bytes;
-  j["losses"] = m.losses;
-  j["correct"] = losses_finite(m);
-  j["wall_s"] = m.wall_s;
-  return j;
 }
 
 std::string step_compare_table(const eval::StepComparison& c) {
@@ -176,22 +137,6 @@ reports::Json step_trace(const Prediction& p, const rd::StepMeasurement& m) {
     meas.threads.push_back(std::move(th));
   }
   return reports::chrome_trace({pred, meas});
-}
-
-reports::Json step_compare_json(const eval::StepComparison& c) {
-  auto row = [](const eval::Row& r) {
-    return reports::Json{{"name", r.name}, {"predicted", r.predicted}, {"measured", r.measured},
-                         {"error_pct", r.error_pct}, {"scored", r.scored}};
-  };
-  reports::Json j;
-  j["error_pct_convention"] = "(predicted - measured) / measured * 100; seconds per step, bytes";
-  j["phases"] = reports::Json::array();
-  for (const auto& r : c.phases) j["phases"].push_back(row(r));
-  j["step"] = row(c.step);
-  j["max_memory_allocated"] = row(c.allocated);
-  j["max_memory_reserved"] = row(c.reserved);
-  j["peak_at"] = {{"predicted", c.predicted_peak_at}, {"measured", c.measured_peak_at}};
-  return j;
 }
 
 }  // namespace ulysses::cli

@@ -31,15 +31,10 @@ struct RunKeys {
 RunKeys split_run_keys(std::vector<std::pair<std::string, std::string>>& keys, const std::string& origin,
                        const std::string& case_name);
 
-// The run's check: every step's loss finite (a NaN or inf loss means the step did not train).
-bool losses_finite(const runtime::deepspeed::StepMeasurement& m);
-
 std::string step_table(const runtime::deepspeed::StepMeasurement& m);
-reports::Json step_json(const runtime::deepspeed::StepMeasurement& m);
 std::string step_compare_table(const eval::StepComparison& c);
 // Chrome/Perfetto trace: the predicted step (the step model's phases back to back) and the measured
 // one (per rank, the last timed step's exclusive segments), as `compare --backend cuda` writes the block.
 reports::Json step_trace(const Prediction& p, const runtime::deepspeed::StepMeasurement& m);
-reports::Json step_compare_json(const eval::StepComparison& c);
 
 }  // namespace ulysses::cli

@@ -77,4 +77,20 @@ StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepM
   return c;
 }
 
+runtime::deepspeed::Json comparison_json(const StepComparison& c) {
+  using Json = runtime::deepspeed::Json;
+  auto row = [](const Row& r) {
+    return Json{{"name", r.name}, {"predicted", r.predicted}, {"measured", r.measured}, {"error_pct", r.error_pct}, {"scored", r.scored}};
+  };
+  Json j;
+  j["error_pct_convention"] = "(predicted - measured) / measured * 100; seconds per step, bytes";
+  j["phases"] = Json::array();
+  for (const auto& r : c.phases) j["phases"].push_back(row(r));
+  j["step"] = row(c.step);
+  j["max_memory_allocated"] = row(c.allocated);
+  j["max_memory_reserved"] = row(c.reserved);
+  j["peak_at"] = {{"predicted", c.predicted_peak_at}, {"measured", c.measured_peak_at}};
+  return j;
+}
+
 }  // namespace ulysses::eval

@@ -41,5 +41,7 @@ struct StepComparison {
 double error_pct(double predicted, double measured);
 
 StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepMeasurement& m);
+// phases [{name, predicted, measured, error_pct, scored}], step, max_memory_allocated/reserved, peak_at
+runtime::deepspeed::Json comparison_json(const StepComparison& c);
 
 }  // namespace ulysses::eval

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -21,71 +20,12 @@ Json step_case_json(const StepCase& c) {
   j["keys"] = Json::array();
   for (const auto& [k, v] : c.keys) j["keys"].push_back({k, v});
   j["expandable_segments"] = c.expandable_segments;
-  Json ph = Json::array();
-  for (const auto& p : c.m.phases)
-    ph.push_back({{"name", p.name}, {"median_s", p.median_s}, {"min_s", p.min_s}, {"max_s", p.max_s},
-                  {"kernel_s", p.kernel_s}, {"alloc_start_bytes", p.alloc_start_bytes}, {"peak_bytes", p.peak_bytes},
-                  {"peak_reserved_bytes", p.peak_reserved_bytes}});
-  j["measured"] = {{"device", c.m.device},
-                   {"pytorch_cuda_alloc_conf", c.m.alloc_conf},
-                   {"versions", c.m.versions},
-                   {"ranks", c.m.ranks},
-                   {"phases", ph},
-                   {"step_s", {{"median", c.m.step_median_s}, {"min", c.m.step_min_s}, {"max", c.m.step_max_s}}},
-                   {"max_memory_allocated", c.m.max_memory_allocated},
-                   {"max_memory_reserved", c.m.max_memory_reserved},
-                   {"peak_at", c.m.peak_at},
-                   {"device_used_bytes", c.m.device_used_bytes},
-                   {"host_rss_bytes", c.m.host_rss_bytes},
-                   {"host_rss_peak_bytes", c.m.host_rss_peak_bytes},
-                   {"checkpoint_pinned_bytes", c.m.pinned_bytes},
-                   {"losses", c.m.losses},
-                   {"wall_s", c.m.wall_s}};
-  auto row = [](const Row& r) {
-    return Json{{"name", r.name}, {"predicted", r.predicted}, {"measured", r.measured}, {"error_pct", r.error_pct}, {"scored", r.scored}};
-  };
-  Json cmp;
-  cmp["phases"] = Json::array();
-  for (const auto& r : c.c.phases) cmp["phases"].push_back(row(r));
-  cmp["step"] = row(c.c.step);
-  cmp["max_memory_allocated"] = row(c.c.allocated);
-  cmp["max_memory_reserved"] = row(c.c.reserved);
-  cmp["peak_at"] = {{"predicted", c.c.predicted_peak_at}, {"measured", c.c.measured_peak_at}};
-  j["comparison"] = cmp;
+  j["measured"] = rd::measurement_json(c.m);
+  j["comparison"] = comparison_json(c.c);
   return j;
 }
 
-rd::StepMeasurement measurement_from_case(const Json& c) {
-  const Json& m = c.at("measured");
-  rd::StepMeasurement out;
-  out.device = m.value("device", "");
-  out.alloc_conf = m.value("pytorch_cuda_alloc_conf", "");
-  out.versions = m.value("versions", Json::object());
-  out.ranks = m.value("ranks", 1);
-  for (const auto& p : m.at("phases")) {
-    rd::StepPhase s;
-    s.name = p.at("name").get<std::string>();
-    s.median_s = p.at("median_s").get<double>();
-    s.min_s = p.value("min_s", 0.0), s.max_s = p.value("max_s", 0.0), s.kernel_s = p.value("kernel_s", -1.0);
-    s.alloc_start_bytes = p.value("alloc_start_bytes", std::int64_t{0});
-    s.peak_bytes = p.value("peak_bytes", std::int64_t{0});
-    s.peak_reserved_bytes = p.value("peak_reserved_bytes", std::int64_t{0});
-    out.phases.push_back(s);
-  }
-  out.step_median_s = m.at("step_s").at("median").get<double>();
-  out.step_min_s = m.at("step_s").value("min", 0.0), out.step_max_s = m.at("step_s").value("max", 0.0);
-  out.max_memory_allocated = m.at("max_memory_allocated").get<std::int64_t>();
-  out.max_memory_reserved = m.at("max_memory_reserved").get<std::int64_t>();
-  out.peak_at = m.value("peak_at", "");
-  out.device_used_bytes = m.value("device_used_bytes", std::int64_t{0});
-  out.host_rss_bytes = m.value("host_rss_bytes", std::int64_t{0});
-  out.host_rss_peak_bytes = m.value("host_rss_peak_bytes", std::int64_t{0});
-  out.pinned_bytes = m.value("checkpoint_pinned_bytes", std::int64_t{0});
-  for (const auto& l : m.value("losses", Json::array()))
-    out.losses.push_back(l.is_number() ? l.get<double>() : std::numeric_limits<double>::quiet_NaN());
-  out.wall_s = m.value("wall_s", 0.0);
-  return out;
-}
+rd::StepMeasurement measurement_from_case(const Json& c) { return rd::measurement_from_json(c.at("measured")); }
 
 double Stat::median_abs() const {
   std::vector<double> a;

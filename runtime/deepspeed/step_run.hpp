@@ -58,7 +58,13 @@ struct StepMeasurement {
   std::vector<double> losses;          // rank 0, every step in order
   double wall_s = 0;
   Json raw;                            // rank 0's result as written by the worker
+  bool correct() const;                // every step's loss finite (a NaN or inf loss: the step did not train)
 };
+
+// The measurement as `run --format json` prints it and step records store it, and back
+// (docs/DEEPSPEED_BACKEND.md "Result"; the timeline and raw worker output are not part of it).
+Json measurement_json(const StepMeasurement& m);
+StepMeasurement measurement_from_json(const Json& j);  // throws on a missing required key
 
 // Capacity probes of one worker process.
 struct ProbeResult {
