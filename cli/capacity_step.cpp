@@ -10,6 +10,7 @@
 #include "cli/validation.hpp"
 #include "eval/step_capacity.hpp"
 #include "eval/step_compare.hpp"
+#include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
 
@@ -20,14 +21,17 @@ constexpr const char* kFormat = "ulysses-step-capacity/1";
 using Json = reports::Json;
 
 struct Case {
-  std::string name;
-  Keys keys;
-  RunKeys run;
-  Scenario sc;
+  StepSetCase set;
   std::int64_t predicted_S = 0, measured_S = 0, failed_S = 0;  // failed_S: the shortest length that ran out
   std::string binding;
   Json probes = Json::array();
 };
+
+void predict_case(Case& c, std::int64_t g) {
+  const CapacityResult pr = eval::predicted_step_capacity(c.set.sc, c.set.run.ballast_bytes, g);
+  c.predicted_S = pr.max_seq_len;
+  c.binding = to_string(pr.binding);
+}
 
 int report(const std::vector<Case>& cases, double max_err, const std::string& title) {
   reports::Table t({{"case", "", reports::Align::left}, {"ballast", "GiB"}, {"predicted S", "tokens"}, {"measured S", "tokens"},
@@ -35,9 +39,11 @@ int report(const std::vector<Case>& cases, double max_err, const std::string& ti
   std::vector<std::string> missed;
   for (const auto& c : cases) {
     const double e = eval::error_pct(double(c.predicted_S), double(c.measured_S));
-    t.add_row({c.name, fmt::format("{:.1f}", double(c.run.ballast_bytes) / double(1ULL << 30)), fmt::format("{}", c.predicted_S),
-               fmt::format("{}", c.measured_S), fmt::format("{}", c.failed_S), fmt::format("{:+.2f}", e), c.binding});
-    if (max_err >= 0 && !(std::fabs(e) <= max_err)) missed.push_back(fmt::format("{}: predicted {} vs measured {} ({:+.2f} %)", c.name, c.predicted_S, c.measured_S, e));
+    t.add_row({c.set.name, fmt::format("{:.1f}", double(c.set.run.ballast_bytes) / double(1ULL << 30)),
+               fmt::format("{}", c.predicted_S), fmt::format("{}", c.measured_S), fmt::format("{}", c.failed_S),
+               fmt::format("{:+.2f}", e), c.binding});
+    if (max_err >= 0 && !(std::fabs(e) <= max_err))
+      missed.push_back(fmt::format("{}: predicted {} vs measured {} ({:+.2f} %)", c.set.name, c.predicted_S, c.measured_S, e));
   }
   std::cout << title << "\n\n" << t.render()
             << fmt::format("measured S: the longest probed length that ran (the true one is below 'first OOM')\n"
@@ -48,8 +54,8 @@ int report(const std::vector<Case>& cases, double max_err, const std::string& ti
 
 Json case_json(const Case& c) {
   Json keys = Json::array();
-  for (const auto& [k, v] : c.keys) keys.push_back({k, v});
-  return {{"name", c.name}, {"keys", keys}, {"ballast_bytes", c.run.ballast_bytes}, {"predicted_S", c.predicted_S},
+  for (const auto& [k, v] : c.set.keys) keys.push_back({k, v});
+  return {{"name", c.set.name}, {"keys", keys}, {"ballast_bytes", c.set.run.ballast_bytes}, {"predicted_S", c.predicted_S},
           {"binding", c.binding}, {"measured_S", c.measured_S}, {"first_oom_S", c.failed_S}, {"probes", c.probes}};
 }
 }  // namespace
@@ -62,64 +68,54 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::int64_t g = vm["granularity"].as<std::int64_t>();
   if (g < 256 || g % 256) throw InputError("", "--granularity", fmt::format("must be a positive multiple of 256 (got {})", g));
-  const std::string out_path = vm["out"].as<std::string>(), tmp = out_path + ".partial";
-  { std::ofstream p(tmp); if (!p) throw InputError("", "--out", "cannot write '" + out_path + "'"); }
+  const std::string out_path = vm["out"].as<std::string>(), partial = out_path + ".partial";
+  {  // a bad path fails before the first probe; nothing is left behind
+    std::ofstream p(partial);
+    if (!p) throw InputError("", "--out", "cannot write '" + out_path + "'");
+  }
+  std::remove(partial.c_str());
   std::vector<Case> cases;
   for (const auto& c : set.cases) {
+    Keys keys = set.defaults;
+    keys.insert(keys.end(), c.keys.begin(), c.keys.end());
     Case k;
-    k.name = c.name;
-    k.keys = set.defaults;
-    k.keys.insert(k.keys.end(), c.keys.begin(), c.keys.end());
-    Keys sk = k.keys;
-    k.run = split_run_keys(sk, set.path, c.name);
-    k.sc = case_scenario(set.model, profile, sk, set.path, c.name);
-    (void)runtime::deepspeed::job_json(k.sc, {}, "", set.path);
+    k.set = step_set_case(set.model, profile, c.name, keys, set.path);
+    predict_case(k, g);
+    if (k.predicted_S <= 0) throw InputError(set.path, "cases." + c.name, "the planner fits no length: nothing to bisect");
     cases.push_back(std::move(k));
   }
-  runtime::deepspeed::StepOptions base;
-  base.warmup = 1;  // a probe: one warm-up step and one measured step per length
-  base.iters = 1;
   Json rec{{"format", kFormat}, {"set", set.path}, {"model", set.model}, {"profile", set.profile}, {"profile_used", profile},
            {"granularity", g}, {"measured_at", measured_at}, {"command", command}, {"cases", Json::array()}};
   for (auto& c : cases) {
-    const CapacityResult pr = eval::predicted_step_capacity(c.sc, c.run.ballast_bytes, g);
-    c.predicted_S = pr.max_seq_len;
-    c.binding = to_string(pr.binding);
-    if (c.predicted_S <= 0) throw InputError(set.path, "cases." + c.name, "the planner fits no length: nothing to bisect");
-    runtime::deepspeed::StepOptions o = base;
-    o.expandable_segments = c.run.expandable_segments;
-    o.ballast_bytes = c.run.ballast_bytes;
-    std::int64_t lo = 0, hi = 0;
-    std::vector<std::int64_t> ladder = eval::first_ladder(c.predicted_S, g);
-    for (int round = 0; round < 3 && !ladder.empty(); ++round) {
-      o.probe_seq_lens = ladder;
-      Scenario s = c.sc;
-      s.plan.seq_len = ladder.back();
-      const auto r = runtime::deepspeed::run_probes(s, o, set.path);
-      for (const auto& p : r.fits) {
-        lo = std::max(lo, p.seq_len);
-        c.probes.push_back({{"seq_len", p.seq_len}, {"fits", true}, {"max_memory_allocated", p.max_memory_allocated},
-                            {"max_memory_reserved", p.max_memory_reserved}});
-      }
-      if (r.oom_at > 0) {
-        hi = hi ? std::min(hi, r.oom_at) : r.oom_at;
-        c.probes.push_back({{"seq_len", r.oom_at}, {"fits", false}});
-      }
-      std::cerr << fmt::format("case {} round {}: fits up to {}, first OOM {}\n", c.name, round + 1, lo, hi);
-      if (hi == 0) ladder = {ladder.back() * 2, ladder.back() * 3};  // nothing failed: go higher
-      else if (lo == 0) ladder = eval::ladder_between(0, hi, 4, g);   // the first probe failed: go lower
-      else ladder = eval::ladder_between(lo, hi, 5, g);               // refine inside the bracket
-      if (hi > 0 && lo > 0 && double(hi - lo) <= 0.02 * double(lo)) break;  // resolution 2 %: the target is 3 %
-    }
-    if (lo == 0 || hi == 0) throw std::runtime_error(fmt::format("case {}: could not bracket the longest S", c.name));
-    c.measured_S = lo;
-    c.failed_S = hi;
+    runtime::deepspeed::StepOptions o;
+    o.warmup = 1;  // a probe: one warm-up step and one measured step per length
+    o.iters = 1;
+    o.expandable_segments = c.set.run.expandable_segments;
+    o.ballast_bytes = c.set.run.ballast_bytes;
+    const eval::Bisection b = eval::bisect_capacity(
+        c.predicted_S, g,
+        [&](const std::vector<std::int64_t>& ladder) {
+          o.probe_seq_lens = ladder;
+          Scenario s = c.set.sc;
+          s.plan.seq_len = ladder.back();
+          return runtime::deepspeed::run_probes(s, o, set.path);
+        },
+        [&](int round, const eval::Bisection& now) {
+          std::cerr << fmt::format("case {} round {}: fits up to {}, first OOM {}\n", c.set.name, round, now.fits, now.first_oom);
+        });
+    for (const auto& p : b.ran)
+      c.probes.push_back({{"seq_len", p.seq_len}, {"fits", true}, {"max_memory_allocated", p.max_memory_allocated},
+                          {"max_memory_reserved", p.max_memory_reserved}});
+    for (std::int64_t s : b.oom) c.probes.push_back({{"seq_len", s}, {"fits", false}});
+    if (b.fits == 0 || b.first_oom == 0)
+      throw std::runtime_error(fmt::format("case {}: could not bracket the longest S (record so far: {})", c.set.name, partial));
+    c.measured_S = b.fits;
+    c.failed_S = b.first_oom;
     rec["cases"].push_back(case_json(c));
-    std::ofstream part(tmp);
-    part << rec.dump(1) << "\n";
+    reports::write_file_atomic(partial, rec.dump(1) + "\n");  // progress, never under the final name
   }
-  { std::ofstream o(tmp); o << rec.dump(1) << "\n"; if (!o.flush()) throw InputError("", "--out", "cannot write '" + out_path + "'"); }
-  std::rename(tmp.c_str(), out_path.c_str());
+  reports::write_file_atomic(out_path, rec.dump(1) + "\n");
+  std::remove(partial.c_str());
   std::cout << "wrote " << out_path << "\n";
   return report(cases, vm["max-error-pct"].as<double>(), fmt::format("step capacity set {} (deepspeed), profile {}", set.path, profile));
 }
@@ -131,14 +127,11 @@ int run_step_capacity_stored(const po::variables_map& vm, const Json& rec, const
   for (std::size_t i = 0; i < rec["cases"].size(); ++i) {
     const Json& j = rec["cases"][i];
     try {
+      Keys keys;
+      for (const auto& kv : j.at("keys")) keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
       Case c;
-      c.name = j.at("name").get<std::string>();
-      for (const auto& kv : j.at("keys")) c.keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
-      Keys sk = c.keys;
-      c.run = split_run_keys(sk, path, c.name);
-      c.sc = case_scenario(rec.value("model", ""), profile, sk, path, c.name);
-      const CapacityResult pr = eval::predicted_step_capacity(c.sc, c.run.ballast_bytes, g);
-      c.predicted_S = pr.max_seq_len, c.binding = to_string(pr.binding);
+      c.set = step_set_case(rec.value("model", ""), profile, j.at("name").get<std::string>(), keys, path);
+      predict_case(c, g);
       c.measured_S = j.at("measured_S").get<std::int64_t>();
       c.failed_S = j.value("first_oom_S", std::int64_t{0});
       cases.push_back(std::move(c));

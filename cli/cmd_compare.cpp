@@ -13,6 +13,7 @@
 #include "cli/runtime_common.hpp"
 #include "cli/step_common.hpp"
 #include "cli/validation.hpp"
+#include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "reports/trace.hpp"
 #include "sim/errors.hpp"
@@ -143,7 +144,7 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
   }
   const auto m = runtime::deepspeed::run_step(sc, o, origin_of(vm));
   if (!trace.empty()) {  // ours: predicted vs measured phases; the torch.profiler (CUPTI) one of rank 0 beside it
-    std::ofstream(trace) << step_trace(p, m).dump(1) << "\n";
+    reports::write_file_atomic(trace, step_trace(p, m).dump(1) + "\n");
     std::error_code ec;
     std::filesystem::rename(trace + ".cupti.rank0.json", trace + ".cupti.json", ec);
   }

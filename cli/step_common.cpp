@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/validation.hpp"
 #include "reports/table.hpp"
 #include "reports/trace.hpp"
 #include "sim/errors.hpp"
@@ -49,33 +50,15 @@ rd::StepOptions step_options_of(const po::variables_map& vm) {
   return o;
 }
 
-RunKeys split_run_keys(std::vector<std::pair<std::string, std::string>>& keys, const std::string& origin,
-                       const std::string& name) {
-  RunKeys r;
-  std::vector<std::pair<std::string, std::string>> kept;
-  for (const auto& [k, v] : keys) {
-    const std::string where = fmt::format("cases.{}.{}", name, k);
-    if (k == "run.expandable_segments") {
-      if (v != "true" && v != "false") throw InputError(origin, where, fmt::format("must be true or false (got '{}')", v));
-      r.expandable_segments = v == "true";
-    } else if (k == "run.ballast_GiB") {
-      double g = 0;
-      std::size_t used = 0;
-      try {
-        g = std::stod(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != v.size() || !(g >= 0 && g < 1024)) throw InputError(origin, where, fmt::format("must be a number of GiB in [0, 1024) (got '{}')", v));
-      r.ballast_bytes = static_cast<std::int64_t>(g * double(1ULL << 30));
-    } else if (k.rfind("run.", 0) == 0) {
-      throw InputError(origin, where, "unknown run option (run.expandable_segments, run.ballast_GiB)");
-    } else {
-      kept.emplace_back(k, v);
-    }
-  }
-  keys = kept;
-  return r;
+StepSetCase step_set_case(const std::string& model, const std::string& profile, const std::string& name,
+                          std::vector<std::pair<std::string, std::string>> keys, const std::string& origin) {
+  StepSetCase c;
+  c.name = name;
+  c.keys = keys;
+  c.run = eval::split_run_keys(keys, origin, name);
+  c.sc = case_scenario(model, profile, keys, origin, name);
+  (void)rd::job_json(c.sc, {}, "", origin);  // the backend's refusals, before the first run
+  return c;
 }
 
 namespace {

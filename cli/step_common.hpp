@@ -8,6 +8,7 @@
 
 #include "cli/options.hpp"
 #include "eval/step_compare.hpp"
+#include "eval/step_record.hpp"
 #include "reports/json_out.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 
@@ -22,14 +23,17 @@ void refuse_step_options(const po::variables_map& vm, const std::string& backend
 Scenario with_layers(Scenario sc, const po::variables_map& vm);
 runtime::deepspeed::StepOptions step_options_of(const po::variables_map& vm);  // warmup/iters/seed too
 
-// Case keys of step validation and capacity sets: run.* keys are worker options, removed from
-// `keys` (what remains are set_key keys). run.expandable_segments true|false, run.ballast_GiB X.
-struct RunKeys {
-  bool expandable_segments = true;
-  std::int64_t ballast_bytes = 0;
+// One case of a step validation or capacity set (or of its stored record): the defaults and case
+// keys as given, the worker options split off, the scenario built and checked (including what the
+// deepspeed backend refuses) before anything runs. InputError naming origin and the case.
+struct StepSetCase {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> keys;  // as given (run.* included): what a record stores
+  eval::RunKeys run;
+  Scenario sc;
 };
-RunKeys split_run_keys(std::vector<std::pair<std::string, std::string>>& keys, const std::string& origin,
-                       const std::string& case_name);
+StepSetCase step_set_case(const std::string& model, const std::string& profile, const std::string& name,
+                          std::vector<std::pair<std::string, std::string>> keys, const std::string& origin);
 
 std::string step_table(const runtime::deepspeed::StepMeasurement& m);
 std::string step_compare_table(const eval::StepComparison& c);

@@ -10,6 +10,7 @@
 #include "cli/step_common.hpp"
 #include "cli/validation.hpp"
 #include "eval/step_record.hpp"
+#include "reports/file_out.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
 
@@ -18,6 +19,15 @@ namespace ulysses::cli {
 namespace {
 constexpr const char* kFormat = "ulysses-step-validation/1";
 using Json = reports::Json;
+
+eval::StepCase step_case_of(StepSetCase s) {
+  eval::StepCase r;
+  r.name = std::move(s.name);
+  r.keys = std::move(s.keys);
+  r.expandable_segments = s.run.expandable_segments;
+  r.sc = std::move(s.sc);
+  return r;
+}
 
 int report(const std::vector<eval::StepCase>& cases, const std::string& title) {
   const eval::StepSummary s = eval::summarize_steps(cases);
@@ -37,24 +47,19 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::string out_path = vm["out"].as<std::string>();
   const std::string tmp_path = out_path + ".partial";
-  {
+  {  // a bad path fails before the first run; nothing is left behind
     std::ofstream probe(tmp_path);
     if (!probe) throw InputError("", "--out", "cannot write '" + out_path + "'");
   }
+  std::remove(tmp_path.c_str());
   std::vector<std::string> only;
   if (vm.count("case")) only = vm["case"].as<std::vector<std::string>>();
   std::vector<eval::StepCase> todo;
   for (const auto& c : set.cases) {  // every scenario built and checked before anything runs
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
-    eval::StepCase r;
-    r.name = c.name;
-    r.keys = set.defaults;
-    r.keys.insert(r.keys.end(), c.keys.begin(), c.keys.end());
-    Keys sk = r.keys;
-    r.expandable_segments = split_run_keys(sk, set.path, c.name).expandable_segments;
-    r.sc = case_scenario(set.model, profile, sk, set.path, c.name);
-    (void)runtime::deepspeed::job_json(r.sc, {}, "", set.path);  // refusals before the first run
-    todo.push_back(std::move(r));
+    Keys keys = set.defaults;
+    keys.insert(keys.end(), c.keys.begin(), c.keys.end());
+    todo.push_back(step_case_of(step_set_case(set.model, profile, c.name, keys, set.path)));
   }
   if (todo.empty()) throw InputError("", "--case", "selects no case of the set");
   runtime::deepspeed::StepOptions base = step_options_of(vm);
@@ -86,18 +91,17 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), r.name, i + 1,
                              todo.size(), r.m.step_median_s, r.c.allocated.error_pct, r.c.reserved.error_pct);
     done.push_back(r);
-    std::ofstream part(tmp_path);  // progress so far, never under the final name
-    part << rec.dump(1) << "\n";
+    reports::write_file_atomic(tmp_path, rec.dump(1) + "\n");  // progress so far, never under the final name
   }
   rec["summary"] = eval::step_summary_json(eval::summarize_steps(done));
   rec["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  {
-    std::ofstream o(tmp_path);
-    o << rec.dump(1) << "\n";
-    if (!o.flush()) throw InputError("", "--out", "cannot write '" + out_path + "'");
+  if (done.size() == todo.size()) {
+    reports::write_file_atomic(out_path, rec.dump(1) + "\n");
+    std::remove(tmp_path.c_str());
+  } else {
+    reports::write_file_atomic(tmp_path, rec.dump(1) + "\n");
+    std::cerr << fmt::format("{} of {} cases failed: the record stays at {}\n", todo.size() - done.size(), todo.size(), tmp_path);
   }
-  if (done.size() == todo.size()) std::rename(tmp_path.c_str(), out_path.c_str());
-  else std::cerr << fmt::format("{} of {} cases failed: the record stays at {}\n", todo.size() - done.size(), todo.size(), tmp_path);
   std::cout << "wrote " << (done.size() == todo.size() ? out_path : tmp_path) << "\n";
   const int rc = report(done, fmt::format("step validation set {} on backend deepspeed, profile {}", set.path, profile));
   return done.size() == todo.size() ? rc : kExitFailure;
@@ -110,12 +114,9 @@ int run_step_stored(const po::variables_map& vm, const Json& rec, const std::str
   for (std::size_t i = 0; i < rec["cases"].size(); ++i) {
     const Json& c = rec["cases"][i];
     try {
-      eval::StepCase r;
-      r.name = c.at("name").get<std::string>();
-      for (const auto& kv : c.at("keys")) r.keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
-      Keys sk = r.keys;
-      r.expandable_segments = split_run_keys(sk, path, r.name).expandable_segments;
-      r.sc = case_scenario(model, profile, sk, path, r.name);
+      Keys keys;
+      for (const auto& kv : c.at("keys")) keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+      eval::StepCase r = step_case_of(step_set_case(model, profile, c.at("name").get<std::string>(), keys, path));
       r.m = eval::measurement_from_case(c);
       r.c = eval::compare_step(predict(r.sc), r.m);
       cases.push_back(std::move(r));
@@ -129,9 +130,7 @@ int run_step_stored(const po::variables_map& vm, const Json& rec, const std::str
     Json out{{"record", path}, {"profile", profile}, {"summary", eval::step_summary_json(eval::summarize_steps(cases))},
              {"cases", Json::array()}};
     for (const auto& r : cases) out["cases"].push_back(eval::step_case_json(r));
-    std::ofstream o(vm["json"].as<std::string>());
-    o << out.dump(1) << "\n";
-    if (!o.flush()) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
+    reports::write_file_atomic(vm["json"].as<std::string>(), out.dump(1) + "\n");
   }
   return report(cases, fmt::format("step validation record {} ({} cases, measured {} on {}) re-predicted with profile {}",
                                    path, cases.size(), rec.value("measured_at", "?"), rec.value("device", "?"), profile));

@@ -29,4 +29,27 @@ std::vector<std::int64_t> first_ladder(std::int64_t predicted, std::int64_t g) {
   return out;
 }
 
+Bisection bisect_capacity(std::int64_t predicted, std::int64_t g, const ProbeLadder& probe,
+                          const std::function<void(int, const Bisection&)>& progress) {
+  Bisection b;
+  std::vector<std::int64_t> ladder = first_ladder(predicted, g);
+  for (int round = 0; round < 3 && !ladder.empty(); ++round) {
+    const runtime::deepspeed::ProbeResult r = probe(ladder);
+    for (const auto& p : r.fits) {
+      b.fits = std::max(b.fits, p.seq_len);
+      b.ran.push_back(p);
+    }
+    if (r.oom_at > 0) {
+      b.first_oom = b.first_oom ? std::min(b.first_oom, r.oom_at) : r.oom_at;
+      b.oom.push_back(r.oom_at);
+    }
+    if (progress) progress(round + 1, b);
+    if (b.first_oom == 0) ladder = {ladder.back() * 2, ladder.back() * 3};
+    else if (b.fits == 0) ladder = ladder_between(0, b.first_oom, 4, g);
+    else ladder = ladder_between(b.fits, b.first_oom, 5, g);
+    if (b.fits > 0 && b.first_oom > 0 && double(b.first_oom - b.fits) <= 0.02 * double(b.fits)) break;
+  }
+  return b;
+}
+
 }  // namespace ulysses::eval

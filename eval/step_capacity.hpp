@@ -8,7 +8,11 @@
 // Bisection: worker processes probe increasing lengths (a ladder) until one runs out of memory;
 // the next process probes inside the bracket found.
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
+
+#include "runtime/deepspeed/step_run.hpp"
 
 #include "sim/capacity.hpp"
 #include "sim/scenario.hpp"
@@ -23,5 +27,19 @@ CapacityResult predicted_step_capacity(Scenario sc, std::int64_t ballast, std::i
 std::vector<std::int64_t> ladder_between(std::int64_t lo, std::int64_t hi, int n, std::int64_t g);
 // The first ladder around a predicted S: fractions 0.8 .. 2.0 of it (multiples of g, >= g).
 std::vector<std::int64_t> first_ladder(std::int64_t predicted, std::int64_t g);
+
+// The bisection: up to 3 worker processes (rounds), each probing one increasing ladder until a length
+// runs out of memory. Round 1: first_ladder(predicted); then, with nothing out of memory, twice and
+// three times the longest probed; with the first probe out of memory, 4 lengths below it; else 5
+// inside the bracket. Stops when the bracket is within 2 % (the capacity target is 3 %).
+struct Bisection {
+  std::int64_t fits = 0;      // the longest length that ran (0: none did)
+  std::int64_t first_oom = 0; // the shortest length that ran out of memory (0: none did)
+  std::vector<runtime::deepspeed::ProbeResult::Probe> ran;  // every length that ran, in probe order
+  std::vector<std::int64_t> oom;                            // every length that ran out, in probe order
+};
+using ProbeLadder = std::function<runtime::deepspeed::ProbeResult(const std::vector<std::int64_t>& ladder)>;
+Bisection bisect_capacity(std::int64_t predicted, std::int64_t g, const ProbeLadder& probe,
+                          const std::function<void(int round, const Bisection&)>& progress = {});
 
 }  // namespace ulysses::eval

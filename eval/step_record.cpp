@@ -7,12 +7,41 @@
 #include <fmt/format.h>
 
 #include "reports/table.hpp"
+#include "sim/errors.hpp"
 #include "sim/stats.hpp"
 
 namespace ulysses::eval {
 
 namespace rd = runtime::deepspeed;
 using Json = rd::Json;
+
+RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string& name) {
+  RunKeys r;
+  Keys kept;
+  for (const auto& [k, v] : keys) {
+    const std::string where = fmt::format("cases.{}.{}", name, k);
+    if (k == "run.expandable_segments") {
+      if (v != "true" && v != "false") throw InputError(origin, where, fmt::format("must be true or false (got '{}')", v));
+      r.expandable_segments = v == "true";
+    } else if (k == "run.ballast_GiB") {
+      double g = 0;
+      std::size_t used = 0;
+      try {
+        g = std::stod(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || !(g >= 0 && g < 1024)) throw InputError(origin, where, fmt::format("must be a number of GiB in [0, 1024) (got '{}')", v));
+      r.ballast_bytes = static_cast<std::int64_t>(g * double(1ULL << 30));
+    } else if (k.rfind("run.", 0) == 0) {
+      throw InputError(origin, where, "unknown run option (run.expandable_segments, run.ballast_GiB)");
+    } else {
+      kept.emplace_back(k, v);
+    }
+  }
+  keys = kept;
+  return r;
+}
 
 Json step_case_json(const StepCase& c) {
   Json j;

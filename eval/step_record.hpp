@@ -16,6 +16,15 @@ namespace ulysses::eval {
 
 using Keys = std::vector<std::pair<std::string, std::string>>;
 
+// Case keys of step validation and capacity sets: run.* keys are worker options, removed from `keys`
+// (what remains are set_key keys). run.expandable_segments true|false, run.ballast_GiB X.
+// InputError naming origin, cases.<name>.<key> and the rule.
+struct RunKeys {
+  bool expandable_segments = true;
+  std::int64_t ballast_bytes = 0;
+};
+RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string& case_name);
+
 struct StepCase {
   std::string name;
   Keys keys;                                   // set_key keys (defaults, then the case's)

@@ -6,6 +6,7 @@
 
 #include "tests/cli/run_cli.hpp"
 #include "eval/step_capacity.hpp"
+#include "reports/file_out.hpp"
 #include "eval/step_compare.hpp"
 #include <fmt/format.h>
 #include <algorithm>
@@ -290,4 +291,49 @@ TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measure
   { std::ofstream(dir / "python") << script; }
   const int rc2 = std::system((env + "'" + ULYSSES_BIN + "' run --backend deepspeed " + kFlags + " --layers 2 >/dev/null 2>&1").c_str());
   CHECK(WEXITSTATUS(rc2) == 1);
+}
+
+TEST_CASE("deepspeed capacity: the bisection brackets the limit of a probe within 2 %", "[deepspeed]") {
+  // a stand-in for the worker's probe ladders: every length up to `limit` runs, the next one runs out
+  for (std::int64_t limit : {20000LL, 49999LL, 150000LL}) {
+    int processes = 0;
+    const auto probe = [&](const std::vector<std::int64_t>& ladder) {
+      ++processes;
+      rd::ProbeResult r;
+      for (std::int64_t s : ladder) {
+        if (s > limit) {
+          r.oom_at = s;
+          break;
+        }
+        r.fits.push_back({s, s * 10, s * 11});
+      }
+      return r;
+    };
+    INFO(limit);
+    const eval::Bisection b = eval::bisect_capacity(50000, 512, probe);
+    CHECK(processes <= 3);
+    REQUIRE(b.fits > 0);
+    REQUIRE(b.first_oom > 0);
+    CHECK(b.fits <= limit);
+    CHECK(b.first_oom > limit);
+    CHECK(b.fits % 512 == 0);
+    if (limit == 49999) CHECK(double(b.first_oom - b.fits) <= 0.02 * double(b.fits));
+  }
+}
+
+TEST_CASE("outputs: written whole or not at all", "[deepspeed]") {
+  ulysses::test::TempDir dir;
+  const std::string f = dir / "out.json";
+  reports::write_file_atomic(f, "{\"a\": 1}\n");
+  CHECK(ulysses::test::slurp(f) == "{\"a\": 1}\n");
+  // a folder that does not exist: an error, and nothing is created
+  CHECK_THROWS_WITH(reports::write_file_atomic(dir / "no/such/dir/x.json", "x"), Catch::Contains("cannot write"));
+  CHECK_FALSE(std::filesystem::exists(dir / "no"));
+  // the previous content stays until the new one is complete
+  std::filesystem::create_directory(dir / "d");
+  CHECK_THROWS(reports::write_file_atomic(dir / "d", "y"));  // a folder cannot be replaced by a file
+  CHECK(std::filesystem::is_directory(dir / "d"));
+  std::size_t leftovers = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path)) leftovers += e.path().string().find(".tmp") != std::string::npos;
+  CHECK(leftovers == 0);
 }
