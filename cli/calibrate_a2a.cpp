@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "reports/format.hpp"
 #include <nlohmann/json.hpp>
 
 #include "cli/calibration_out.hpp"
@@ -30,12 +32,7 @@ void erase_P(V& v, const std::string& suffix) {
           v.end());
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
+using reports::utc_now;
 
 }  // namespace
 

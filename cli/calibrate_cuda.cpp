@@ -21,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "reports/format.hpp"
+
 #include "cli/calibrate_a2a.hpp"
 #include "cli/calibration_out.hpp"
 #include "cli/options.hpp"
@@ -50,12 +52,7 @@ namespace {
 namespace rc = runtime::cuda;
 using reports::Json;
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
+using reports::utc_now;
 
 struct Setup {
   std::vector<std::int64_t> S = {2048, 3072, 8192, 16384, 32768, 131072};

@@ -3,13 +3,13 @@
 // (one GPU) or calibrated.pytorch_nccl_buffer_GiB (--gpus P > 1: what P ranks add on top of the
 // calibrated context) into the profile, keeping its other calibrated keys (docs/DEEPSPEED_BACKEND.md).
 #include <cstdint>
-#include <ctime>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "cli/calibration_out.hpp"
 #include "cli/options.hpp"
+#include "reports/format.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
@@ -56,9 +56,7 @@ int run_calibrate_deepspeed(int argc, char** argv) {
   if (gpus > 1 && c.pytorch_context_bytes < 0)
     throw InputError("", "--gpus", "the profile has no calibrated.pytorch_context_GiB: calibrate with --gpus 1 first");
   const runtime::deepspeed::FixedCosts f = runtime::deepspeed::run_fixed_costs(sc, "");
-  const std::time_t t = std::time(nullptr);
-  char when[32];
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  const std::string when = reports::utc_now();
   std::string what;
   if (gpus == 1) {
     c.pytorch_context_bytes = f.outside_allocator_bytes;

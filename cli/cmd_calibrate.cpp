@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "reports/format.hpp"
+
 #include "cli/commands.hpp"
 #include "cli/calibrate_a2a.hpp"
 #include "cli/calibration_out.hpp"
@@ -49,12 +51,7 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const char* fl
   return out;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
+using reports::utc_now;
 
 std::string host_name() {
   char buf[256] = {};

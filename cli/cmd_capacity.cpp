@@ -22,6 +22,7 @@
 #include "cli/runtime_common.hpp"
 #include "cli/capacity_step.hpp"
 #include "cli/validation.hpp"
+#include "reports/format.hpp"
 #include "reports/table.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
@@ -190,12 +191,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
            {"environment", {{"gpu", info.name}, {"gpus", info.count}, {"driver", info.driver}, {"cuda_runtime", info.runtime},
                             {"nccl", info.nccl}, {"device_total_bytes", info.total_bytes}}},
            {"command", cmd}, {"cases", Json::array()}};
-  {
-    const std::time_t t = std::time(nullptr);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-    rec["measured_at"] = buf;
-  }
+  rec["measured_at"] = reports::utc_now();
   const std::string out_path = vm["out"].as<std::string>();
   auto write_record = [&] {
     std::ofstream o(out_path);
@@ -287,10 +283,7 @@ int run_capacity(int argc, char** argv) {
   if (vm.count("set") && vm["backend"].as<std::string>() == "deepspeed") {
     std::string cmd = argv[0];
     for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
-    const std::time_t t = std::time(nullptr);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-    return run_step_capacity_set(vm, buf, cmd);
+    return run_step_capacity_set(vm, reports::utc_now(), cmd);
   }
   return vm.count("stored") ? run_stored(vm) : run_set(vm, argc, argv);
 }

@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "reports/format.hpp"
+
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
 #include "cli/validation.hpp"
@@ -33,12 +35,7 @@ namespace {
 
 using reports::Json;
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
+using reports::utc_now;
 
 std::string command_line(int argc, char** argv) {
   std::string s = argv[0];  // "ulysses <command>"
