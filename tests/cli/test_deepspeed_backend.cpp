@@ -32,6 +32,16 @@ Scenario llama2(std::int64_t S) {
   sc.name = "t";
   return sc;
 }
+// A stand-in for the worker (ULYSSES_PYTHON): `body` reads `job` (the job file, parsed) and writes
+// the result the worker's format documents. Returns the environment prefix of a command line.
+std::string stand_in_worker(const ulysses::test::TempDir& dir, const std::string& body) {
+  {
+    std::ofstream f(dir / "python");
+    f << "#!/usr/bin/env python3\nimport json, sys\njob = json.load(open(sys.argv[-1]))\n" << body;
+  }
+  std::filesystem::permissions(dir / "python", std::filesystem::perms::owner_all);
+  return "ULYSSES_PYTHON='" + (dir / "python") + "' ";
+}
 const std::string kFlags =
     "--model llama-3.1-8b --profile h200-sxm-141gb --gpus 1 --sp-size 1 --seq-len 16384 --attn-implementation sdpa";
 }  // namespace
@@ -220,15 +230,10 @@ TEST_CASE("deepspeed capacity: ladders", "[deepspeed]") {
 TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to the existing calibration", "[deepspeed]") {
   // a stand-in for the worker (ULYSSES_PYTHON): answers the calibrate job as the worker's result format says
   ulysses::test::TempDir dir;
-  {
-    std::ofstream f(dir / "python");
-    f << "#!/usr/bin/env python3\nimport json, sys\njob = json.load(open(sys.argv[-1]))\n"
+  const std::string env = stand_in_worker(dir,
          "assert job['run']['calibrate'] is True and job['plan']['zero_stage'] == 3\n"
          "json.dump({'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000,\n"
-         "           'outside_allocator_bytes_before_setup': 600000000}, open(job['out'] + '.rank0.json', 'w'))\n";
-  }
-  std::filesystem::permissions(dir / "python", std::filesystem::perms::owner_all);
-  const std::string env = "ULYSSES_PYTHON='" + (dir / "python") + "' ";
+         "           'outside_allocator_bytes_before_setup': 600000000}, open(job['out'] + '.rank0.json', 'w'))\n");
   const std::string out = dir / "h200.yaml";
   int rc = std::system((env + "'" + ULYSSES_BIN + "' calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out '" +
                         out + "' >/dev/null 2>&1").c_str());
@@ -253,19 +258,14 @@ TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to t
 TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measured trace from the worker's result", "[deepspeed]") {
   // a stand-in for the worker that writes a result of the documented format (docs/DEEPSPEED_BACKEND.md)
   ulysses::test::TempDir dir;
-  {
-    std::ofstream f(dir / "python");
-    f << "#!/usr/bin/env python3\nimport json, sys\njob = json.load(open(sys.argv[-1]))\n"
+  const std::string env = stand_in_worker(dir,
          "ph = {'gemm.qkv.fwd': [0.010, 0.012], 'attn.fwd': [0.020, 0.022], 'optimizer.step': [0.05, 0.05], 'other': [0.001, 0.001]}\n"
          "res = {'status': 'ok', 'device': 'stand-in', 'phases': ph, 'steps': [{'step_s': 0.09}, {'step_s': 0.1}],\n"
          "       'memory_step': {'phases': {'attn.fwd': {'start': 10, 'peak': 20, 'peak_reserved': 30}}, 'peak_at': 'attn.fwd'},\n"
          "       'max_memory_allocated': 1000, 'max_memory_reserved': 1200, 'losses': [11.9, 11.8],\n"
          "       'timeline': [['gemm.qkv.fwd', 0.0, 0.011], ['attn.fwd', 0.011, 0.021], ['optimizer.step', 0.032, 0.05]]}\n"
          "json.dump(res, open(job['out'] + '.rank0.json', 'w'))\n"
-         "if job['run']['trace']:\n    json.dump({'traceEvents': []}, open(job['run']['trace'] + '.rank0.json', 'w'))\n";
-  }
-  std::filesystem::permissions(dir / "python", std::filesystem::perms::owner_all);
-  const std::string env = "ULYSSES_PYTHON='" + (dir / "python") + "' ";
+         "if job['run']['trace']:\n    json.dump({'traceEvents': []}, open(job['run']['trace'] + '.rank0.json', 'w'))\n");
   const std::string trace = dir / "t.json";
   const std::string cmd = env + "'" + ULYSSES_BIN + "' compare --backend deepspeed " + kFlags + " --layers 2 --format json --trace '" +
                           trace + "' >'" + (dir / "out.json") + "' 2>'" + (dir / "err") + "'";
