@@ -11,7 +11,7 @@ every step (pinned_bytes reports them).
 """
 import torch
 
-from .phases import CLOCK, timed
+from .phases import timed
 
 _buffers = {}      # layer index -> pinned host tensor
 _copy_stream = None

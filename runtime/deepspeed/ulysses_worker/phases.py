@@ -83,9 +83,6 @@ class PhaseClock:
             self._peak_reserved = max(self._peak_reserved, peak_r)
             torch.cuda.reset_peak_memory_stats()
 
-    def phase_name(self, base, pass_):
-        return f"{base}.{pass_}"
-
     def push(self, name):
         if not self.enabled:
             return
@@ -115,6 +112,11 @@ class PhaseClock:
 
 
 CLOCK = PhaseClock()
+
+
+def forward_name(base):
+    """'<base>.fwd', or '<base>.recompute' when the forward runs inside the backward (checkpointing)."""
+    return f"{base}.{'recompute' if CLOCK.in_backward else 'fwd'}"
 
 
 class _Boundary(torch.autograd.Function):
@@ -157,7 +159,7 @@ def instrument(module, base):
     def pre(mod, args, kwargs):
         if not CLOCK.enabled:
             return None
-        CLOCK.push(f"{base}.{'recompute' if CLOCK.in_backward else 'fwd'}")
+        CLOCK.push(forward_name(base))
         where = _first_tensor(args, kwargs)
         if where is None:
             return None
@@ -172,7 +174,7 @@ def instrument(module, base):
     def post(mod, args, kwargs, out=None):
         if not CLOCK.enabled:
             return None
-        CLOCK.pop(f"{base}.{'recompute' if CLOCK.in_backward else 'fwd'}")
+        CLOCK.pop(forward_name(base))
         if torch.is_tensor(out):
             return mark(out, f"{base}.bwd", opens=True)
         if isinstance(out, tuple) and out and torch.is_tensor(out[0]):
@@ -191,7 +193,7 @@ def wrap_function(fn, base):
     def wrapped(module, q, k, v, *args, **kwargs):
         if not CLOCK.enabled:
             return fn(module, q, k, v, *args, **kwargs)
-        name = f"{base}.{'recompute' if CLOCK.in_backward else 'fwd'}"
+        name = forward_name(base)
         CLOCK.push(name)
         q, k, v = (mark(t, f"{base}.bwd", opens=False) for t in (q, k, v))
         try:
@@ -214,7 +216,7 @@ def wrap_marked(owner, attr, base):
     def wrapped(self, *args):
         if not CLOCK.enabled:
             return orig(self, *args)
-        name = f"{base}.{'recompute' if CLOCK.in_backward else 'fwd'}"
+        name = forward_name(base)
         CLOCK.push(name)
         try:
             args = tuple(mark(a, f"{base}.bwd", opens=False) for a in args)

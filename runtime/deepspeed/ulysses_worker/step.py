@@ -10,11 +10,9 @@ import math
 import os
 import platform
 import re
-import sys
 import time
 
 import torch
-import torch.distributed as dist
 
 from . import accounting, dsconfig, features, hfconfig, offload
 from .phases import CLOCK, instrument, timed, wrap_function, wrap_marked, wrap_method
