@@ -67,9 +67,12 @@ std::string gib(double b) { return fmt::format("{:.3f}", b / double(1ULL << 30))
 }  // namespace
 
 std::string step_table(const rd::StepMeasurement& m) {
-  std::string out = fmt::format("backend deepspeed on {} ({} rank(s)); {}\nPYTORCH_CUDA_ALLOC_CONF={}\nlayers {} seq_len {}\n\n",
-                                m.device, m.ranks, m.versions.dump(), m.alloc_conf.empty() ? "(unset)" : m.alloc_conf,
-                                m.layers, m.seq_len);
+  std::string versions;
+  for (auto it = m.versions.begin(); it != m.versions.end(); ++it)
+    versions += fmt::format("{}{} {}", versions.empty() ? "" : ", ", it.key(), it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+  std::string out = fmt::format("backend deepspeed on {} ({} rank(s)){}\nPYTORCH_CUDA_ALLOC_CONF={}\nlayers {} seq_len {}\n\n",
+                                m.device, m.ranks, versions.empty() ? "" : "; " + versions,
+                                m.alloc_conf.empty() ? "(unset)" : m.alloc_conf, m.layers, m.seq_len);
   reports::Table t({{"phase", "", reports::Align::left}, {"median", "ms"}, {"min", "ms"}, {"max", "ms"}, {"kernels", "ms"},
                     {"alloc at start", "GiB"}, {"peak alloc", "GiB"}, {"peak reserved", "GiB"}});
   for (const auto& p : m.phases)
@@ -92,7 +95,8 @@ std::string step_table(const rd::StepMeasurement& m) {
 std::string step_compare_table(const eval::StepComparison& c) {
   reports::Table t({{"phase", "", reports::Align::left}, {"predicted", "ms"}, {"measured", "ms"}, {"error", "%"}, {"scored", ""}});
   for (const auto& r : c.phases)
-    t.add_row({r.name, ms(r.predicted), ms(r.measured), fmt::format("{:+.1f}", r.error_pct), r.scored ? "yes" : "no"});
+    t.add_row({r.name, ms(r.predicted), r.measured_seen ? ms(r.measured) : "-",
+               r.measured_seen ? fmt::format("{:+.1f}", r.error_pct) : "-", r.scored ? "yes" : "no"});
   t.add_row({"step", ms(c.step.predicted), ms(c.step.measured), fmt::format("{:+.1f}", c.step.error_pct), "yes"});
   std::string out = t.render();
   reports::Table mt({{"memory", "", reports::Align::left}, {"predicted", "bytes"}, {"measured", "bytes"}, {"error", "%"}});

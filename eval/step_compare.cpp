@@ -58,16 +58,24 @@ Row row(const std::string& name, double pred, double meas, bool scored) {
 StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepMeasurement& m) {
   StepComparison c;
   const auto& groups = step_phase_groups();
-  for (const auto& g : groups) {
-    double meas = 0, pred = 0;
-    bool seen = false;
-    for (const auto& ph : m.phases) {
-      const bool known = std::any_of(groups.begin(), groups.end(), [&](const PhaseGroup& x) { return in(x.measured, ph.name); });
-      if (in(g.measured, ph.name) || (!known && std::strcmp(g.name, "other") == 0)) meas += ph.median_s, seen = true;
-    }
-    for (const char* n : g.predicted) pred += p.step.get(n);
-    if (!seen && pred == 0) continue;
-    c.phases.push_back(row(g.name, pred, meas, !g.predicted.empty() && (pred > 0 || meas > 0)));
+  // each measured range to its group once (names no group lists go to "other")
+  std::vector<double> meas(groups.size(), 0.0);
+  std::vector<bool> seen(groups.size(), false);
+  const auto other = std::find_if(groups.begin(), groups.end(), [](const PhaseGroup& g) { return std::strcmp(g.name, "other") == 0; });
+  for (const auto& ph : m.phases) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const PhaseGroup& x) { return in(x.measured, ph.name); });
+    if (g == groups.end()) g = other;
+    const auto i = static_cast<std::size_t>(g - groups.begin());
+    meas[i] += ph.median_s;
+    seen[i] = true;
+  }
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    double pred = 0;
+    for (const char* n : groups[i].predicted) pred += p.step.get(n);
+    if (!seen[i] && pred == 0) continue;
+    Row r = row(groups[i].name, pred, meas[i], seen[i] && !groups[i].predicted.empty());
+    r.measured_seen = seen[i];
+    c.phases.push_back(r);
   }
   c.step = row("step", p.step_time_s, m.step_median_s, true);
   c.allocated = row("max_memory_allocated", double(predicted_allocated_bytes(p)), double(m.max_memory_allocated), true);
@@ -80,7 +88,9 @@ StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepM
 runtime::deepspeed::Json comparison_json(const StepComparison& c) {
   using Json = runtime::deepspeed::Json;
   auto row = [](const Row& r) {
-    return Json{{"name", r.name}, {"predicted", r.predicted}, {"measured", r.measured}, {"error_pct", r.error_pct}, {"scored", r.scored}};
+    Json j{{"name", r.name}, {"predicted", r.predicted}, {"measured", r.measured}, {"error_pct", r.error_pct}, {"scored", r.scored}};
+    if (!r.measured_seen) j["measured"] = nullptr, j["error_pct"] = nullptr;  // not run: no number to compare
+    return j;
   };
   Json j;
   j["error_pct_convention"] = "(predicted - measured) / measured * 100; seconds per step, bytes";

@@ -28,7 +28,8 @@ struct Row {
   std::string name;
   double predicted = 0, measured = 0;       // seconds or bytes
   double error_pct = 0;
-  bool scored = false;                      // modelled on both sides (unmodelled rows are shown, not scored)
+  bool scored = false;                      // modelled and measured (the others are shown, not scored)
+  bool measured_seen = true;                // false: the run had no such range (predicted only)
 };
 
 struct StepComparison {
