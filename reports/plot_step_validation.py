@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 
 import matplotlib
 
@@ -23,16 +24,32 @@ import matplotlib.pyplot as plt  # noqa: E402
 GIB = float(1 << 30)
 
 
+def save(fig, path):
+    """Written whole or not at all: a temporary file renamed over `path`."""
+    tmp = f"{path}.tmp{os.getpid()}.png"
+    try:
+        fig.savefig(tmp, dpi=130)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("record")
     ap.add_argument("--prefix", help="output path prefix (default: the record without .json)")
     a = ap.parse_args()
-    with open(a.record) as f:
-        rec = json.load(f)
-    cases = rec["cases"]
+    try:
+        with open(a.record) as f:
+            rec = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"{a.record}: cannot read a JSON record ({e})", file=sys.stderr)
+        return 2
+    cases = rec.get("cases") if isinstance(rec, dict) else None
     if not cases or "comparison" not in cases[0]:
-        raise SystemExit(f"{a.record}: cases: not a step validation record with comparisons")
+        print(f"{a.record}: cases: not a step validation record with comparisons", file=sys.stderr)
+        return 2
     prefix = a.prefix or os.path.splitext(a.record)[0]
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
@@ -55,7 +72,11 @@ def main():
         ax.legend(fontsize=8, loc="upper left")
     fig.suptitle(f"{rec.get('record', a.record)}: whole steps on HF + Accelerate + DeepSpeed", fontsize=9)
     fig.tight_layout()
-    fig.savefig(f"{prefix}-memory.png", dpi=130)
+    try:
+        save(fig, f"{prefix}-memory.png")
+    except OSError as e:
+        print(f"cannot write {prefix}-memory.png: {e.strerror}", file=sys.stderr)
+        return 1
 
     groups = []
     for c in cases:
@@ -84,9 +105,14 @@ def main():
     ax.set_ylim(-105, 105)
     ax.set_title("step model vs measured phases (per step, all layers); bar = median; band = +-5 %")
     fig.tight_layout()
-    fig.savefig(f"{prefix}-phases.png", dpi=130)
+    try:
+        save(fig, f"{prefix}-phases.png")
+    except OSError as e:
+        print(f"cannot write {prefix}-phases.png: {e.strerror}", file=sys.stderr)
+        return 1
     print(f"wrote {prefix}-memory.png {prefix}-phases.png")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

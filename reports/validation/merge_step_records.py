@@ -48,9 +48,13 @@ def main(argv):
                         continue
                 c["keys"].append([k, v])
             merged["cases"].append(c)
-    with open(out, "w") as f:
-        json.dump(merged, f, indent=1)
+    tmp = f"{out}.tmp{os.getpid()}"  # written whole or not at all
+    with open(tmp, "w") as f:
+        json.dump(merged, f, indent=1, allow_nan=False)
         f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, out)
     print(f"wrote {out}: {len(merged['cases'])} cases from {len(parts)} parts")
     return 0
 
