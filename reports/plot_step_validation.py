@@ -25,11 +25,16 @@ GIB = float(1 << 30)
 
 
 def save(fig, path):
-    """Written whole or not at all: a temporary file renamed over `path`."""
+    """Written whole or not at all (a temporary file renamed over `path`); False, with one line on
+    stderr, when it cannot be written."""
     tmp = f"{path}.tmp{os.getpid()}.png"
     try:
         fig.savefig(tmp, dpi=130)
         os.replace(tmp, path)
+        return True
+    except OSError as e:
+        print(f"cannot write {path}: {e.strerror}", file=sys.stderr)
+        return False
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -72,10 +77,7 @@ def main():
         ax.legend(fontsize=8, loc="upper left")
     fig.suptitle(f"{rec.get('record', a.record)}: whole steps on HF + Accelerate + DeepSpeed", fontsize=9)
     fig.tight_layout()
-    try:
-        save(fig, f"{prefix}-memory.png")
-    except OSError as e:
-        print(f"cannot write {prefix}-memory.png: {e.strerror}", file=sys.stderr)
+    if not save(fig, f"{prefix}-memory.png"):
         return 1
 
     groups = []
@@ -105,10 +107,7 @@ def main():
     ax.set_ylim(-105, 105)
     ax.set_title("step model vs measured phases (per step, all layers); bar = median; band = +-5 %")
     fig.tight_layout()
-    try:
-        save(fig, f"{prefix}-phases.png")
-    except OSError as e:
-        print(f"cannot write {prefix}-phases.png: {e.strerror}", file=sys.stderr)
+    if not save(fig, f"{prefix}-phases.png"):
         return 1
     print(f"wrote {prefix}-memory.png {prefix}-phases.png")
     return 0
