@@ -147,6 +147,7 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
     reports::write_file_atomic(trace, step_trace(p, m).dump(1) + "\n");
     std::error_code ec;
     std::filesystem::rename(trace + ".cupti.rank0.json", trace + ".cupti.json", ec);
+    if (ec) std::cerr << fmt::format("ulysses compare: no CUPTI trace from the worker ({}); {} has the phases\n", ec.message(), trace);
   }
   const eval::StepComparison c = eval::compare_step(p, m);
   if (format == Format::json) {
