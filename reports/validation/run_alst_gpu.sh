@@ -2,10 +2,10 @@
 # One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
 # Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
-# Usage: reports/validation/run_alst_gpu.sh validate|rest|capacity|compare
+# Usage: reports/validation/run_alst_gpu.sh validate|rest|capacity|compare|diagnose
 set -u
 cd "$(dirname "$0")/../.."
-mode=${1:?validate|rest|capacity|compare}
+mode=${1:?validate|rest|capacity|compare|diagnose}
 export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
 bin=$PWD/.gpu/bin/ulysses
@@ -34,6 +34,18 @@ case $mode in
     timeout 300 $bin compare --backend deepspeed --model llama-3.1-8b --profile h200-sxm-141gb --gpus 1 --sp-size 1 --layers 2 \
       --seq-len 65536 --attn-implementation sdpa --tiled-logits --tiled-mlp --offload-checkpoints --offload-optimizer \
       --trace $r/compare-trace.json --format json > $r/compare.json 2> $r/compare.err; echo "compare rc $?" ;;
+  diagnose)  # compare (worker check), the allocator's history of four cases, the fixed costs
+    timeout 150 $bin compare --backend deepspeed --model llama-3.1-8b --profile h200-sxm-141gb --gpus 1 --sp-size 1 --layers 2 \
+      --seq-len 65536 --attn-implementation sdpa --tiled-logits --tiled-mlp --offload-checkpoints --offload-optimizer \
+      --trace $r/compare-trace.json --format json > $r/compare.json 2> $r/compare.err; echo "compare rc $?"
+    for c in llama8b-l2-tlog-s32k llama8b-l2-tmlp-s64k llama8b-l2-all-s96k qwen3-4b-l2-tmlp-s64k; do
+      mkdir -p $r/wd-$c
+      TMPDIR=$r/wd-$c ULYSSES_KEEP_WORKDIR=1 ULYSSES_MEMORY_HISTORY=$r/hist-$c timeout 120 $bin validate --backend deepspeed \
+        --set scenarios/validation/h200-alst.yaml --case $c --warmup 1 --iters 1 --out $r/diag-$c.json > $r/diag-$c.log 2>&1
+      echo "$c rc $? $(( $(date +%s) - t0 )) s"
+    done
+    timeout 120 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
+      > $r/calibrate.log 2>&1; echo "calibrate rc $?"; tail -5 $r/calibrate.log ;;
 esac
 echo "total $(( $(date +%s) - t0 )) s"
 cd $OUT && tar czf alst.tgz alst && rm -rf alst

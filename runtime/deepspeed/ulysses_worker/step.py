@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from . import accounting, dsconfig, features, hfconfig, offload
+from . import accounting, allocator, dsconfig, features, hfconfig, offload
 from .phases import CLOCK, instrument, timed, wrap_function, wrap_marked, wrap_method
 
 
@@ -194,6 +194,7 @@ class Runner:
         result["max_memory_reserved"] = max(mem["peak_reserved"], torch.cuda.max_memory_reserved())
         result["warmup_max_memory_allocated"], result["warmup_max_memory_reserved"] = warm_alloc, warm_res
         result["memory_step"] = mem
+        result["allocator"] = allocator.segments()  # after the timed steps: reserved only grows
         result["steps"] = steps
         result["phases"] = per_phase
         if trace_path:
@@ -267,6 +268,7 @@ def run_job(job, trace_path):
     archs = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(" ", ";").split(";")
     if any(a and not re.fullmatch(r"\d+\.\d+(\+PTX)?", a) for a in archs):
         os.environ["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*torch.cuda.get_device_capability())
+    allocator.start_history()
     ballast_bytes = job["run"].get("ballast_bytes", 0)
     ballast = torch.empty(ballast_bytes, dtype=torch.uint8, device="cuda") if ballast_bytes else None
     r = Runner(job)
@@ -282,6 +284,7 @@ def run_job(job, trace_path):
         res.update(r.probe(probes))
     else:
         res.update(r.run(trace_path))
+    allocator.dump_history(r.rank)
     res["ballast_bytes"] = ballast_bytes  # held all run long, included in the allocator's counters
     del ballast
     free, total = torch.cuda.mem_get_info()
