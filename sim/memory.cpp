@@ -255,11 +255,14 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const Act a = activations(sc, d);
   const double checkpoints = d.ckpt && !pl.offload_checkpoints ? static_cast<double>(d.L) * a.th : 0;
   const double saved = d.ckpt ? 0 : saved_per_layer(a, pl.tiled_mlp);
-  // --- ZeRO-3 gathered parameters (bf16) + their unreduced bf16 grads
+  // --- ZeRO-3 gathered parameters (bf16) + their unreduced bf16 grads. With one partition (N = 1) and
+  // the parameters on the GPU a gather allocates nothing: the parameter's data becomes its partition
+  // (docs/MODEL.md "ZeRO-3 gathers"); offloaded parameters are copied in.
   const double layer_p = static_cast<double>(d.params.per_layer());
   const double head_p = static_cast<double>(d.params.lm_head > 0 ? d.params.lm_head : d.params.embedding);
-  const double gathered_layer = stage >= 3 ? (kZero3LiveLayers * layer_p + layer_p) * 2 : 0;
-  const double gathered_logits = stage >= 3 ? (head_p + head_p + layer_p) * 2 : 0;
+  const double gather = d.zero_group > 1 || pl.offload_params ? 1 : 0;
+  const double gathered_layer = stage >= 3 ? (gather * kZero3LiveLayers * layer_p + layer_p) * 2 : 0;
+  const double gathered_logits = stage >= 3 ? (gather * (head_p + layer_p) + head_p) * 2 : 0;
 
   // --- the peak of one layer: max over moments
   Moment m[kMoments];

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Where the caching allocator's reserved bytes come from, read from a recorded history.
+
+Input: PREFIX.rank<R>.pickle written by the deepspeed backend's worker under
+ULYSSES_MEMORY_HISTORY=PREFIX (runtime/deepspeed/ulysses_worker/allocator.py): torch's
+memory._snapshot() with every alloc / free / segment map of the run.
+Output (text): the reserved high-water mark and what was live then, per stream; each growth of the
+reserved bytes (segment alloc or map) with the request that caused it and its Python frames; the
+allocated peak for comparison. No torch needed.
+
+Usage: allocator_history.py FILE.pickle [--growths N] [--frames K]
+Exit 2 with one line on a file that is not such a history.
+"""
+import argparse
+import pickle
+import sys
+
+GiB = float(1 << 30)
+GROW = ("segment_alloc", "segment_map")
+SHRINK = ("segment_free", "segment_unmap")
+
+
+def frames_of(ev, k):
+    out = []
+    for f in ev.get("frames", []) or []:
+        name = f.get("filename", "?")
+        if "torch/" in name and "autograd" not in name and "nn/modules" not in name:
+            continue
+        out.append(f"{name.split('site-packages/')[-1]}:{f.get('line', '?')} {f.get('name', '?')}")
+        if len(out) >= k:
+            break
+    return out
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("file")
+    ap.add_argument("--growths", type=int, default=40, help="growth events to list (largest first)")
+    ap.add_argument("--frames", type=int, default=4, help="Python frames per event")
+    a = ap.parse_args(argv)
+    try:
+        with open(a.file, "rb") as f:
+            snap = pickle.load(f)
+        traces = snap["device_traces"]
+    except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError) as e:
+        print(f"{a.file}: not a torch memory history ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    for dev, evs in enumerate(traces):
+        if not evs:
+            continue
+        reserved = allocated = 0
+        peak_res = peak_alloc = 0
+        at_res = at_alloc = -1
+        live = {}         # addr -> (size, stream, event index)
+        res_stream = {}   # stream -> reserved bytes
+        growths = []      # (size, stream, event index of the growth, index of the request that caused it)
+        pending = []
+        for i, ev in enumerate(evs):
+            act, size, st = ev["action"], int(ev.get("size", 0)), int(ev.get("stream", 0))
+            if act in GROW:
+                reserved += size
+                res_stream[st] = res_stream.get(st, 0) + size
+                pending.append((size, st, i))
+            elif act in SHRINK:
+                reserved -= size
+                res_stream[st] = res_stream.get(st, 0) - size
+            elif act == "alloc":
+                allocated += size
+                live[ev["addr"]] = (size, st, i)
+                for g in pending:
+                    growths.append(g + (i,))
+                pending = []
+            elif act == "free_completed":
+                allocated -= size
+                live.pop(ev["addr"], None)
+            if reserved > peak_res:
+                peak_res, at_res = reserved, i
+                res_at_peak = dict(res_stream)
+            if allocated > peak_alloc:
+                peak_alloc, at_alloc = allocated, i
+        print(f"device {dev}: {len(evs)} events; reserved peak {peak_res / GiB:.3f} GiB at event {at_res}, "
+              f"allocated peak {peak_alloc / GiB:.3f} GiB at event {at_alloc}")
+        # what was live when the reserved bytes peaked
+        alloc_then = {}
+        live_then = {}
+        for i, ev in enumerate(evs[:at_res + 1]):
+            act, size, st = ev["action"], int(ev.get("size", 0)), int(ev.get("stream", 0))
+            if act == "alloc":
+                live_then[ev["addr"]] = (size, st, i)
+            elif act == "free_completed":
+                live_then.pop(ev["addr"], None)
+        for size, st, i in live_then.values():
+            alloc_then[st] = alloc_then.get(st, 0) + size
+        print("#  stream   reserved  allocated   (at the reserved peak)")
+        print("#              (GiB)      (GiB)")
+        for st in sorted(set(res_at_peak) | set(alloc_then)):
+            print(f"   {st:>6}  {res_at_peak.get(st, 0) / GiB:9.3f}  {alloc_then.get(st, 0) / GiB:9.3f}")
+        big = sorted(live_then.values(), reverse=True)[:12]
+        print("largest live blocks at the reserved peak:")
+        for size, st, i in big:
+            print(f"   {size / GiB:8.3f} GiB stream {st} event {i}: " + " <- ".join(frames_of(evs[i], a.frames)))
+        print(f"growths of the reserved bytes ({len(growths)}; the {a.growths} largest):")
+        for size, st, i, req in sorted(growths, reverse=True)[:a.growths]:
+            r = evs[req]
+            print(f"   +{size / GiB:7.3f} GiB stream {st} event {i} for a {int(r.get('size', 0)) / GiB:.3f} GiB request: "
+                  + " <- ".join(frames_of(r, a.frames)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
