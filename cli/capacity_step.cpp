@@ -90,7 +90,6 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
     runtime::deepspeed::StepOptions o;
     o.warmup = 1;  // a probe: one warm-up step and one measured step per length
     o.iters = 1;
-    o.expandable_segments = c.set.run.expandable_segments;
     o.ballast_bytes = c.set.run.ballast_bytes;
     const eval::Bisection b = eval::bisect_capacity(
         c.predicted_S, g,

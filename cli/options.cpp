@@ -41,6 +41,7 @@ constexpr FlagKey kFlags[] = {
     {"rmsnorm-implementation", "plan.rmsnorm_implementation", false, "eager (HF LlamaRMSNorm, default) | fused (Liger/Apex kernel)"},
     {"runtime", "plan.runtime", false, "pytorch (HF + Accelerate + DeepSpeed, default) | ulysses (this project's CUDA runtime): whose fixed costs"},
     {"torch-adam", "plan.torch_adam", true, "GPU optimizer torch.optim.AdamW (DeepSpeed optimizer.params.torch_adam) instead of FusedAdam"},
+    {"expandable-segments", "plan.expandable_segments", true, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (default true, the ALST recipe; the deepspeed backend runs with it)"},
     {"causal", "workload.causal", true, "causal attention (default on)"},
 };
 

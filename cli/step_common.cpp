@@ -16,15 +16,14 @@ namespace rd = runtime::deepspeed;
 void add_step_options(po::options_description& d) {
   d.add_options()
       ("layers", po::value<std::int64_t>(), "deepspeed backend: decoder layers to build (default: the model's)")
-      ("expandable-segments", po::value<bool>()->implicit_value(true),
-       "deepspeed backend: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (default true, the ALST recipe)");
+;
 }
 
 bool is_step_backend(const std::string& backend) { return backend == "deepspeed"; }
 
 void refuse_step_options(const po::variables_map& vm, const std::string& backend) {
   if (is_step_backend(backend)) return;
-  for (const char* k : {"layers", "expandable-segments"})
+  for (const char* k : {"layers"})
     if (vm.count(k))
       throw InputError("", std::string("--") + k, fmt::format("only the deepspeed backend runs whole steps (got --backend {})", backend));
 }
@@ -46,7 +45,6 @@ rd::StepOptions step_options_of(const po::variables_map& vm) {
   if (o.iters < 1 || o.iters > 1000) throw InputError("", "--iters", fmt::format("must be 1..1000 (got {})", o.iters));
   if (o.warmup > 1000) throw InputError("", "--warmup", fmt::format("must be <= 1000 (got {})", o.warmup));
   o.seed = vm["seed"].as<std::uint64_t>();
-  if (vm.count("expandable-segments")) o.expandable_segments = vm["expandable-segments"].as<bool>();
   return o;
 }
 

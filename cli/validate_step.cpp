@@ -24,7 +24,6 @@ eval::StepCase step_case_of(StepSetCase s) {
   eval::StepCase r;
   r.name = std::move(s.name);
   r.keys = std::move(s.keys);
-  r.expandable_segments = s.run.expandable_segments;
   r.sc = std::move(s.sc);
   return r;
 }
@@ -73,7 +72,6 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
   for (std::size_t i = 0; i < todo.size(); ++i) {
     eval::StepCase& r = todo[i];
     runtime::deepspeed::StepOptions o = base;
-    o.expandable_segments = r.expandable_segments;
     const Prediction p = predict(r.sc);
     try {
       r.m = runtime::deepspeed::run_step(r.sc, o, set.path);

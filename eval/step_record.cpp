@@ -20,9 +20,8 @@ RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string&
   Keys kept;
   for (const auto& [k, v] : keys) {
     const std::string where = fmt::format("cases.{}.{}", name, k);
-    if (k == "run.expandable_segments") {
-      if (v != "true" && v != "false") throw InputError(origin, where, fmt::format("must be true or false (got '{}')", v));
-      r.expandable_segments = v == "true";
+    if (k == "run.expandable_segments") {  // the records' earlier spelling of plan.expandable_segments
+      kept.emplace_back("plan.expandable_segments", v);
     } else if (k == "run.ballast_GiB") {
       double g = 0;
       std::size_t used = 0;
@@ -34,7 +33,7 @@ RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string&
       if (used != v.size() || !(g >= 0 && g < 1024)) throw InputError(origin, where, fmt::format("must be a number of GiB in [0, 1024) (got '{}')", v));
       r.ballast_bytes = static_cast<std::int64_t>(g * double(1ULL << 30));
     } else if (k.rfind("run.", 0) == 0) {
-      throw InputError(origin, where, "unknown run option (run.expandable_segments, run.ballast_GiB)");
+      throw InputError(origin, where, "unknown run option (run.ballast_GiB)");
     } else {
       kept.emplace_back(k, v);
     }
@@ -48,7 +47,7 @@ Json step_case_json(const StepCase& c) {
   j["name"] = c.name;
   j["keys"] = Json::array();
   for (const auto& [k, v] : c.keys) j["keys"].push_back({k, v});
-  j["expandable_segments"] = c.expandable_segments;
+  j["expandable_segments"] = c.sc.plan.expandable_segments;
   j["measured"] = rd::measurement_json(c.m);
   j["comparison"] = comparison_json(c.c);
   return j;
@@ -81,7 +80,7 @@ StepSummary summarize_steps(const std::vector<StepCase>& cases) {
   std::map<std::string, std::size_t> idx;
   for (const auto& c : cases) {
     s.allocated.errors.push_back(c.c.allocated.error_pct), s.allocated.cases.push_back(c.name);
-    if (c.expandable_segments) s.reserved.errors.push_back(c.c.reserved.error_pct), s.reserved.cases.push_back(c.name);
+    if (c.sc.plan.expandable_segments) s.reserved.errors.push_back(c.c.reserved.error_pct), s.reserved.cases.push_back(c.name);
     s.step.errors.push_back(c.c.step.error_pct), s.step.cases.push_back(c.name);
     for (const auto& r : c.c.phases) {
       if (!r.scored) continue;
@@ -115,7 +114,7 @@ std::string step_cases_table(const std::vector<StepCase>& cases) {
   for (const auto& c : cases)
     t.add_row({c.name, g(c.c.allocated.predicted), g(c.c.allocated.measured), fmt::format("{:+.1f}", c.c.allocated.error_pct),
                g(c.c.reserved.predicted), g(c.c.reserved.measured),
-               c.expandable_segments ? fmt::format("{:+.1f}", c.c.reserved.error_pct) : fmt::format("({:+.1f})", c.c.reserved.error_pct),
+               c.sc.plan.expandable_segments ? fmt::format("{:+.1f}", c.c.reserved.error_pct) : fmt::format("({:+.1f})", c.c.reserved.error_pct),
                fmt::format("{:.3f}", c.c.step.predicted), fmt::format("{:.3f}", c.c.step.measured),
                fmt::format("{:+.1f}", c.c.step.error_pct), c.c.predicted_peak_at + " / " + c.c.measured_peak_at});
   return t.render() + "reserved errors in parentheses: run without expandable segments (not scored)\n";

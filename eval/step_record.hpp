@@ -17,10 +17,10 @@ namespace ulysses::eval {
 using Keys = std::vector<std::pair<std::string, std::string>>;
 
 // Case keys of step validation and capacity sets: run.* keys are worker options, removed from `keys`
-// (what remains are set_key keys). run.expandable_segments true|false, run.ballast_GiB X.
+// (what remains are set_key keys): run.ballast_GiB X. run.expandable_segments, the earlier spelling of
+// plan.expandable_segments, becomes that key.
 // InputError naming origin, cases.<name>.<key> and the rule.
 struct RunKeys {
-  bool expandable_segments = true;
   std::int64_t ballast_bytes = 0;
 };
 RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string& case_name);
@@ -28,7 +28,6 @@ RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string&
 struct StepCase {
   std::string name;
   Keys keys;                                   // set_key keys (defaults, then the case's)
-  bool expandable_segments = true;             // run.expandable_segments of the case
   Scenario sc;
   runtime::deepspeed::StepMeasurement m;
   StepComparison c;                            // today's prediction next to the measurement

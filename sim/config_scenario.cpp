@@ -73,6 +73,8 @@ const std::vector<PlanField>& plan_fields() {
        [](const Plan& p) { return std::string(p.rmsnorm_implementation == RmsNormImpl::eager ? "eager" : "fused"); }},
       {"torch_adam", [](Plan& p, const S& s, const W& w) { p.torch_adam = parse_bool(s, w); },
        [](const Plan& p) { return b2s(p.torch_adam); }},
+      {"expandable_segments", [](Plan& p, const S& s, const W& w) { p.expandable_segments = parse_bool(s, w); },
+       [](const Plan& p) { return b2s(p.expandable_segments); }},
       {"runtime",
        [](Plan& p, const S& s, const W& w) {
          p.runtime = parse_choice(s, w, {"pytorch", "ulysses"}) == "pytorch" ? Runtime::pytorch : Runtime::ulysses;

@@ -303,7 +303,11 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const double saved_all = d.ckpt || at_optimizer ? 0 : (at_logits ? d.L : d.L - 1) * saved;
   const double logits_term = at_logits ? logits : 0;
   const double optimizer_term = at_optimizer ? optimizer_step : 0;
-  // fragmentation: a stated fraction of everything allocated and freed during the step
+  // fragmentation: where PyTorch maps expandable segments, free granules are unmapped before an
+  // allocation fails, and what binds is what is allocated plus the granules live blocks only partly
+  // cover; else a stated fraction of everything allocated and freed during the step (docs/MODEL.md
+  // "Fixed costs and fragmentation")
+  const bool expandable = pt && pl.expandable_segments;
   const double transient = gathered + ckpt_live + saved_all + lm.total() + logits_term + optimizer_term;
 
   gpu.n = 0;
@@ -327,7 +331,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   gpu.add("optimizer_step", sat(optimizer_term));
   gpu.add("cuda_context", ctx);
   gpu.add("nccl_buffers", nccl);
-  gpu.add("fragmentation", sat(kFragmentationFraction * transient));
+  gpu.add("fragmentation", expandable ? kExpandableGranuleSlackBytes : sat(kFragmentationFraction * transient));
   return at_optimizer ? "optimizer_step" : at_logits ? "logits_loss" : m[best].name;
 }
 

@@ -11,7 +11,11 @@
 namespace ulysses::sim {
 
 // Stated constants of the model (docs/MODEL.md "Assumptions"). Not fitted to any result.
-inline constexpr double kFragmentationFraction = 0.05;        // of the transient (activation) terms
+inline constexpr double kFragmentationFraction = 0.05;        // of the transient (activation) terms, without
+                                                              // expandable segments (stated, not derived)
+// With expandable segments: what stays mapped under memory pressure besides the live blocks, the 20 MiB
+// granules that live blocks only partly cover (measured from the allocator's history, docs/MODEL.md)
+inline constexpr bytes_t kExpandableGranuleSlackBytes = bytes_t{8} * (bytes_t{20} << 20);
 inline constexpr bytes_t kHostProcessOverheadBytes = bytes_t{4} << 30;  // per GPU process
 inline constexpr double kLogitsTileBytes = 1073741824.0;      // ALST: fp32 logits per tile <= 1 GiB
 inline constexpr int kZero3LiveLayers = 2;                    // current layer + one prefetched

@@ -132,6 +132,10 @@ struct Plan {
   // instead of DeepSpeed's FusedAdam (the default); with offload_optimizer CPU Adam runs either way
   bool torch_adam = false;
   Runtime runtime = Runtime::pytorch;
+  // PyTorch's caching allocator maps growable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,
+  // the ALST recipe): under memory pressure its free pages are unmapped before an allocation fails, so
+  // what binds is what is allocated (docs/MODEL.md "Fixed costs and fragmentation")
+  bool expandable_segments = true;
 };
 
 struct Workload {

@@ -88,7 +88,7 @@ std::vector<Json> launch(const Scenario& sc, const StepOptions& opt, const std::
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(fmt::format("deepspeed backend: fork: {}", std::strerror(errno)));
   if (pid == 0) {
-    if (opt.expandable_segments) ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
+    if (sc.plan.expandable_segments) ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
     else ::unsetenv("PYTORCH_CUDA_ALLOC_CONF");
     ::setenv("NCCL_NVLS_ENABLE", "0", 0);
     std::string pp = site_dir();
@@ -173,7 +173,7 @@ Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out
                {"reduce_bucket_size", p.reduce_bucket_size}, {"torch_adam", p.torch_adam}};
   j["gpus"] = sc.gpus;
   j["run"] = {{"warmup", opt.warmup}, {"iters", opt.iters}, {"seed", static_cast<std::int64_t>(opt.seed % (1ULL << 31))},
-              {"expandable_segments", opt.expandable_segments}, {"trace", opt.trace},
+              {"expandable_segments", sc.plan.expandable_segments}, {"trace", opt.trace},
               {"probe_seq_lens", opt.probe_seq_lens}, {"ballast_bytes", opt.ballast_bytes}, {"calibrate", opt.calibrate}};
   j["out"] = out_prefix;
   return j;

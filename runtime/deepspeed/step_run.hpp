@@ -21,7 +21,6 @@ struct StepOptions {
   int warmup = 1;                      // untimed steps before the memory step
   int iters = 3;                       // timed steps (median, min, max)
   std::uint64_t seed = 1234;
-  bool expandable_segments = true;     // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the ALST recipe)
   std::string trace;                   // torch.profiler (CUPTI) trace path prefix; "" = no traced step
   std::vector<std::int64_t> probe_seq_lens;  // capacity probes (increasing); empty = a normal run
   bool calibrate = false;              // measure the process's fixed costs instead (run_fixed_costs)

@@ -264,6 +264,13 @@ TEST_CASE("memory: SP gradient reduction buffers and fixed costs", "[sim][memory
 
 TEST_CASE("memory: fragmentation is the stated fraction of the transient terms", "[sim][memory]") {
   Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 262144));
+  // PyTorch with expandable segments (the default): the granule slack, whatever the activations
+  CHECK(predict(sc).gpu.get("fragmentation") == sim::kExpandableGranuleSlackBytes);
+  sc.plan.seq_len *= 2;
+  CHECK(predict(sc).gpu.get("fragmentation") == sim::kExpandableGranuleSlackBytes);
+  sc.plan.seq_len /= 2;
+  // without them (or on our runtime): the stated fraction
+  sc.plan.expandable_segments = false;
   const Prediction p = predict(sc);
   bytes_t transient = 0;
   for (int i = 0; i < p.gpu.n; ++i) {
@@ -273,6 +280,9 @@ TEST_CASE("memory: fragmentation is the stated fraction of the transient terms",
       transient += p.gpu.terms[i].bytes;
   }
   CHECK(p.gpu.get("fragmentation") == Approx(sim::kFragmentationFraction * transient).margin(32));
+  sc.plan.expandable_segments = true;
+  sc.plan.runtime = Runtime::ulysses;
+  CHECK(predict(sc).gpu.get("fragmentation") == Approx(p.gpu.get("fragmentation")).margin(32));
 }
 
 TEST_CASE("memory: host capacity and GPUs per node from the scenario", "[sim][memory]") {
