@@ -6,7 +6,9 @@ ULYSSES_MEMORY_HISTORY=PREFIX (runtime/deepspeed/ulysses_worker/allocator.py): t
 memory._snapshot() with every alloc / free / segment map of the run.
 Output (text): the reserved high-water mark and what was live then, per stream; each growth of the
 reserved bytes (segment alloc or map) with the request that caused it and its Python frames; the
-allocated peak for comparison. No torch needed.
+allocated peak, and what stays mapped under memory pressure at that peak: the 20 MiB granules
+(the large pool's expandable-segment granule, c10/cuda/CUDACachingAllocator.cpp kLargeBuffer) that the
+live blocks touch, less the live bytes (docs/MODEL.md "Fixed costs and fragmentation"). No torch needed.
 
 Usage: allocator_history.py FILE.pickle [--growths N] [--frames K]
 Exit 2 with one line on a file that is not such a history.
@@ -16,6 +18,7 @@ import pickle
 import sys
 
 GiB = float(1 << 30)
+GRANULE = 20 << 20
 GROW = ("segment_alloc", "segment_map")
 SHRINK = ("segment_free", "segment_unmap")
 
@@ -30,6 +33,17 @@ def frames_of(ev, k):
         if len(out) >= k:
             break
     return out
+
+
+def granule_bytes(live, base):
+    """Bytes of the granules that the live blocks (addr -> (size, stream, index)) touch; granules are
+    counted from each stream's lowest mapped address."""
+    touched = set()
+    for addr, (size, st, _) in live.items():
+        b = base.get(st, 0)
+        for g in range((addr - b) // GRANULE, (addr + size - 1 - b) // GRANULE + 1):
+            touched.add((st, g))
+    return len(touched) * GRANULE
 
 
 def main(argv):
@@ -55,9 +69,12 @@ def main(argv):
         res_stream = {}   # stream -> reserved bytes
         growths = []      # (size, stream, event index of the growth, index of the request that caused it)
         pending = []
+        base = {}         # stream -> lowest mapped address
+        mapped_at_peak = 0
         for i, ev in enumerate(evs):
             act, size, st = ev["action"], int(ev.get("size", 0)), int(ev.get("stream", 0))
             if act in GROW:
+                base[st] = min(base.get(st, ev["addr"]), ev["addr"])
                 reserved += size
                 res_stream[st] = res_stream.get(st, 0) + size
                 pending.append((size, st, i))
@@ -78,8 +95,11 @@ def main(argv):
                 res_at_peak = dict(res_stream)
             if allocated > peak_alloc:
                 peak_alloc, at_alloc = allocated, i
+                mapped_at_peak = granule_bytes(live, base)
         print(f"device {dev}: {len(evs)} events; reserved peak {peak_res / GiB:.3f} GiB at event {at_res}, "
               f"allocated peak {peak_alloc / GiB:.3f} GiB at event {at_alloc}")
+        print(f"under pressure at the allocated peak: {mapped_at_peak / GiB:.3f} GiB of granules touched by live blocks, "
+              f"{(mapped_at_peak - peak_alloc) / GiB:.3f} GiB ({(mapped_at_peak - peak_alloc) / GRANULE:.1f} granules) above the live bytes")
         # what was live when the reserved bytes peaked
         alloc_then = {}
         live_then = {}
