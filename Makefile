@@ -4,9 +4,13 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 APT_PACKAGES := cmake g++ make libboost-program-options-dev libfmt-dev libyaml-cpp-dev \
-                nlohmann-json3-dev catch2 python3-matplotlib python3-yaml
+                nlohmann-json3-dev catch2 python3-matplotlib python3-yaml clang libclang-rt-14-dev
+# The hardening build (issue 17): clang, ASan + UBSan, libFuzzer targets (cmake/sanitizers.cmake).
+HARDENING ?= build-hardening
+FUZZ_CI_SECONDS ?= 20
+FUZZ_SECONDS ?= 600
 
-.PHONY: deps configure build run test clean deepspeed-stack
+.PHONY: deps configure build run test clean deepspeed-stack hardening hardening-test fuzz
 
 deps:
 	@bash cmake/install-deps.sh $(APT_PACKAGES)
@@ -22,9 +26,24 @@ run: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory hardening-test
+
+# The CPU test suite under ASan + UBSan, then every fuzz target for FUZZ_CI_SECONDS each.
+hardening: deps
+	@CC=clang CXX=clang++ cmake -S . -B $(HARDENING) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 \
+	  -DULYSSES_SANITIZE=ON -DULYSSES_FUZZ=ON -DULYSSES_ENABLE_CUDA=OFF $(CMAKE_FLAGS)
+	@cmake --build $(HARDENING) -j $(JOBS)
+
+hardening-test: hardening
+	@cd $(HARDENING) && ctest --output-on-failure -j $(JOBS)
+	@bash tests/fuzz/run.sh $(HARDENING) $(FUZZ_CI_SECONDS)
+
+# On demand: every fuzz target for FUZZ_SECONDS each (make fuzz FUZZ_SECONDS=600).
+fuzz: hardening
+	@bash tests/fuzz/run.sh $(HARDENING) $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) out
+	rm -rf $(BUILD) $(HARDENING) out
 
 # The deepspeed backend's Python stack for an offline GPU host (docs/DEEPSPEED_BACKEND.md)
 deepspeed-stack:

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "reports/format.hpp"
+#include "reports/json_in.hpp"
 #include <nlohmann/json.hpp>
 
 #include "cli/calibration_out.hpp"
@@ -74,27 +75,89 @@ void derive_a2a_idle_curve(const std::vector<double>& idle_ms, const std::vector
 
 namespace {
 
-// The "a2a_idle" samples of a raw file: [{idle_ms, a2a.out.bwd_s}, ...], T = 0 first, T increasing.
-void idle_from_raw(const nlohmann::json& raw, const std::string& path, Calibration& c) {
-  std::vector<double> T, t;
-  for (std::size_t i = 0; i < raw["a2a_idle"].size(); ++i) {
-    const auto& e = raw["a2a_idle"][i];
-    const std::string where = fmt::format("a2a_idle[{}]", i);
-    try {
-      T.push_back(e.at("idle_ms").get<double>());
-      t.push_back(e.at("a2a.out.bwd_s").get<double>());
-    } catch (const nlohmann::json::exception&) {
-      throw InputError(path, where, "needs numbers idle_ms and a2a.out.bwd_s");
-    }
-    if (!(t.back() > 0)) throw InputError(path, where, "a2a.out.bwd_s must be > 0 seconds");
-    if (i == 0 && T[0] != 0) throw InputError(path, where, "the first sample must be idle_ms 0 (the baseline)");
-    if (i > 0 && !(T[i] > T[i - 1])) throw InputError(path, where, "idle_ms must increase strictly");
-  }
-  if (T.size() < 2) throw InputError(path, "a2a_idle", "needs the idle_ms 0 baseline and at least one more sample");
-  derive_a2a_idle_curve(T, t, c);
+constexpr double kMinRawS = 1e-9, kMaxRawS = 1e6, kMaxRawBytes = 1e15;
+
+double raw_time(const reports::JsonIn& v) {
+  if (!v.json().is_number() || !(v.json().get<double>() >= kMinRawS && v.json().get<double>() <= kMaxRawS))
+    v.fail(fmt::format("phase times must be > 0 seconds (a number in [{:g}, {:g}]; got {})", kMinRawS, kMaxRawS, v.json().dump()));
+  return v.json().get<double>();
 }
 
 }  // namespace
+
+CalibrationRaw read_calibration_raw(const std::string& path) {
+  reports::Json j;
+  try {
+    j = reports::read_json_file(path, "--from-raw");
+  } catch (const InputError& e) {
+    if (e.key() != "file") throw;
+    throw InputError(path, "--from-raw", "is not a JSON object: " + e.rule());
+  }
+  const reports::JsonIn raw(j, path);
+  if (!j.is_object()) throw InputError(path, "--from-raw", "is not a JSON object");
+  CalibrationRaw r;
+  r.path = path;
+  const bool has_a2a = raw.has("a2a"), has_idle = raw.has("a2a_idle");
+  if (!has_a2a && !has_idle)
+    throw InputError(path, "a2a", "the file holds neither exchange samples (a2a) nor idle-link samples (a2a_idle) "
+                                  "(written by calibrate --backend cuda --json)");
+  if (has_a2a && (!j["a2a"].is_array() || j["a2a"].empty()))
+    throw InputError(path, "a2a", "must be a non-empty list of exchange samples (written by calibrate --backend cuda --json)");
+  if (has_idle && (!j["a2a_idle"].is_array() || j["a2a_idle"].empty()))
+    throw InputError(path, "a2a_idle", "must be a non-empty list of idle-link samples");
+  r.transport = raw.str_or("a2a_transport", "nccl");
+  if (r.transport != "nccl" && r.transport != "p2p") throw InputError(path, "a2a_transport", "must be nccl or p2p");
+  r.measured_at = raw.str_or("measured_at", "?");
+  // "a2a_idle": [{idle_ms, a2a.out.bwd_s}, ...], T = 0 first, T increasing
+  for (std::size_t i = 0; has_idle && i < j["a2a_idle"].size(); ++i) {
+    const reports::JsonIn e = raw.at("a2a_idle").at(i);
+    const double T = e.at("idle_ms").number_in(0, false, 1e9, false, "a number of milliseconds in [0, 1e9]");
+    const double t = raw_time(e.at("a2a.out.bwd_s"));
+    if (i == 0 && T != 0) e.fail("the first sample must be idle_ms 0 (the baseline)");
+    if (i > 0 && !(T > r.idle_ms.back())) e.fail("idle_ms must increase strictly");
+    r.idle_ms.push_back(T), r.idle_t_s.push_back(t);
+  }
+  if (has_idle && r.idle_ms.size() < 2)
+    throw InputError(path, "a2a_idle", "needs the idle_ms 0 baseline and at least one more sample");
+  // "a2a": [{P, q_bytes_per_rank, qkv_bytes_per_rank, <phase>_s...}], one P, sizes increasing (the curves' x)
+  for (std::size_t i = 0; has_a2a && i < j["a2a"].size(); ++i) {
+    const reports::JsonIn e = raw.at("a2a").at(i);
+    const int p = static_cast<int>(e.at("P").integer(2, 1 << 20));
+    if (r.P != 0 && p != r.P) e.at("P").fail("all samples must share one sp size");
+    r.P = p;
+    A2aSample s;
+    const std::string bytes_rule = fmt::format("a number of bytes in (0, {:g}]", kMaxRawBytes);
+    s.q_bytes = e.at("q_bytes_per_rank").number_in(0, true, kMaxRawBytes, false, bytes_rule);
+    s.qkv_bytes = e.at("qkv_bytes_per_rank").number_in(0, true, kMaxRawBytes, false, bytes_rule);
+    for (int k : kExchangePhases) s.t_s[k] = raw_time(e.at(std::string(kBlockPhaseNames[k]) + "_s"));
+    if (!r.samples.empty() && !(s.q_bytes > r.samples.back().q_bytes && s.qkv_bytes > r.samples.back().qkv_bytes))
+      e.fail("q_bytes_per_rank and qkv_bytes_per_rank must increase strictly from sample to sample (the curves' x)");
+    r.samples.push_back(s);
+  }
+  return r;
+}
+
+void apply_calibration_raw(const CalibrationRaw& raw, const std::string& cmd, Calibration& c, std::ostream& out) {
+  if (!raw.idle_ms.empty()) {
+    derive_a2a_idle_curve(raw.idle_ms, raw.idle_t_s, c);
+    c.provenance += fmt::format("; a2a_idle_penalty_us derived {} by `{}` from the raw measurements of {} ({} samples)", utc_now(),
+                                cmd, raw.measured_at, raw.idle_ms.size());
+    out << fmt::format("idle-link penalty curve re-derived from {}:", raw.path);
+    for (const auto& [x, y] : c.a2a_idle_penalty_us.points) out << fmt::format(" {:g} ms: {:.1f} us;", x, y);
+    out << "\n";
+  }
+  if (raw.samples.empty()) return;
+  const auto got = derive_a2a_curves(raw.P, raw.samples, raw.transport, c);
+  c.provenance += fmt::format("; exchange curves re-derived {} by `{}` from the raw measurements of {} ({} samples, "
+                              "transport {}: {} fixed cost(s) per q,k,v phase)",
+                              utc_now(), cmd, raw.measured_at, raw.samples.size(), raw.transport,
+                              sim::exchange_launches(c, 3));
+  out << fmt::format("exchange curves of P={} re-derived from {} ({} samples, transport {}, alpha {:.1f} us):\n", raw.P, raw.path,
+                     raw.samples.size(), raw.transport, c.a2a_alpha_per_tensor_s * 1e6);
+  for (std::size_t i = 0; i < raw.samples.size(); ++i)
+    out << fmt::format("  X={:>12.0f} B  qkv.fwd {:.1f}  out.fwd {:.1f}  out.bwd {:.1f}  qkv.bwd {:.1f} GB/s  busbw {:.1f} GB/s\n",
+                       raw.samples[i].q_bytes, got.GBps[0][i], got.GBps[2][i], got.GBps[3][i], got.GBps[5][i], got.busbw_GBps[i]);
+}
 
 int run_calibrate_from_raw(int argc, char** argv) {
   po::options_description d("calibrate --from-raw options");
@@ -110,70 +173,16 @@ int run_calibrate_from_raw(int argc, char** argv) {
                d);
     return vm.count("help") ? kExitOk : kExitInput;
   }
-  const std::string path = vm["from-raw"].as<std::string>();
-  std::ifstream f(path);
-  if (!f) throw InputError(path, "--from-raw", "cannot open the raw calibration JSON");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const auto raw = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (raw.is_discarded() || !raw.is_object()) throw InputError(path, "--from-raw", "is not a JSON object");
-  const bool has_a2a = raw.contains("a2a"), has_idle = raw.contains("a2a_idle");
-  if (!has_a2a && !has_idle)
-    throw InputError(path, "a2a", "the file holds neither exchange samples (a2a) nor idle-link samples (a2a_idle) "
-                                  "(written by calibrate --backend cuda --json)");
-  if (has_a2a && (!raw["a2a"].is_array() || raw["a2a"].empty()))
-    throw InputError(path, "a2a", "must be a non-empty list of exchange samples (written by calibrate --backend cuda --json)");
-  if (has_idle && (!raw["a2a_idle"].is_array() || raw["a2a_idle"].empty()))
-    throw InputError(path, "a2a_idle", "must be a non-empty list of idle-link samples");
-  const std::string transport = raw.value("a2a_transport", std::string("nccl"));
-  if (transport != "nccl" && transport != "p2p") throw InputError(path, "a2a_transport", "must be nccl or p2p");
+  const CalibrationRaw raw = read_calibration_raw(vm["from-raw"].as<std::string>());
   HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
   if (!hw.has_calibration) throw InputError(vm["profile"].as<std::string>(), "calibrated", "the profile has no calibrated section to update");
+  if (!raw.samples.empty() && (hw.calibrated.a2a_alpha_per_tensor_s < 0 || !(hw.calibrated.pack_GBps > 0)))
+    throw InputError(vm["profile"].as<std::string>(), "calibrated",
+                     "needs a2a_alpha_per_tensor_us and pack_GBps to derive exchange curves (calibrate --backend cuda)");
   Calibration c = hw.calibrated;
   std::string cmd = "ulysses calibrate";
   for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
-  if (has_idle) {
-    idle_from_raw(raw, path, c);
-    c.provenance += fmt::format("; a2a_idle_penalty_us derived {} by `{}` from the raw measurements of {} ({} samples)", utc_now(),
-                                cmd, raw.value("measured_at", std::string("?")), raw["a2a_idle"].size());
-    std::cout << fmt::format("idle-link penalty curve re-derived from {}:", path);
-    for (const auto& [x, y] : c.a2a_idle_penalty_us.points) std::cout << fmt::format(" {:g} ms: {:.1f} us;", x, y);
-    std::cout << "\n";
-  }
-  if (!has_a2a) {
-    write_calibration_output(vm, hw.name, c);
-    return kExitOk;
-  }
-  std::vector<A2aSample> samples;
-  int P = 0;
-  for (std::size_t i = 0; i < raw["a2a"].size(); ++i) {
-    const auto& e = raw["a2a"][i];
-    const std::string where = fmt::format("a2a[{}]", i);
-    A2aSample s;
-    try {
-      const int p = e.at("P").get<int>();
-      if (P != 0 && p != P) throw InputError(path, where + ".P", "all samples must share one sp size");
-      P = p;
-      s.q_bytes = e.at("q_bytes_per_rank").get<double>(), s.qkv_bytes = e.at("qkv_bytes_per_rank").get<double>();
-      for (int k : kExchangePhases) s.t_s[k] = e.at(std::string(kBlockPhaseNames[k]) + "_s").get<double>();
-    } catch (const nlohmann::json::exception&) {
-      throw InputError(path, where, "needs numbers P, q_bytes_per_rank, qkv_bytes_per_rank and <phase>_s for the four exchange phases");
-    }
-    for (int k : kExchangePhases)
-      if (!(s.t_s[k] > 0)) throw InputError(path, where, "phase times must be > 0 seconds");
-    if (P < 2 || !(s.q_bytes > 0) || !(s.qkv_bytes > 0)) throw InputError(path, where, "needs P >= 2 and positive byte counts");
-    samples.push_back(s);
-  }
-  const auto got = derive_a2a_curves(P, samples, transport, c);
-  c.provenance += fmt::format("; exchange curves re-derived {} by `{}` from the raw measurements of {} ({} samples, "
-                              "transport {}: {} fixed cost(s) per q,k,v phase)",
-                              utc_now(), cmd, raw.value("measured_at", std::string("?")), samples.size(), transport,
-                              sim::exchange_launches(c, 3));
-  std::cout << fmt::format("exchange curves of P={} re-derived from {} ({} samples, transport {}, alpha {:.1f} us):\n", P, path,
-                           samples.size(), transport, c.a2a_alpha_per_tensor_s * 1e6);
-  for (std::size_t i = 0; i < samples.size(); ++i)
-    std::cout << fmt::format("  X={:>12.0f} B  qkv.fwd {:.1f}  out.fwd {:.1f}  out.bwd {:.1f}  qkv.bwd {:.1f} GB/s  busbw {:.1f} GB/s\n",
-                             samples[i].q_bytes, got.GBps[0][i], got.GBps[2][i], got.GBps[3][i], got.GBps[5][i], got.busbw_GBps[i]);
+  apply_calibration_raw(raw, cmd, c, std::cout);
   write_calibration_output(vm, hw.name, c);
   return kExitOk;
 }

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "eval/step_record.hpp"
+#include "reports/json_in.hpp"
 #include "reports/table.hpp"
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
@@ -52,13 +55,13 @@ ValidationSet load_validation_set(const std::string& path) {
     else if (k == "defaults") s.defaults = keys_of(v, wk, nullptr);
     else if (k == "cases") {
       if (!v.IsSequence() || v.size() == 0) wk.fail("must be a non-empty list of cases (maps of scenario keys)");
+      std::unordered_set<std::string> names;  // linear in the cases (issue 17)
       for (std::size_t i = 0; i < v.size(); ++i) {
         const cfg::Where wi{path, fmt::format("cases[{}]", i), w.dir};
         ValidationCase c;
         c.name = fmt::format("case{}", i);
         c.keys = keys_of(v[i], wi, &c.name);
-        for (const auto& other : s.cases)
-          if (other.name == c.name) wi.child("name").fail(fmt::format("'{}' is used by another case", c.name));
+        if (!names.insert(c.name).second) wi.child("name").fail(fmt::format("'{}' is used by another case", c.name));
         s.cases.push_back(std::move(c));
       }
     }
@@ -88,7 +91,13 @@ Scenario case_scenario(const std::string& model, const std::string& profile, con
     set_key(sc, k, v, origin);
     gpus_given = gpus_given || k == "gpus";
   }
-  if (!gpus_given) sc.gpus = sc.plan.sp_size * sc.plan.dp_replicate_size * sc.plan.dp_shard_size;
+  if (!gpus_given) {
+    std::int64_t g = 0;
+    if (__builtin_mul_overflow(sc.plan.sp_size, sc.plan.dp_replicate_size, &g) || __builtin_mul_overflow(g, sc.plan.dp_shard_size, &g))
+      throw InputError(origin, "cases." + name + ".gpus",
+                       "plan.sp_size * dp_replicate_size * dp_shard_size does not fit in 64 bits");
+    sc.gpus = g;
+  }
   validate(sc, origin.empty() ? name : origin + " (case " + name + ")");
   return sc;
 }
@@ -263,17 +272,68 @@ reports::Json summary_json(const Summary& s) {
   return j;
 }
 
-reports::Json load_record(const std::string& path, const std::string& producer) {
-  std::ifstream f(path);
-  if (!f) throw InputError(path, "--stored", "cannot open the stored record");
-  reports::Json j;
-  try {
-    j = reports::Json::parse(f);
-  } catch (const std::exception& e) {
-    throw InputError(path, "file", std::string("is not JSON (") + e.what() + ")");
+namespace {
+
+// The fields the `--stored` commands read (cli/cmd_validate.cpp, cmd_capacity.cpp, validate_step.cpp,
+// capacity_step.cpp, eval/step_record.cpp), checked once here: a missing key or a wrong type is one
+// line naming the file and the key (the readers then find what they expect).
+constexpr std::int64_t kMaxRecordBytes = std::int64_t{1} << 53;  // exact in a double
+constexpr std::int64_t kMaxRecordS = std::int64_t{1} << 40;
+
+void check_case_keys(const reports::JsonIn& c) {
+  c.at("name").str();
+  const reports::JsonIn keys = c.at("keys");
+  keys.array();
+  for (std::size_t k = 0; k < keys.json().size(); ++k) {
+    const reports::JsonIn kv = keys.at(k);
+    if (!kv.json().is_array() || kv.json().size() != 2) kv.fail("must be a [key, value] pair of text");
+    kv.at(0).str(), kv.at(1).str();
   }
-  if (!j.contains("cases") || !j["cases"].is_array() || j["cases"].empty())
+}
+
+void check_block_case(const reports::JsonIn& c) {
+  const reports::JsonIn ph = c.at("phases");
+  ph.array(6);
+  for (std::size_t k = 0; k < 6; ++k) {
+    const reports::JsonIn p = ph.at(k);
+    if (p.at("name").str() != kBlockPhaseNames[k])
+      p.at("name").fail(fmt::format("must be '{}' (the six block phases in order)", kBlockPhaseNames[k]));
+    p.at("measured_s").number_in(0, true, 1e6, false, "a time in seconds > 0");
+    for (const char* opt : {"measured_min_s", "measured_max_s"})
+      if (p.has(opt)) p.at(opt).number_in(0, false, 1e6, false, "a time in seconds >= 0");
+  }
+  c.at("peak_memory").at("measured_bytes").integer(1, kMaxRecordBytes);
+  c.at("correct").boolean();
+}
+
+void check_capacity_case(const reports::JsonIn& c, bool step) {
+  c.at("measured_S").integer(0, kMaxRecordS);
+  if (step && c.has("first_oom_S")) c.at("first_oom_S").integer(0, kMaxRecordS);
+}
+
+}  // namespace
+
+reports::Json load_record(const std::string& path, const std::string& producer) {
+  const reports::Json j = reports::read_json_file(path, "--stored");
+  const reports::JsonIn r(j, path);
+  if (!j.is_object()) r.fail("is not a JSON object: not a record of `" + producer + "`");
+  for (const char* k : {"format", "model", "profile", "backend", "device", "measured_at", "set_name"})
+    if (r.has(k)) r.at(k).str();
+  if (!r.has("cases") || !j["cases"].is_array() || j["cases"].empty())
     throw InputError(path, "cases", "missing or empty: not a record of `" + producer + "`");
+  r.integer_or("granularity", 1024, 1, std::int64_t{1} << 24);
+  const std::string format = r.str_or("format", "");
+  const bool capacity = producer.find("capacity") != std::string::npos;
+  const bool step = format == (capacity ? "ulysses-step-capacity/1" : "ulysses-step-validation/1");
+  const reports::JsonIn cases = r.at("cases");
+  for (std::size_t i = 0; i < j["cases"].size(); ++i) {
+    const reports::JsonIn c = cases.at(i);
+    c.object();
+    check_case_keys(c);
+    if (capacity) check_capacity_case(c, step);
+    else if (step) eval::check_step_measurement(c.at("measured"));
+    else check_block_case(c);
+  }
   return j;
 }
 

@@ -64,7 +64,8 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
   Calibration c;
   for (const auto& [k, v] : items) {
     const Where wk = w.child(k);
-    const auto num = [&](const char* what) { return scalar_of(v, wk, what); };
+    const YAML::Node& node = v;  // clang 14 cannot capture a structured binding
+    const auto num = [&](const char* what) { return scalar_of(node, wk, what); };
     if (k == "provenance") {
       c.provenance = parse_string(num("a text"), wk);
     } else if (k == "a2a_busbw_GBps") {

@@ -1,0 +1,10 @@
+// The command registry that cli/main.cpp defines, for the fuzz targets that link the CLI's
+// command files without its main().
+#include "cli/commands.hpp"
+
+namespace ulysses::cli {
+std::vector<CommandInfo>& registry() {
+  static std::vector<CommandInfo> r;
+  return r;
+}
+}  // namespace ulysses::cli
