@@ -94,7 +94,7 @@ TEST_CASE("hostile stored records: granularity 0 and deep nesting neither hang n
   TempDir dir;
   // granularity <= 0 (was: capacity --stored looped forever)
   json r = seed("record/block-capacity.json");
-  for (const json g : {json(0), json(-1024), json("1024"), json(1e300)}) {
+  for (const json& g : {json(0), json(-1024), json("1024"), json(1e300)}) {
     r["granularity"] = g;
     write(dir / "g.json", r.dump());
     check_one_line(run_limited("capacity --stored '" + (dir / "g.json") + "'"), "g.json", "granularity: must be an integer");
