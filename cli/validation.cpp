@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "eval/step_record.hpp"
 #include "reports/json_in.hpp"
 #include "reports/table.hpp"
 #include "sim/config.hpp"
@@ -280,6 +279,46 @@ namespace {
 constexpr std::int64_t kMaxRecordBytes = std::int64_t{1} << 53;  // exact in a double
 constexpr std::int64_t kMaxRecordS = std::int64_t{1} << 40;
 
+// Every field of a stored step measurement that measurement_from_json (runtime/deepspeed) reads.
+void check_step_measurement(const reports::JsonIn& m) {
+  constexpr std::int64_t kMaxBytes = std::int64_t{1} << 53;  // exact in a double
+  constexpr double kMaxS = 1e7;
+  m.object();
+  for (const char* k : {"device", "pytorch_cuda_alloc_conf", "peak_at"})
+    if (m.has(k)) m.at(k).str();
+  if (m.has("versions")) m.at("versions").object();
+  if (m.has("ranks")) m.at("ranks").integer(1, 1 << 20);
+  for (const char* k : {"layers", "seq_len"})
+    if (m.has(k)) m.at(k).integer(0, std::int64_t{1} << 40);
+  for (const char* k : {"device_used_bytes", "host_rss_bytes", "host_rss_peak_bytes", "checkpoint_pinned_bytes"})
+    if (m.has(k)) m.at(k).integer(0, kMaxBytes);
+  if (m.has("wall_s")) m.at("wall_s").number_in(0, false, kMaxS, false, "a time in seconds >= 0");
+  if (m.has("losses")) {
+    const reports::JsonIn l = m.at("losses");
+    l.array();
+    for (std::size_t i = 0; i < l.json().size(); ++i)
+      if (!l.json()[i].is_null()) l.at(i).number();  // null: a non-finite loss
+  }
+  const reports::JsonIn ph = m.at("phases");
+  ph.array();
+  for (std::size_t i = 0; i < ph.json().size(); ++i) {
+    const reports::JsonIn p = ph.at(i);
+    p.at("name").str();
+    p.at("median_s").number_in(0, false, kMaxS, false, "a time in seconds >= 0");
+    for (const char* k : {"min_s", "max_s"})
+      if (p.has(k)) p.at(k).number_in(0, false, kMaxS, false, "a time in seconds >= 0");
+    if (p.has("kernel_s")) p.at("kernel_s").number_in(-1, false, kMaxS, false, "a time in seconds >= 0 (or -1: not traced)");
+    for (const char* k : {"alloc_start_bytes", "peak_bytes", "peak_reserved_bytes"})
+      if (p.has(k)) p.at(k).integer(0, kMaxBytes);
+  }
+  const reports::JsonIn step = m.at("step_s");
+  step.at("median").number_in(0, true, kMaxS, false, "a time in seconds > 0");
+  for (const char* k : {"min", "max"})
+    if (step.has(k)) step.at(k).number_in(0, false, kMaxS, false, "a time in seconds >= 0");
+  m.at("max_memory_allocated").integer(1, kMaxBytes);
+  m.at("max_memory_reserved").integer(0, kMaxBytes);
+}
+
 void check_case_keys(const reports::JsonIn& c) {
   c.at("name").str();
   const reports::JsonIn keys = c.at("keys");
@@ -331,7 +370,7 @@ reports::Json load_record(const std::string& path, const std::string& producer) 
     c.object();
     check_case_keys(c);
     if (capacity) check_capacity_case(c, step);
-    else if (step) eval::check_step_measurement(c.at("measured"));
+    else if (step) check_step_measurement(c.at("measured"));
     else check_block_case(c);
   }
   return j;

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "eval/step_compare.hpp"
-#include "reports/json_in.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/scenario.hpp"
 
@@ -37,12 +36,8 @@ struct StepCase {
 // The case as stored: keys, run options, the measurement (step_json-like, with the raw phases).
 runtime::deepspeed::Json step_case_json(const StepCase& c);
 // The measurement back from a stored case (what measurement_of made of the worker's files).
-// A case that lacks a key or holds a wrong type: InputError naming "stored step case" and the key
-// (load_record checks whole records first, naming the file: check_step_measurement).
+// cli/validation.cpp load_record checks every field it reads first (one line naming file and key).
 runtime::deepspeed::StepMeasurement measurement_from_case(const runtime::deepspeed::Json& c);
-// Every field of a stored measurement that measurement_from_json reads: type and range, one
-// InputError naming the file and key (e.g. cases[3].measured.phases[2].median_s).
-void check_step_measurement(const reports::JsonIn& m);
 
 struct Stat {
   std::string name;
