@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "reports/csv.hpp"
+#include "reports/file_out.hpp"
 #include "reports/format.hpp"
 #include "reports/json_out.hpp"
 #include "reports/table.hpp"
@@ -75,6 +76,7 @@ int run_plan(int argc, char** argv) {
   if (format == Format::table) {
     if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";
     print_table(sc, r, q);
+    reports::check_stdout();  // e.g. `> /dev/full`: exit 1, not 0 with nothing written
     return kExitOk;
   }
   reports::Json j = reports::plan_result_json(sc, r, granularity);
@@ -86,6 +88,7 @@ int run_plan(int argc, char** argv) {
                     {"fits_host", q.fits_host}};
   j["search_time_s"] = search_s;
   print_machine_readable(j, format);
+  reports::check_stdout();
   return kExitOk;
 }
 

@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "reports/csv.hpp"
+#include "reports/file_out.hpp"
 #include "reports/json_out.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
@@ -55,11 +56,13 @@ int run_predict(int argc, char** argv) {
   if (format == Format::table) {
     if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";
     print_table(sc, p);
+    reports::check_stdout();  // e.g. `> /dev/full`: exit 1, not 0 with nothing written
     return kExitOk;
   }
   reports::Json j = reports::predict_result_json(sc, p);
   if (vm.count("label")) j["label"] = vm["label"].as<std::string>();
   print_machine_readable(j, format);
+  reports::check_stdout();
   return kExitOk;
 }
 

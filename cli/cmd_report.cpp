@@ -1,7 +1,10 @@
 // ulysses report: renders the JSON of plan/predict and the CSV + summary of sweeps into PNG
 // plots (matplotlib scripts in reports/) and a Markdown summary (DIR/summary.md, and stdout).
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +16,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "reports/file_out.hpp"
+#include "reports/json_in.hpp"
 #include "reports/json_out.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
@@ -29,22 +34,18 @@ struct Inputs {
 };
 
 void load_input(const fs::path& p, Inputs& in) {
-  std::ifstream f(p);
-  if (!f) throw InputError(p.string(), "file", "cannot be read");
-  Json j;
-  try {
-    j = Json::parse(f);
-  } catch (const std::exception& e) {
-    throw InputError(p.string(), "JSON", std::string("not valid JSON: ") + e.what());
-  }
+  Json j = reports::read_json_file(p.string());  // depth- and size-checked: one line, never a crash
   if (!j.is_object()) throw InputError(p.string(), "JSON", "expected an object written by ulysses plan, predict or sweep");
-  if (j.contains("command") && (j["command"] == "plan" || j["command"] == "predict")) {
+  if (j.contains("command")) {
+    reports::check_result_json(j, p.string());
     j["source_file"] = p.string();
     in.results.push_back(std::move(j));
   } else if (j.contains("points") && j.contains("csv")) {
+    reports::check_sweep_summary_json(j, p.string());
     fs::path csv = j["csv"].get<std::string>();
-    if (!fs::exists(csv)) csv = p.parent_path() / csv.filename();  // moved together with its summary
-    if (!fs::exists(csv)) throw InputError(p.string(), "csv", "'" + csv.string() + "' does not exist");
+    std::error_code ec;
+    if (!fs::exists(csv, ec)) csv = p.parent_path() / csv.filename();  // moved together with its summary
+    if (!fs::exists(csv, ec)) throw InputError(p.string(), "csv", "'" + csv.string() + "' does not exist");
     j["csv"] = csv.string();
     j["summary_file"] = p.string();
     in.sweeps.push_back(std::move(j));
@@ -248,9 +249,13 @@ int run_report(int argc, char** argv) {
   fs::create_directories(dir, ec);
   if (ec) throw InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
 
+  // A failed report leaves no summary.md: an older one goes first (the plots are rewritten below).
+  const fs::path summary_path = dir / "summary.md";
+  if (std::remove(summary_path.c_str()) != 0 && errno != ENOENT)
+    throw std::runtime_error("cannot replace '" + summary_path.string() + "': " + std::strerror(errno));
   Json data = {{"results", in.results}, {"sweeps", in.sweeps}};
   const fs::path data_path = dir / "report_data.json";
-  std::ofstream(data_path) << data.dump(1) << "\n";
+  reports::write_file_atomic(data_path.string(), data.dump(1) + "\n");
 
   std::vector<std::string> pngs;
   if (!vm["no-plots"].as<bool>()) {
@@ -283,8 +288,9 @@ int run_report(int argc, char** argv) {
     md += "\n## Plots\n\n";
     for (const auto& png : pngs) md += fmt::format("- {}\n", (dir / png).string());
   }
-  std::ofstream(dir / "summary.md") << md;
+  reports::write_file_atomic(summary_path.string(), md);
   std::cout << md;
+  reports::check_stdout();
   return kExitOk;
 }
 

@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "reports/csv.hpp"
+#include "reports/file_out.hpp"
 #include "reports/json_out.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
@@ -183,39 +186,49 @@ int run_sweep_cmd(int argc, char** argv) {
   if (threads < 0) throw InputError("", "--threads", "must be >= 0");
 
   const SweepSpec spec = load_sweep(vm["spec"].as<std::string>());
+  check_sweep_name(spec);  // the name becomes file names: never a path
   const std::filesystem::path dir = vm["out"].as<std::string>();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
   const auto csv_path = dir / (spec.name + ".csv");
   const auto summary_path = dir / (spec.name + ".summary.json");
+  // One run per output name at a time; the outputs go to unique temporaries and are renamed only
+  // when both are complete (CSV first, summary last); an interrupt or error renames nothing.
+  const reports::LockFile lock((dir / (spec.name + ".lock")).string());
+  const reports::StopOnSignals stop;
+  auto interrupted = [&](int sig) {  // one line; the caller has dropped the temporaries
+    std::cerr << (isatty(STDERR_FILENO) == 1 ? "\n" : "") << "ulysses: sweep " << spec.name << " interrupted by "
+              << reports::signal_name(sig) << "; " << csv_path.string() << " and " << summary_path.string()
+              << " not written\n";
+    return reports::exit_code_of_signal(sig);
+  };
 
   const std::vector<const char*> literals = first_phase_names(spec, 100000);
   std::vector<std::string> phases(literals.begin(), literals.end());
   SweepStats stats;
   int passes = 0;
-  for (;;) {
-    ++passes;
-    RowWriter writer(spec, phases, passes == 1 ? literals : std::vector<const char*>{});
-    std::FILE* f = std::fopen(csv_path.c_str(), "w");
-    if (!f) throw std::runtime_error("cannot write " + csv_path.string() + ": " + std::strerror(errno));
-    const std::string header = writer.header();
-    std::fwrite(header.data(), 1, header.size(), f);
-    ProgressBar bar;
-    SweepOptions opt;
-    opt.threads = threads;
-    opt.row = [&](const SweepPoint& pt, std::string& out) { writer.row(pt, out); };
-    opt.sink = [&](const std::string& rows) { std::fwrite(rows.data(), 1, rows.size(), f); };
-    opt.progress = [&](std::int64_t done, std::int64_t total) { bar(done, total); };
-    try {
+  std::unique_ptr<reports::AtomicFile> csv;
+  try {
+    for (;;) {
+      ++passes;
+      RowWriter writer(spec, phases, passes == 1 ? literals : std::vector<const char*>{});
+      csv = std::make_unique<reports::AtomicFile>(csv_path.string());  // a second pass drops the first's
+      csv->write(writer.header());
+      ProgressBar bar;
+      SweepOptions opt;
+      opt.threads = threads;
+      opt.row = [&](const SweepPoint& pt, std::string& out) { writer.row(pt, out); };
+      opt.sink = [&](const std::string& rows) { csv->write(rows); };
+      opt.progress = [&](std::int64_t done, std::int64_t total) { bar(done, total); };
+      opt.stop = &reports::StopOnSignals::flag();
       stats = run_sweep(spec, opt);
-    } catch (...) {
-      std::fclose(f);
-      throw;
+      if (!writer.missed() || passes >= 2) break;
+      phases = writer.all_phases();  // a point had a phase outside the columns: again with all of them
     }
-    if (std::fclose(f) != 0) throw std::runtime_error("cannot write " + csv_path.string());
-    if (!writer.missed() || passes >= 2) break;
-    phases = writer.all_phases();  // a point had a phase outside the columns: again with all of them
+  } catch (const SweepStopped& s) {
+    csv.reset();  // removes the temporary; the previous CSV and summary stay as they were
+    return interrupted(s.value);
   }
 
   reports::Json skipped = reports::Json::object();
@@ -240,14 +253,24 @@ int run_sweep_cmd(int argc, char** argv) {
                            {"phase_columns", phases},
                            {"csv", csv_path.string()},
                            {"base", reports::scenario_json(spec.base)}};
-  std::FILE* sf = std::fopen(summary_path.c_str(), "w");
-  if (!sf) throw std::runtime_error("cannot write " + summary_path.string() + ": " + std::strerror(errno));
   const std::string text = summary.dump(2) + "\n";
-  std::fwrite(text.data(), 1, text.size(), sf);
-  if (std::fclose(sf) != 0) throw std::runtime_error("cannot write " + summary_path.string());
+  reports::AtomicFile summary_file(summary_path.string());
+  summary_file.write(text);
+  csv->finish();  // both complete and on disk before either is renamed
+  summary_file.finish();
+  if (const int sig = reports::StopOnSignals::stop_signal(); sig != 0) {
+    csv.reset();
+    return interrupted(sig);
+  }
+  // An older summary never sits beside the new CSV: it goes first, the new one comes last.
+  if (std::remove(summary_path.c_str()) != 0 && errno != ENOENT)
+    throw std::runtime_error("cannot replace '" + summary_path.string() + "': " + std::strerror(errno));
+  csv->commit();
+  summary_file.commit();
 
   if (format == Format::json) {
     std::cout << text;
+    reports::check_stdout();
     return kExitOk;
   }
   if (format == Format::csv) {  // the summary's counts as one row (the points are in the CSV file)
@@ -257,6 +280,7 @@ int run_sweep_cmd(int argc, char** argv) {
       row.push_back(summary[k].is_string() ? summary[k].get<std::string>() : summary[k].dump());
     }
     std::cout << reports::csv_row(header) << reports::csv_row(row);
+    reports::check_stdout();
     return kExitOk;
   }
   std::cout << fmt::format("sweep {} (mode {}): {} points, {} valid, {} skipped in {:.3f} s ({:.0f} points/s on {} threads)\n",
@@ -264,6 +288,7 @@ int run_sweep_cmd(int argc, char** argv) {
                            stats.points_per_s, stats.threads);
   for (const auto& [reason, n] : stats.skipped) std::cout << fmt::format("  skipped {:>8}: {}\n", n, reason);
   std::cout << "wrote " << csv_path.string() << " and " << summary_path.string() << "\n";
+  reports::check_stdout();
   return kExitOk;
 }
 

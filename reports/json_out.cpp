@@ -1,12 +1,64 @@
+// JSON of plan/predict results and scenarios (reports/json_out.hpp), and the checks `report` makes
+// when it reads them back.
 #include "reports/json_out.hpp"
 
 #include <fmt/format.h>
 
+#include <climits>
+
+#include "reports/json_in.hpp"
 #include "sim/phases.hpp"
 
 namespace ulysses::reports {
 
+namespace {
 
+constexpr std::int64_t kMaxInt = INT64_MAX;
+
+// A breakdown object ({term: bytes, ..., total}): every value an integer >= 0, total present.
+void check_breakdown(const JsonIn& b) {
+  b.object();
+  b.at("total").integer(0, kMaxInt);
+  for (auto it = b.json().begin(); it != b.json().end(); ++it) b.at(it.key()).integer(0, kMaxInt);
+}
+
+}  // namespace
+
+void check_result_json(const Json& j, const std::string& file) {
+  const JsonIn in(j, file);
+  const std::string command = in.at("command").str();
+  if (command != "plan" && command != "predict") in.at("command").fail("must be plan or predict (got '" + command + "')");
+  const JsonIn sc = in.at("scenario");
+  sc.at("name").str();
+  sc.at("gpus").integer(1, kMaxInt);
+  sc.at("model").at("name").str();
+  sc.at("profile").at("name").str();
+  sc.at("plan").at("sp_size").integer(1, kMaxInt);
+  in.at("seq_len").integer(0, kMaxInt);
+  in.at("binding").str();
+  if (in.has("label")) in.at("label").str();
+  check_breakdown(in.at("gpu_memory_bytes"));
+  check_breakdown(in.at("host_memory_bytes_per_node"));
+  for (const char* k : {"step_time_s", "megatron_tflops_per_gpu", "gpu_capacity_bytes", "host_capacity_bytes_per_node"})
+    in.at(k).number();
+}
+
+void check_sweep_summary_json(const Json& j, const std::string& file) {
+  const JsonIn in(j, file);
+  in.at("name").str();
+  const std::string mode = in.at("mode").str();
+  if (mode != "predict" && mode != "plan") in.at("mode").fail("must be predict or plan (got '" + mode + "')");
+  for (const char* k : {"points", "valid", "skipped_total"}) in.at(k).integer(0, kMaxInt);
+  in.at("threads").integer(1, kMaxInt);
+  in.at("points_per_s").number();
+  in.at("csv").str();
+  const JsonIn skipped = in.at("skipped");
+  skipped.object();
+  for (auto it = skipped.json().begin(); it != skipped.json().end(); ++it) skipped.at(it.key()).integer(0, kMaxInt);
+  const JsonIn axes = in.at("axes");
+  for (std::size_t i = 0; i < axes.array().size(); ++i) axes.at(i).at("key").str();
+  in.at("base").at("profile").at("hbm_bytes").number();
+}
 
 const char* to_string(KvStrategy k) { return k == KvStrategy::replicate ? "replicate" : "send_once"; }
 

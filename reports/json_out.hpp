@@ -38,6 +38,11 @@ Json plan_result_json(const Scenario& sc, const CapacityResult& r, std::int64_t 
 // host does not fit, else none.
 Binding binding_of(const Prediction& p);
 
+// What `report` reads of a plan/predict result (--format json) and of a sweep summary, checked
+// before use: every problem is one InputError "<file>: <dotted.key>: <rule>" (reports/json_in.hpp).
+void check_result_json(const Json& j, const std::string& file);
+void check_sweep_summary_json(const Json& j, const std::string& file);
+
 // Flattens nested objects into dotted keys ("gpu_memory_bytes.total"), in document order;
 // arrays are written as JSON text. Used for the one-row CSV of plan and predict.
 std::vector<std::pair<std::string, std::string>> flatten(const Json& j);

@@ -1,4 +1,7 @@
+// Chrome / Perfetto trace JSON (reports/trace.hpp).
 #include "reports/trace.hpp"
+
+#include "reports/file_out.hpp"
 
 namespace ulysses::reports {
 
@@ -45,6 +48,10 @@ Json chrome_trace(const std::vector<TraceProcess>& processes) {
   doc["traceEvents"] = std::move(events);
   doc["displayTimeUnit"] = "ms";
   return doc;
+}
+
+void write_chrome_trace(const std::string& path, const std::vector<TraceProcess>& processes) {
+  write_file_atomic(path, chrome_trace(processes).dump(1) + "\n");
 }
 
 }  // namespace ulysses::reports

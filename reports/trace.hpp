@@ -32,4 +32,8 @@ struct TraceProcess {
 // pid i+1 and thread j of it tid j+1, sorted in the given order.
 nlohmann::ordered_json chrome_trace(const std::vector<TraceProcess>& processes);
 
+// chrome_trace() written to `path` through write_file_atomic (reports/file_out.hpp): complete or
+// not at all; std::runtime_error naming the path on a write error.
+void write_chrome_trace(const std::string& path, const std::vector<TraceProcess>& processes);
+
 }  // namespace ulysses::reports

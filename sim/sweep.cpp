@@ -1,3 +1,5 @@
+// The sweep engine (sim/sweep.hpp): the cartesian product of a spec's axes on all cores, rows in point
+// order, a stop flag, and the rule for sweep names.
 #include "sim/sweep.hpp"
 
 #include <algorithm>
@@ -25,6 +27,30 @@ std::int64_t sweep_points(const SweepSpec& spec) {
     n *= static_cast<std::int64_t>(a.values.size());
   }
   return n;
+}
+
+std::string sweep_name_rule(const std::string& name) {
+  constexpr std::size_t kMaxName = 128;
+  if (name.empty()) return "must not be empty";
+  for (const char c : name) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      std::string shown;  // the name as printable text, on one line, at most 60 characters
+      for (const char d : name.substr(0, 60)) shown += (static_cast<unsigned char>(d) < 0x20 || d == 0x7f) ? '?' : d;
+      return "may hold only letters, digits, '.', '_' and '-': it names the output files (got '" + shown +
+             (name.size() > 60 ? "...')" : "')");
+    }
+  }
+  if (name[0] == '.') return "must not start with '.' (got '" + name.substr(0, 60) + "')";
+  if (name.size() > kMaxName) return "must be at most " + std::to_string(kMaxName) + " characters (got " + std::to_string(name.size()) + ")";
+  return "";
+}
+
+void check_sweep_name(const SweepSpec& spec) {
+  const std::string rule = sweep_name_rule(spec.name);
+  if (rule.empty()) return;
+  const bool from_stem = spec.name == cfg::stem_of(spec.path);
+  throw InputError(spec.path, "name", rule + (from_stem ? " (without `name:` the name is the file stem)" : ""));
 }
 
 namespace {
@@ -108,6 +134,7 @@ void worker(const SweepSpec& spec, const SweepOptions& opt, const Preloaded& pre
   std::string out;
   try {
     for (std::int64_t c; (c = ch.next.fetch_add(1)) < ch.count;) {
+      if (opt.stop && opt.stop->load() != 0) break;
       const std::int64_t begin = c * ch.size, end = std::min(total, begin + ch.size);
       std::int64_t rest = begin;  // mixed radix, last axis fastest
       for (std::size_t a = n_axes; a-- > 0;) {
@@ -211,6 +238,7 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
       {
         std::unique_lock lk(ch.mu);
         while (ch.ready[slot] != c + 1 && !ch.failed) {
+          if (opt.stop && opt.stop->load() != 0) break;
           ch.cv.wait_for(lk, std::chrono::milliseconds(100));
           if (opt.progress && ch.ready[slot] != c + 1) {
             lk.unlock();
@@ -218,7 +246,7 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
             lk.lock();
           }
         }
-        if (ch.failed) break;
+        if (ch.failed || (opt.stop && opt.stop->load() != 0)) break;
         text.swap(ch.text[slot]);
         ch.ready[slot] = 0;
         ch.written = c + 1;
@@ -238,7 +266,15 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
     for (auto& t : pool) t.join();
     throw;
   }
+  const int stopped = opt.stop ? opt.stop->load() : 0;
+  if (stopped != 0) {  // wake the workers waiting for a slot, let them see the flag
+    std::lock_guard lk(ch.mu);
+    ch.failed = true;
+    ch.next = ch.count;
+    ch.cv.notify_all();
+  }
   for (auto& t : pool) t.join();
+  if (stopped != 0) throw SweepStopped(stopped);
   if (ch.error) std::rethrow_exception(ch.error);
 
   std::unordered_map<std::string, std::int64_t> skipped;

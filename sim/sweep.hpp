@@ -3,8 +3,10 @@
 // checked (invalid points skipped, counted by reason) then evaluated with predict() (mode
 // "predict") or find_max_seq_len() (mode "plan"), on all cores. Rows are produced by the
 // caller's formatter on the worker threads and handed back in point order.
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,7 +47,23 @@ struct SweepOptions {
   std::function<void(const std::string& rows)> sink;
   // Called on the calling thread now and then (and once at the end).
   std::function<void(std::int64_t done, std::int64_t total)> progress;
+  // Polled by the workers and the writer: non-zero (e.g. a signal number) stops the sweep, which
+  // then throws SweepStopped after the workers have joined; no row is handed to the sink after it.
+  const std::atomic<int>* stop = nullptr;
 };
+
+// Thrown by run_sweep when SweepOptions::stop became non-zero; `value` is what it held.
+struct SweepStopped : std::runtime_error {
+  int value;
+  explicit SweepStopped(int v) : std::runtime_error("sweep stopped"), value(v) {}
+};
+
+// The spec's `name` becomes file names in the output folder (DIR/<name>.csv): it must be 1 to
+// 128 characters of [A-Za-z0-9._-], not starting with '.' (so never a path, never hidden).
+// Returns the broken rule, or "" when the name is fine.
+std::string sweep_name_rule(const std::string& name);
+// InputError naming the spec file and key `name` when sweep_name_rule() finds a problem.
+void check_sweep_name(const SweepSpec& spec);
 
 // Product of the axis sizes; InputError when an axis is empty or the product exceeds 2^40.
 std::int64_t sweep_points(const SweepSpec& spec);
