@@ -241,7 +241,7 @@ int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint
 
   runtime::cuda::AttnSweepOptions opt;
   opt.min_reps = set.min_reps, opt.min_time_s = set.min_time_s, opt.check_seq = set.check_seq;
-  opt.seed = vm["seed"].as<std::uint64_t>();
+  opt.seed = seed_of(vm);
   opt.timeout_s = vm["timeout"].as<double>();
   if (!(opt.timeout_s > 0)) throw InputError("", "--timeout", "must be > 0 seconds");
   std::vector<runtime::cuda::AttnSweepPoint> pts;

@@ -57,17 +57,24 @@ int run_calibrate_deepspeed(int argc, char** argv) {
     throw InputError("", "--gpus", "the profile has no calibrated.pytorch_context_GiB: calibrate with --gpus 1 first");
   const runtime::deepspeed::FixedCosts f = runtime::deepspeed::run_fixed_costs(sc, "");
   const std::string when = reports::utc_now();
+  // what the process cannot allocate, against the profile's HBM (as calibrate --backend cuda counts its
+  // cuda_context): used outside the allocator, plus what the driver keeps from the profile's figure
+  // (nvidia-smi memory.total - cudaMemGetInfo total; docs/MODEL.md "Fixed costs and fragmentation")
+  const std::int64_t driver_gap = std::max<std::int64_t>(0, sc.hw.hbm_bytes - f.device_total_bytes);
+  const std::int64_t held = f.outside_allocator_bytes + driver_gap;
   std::string what;
   if (gpus == 1) {
-    c.pytorch_context_bytes = f.outside_allocator_bytes;
-    what = fmt::format("pytorch_context = {} B (torch's context alone {} B)", f.outside_allocator_bytes, f.outside_before_setup_bytes);
+    c.pytorch_context_bytes = held;
+    what = fmt::format("pytorch_context = {} B: {} B used outside the allocator (torch's context alone {} B) + {} B profile HBM "
+                       "above cudaMemGetInfo total ({} B)",
+                       held, f.outside_allocator_bytes, f.outside_before_setup_bytes, driver_gap, f.device_total_bytes);
   } else {
-    c.pytorch_nccl_buffer_bytes = std::max<std::int64_t>(0, f.outside_allocator_bytes - c.pytorch_context_bytes);
-    what = fmt::format("pytorch_nccl_buffer = {} B ({} B outside the allocator on {} ranks less the calibrated context)",
-                       c.pytorch_nccl_buffer_bytes, f.outside_allocator_bytes, gpus);
+    c.pytorch_nccl_buffer_bytes = std::max<std::int64_t>(0, held - c.pytorch_context_bytes);
+    what = fmt::format("pytorch_nccl_buffer = {} B ({} B held on {} ranks less the calibrated context)",
+                       c.pytorch_nccl_buffer_bytes, held, gpus);
   }
   c.provenance += fmt::format("{}{}: measured {} by `ulysses calibrate --backend deepspeed --gpus {}` on {} ({}): cudaMemGetInfo used "
-                              "- memory_reserved after Accelerate + DeepSpeed ZeRO-3 set-up and two steps of {} x{} layers, S={}",
+                              "- memory_reserved + (profile HBM - cudaMemGetInfo total) after Accelerate + DeepSpeed ZeRO-3 set-up and two steps of {} x{} layers, S={}",
                               c.provenance.empty() ? "" : "; ", what, when, gpus, f.device, f.versions.dump(),
                               sc.model.name, layers, sc.plan.seq_len);
   std::cout << what << "\n";

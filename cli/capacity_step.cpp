@@ -13,6 +13,7 @@
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
+#include "sim/limits.hpp"
 
 namespace ulysses::cli {
 
@@ -59,6 +60,14 @@ Json case_json(const Case& c) {
           {"binding", c.binding}, {"measured_S", c.measured_S}, {"first_oom_S", c.failed_S}, {"probes", c.probes}};
 }
 }  // namespace
+
+std::int64_t stored_granularity(const Json& rec, const std::string& path) {
+  const auto it = rec.find("granularity");
+  if (it == rec.end()) return 1024;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 1 || it->get<std::int64_t>() > limits::kMaxSeqLen)
+    throw InputError(path, "granularity", fmt::format("must be an integer in 1..{} (got {})", limits::kMaxSeqLen, it->dump()));
+  return it->get<std::int64_t>();
+}
 
 bool is_step_capacity_record(const Json& j) { return j.value("format", "") == kFormat; }
 
@@ -116,12 +125,12 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
   reports::write_file_atomic(out_path, rec.dump(1) + "\n");
   std::remove(partial.c_str());
   std::cout << "wrote " << out_path << "\n";
-  return report(cases, vm["max-error-pct"].as<double>(), fmt::format("step capacity set {} (deepspeed), profile {}", set.path, profile));
+  return report(cases, pct_option(vm, "max-error-pct"), fmt::format("step capacity set {} (deepspeed), profile {}", set.path, profile));
 }
 
 int run_step_capacity_stored(const po::variables_map& vm, const Json& rec, const std::string& path) {
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : rec.value("profile", "");
-  const std::int64_t g = rec.value("granularity", std::int64_t{1024});
+  const std::int64_t g = stored_granularity(rec, path);
   std::vector<Case> cases;
   for (std::size_t i = 0; i < rec["cases"].size(); ++i) {
     const Json& j = rec["cases"][i];
@@ -140,7 +149,7 @@ int run_step_capacity_stored(const po::variables_map& vm, const Json& rec, const
       throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored step capacity case (") + e.what() + ")");
     }
   }
-  return report(cases, vm["max-error-pct"].as<double>(),
+  return report(cases, pct_option(vm, "max-error-pct"),
                 fmt::format("step capacity record {} (measured {}) re-predicted with profile {}", path, rec.value("measured_at", "?"), profile));
 }
 

@@ -26,6 +26,7 @@
 #include "reports/table.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
+#include "sim/limits.hpp"
 #include "sim/predict.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
@@ -56,8 +57,10 @@ bytes_t predicted_peak(Scenario sc, std::int64_t S) {
 std::int64_t predicted_max_S(const Scenario& sc, std::int64_t g) {
   const bytes_t usable = usable_bytes(sc);
   if (predicted_peak(sc, g) > usable) return 0;
+  const std::int64_t k_max = limits::kMaxSeqLen / g;  // g in 1..kMaxSeqLen (stored_granularity, --granularity)
   std::int64_t lo = 1, hi = 2;  // in units of g
-  while (predicted_peak(sc, hi * g) <= usable) lo = hi, hi *= 2;
+  while (hi <= k_max && predicted_peak(sc, hi * g) <= usable) lo = hi, hi *= 2;
+  if (hi > k_max) hi = k_max + 1;
   while (hi - lo > 1) {
     const std::int64_t mid = lo + (hi - lo) / 2;
     (predicted_peak(sc, mid * g) <= usable ? lo : hi) = mid;
@@ -99,7 +102,7 @@ int run_stored(const po::variables_map& vm) {
   const Json j = load_record(path, "ulysses capacity --out");
   if (is_step_capacity_record(j)) return run_step_capacity_stored(vm, j, path);
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
-  const std::int64_t g = j.value("granularity", std::int64_t{1024});
+  const std::int64_t g = stored_granularity(j, path);
   std::vector<CapacityCase> cs;
   for (std::size_t i = 0; i < j["cases"].size(); ++i) {
     const Json& c = j["cases"][i];
@@ -117,7 +120,7 @@ int run_stored(const po::variables_map& vm) {
       throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored case (") + e.what() + ")");
     }
   }
-  return report(cs, vm["max-error-pct"].as<double>(),
+  return report(cs, pct_option(vm, "max-error-pct"),
                 fmt::format("capacity record {} (measured {} on {}) re-predicted with profile {}", path, j.value("measured_at", "?"),
                             j.value("device", "?"), profile));
 }
@@ -254,7 +257,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   std::vector<CapacityCase> done;
   for (auto& c : cs)
     if (c.measured_S > 0) done.push_back(c);
-  return report(done, vm["max-error-pct"].as<double>(), fmt::format("capacity on {} (profile {})", rec["device"].get<std::string>(), profile));
+  return report(done, pct_option(vm, "max-error-pct"), fmt::format("capacity on {} (profile {})", rec["device"].get<std::string>(), profile));
 }
 #else
 int run_set(const po::variables_map&, int, char**) {

@@ -60,7 +60,7 @@ Json environment(const std::string& backend, const HardwareProfile& hw) {
 }
 
 Targets targets_of(const po::variables_map& vm) {
-  return {vm["max-median-error-pct"].as<double>(), vm["max-error-pct"].as<double>(), vm["max-memory-error-pct"].as<double>()};
+  return {pct_option(vm, "max-median-error-pct"), pct_option(vm, "max-error-pct"), pct_option(vm, "max-memory-error-pct")};
 }
 
 int report(const std::vector<CaseResult>& results, const Targets& t, const std::string& title) {

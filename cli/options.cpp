@@ -1,7 +1,10 @@
 #include "cli/options.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+
+#include <fmt/format.h>
 
 #include "reports/csv.hpp"
 #include "sim/config.hpp"
@@ -87,8 +90,11 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
   po::variables_map vm;
   try {
     po::command_line_parser parser(argc, argv);
-    parser.options(d);
-    if (pos) parser.positional(*pos);
+    // no prefix guessing (--sp for --sp-size), and a word that is no option is an error unless the
+    // command declares positionals
+    parser.options(d).style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing);
+    const po::positional_options_description none;
+    parser.positional(pos ? *pos : none);
     po::store(parser.run(), vm);
     po::notify(vm);
   } catch (const po::error_with_option_name& e) {
@@ -98,6 +104,21 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
     throw InputError("", "arguments", e.what());
   }
   return vm;
+}
+
+double pct_option(const po::variables_map& vm, const char* name) {
+  const double v = vm[name].as<double>();
+  if (!std::isfinite(v)) throw InputError("", std::string("--") + name, fmt::format("must be a finite percentage, or < 0 for off (got {})", v));
+  return v;
+}
+
+std::uint64_t seed_of(const po::variables_map& vm) {
+  const std::string s = vm["seed"].as<std::string>();
+  const bool digits = !s.empty() && s.size() <= 19 && s.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits) throw InputError("", "--seed", fmt::format("must be an integer in 0..{} (got '{}')", kMaxSeed, s));
+  const std::uint64_t v = std::stoull(s);
+  if (v > kMaxSeed) throw InputError("", "--seed", fmt::format("must be an integer in 0..{} (got '{}')", kMaxSeed, s));
+  return v;
 }
 
 std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks) {

@@ -44,6 +44,16 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len = 
 
 // Largest P that divides `ranks` and satisfies the head rules (H % P == 0, and H_kv % P == 0
 // or P % H_kv == 0); 1 when none larger does.
+// --seed (a string option): decimal digits only, 0..kMaxSeed; InputError naming --seed otherwise
+// A target in percent (--max-error-pct and kin): a finite number; < 0 turns the target off.
+// InputError naming the option on NaN or infinity.
+double pct_option(const po::variables_map& vm, const char* name);
+
+// --warmup / --iters of every run: at most this many
+inline constexpr int kMaxIterations = 1000;
+inline constexpr std::uint64_t kMaxSeed = (std::uint64_t{1} << 63) - 1;
+std::uint64_t seed_of(const po::variables_map& vm);
+
 std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks);
 
 // Prints "usage: <prog> <positional>\n<summary>\n\n<options>" to stdout.

@@ -23,16 +23,18 @@ void add_runtime_options(po::options_description& d) {
       ("backend", po::value<std::string>()->default_value("cpu"), "cpu | cuda | deepspeed")
       ("warmup", po::value<int>()->default_value(2), "untimed iterations after the validating one")
       ("iters", po::value<int>()->default_value(5), "timed iterations (median, min, max over these)")
-      ("seed", po::value<std::uint64_t>()->default_value(1234), "seed of the random inputs");
+      ("seed", po::value<std::string>()->default_value("1234"), "seed of the random inputs (0..2^63-1)");
 }
 
 runtime::RunOptions run_options_of(const po::variables_map& vm) {
   runtime::RunOptions o;
   o.warmup = vm["warmup"].as<int>();
   o.iters = vm["iters"].as<int>();
-  o.seed = vm["seed"].as<std::uint64_t>();
-  if (o.warmup < 0) throw InputError("", "--warmup", fmt::format("must be >= 0 (got {})", o.warmup));
-  if (o.iters < 1) throw InputError("", "--iters", fmt::format("must be >= 1 (got {})", o.iters));
+  o.seed = seed_of(vm);
+  if (o.warmup < 0 || o.warmup > kMaxIterations)
+    throw InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
+  if (o.iters < 1 || o.iters > kMaxIterations)
+    throw InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
   o.verify = true;  // always on for run and compare
   return o;
 }

@@ -41,10 +41,11 @@ rd::StepOptions step_options_of(const po::variables_map& vm) {
   rd::StepOptions o;
   o.warmup = vm["warmup"].as<int>();
   o.iters = vm["iters"].as<int>();
-  if (o.warmup < 0) throw InputError("", "--warmup", fmt::format("must be >= 0 (got {})", o.warmup));
-  if (o.iters < 1 || o.iters > 1000) throw InputError("", "--iters", fmt::format("must be 1..1000 (got {})", o.iters));
-  if (o.warmup > 1000) throw InputError("", "--warmup", fmt::format("must be <= 1000 (got {})", o.warmup));
-  o.seed = vm["seed"].as<std::uint64_t>();
+  if (o.warmup < 0 || o.warmup > kMaxIterations)
+    throw InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
+  if (o.iters < 1 || o.iters > kMaxIterations)
+    throw InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
+  o.seed = seed_of(vm);
   return o;
 }
 

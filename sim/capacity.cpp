@@ -5,13 +5,18 @@
 // that fits with the next multiple failing.
 #include "sim/capacity.hpp"
 
+#include <fmt/format.h>
+
+#include "sim/checked.hpp"
+#include "sim/errors.hpp"
+#include "sim/limits.hpp"
 #include "sim/memory.hpp"
 #include "sim/predict.hpp"
 
 namespace ulysses {
 namespace {
 
-constexpr std::int64_t kMaxTokens = std::int64_t{1} << 40;
+constexpr std::int64_t kMaxTokens = limits::kMaxSeqLen;
 
 bool fits(const Prediction& p) { return p.fits_gpu && p.fits_host; }
 
@@ -30,7 +35,11 @@ Binding binding_of(const Prediction& p) {
 CapacityResult find_max_seq_len(const Scenario& sc, std::int64_t granularity) {
   CapacityResult r;
   Scenario s = sc;  // one copy per search (the only allocation)
-  r.step = sim::lcm64(s.plan.sp_size, granularity < 1 ? 1 : granularity);
+  const auto step = checked::lcm(s.plan.sp_size, granularity);
+  if (!step || *step > kMaxTokens)
+    throw InputError("", "granularity", fmt::format("lcm(granularity, sp_size) must be 1..{} (granularity {}, sp_size {})",
+                                                    kMaxTokens, granularity, s.plan.sp_size));
+  r.step = *step;
   const std::int64_t k_max = kMaxTokens / r.step;
   auto eval = [&](std::int64_t k) {
     s.plan.seq_len = k * r.step;

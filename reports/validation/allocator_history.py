@@ -71,6 +71,7 @@ def main(argv):
         pending = []
         base = {}         # stream -> lowest mapped address
         mapped_at_peak = 0
+        live_at_alloc_peak = {}
         for i, ev in enumerate(evs):
             act, size, st = ev["action"], int(ev.get("size", 0)), int(ev.get("stream", 0))
             if act in GROW:
@@ -96,6 +97,7 @@ def main(argv):
             if allocated > peak_alloc:
                 peak_alloc, at_alloc = allocated, i
                 mapped_at_peak = granule_bytes(live, base)
+                live_at_alloc_peak = dict(live)
         print(f"device {dev}: {len(evs)} events; reserved peak {peak_res / GiB:.3f} GiB at event {at_res}, "
               f"allocated peak {peak_alloc / GiB:.3f} GiB at event {at_alloc}")
         print(f"under pressure at the allocated peak: {mapped_at_peak / GiB:.3f} GiB of granules touched by live blocks, "
@@ -118,6 +120,9 @@ def main(argv):
         big = sorted(live_then.values(), reverse=True)[:12]
         print("largest live blocks at the reserved peak:")
         for size, st, i in big:
+            print(f"   {size / GiB:8.3f} GiB stream {st} event {i}: " + " <- ".join(frames_of(evs[i], a.frames)))
+        print("largest live blocks at the allocated peak:")
+        for size, st, i in sorted(live_at_alloc_peak.values(), reverse=True)[:12]:
             print(f"   {size / GiB:8.3f} GiB stream {st} event {i}: " + " <- ".join(frames_of(evs[i], a.frames)))
         print(f"growths of the reserved bytes ({len(growths)}; the {a.growths} largest):")
         for size, st, i, req in sorted(growths, reverse=True)[:a.growths]:

@@ -2,10 +2,10 @@
 # One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
 # Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
-# Usage: reports/validation/run_alst_gpu.sh validate|rest|capacity|compare|diagnose
+# Usage: reports/validation/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|finish
 set -u
 cd "$(dirname "$0")/../.."
-mode=${1:?validate|rest|capacity|compare|diagnose}
+mode=${1:?validate|rest|capacity|compare|diagnose|finish}
 export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
 bin=$PWD/.gpu/bin/ulysses
@@ -46,6 +46,12 @@ case $mode in
     done
     timeout 120 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2>&1; echo "calibrate rc $?"; tail -5 $r/calibrate.log ;;
+  finish)  # the fixed costs (calibrate), then FusedAdam (plan.torch_adam false) on one case
+    timeout 150 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
+      > $r/calibrate.log 2>&1; echo "calibrate rc $?"; tail -3 $r/calibrate.log
+    timeout 300 $bin compare --backend deepspeed --model llama-3.1-8b --profile h200-sxm-141gb --gpus 1 --sp-size 1 --layers 2 \
+      --seq-len 32768 --attn-implementation sdpa --tiled-logits --torch-adam=false --format json > $r/fusedadam.json \
+      2> $r/fusedadam.err; echo "fusedadam compare rc $?"; tail -5 $r/fusedadam.err ;;
 esac
 echo "total $(( $(date +%s) - t0 )) s"
 cd $OUT && tar czf alst.tgz alst && rm -rf alst

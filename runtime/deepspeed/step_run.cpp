@@ -351,12 +351,13 @@ FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin) {
   f.ranks = static_cast<int>(ranks.size());
   f.device = ranks.at(0).value("device", "");
   f.versions = ranks.at(0).value("versions", Json::object());
+  f.device_total_bytes = ranks.at(0).value("hbm_bytes", std::int64_t{0});
   for (const Json& r : ranks) {
     f.outside_allocator_bytes = std::max(f.outside_allocator_bytes, r.value("outside_allocator_bytes", std::int64_t{0}));
     f.outside_before_setup_bytes =
         std::max(f.outside_before_setup_bytes, r.value("outside_allocator_bytes_before_setup", std::int64_t{0}));
   }
-  if (f.outside_allocator_bytes <= 0)
+  if (f.outside_allocator_bytes <= 0 || f.device_total_bytes <= 0)
     throw std::runtime_error("deepspeed backend: the worker reported no fixed-cost measurement");
   return f;
 }

@@ -86,6 +86,8 @@ ProbeResult run_probes(const Scenario& sc, const StepOptions& opt, const std::st
 struct FixedCosts {
   std::int64_t outside_allocator_bytes = 0;         // after set-up and the steps
   std::int64_t outside_before_setup_bytes = 0;      // torch's CUDA context alone
+  std::int64_t device_total_bytes = 0;              // cudaMemGetInfo total (torch's total_memory): less than
+                                                    // nvidia-smi's memory.total, which profiles quote
   int ranks = 1;
   std::string device;
   Json versions;

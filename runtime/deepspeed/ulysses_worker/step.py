@@ -241,12 +241,17 @@ class Runner:
                 self.step(data)
                 torch.cuda.reset_peak_memory_stats()
                 self.step(data)
+                free, total = torch.cuda.mem_get_info()
                 fits.append({"seq_len": S, "max_memory_allocated": torch.cuda.max_memory_allocated(),
-                             "max_memory_reserved": torch.cuda.max_memory_reserved()})
+                             "max_memory_reserved": torch.cuda.max_memory_reserved(),
+                             "outside_allocator_bytes": (total - free) - torch.cuda.memory_reserved()})
                 del data
                 torch.cuda.empty_cache()
             except torch.cuda.OutOfMemoryError as e:
-                return {"probes": fits, "oom_at": S, "oom_message": str(e).splitlines()[0][:300]}
+                free, total = torch.cuda.mem_get_info()  # what the failed allocation saw, as torch's message says
+                return {"probes": fits, "oom_at": S, "oom_message": " ".join(str(e).split())[:1000],
+                        "oom_free_bytes": free, "oom_reserved_bytes": torch.cuda.memory_reserved(),
+                        "oom_allocated_bytes": torch.cuda.memory_allocated()}
         return {"probes": fits, "oom_at": 0}
 
 
