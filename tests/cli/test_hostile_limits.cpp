@@ -1,0 +1,106 @@
+// Issue 17, numbers: sizes past docs/INPUTS.md "Limits", wrapping counts, NaN targets, guessed
+// options and stray words are refused in one line with exit 2 (each crashed, hung or printed a wrong
+// number with exit 0 before); at the limits themselves every number stays finite and in range.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "sim/capacity.hpp"
+#include "sim/checked.hpp"
+#include "sim/config.hpp"
+#include "sim/errors.hpp"
+#include "sim/limits.hpp"
+#include "sim/predict.hpp"
+#include "tests/cli/run_cli.hpp"
+#include "tests/sim/fixtures.hpp"
+
+using ulysses::test::run_cli;
+using namespace ulysses;
+
+namespace {
+
+void refused(const std::string& args, const std::string& key) {
+  INFO(args);
+  const auto r = run_cli(args);
+  CHECK(r.rc == 2);
+  CHECK(ulysses::test::count_lines(r.err) == 1);
+  CHECK(r.err.find(key) != std::string::npos);
+  CHECK(r.out.empty());
+}
+
+const std::string kPredict = "predict --model llama-3.1-8b --seq-len 65536 ";
+
+}  // namespace
+
+TEST_CASE("hostile numbers: sizes past the limits are one line, exit 2", "[hostile][cli]") {
+  refused(kPredict + "--micro-batch-size 9223372036854775807", "plan.micro_batch_size");
+  refused("predict --model llama-3.1-8b --seq-len 9223372036854775807", "plan.seq_len");
+  refused("predict --model llama-3.1-8b --seq-len 1099511627777", "plan.seq_len");
+  refused(kPredict + "--micro-batch-size 16777217", "micro_batch_size * seq_len");  // B * S = 2^40 + 65536
+  refused(kPredict + "--pad-to-multiple-of 9223372036854775807", "plan.pad_to_multiple_of");
+  refused("predict --model llama-3.1-8b --seq-len 1099511627775 --pad-to-multiple-of 1099511627774", "plan.pad_to_multiple_of");
+  refused("plan --model llama-3.1-8b --gpus 9223372036854775807", "gpus");
+  refused("plan --model llama-3.1-8b --granularity 9223372036854775807", "granularity");
+  refused("plan --model llama-3.1-8b --gpus 8 --sp-size 8 --granularity 1099511627775", "granularity");  // lcm past 2^40
+}
+
+TEST_CASE("hostile numbers: run counts, seeds and targets", "[hostile][cli]") {
+  const std::string run = "run --backend cpu --scenario '" + ulysses::test::source_path("scenarios/cpu-tiny.yaml") + "' ";
+  refused(run + "--warmup 2147483647", "--warmup");  // was a crash (exit 139)
+  refused(run + "--iters 1001", "--iters");
+  refused(run + "--seed -1", "--seed");                // wrapped to 2^64 - 1 before
+  refused(run + "--seed 1e3", "--seed");
+  refused(run + "--seed 9223372036854775808", "--seed");
+  const std::string stored = "validate --stored '" + ulysses::test::source_path("reports/validation/h200.json") + "' ";
+  refused(stored + "--max-error-pct nan", "--max-error-pct");  // accepted before: "max |error| <= nan%"
+  refused(stored + "--max-median-error-pct inf", "--max-median-error-pct");
+  refused("capacity --stored '" + ulysses::test::source_path("reports/validation/h200-capacity.json") + "' --max-error-pct nan",
+          "--max-error-pct");
+}
+
+TEST_CASE("hostile arguments: no prefix guessing, no stray words", "[hostile][cli]") {
+  refused("plan --model llama-3.1-8b --gpus 4 --sp 4 --all", "--sp");  // guessed --sp-size and --all-features before
+  refused("plan --model llama-3.1-8b stray", "positional");
+  refused("predict --model llama-3.1-8b --seq-len 4096 extra words", "positional");
+  // the full names still work
+  CHECK(run_cli("plan --model llama-3.1-8b --gpus 4 --sp-size 4 --all-features").rc == 0);
+}
+
+TEST_CASE("hostile numbers: checked arithmetic", "[hostile][sim]") {
+  CHECK(checked::mul(std::int64_t{1} << 40, std::int64_t{1} << 22).value() == std::int64_t{1} << 62);
+  CHECK(!checked::mul(std::int64_t{1} << 40, std::int64_t{1} << 23));
+  CHECK(!checked::mul(-(std::int64_t{1} << 62), 4));
+  CHECK(!checked::add(INT64_MAX, 1));
+  CHECK(checked::lcm(4, 6).value() == 12);
+  CHECK(!checked::lcm(0, 6));
+  CHECK(!checked::lcm(INT64_MAX, INT64_MAX - 1));
+  CHECK(checked::round_up(100000, 1024).value() == 100352);
+  CHECK(!checked::round_up(INT64_MAX - 5, 1024));
+}
+
+TEST_CASE("hostile numbers: at the limits every prediction is finite and in range", "[hostile][sim]") {
+  ModelSpec m = test::llama31_8b();
+  m.layers = limits::kMaxLayers;
+  m.vocab = limits::kMaxVocab;
+  m.ffn_hidden = limits::kMaxFfn;
+  Scenario sc = test::make_scenario(m, test::h100_sxm(), 1024, 8, limits::kMaxSeqLen);
+  sc.plan.pad_to_multiple_of = 3;  // pads 2^40 up past the limit: refused, not wrapped
+  CHECK_THROWS_AS(validate(sc, "t.yaml"), InputError);
+  sc.plan.pad_to_multiple_of = 0;
+  validate(sc, "t.yaml");
+  const Prediction p = predict(sc);
+  CHECK(p.padded_seq_len >= sc.plan.seq_len);
+  for (int i = 0; i < p.gpu.n; ++i) CHECK(p.gpu.terms[i].bytes >= 0);
+  for (int i = 0; i < p.host.n; ++i) CHECK(p.host.terms[i].bytes >= 0);
+  CHECK(p.gpu.total() > 0);
+  CHECK(std::isfinite(p.step_time_s));
+  CHECK(p.step_time_s > 0);
+  for (int k = 0; k < p.step.n; ++k) CHECK((std::isfinite(p.step.phases[k].time_s) && p.step.phases[k].time_s >= 0));
+  // the planner's search stays inside the bound too
+  const CapacityResult r = find_max_seq_len(test::make_scenario(test::llama31_8b(), test::h100_sxm(), 8, 8, 4096), 1);
+  CHECK(r.max_seq_len > 0);
+  CHECK(r.max_seq_len <= limits::kMaxSeqLen);
+  CHECK_THROWS_AS(find_max_seq_len(sc, 0), InputError);
+  CHECK_THROWS_AS(find_max_seq_len(sc, limits::kMaxSeqLen + 1), InputError);
+}
