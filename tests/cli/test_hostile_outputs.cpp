@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "sim/sweep.hpp"
 #include "tests/cli/run_cli.hpp"
 
 namespace fs = std::filesystem;
@@ -282,4 +284,39 @@ TEST_CASE("report on hostile JSON: one line 'file: key: rule', exit 2, never a c
   INFO(r.err);
   CHECK(r.rc == 0);
   CHECK(fs::exists(dir / "out/summary.md"));
+}
+
+TEST_CASE("run_sweep stops on its flag: SweepStopped, no row handed on after it", "[cli][hostile]") {
+  TempDir dir;
+  const ulysses::SweepSpec spec = ulysses::load_sweep(write_spec(dir, "stop", 40, 40));  // 1600 points
+  std::atomic<int> stop{0};
+  int sinks = 0;
+  ulysses::SweepOptions opt;
+  opt.threads = 2;
+  opt.chunk = 16;
+  opt.row = [](const ulysses::SweepPoint&, std::string& out) { out += "r\n"; };
+  opt.sink = [&](const std::string&) {
+    ++sinks;
+    if (sinks == 3) stop = SIGINT;  // as the signal handler does, mid-run
+  };
+  opt.stop = &stop;
+  try {
+    (void)ulysses::run_sweep(spec, opt);
+    FAIL("no SweepStopped");
+  } catch (const ulysses::SweepStopped& e) {
+    CHECK(e.value == SIGINT);
+  }
+  CHECK(sinks == 3);
+  stop = 0;  // and without the flag the same sweep runs to the end
+  sinks = 0;
+  opt.sink = [&](const std::string&) { ++sinks; };
+  CHECK(ulysses::run_sweep(spec, opt).points == 1600);
+  CHECK(sinks == 100);
+}
+
+TEST_CASE("sweep_name_rule: plain file names only", "[cli][hostile]") {
+  for (const char* ok : {"sweep-main", "a", "x_1.v2", "A.B-c"}) CHECK(ulysses::sweep_name_rule(ok).empty());
+  for (const std::string& bad : std::vector<std::string>{"", "../x", "/x", "x/y", ".x", "..", "a b", "a\nb", "a\\b", "\xc3\xa9", std::string(129, 'n')})
+    CHECK(!ulysses::sweep_name_rule(bad).empty());
+  CHECK(ulysses::sweep_name_rule(std::string(128, 'n')).empty());
 }
