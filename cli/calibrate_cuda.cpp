@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/file_out.hpp"
 #include "reports/format.hpp"
 
 #include "cli/calibrate_a2a.hpp"
@@ -69,9 +70,7 @@ struct Setup {
 int finish(const po::variables_map& vm, const HardwareProfile& hw, const Calibration& c, const Json& raw, const std::string& out) {
   std::cout << out << "\n";
   if (vm.count("json")) {
-    std::ofstream j(vm["json"].as<std::string>());
-    if (!j) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
-    j << raw.dump(1) << "\n";
+    reports::write_file_atomic(vm["json"].as<std::string>(), raw.dump(1) + "\n");
   }
   write_calibration_output(vm, hw.name, c);
   return kExitOk;

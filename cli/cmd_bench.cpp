@@ -16,6 +16,7 @@
 #include "cli/bench_attention_sweep.hpp"
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
+#include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
 
@@ -154,8 +155,7 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
                                std::string(backend) == "flash" ? " (target <= 1.5)" : "");
   }
   if (vm.count("json")) {
-    std::ofstream o(vm["json"].as<std::string>());
-    o << measurement_json(m).dump(2) << "\n";
+    reports::write_file_atomic(vm["json"].as<std::string>(), measurement_json(m).dump(2) + "\n");
   }
   return m.correct ? kExitOk : kExitFailure;
 }

@@ -22,6 +22,7 @@
 #include "cli/runtime_common.hpp"
 #include "cli/capacity_step.hpp"
 #include "cli/validation.hpp"
+#include "reports/file_out.hpp"
 #include "reports/format.hpp"
 #include "reports/table.hpp"
 #include "sim/config.hpp"
@@ -196,11 +197,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
            {"command", cmd}, {"cases", Json::array()}};
   rec["measured_at"] = reports::utc_now();
   const std::string out_path = vm["out"].as<std::string>();
-  auto write_record = [&] {
-    std::ofstream o(out_path);
-    o << rec.dump(1) << "\n";
-    if (!o.flush()) throw InputError("", "--out", "cannot write '" + out_path + "'");
-  };
+  auto write_record = [&] { reports::write_file_atomic(out_path, rec.dump(1) + "\n"); };
   std::int64_t warmed_P = 1;
   for (auto& c : cs) {
     if (c.sc.plan.sp_size > info.count) continue;

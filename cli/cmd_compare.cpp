@@ -136,10 +136,7 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
   std::string trace;
   if (vm.count("trace")) {
     trace = vm["trace"].as<std::string>();
-    std::ofstream probe(trace);  // a bad path fails before the run
-    if (!probe) throw InputError("", "--trace", fmt::format("cannot write '{}'", trace));
-    probe.close();
-    std::filesystem::remove(trace);
+    check_output_option("--trace", trace);  // a bad path fails before the run
     o.trace = trace + ".cupti";
   }
   const auto m = runtime::deepspeed::run_step(sc, o, origin_of(vm));
@@ -195,11 +192,7 @@ int run_compare(int argc, char** argv) {
   auto be = open_backend(backend);
   const Scenario sc = scenario_from_options(vm, true);
   const runtime::BlockShape shape = block_shape_checked(sc, vm, backend);
-  std::ofstream trace_file;
-  if (vm.count("trace")) {  // open before the run so a bad path fails fast
-    trace_file.open(vm["trace"].as<std::string>());
-    if (!trace_file) throw InputError("", "--trace", fmt::format("cannot write '{}'", vm["trace"].as<std::string>()));
-  }
+  if (vm.count("trace")) check_output_option("--trace", vm["trace"].as<std::string>());  // a bad path fails fast
   (void)predict(sc);  // a scenario the model cannot predict fails before the run
   const runtime::Measurement m = be->run_block(shape, run_options_of(vm));
   // The prediction is of the kernel that ran: the CUDA backend runs its own kernels for the
@@ -215,7 +208,7 @@ int run_compare(int argc, char** argv) {
   const Prediction p = predict(sp);
   Json j = compare_json(sp, p, m);
   j["attn_implementation"] = {{"planned", sc.plan.attn_implementation}, {"predicted_as", sp.plan.attn_implementation}};
-  if (trace_file.is_open()) trace_file << trace_of(p, m, j).dump(1) << "\n";
+  if (vm.count("trace")) reports::write_file_atomic(vm["trace"].as<std::string>(), trace_of(p, m, j).dump(1) + "\n");
   if (format == Format::json) std::cout << j.dump(2) << "\n";
   else std::cout << note << compare_table(sp, j);
   return m.correct ? kExitOk : kExitFailure;

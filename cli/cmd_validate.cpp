@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/file_out.hpp"
 #include "reports/format.hpp"
 
 #include "cli/commands.hpp"
@@ -114,9 +115,7 @@ int run_stored(const po::variables_map& vm) {
              {"measured_at", j.value("measured_at", "")}, {"profile", profile}, {"summary", summary_json(summarize(results))},
              {"cases", Json::array()}};
     for (const auto& r : results) out["cases"].push_back(case_json(r, nullptr));
-    std::ofstream o(vm["json"].as<std::string>());
-    if (!o) throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
-    o << out.dump(1) << "\n";
+    reports::write_file_atomic(vm["json"].as<std::string>(), out.dump(1) + "\n");
   }
   return report(results, targets_of(vm), title);
 }
@@ -129,9 +128,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::string backend = backend_of(vm);
   const std::string out_path = vm["out"].as<std::string>();
-  std::ofstream probe(out_path, std::ios::app);  // fail fast on a bad path
-  if (!probe) throw InputError("", "--out", "cannot write '" + out_path + "'");
-  probe.close();
+  check_output_option("--out", out_path);  // fail fast on a bad path
   const runtime::RunOptions opt = run_options_of(vm);
   std::vector<std::string> only;
   if (vm.count("case")) only = vm["case"].as<std::vector<std::string>>();
@@ -192,9 +189,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   const Summary s = summarize(done);
   rec["summary"] = summary_json(s);
   rec["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::ofstream o(out_path);
-  o << rec.dump(1) << "\n";
-  if (!o.flush()) throw InputError("", "--out", "cannot write '" + out_path + "'");
+  reports::write_file_atomic(out_path, rec.dump(1) + "\n");
   std::cout << "wrote " << out_path << "\n";
   const int rc = report(done, targets_of(vm), fmt::format("validation set {} on backend {} ({}), profile {}", set.path, backend,
                                                           rec["device"].get<std::string>(), profile));

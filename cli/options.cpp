@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "reports/csv.hpp"
+#include "reports/file_out.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 
@@ -104,6 +105,14 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
     throw InputError("", "arguments", e.what());
   }
   return vm;
+}
+
+void check_output_option(const std::string& flag, const std::string& path) {
+  try {
+    reports::check_can_write(path);
+  } catch (const std::exception& e) {
+    throw InputError("", flag, e.what());
+  }
 }
 
 double pct_option(const po::variables_map& vm, const char* name) {

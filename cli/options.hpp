@@ -49,6 +49,10 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len = 
 // InputError naming the option on NaN or infinity.
 double pct_option(const po::variables_map& vm, const char* name);
 
+// An output path given by a flag: fails before the run (InputError naming the flag) when it could not be
+// written; creates nothing under that name (reports::check_can_write).
+void check_output_option(const std::string& flag, const std::string& path);
+
 // --warmup / --iters of every run: at most this many
 inline constexpr int kMaxIterations = 1000;
 inline constexpr std::uint64_t kMaxSeed = (std::uint64_t{1} << 63) - 1;
