@@ -87,13 +87,13 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
     } else if (k == "host_link_d2h_GBps") {
       c.host_link_d2h_GBps = positive_number(num("a number"), wk);
     } else if (k == "cuda_context_GiB") {
-      c.cuda_context_bytes = gib_to_bytes(nonneg_number(num("a number"), wk));
+      c.cuda_context_bytes = gib_to_bytes(nonneg_gib(num("a number"), wk));
     } else if (k == "nccl_buffer_GiB") {
-      c.nccl_buffer_bytes = gib_to_bytes(nonneg_number(num("a number"), wk));
+      c.nccl_buffer_bytes = gib_to_bytes(nonneg_gib(num("a number"), wk));
     } else if (k == "pytorch_context_GiB") {
-      c.pytorch_context_bytes = gib_to_bytes(nonneg_number(num("a number"), wk));
+      c.pytorch_context_bytes = gib_to_bytes(nonneg_gib(num("a number"), wk));
     } else if (k == "pytorch_nccl_buffer_GiB") {
-      c.pytorch_nccl_buffer_bytes = gib_to_bytes(nonneg_number(num("a number"), wk));
+      c.pytorch_nccl_buffer_bytes = gib_to_bytes(nonneg_gib(num("a number"), wk));
     } else if (k == "pack_GBps") {
       c.pack_GBps = positive_number(num("a number"), wk);
     } else if (k == "a2a_idle_penalty_us") {

@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "sim/errors.hpp"
+#include "sim/limits.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses::cfg {
@@ -53,6 +54,13 @@ inline double positive_number(const Scalar& s, const Where& w) {
 }
 inline double nonneg_number(const Scalar& s, const Where& w) {
   return parse_double(s, w, 0, false, 1e300, false, "a non-negative number");
+}
+// memory sizes in GiB: at most limits::kMaxGiB (2^30 GiB), so that the byte count fits int64
+inline double positive_gib(const Scalar& s, const Where& w) {
+  return parse_double(s, w, 0, true, limits::kMaxGiB, false, "a positive number of GiB, at most 2^30");
+}
+inline double nonneg_gib(const Scalar& s, const Where& w) {
+  return parse_double(s, w, 0, false, limits::kMaxGiB, false, "a non-negative number of GiB, at most 2^30");
 }
 inline double fraction(const Scalar& s, const Where& w) {  // efficiencies: (0, 1]
   return parse_double(s, w, 0, true, 1, false, "a fraction of peak in (0, 1]");

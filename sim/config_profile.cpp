@@ -28,7 +28,7 @@ const std::vector<ProfileField>& profile_fields() {
   static const std::vector<ProfileField> fields = {
       {"name", [](P& p, const S& s, const W& w) { p.name = parse_string(s, w); }, [](const P& p) { return quote(p.name); }},
       {"gpu", [](P& p, const S& s, const W& w) { p.gpu = parse_string(s, w); }, [](const P& p) { return quote(p.gpu); }},
-      {"hbm_GiB", [](P& p, const S& s, const W& w) { p.hbm_bytes = gib_to_bytes(positive_number(s, w)); },
+      {"hbm_GiB", [](P& p, const S& s, const W& w) { p.hbm_bytes = gib_to_bytes(positive_gib(s, w)); },
        [](const P& p) { return gib_text(p.hbm_bytes); }},
       {"bf16_dense_TFLOPs", [](P& p, const S& s, const W& w) { p.bf16_dense_flops = positive_number(s, w) * kTFLOP; },
        [](const P& p) { return scaled(p.bf16_dense_flops, kTFLOP); }},
@@ -38,7 +38,7 @@ const std::vector<ProfileField>& profile_fields() {
        [](const P& p) { return number(p.nvlink_GBps); }},
       {"gpus_per_node", [](P& p, const S& s, const W& w) { p.gpus_per_node = positive_int(s, w); },
        [](const P& p) { return std::to_string(p.gpus_per_node); }},
-      {"host_ram_GiB", [](P& p, const S& s, const W& w) { p.host_ram_bytes = gib_to_bytes(positive_number(s, w)); },
+      {"host_ram_GiB", [](P& p, const S& s, const W& w) { p.host_ram_bytes = gib_to_bytes(positive_gib(s, w)); },
        [](const P& p) { return gib_text(p.host_ram_bytes); }},
       {"host_link_GBps", [](P& p, const S& s, const W& w) { p.host_link_GBps = positive_number(s, w); },
        [](const P& p) { return number(p.host_link_GBps); }},
@@ -54,9 +54,9 @@ const std::vector<ProfileField>& profile_fields() {
        [](const P& p) { return number(p.a2a_link_eff); }},
       {"a2a_alpha_us", [](P& p, const S& s, const W& w) { p.a2a_alpha_s = nonneg_number(s, w) * kUs; },
        [](const P& p) { return scaled(p.a2a_alpha_s, kUs); }},
-      {"cuda_context_GiB", [](P& p, const S& s, const W& w) { p.cuda_context_bytes = gib_to_bytes(nonneg_number(s, w)); },
+      {"cuda_context_GiB", [](P& p, const S& s, const W& w) { p.cuda_context_bytes = gib_to_bytes(nonneg_gib(s, w)); },
        [](const P& p) { return gib_text(p.cuda_context_bytes); }},
-      {"nccl_buffer_GiB", [](P& p, const S& s, const W& w) { p.nccl_buffer_bytes = gib_to_bytes(nonneg_number(s, w)); },
+      {"nccl_buffer_GiB", [](P& p, const S& s, const W& w) { p.nccl_buffer_bytes = gib_to_bytes(nonneg_gib(s, w)); },
        [](const P& p) { return gib_text(p.nccl_buffer_bytes); }},
   };
   return fields;

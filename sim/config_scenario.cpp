@@ -117,7 +117,7 @@ void set_scalar(Scenario& sc, const std::string& key, const Scalar& s, const Whe
   else if (key == "profile") sc.hw = profile_from_ref(s.text, w);
   else if (key == "gpus") sc.gpus = positive_int(s, w);
   else if (key == "gpus_per_node") sc.gpus_per_node = positive_int(s, w);
-  else if (key == "host_mem_GiB") sc.host_ram_bytes = gib_to_bytes(positive_number(s, w));
+  else if (key == "host_mem_GiB") sc.host_ram_bytes = gib_to_bytes(positive_gib(s, w));
   else if (key == "workload.causal") sc.workload.causal = parse_bool(s, w);
   else if (head == "model" && !rest.empty()) known = set_model_field(sc.model, rest, s, w);
   else if (head == "profile" && !rest.empty()) known = set_profile_field(sc.hw, rest, s, w);

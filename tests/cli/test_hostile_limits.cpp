@@ -41,6 +41,7 @@ TEST_CASE("hostile numbers: sizes past the limits are one line, exit 2", "[hosti
   refused(kPredict + "--pad-to-multiple-of 9223372036854775807", "plan.pad_to_multiple_of");
   refused("predict --model llama-3.1-8b --seq-len 1099511627775 --pad-to-multiple-of 1099511627774", "plan.pad_to_multiple_of");
   refused("plan --model llama-3.1-8b --gpus 9223372036854775807", "gpus");
+  refused(kPredict + "--host-mem-GiB 1e300", "at most 2^30");  // "must be positive (got -9.2e18)" before (int64 wrap)
   refused("plan --model llama-3.1-8b --granularity 9223372036854775807", "granularity");
   refused("plan --model llama-3.1-8b --gpus 8 --sp-size 8 --granularity 1099511627775", "granularity");  // lcm past 2^40
 }

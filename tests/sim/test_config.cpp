@@ -172,7 +172,7 @@ TEST_CASE("error: wrong types", "[config]") {
         "x.yaml: plan.seq_len: must be a scalar (got a list)");
   CHECK(scenario_error(replace(kValid, "gpus: 8", "gpus:")) == "x.yaml: gpus: must be a scalar (got nothing)");
   CHECK(scenario_error(kValid + "workload: true\n") == "x.yaml: workload: must be a map of keys (got a scalar)");
-  CHECK(scenario_error(kValid + "host_mem_GiB: lots\n") == "x.yaml: host_mem_GiB: must be a positive number (got lots)");
+  CHECK(scenario_error(kValid + "host_mem_GiB: lots\n") == "x.yaml: host_mem_GiB: must be a positive number of GiB, at most 2^30 (got lots)");
   CHECK(scenario_error(kValid + "  reduce_bucket_size: .inf\n") ==
         "x.yaml: plan.reduce_bucket_size: must be a positive number (got .inf)");
 }
