@@ -11,6 +11,7 @@
 #include "cli/calibrate_a2a.hpp"
 #include "cli/commands.hpp"
 #include "sim/config.hpp"
+#include "sim/profile_io.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 using namespace ulysses;
