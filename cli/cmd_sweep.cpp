@@ -20,6 +20,7 @@
 #include "reports/file_out.hpp"
 #include "reports/json_out.hpp"
 #include "sim/errors.hpp"
+#include "sim/limits.hpp"
 #include "sim/predict.hpp"
 #include "sim/sweep.hpp"
 
@@ -183,7 +184,8 @@ int run_sweep_cmd(int argc, char** argv) {
   if (!vm.count("spec")) throw InputError("", "SPEC", "a sweep spec file is required (ulysses sweep SPEC.yaml)");
   const Format format = format_of(vm);
   const int threads = vm["threads"].as<int>();
-  if (threads < 0) throw InputError("", "--threads", "must be >= 0");
+  if (threads < 0 || threads > limits::kMaxThreads)
+    throw InputError("", "--threads", fmt::format("must be 0 (all cores) .. {} (got {})", limits::kMaxThreads, threads));
 
   const SweepSpec spec = load_sweep(vm["spec"].as<std::string>());
   check_sweep_name(spec);  // the name becomes file names: never a path

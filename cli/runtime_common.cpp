@@ -7,6 +7,7 @@
 #include "reports/table.hpp"
 #include "runtime/backend_registry.hpp"
 #include "sim/errors.hpp"
+#include "sim/limits.hpp"
 
 namespace ulysses::cli {
 
@@ -48,6 +49,9 @@ runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_
   if (sc.plan.seq_len <= 0) throw InputError(origin, "plan.seq_len", "required to run the block (or pass --seq-len)");
   const runtime::BlockShape s = runtime::block_shape_of(sc);
   if (const std::string why = runtime::validate(s); !why.empty()) throw InputError(origin, "plan", why);
+  if (backend == "cpu" && s.P > limits::kMaxThreads)
+    throw InputError(origin, "plan.sp_size", fmt::format("the cpu backend runs one thread per rank: at most {} (got {})",
+                                                         limits::kMaxThreads, s.P));
   if (backend == "cpu" && s.B * s.S > kCpuMaxTokens)
     throw InputError(origin, "plan.seq_len",
                      fmt::format("the cpu backend runs up to {} tokens (micro_batch_size * seq_len; got {}): its "

@@ -14,6 +14,7 @@ inline constexpr std::int64_t kMaxHeads = std::int64_t{1} << 14;    // heads, kv
 inline constexpr std::int64_t kMaxHeadDim = std::int64_t{1} << 12;
 inline constexpr std::int64_t kMaxFfn = std::int64_t{1} << 22;
 inline constexpr std::int64_t kMaxVocab = std::int64_t{1} << 22;
-inline constexpr double kMaxGiB = 1 << 30;                          // any memory size given in GiB (1 EiB)
+inline constexpr double kMaxGiB = 1 << 30;
+inline constexpr int kMaxThreads = 1024;                            // sweep --threads, the cpu backend's rank threads                          // any memory size given in GiB (1 EiB)
 
 }  // namespace ulysses::limits

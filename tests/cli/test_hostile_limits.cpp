@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 
 #include "sim/capacity.hpp"
@@ -58,6 +59,21 @@ TEST_CASE("hostile numbers: run counts, seeds and targets", "[hostile][cli]") {
   refused(stored + "--max-median-error-pct inf", "--max-median-error-pct");
   refused("capacity --stored '" + ulysses::test::source_path("reports/validation/h200-capacity.json") + "' --max-error-pct nan",
           "--max-error-pct");
+}
+
+TEST_CASE("hostile numbers: threads", "[hostile][cli]") {
+  ulysses::test::TempDir dir;
+  refused("sweep '" + ulysses::test::source_path("scenarios/sweep-main.yaml") + "' --threads 2000 --out '" + (dir / "o") + "'",
+          "--threads");
+  // the cpu backend runs one thread per rank: a model with 2048 heads on 2048 ranks is refused before any thread starts
+  {
+    std::ofstream m(dir / "m.yaml");
+    m << "name: wide\nlayers: 1\nhidden: 2048\nheads: 2048\nkv_heads: 2048\nhead_dim: 1\nffn_hidden: 64\nvocab: 64\n"
+         "tied_embeddings: true\nsource: test\n";
+  }
+  refused("run --backend cpu --profile cpu-local --model '" + (dir / "m.yaml") + "' --gpus 2048 --sp-size 2048 --seq-len 2048 "
+          "--zero-stage 0 --attn-implementation ulysses_reference",
+          "plan.sp_size");
 }
 
 TEST_CASE("hostile arguments: no prefix guessing, no stray words", "[hostile][cli]") {
