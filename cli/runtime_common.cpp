@@ -6,6 +6,7 @@
 
 #include "reports/table.hpp"
 #include "runtime/backend_registry.hpp"
+#include "runtime/cpu/cpu_backend.hpp"
 #include "sim/errors.hpp"
 #include "sim/limits.hpp"
 
@@ -57,6 +58,13 @@ runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_
                      fmt::format("the cpu backend runs up to {} tokens (micro_batch_size * seq_len; got {}): its "
                                  "attention is O(S^2) on one thread per rank; use --backend cuda",
                                  kCpuMaxTokens, s.B * s.S));
+  if (backend == "cpu") {  // before any allocation: what the run needs against what the host has
+    const std::int64_t need = runtime::cpu::memory_estimate_bytes(s), have = runtime::cpu::available_ram_bytes();
+    if (have >= 0 && need > have)
+      throw InputError(origin, "plan", fmt::format("the cpu backend needs about {:.1f} GiB for this block (ranks' buffers and "
+                                                   "the fp64 oracle), {:.1f} GiB of host memory is available",
+                                                   double(need) / double(1LL << 30), double(have) / double(1LL << 30)));
+  }
   return s;
 }
 

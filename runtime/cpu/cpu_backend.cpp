@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <random>
@@ -14,6 +15,7 @@
 #include "runtime/cpu/exchange.hpp"
 #include "runtime/cpu/tracked.hpp"
 #include "runtime/reference_attention.hpp"
+#include "sim/block_memory.hpp"
 #include "sim/phases.hpp"
 
 namespace ulysses::runtime::cpu {
@@ -311,6 +313,31 @@ std::string host_cpu_model() {
       if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
     }
   return "unknown cpu";
+}
+
+std::int64_t memory_estimate_bytes(const BlockShape& s) {
+  sim::Dims d;
+  d.B = s.B, d.S = s.S, d.S_local = s.S / s.P, d.P = s.P, d.H = s.H, d.H_kv = s.H_kv, d.D = s.D;
+  d.kv_wire = std::max(s.H_kv, s.P);
+  d.kv_replica = s.P > s.H_kv && s.kv_strategy == KvStrategy::replicate;
+  const double ranks = static_cast<double>(s.P) * static_cast<double>(sim::block_peak_bytes_freeing(d));
+  const double full = static_cast<double>(s.H + s.H_kv) * s.B * s.S * s.D * (2 + 2 + 4 * 8);
+  return static_cast<std::int64_t>(std::min(ranks + full, 9e18));
+}
+
+std::int64_t available_ram_bytes() {
+  if (const char* g = std::getenv("ULYSSES_AVAILABLE_RAM_GiB"); g && *g) {
+    char* end = nullptr;
+    const double v = std::strtod(g, &end);
+    if (end && *end == '\0' && v >= 0 && v < 1e9) return static_cast<std::int64_t>(v * double(1LL << 30));
+  }
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  std::int64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return -1;
 }
 
 Measurement CpuBackend::run_block(const BlockShape& shape, const RunOptions& opt) {

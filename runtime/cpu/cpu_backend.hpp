@@ -34,6 +34,15 @@ class CpuBackend : public Backend {
   Measurement run_block(const BlockShape& shape, const RunOptions& opt) override;
 };
 
+// Host memory a run of `shape` needs before it starts (an estimate, for refusing what cannot fit):
+// P ranks' block buffers (sim::block_peak_bytes_freeing, exact for the tracked buffers) plus the
+// full-sequence inputs (bf16), the kept results of the validating iteration (bf16) and the fp64
+// oracle's tensors: (H + H_kv) * B * S * D * (2 + 2 + 4 * 8) bytes.
+std::int64_t memory_estimate_bytes(const BlockShape& shape);
+// MemAvailable of /proc/meminfo, or ULYSSES_AVAILABLE_RAM_GiB when set (tests, leaving room);
+// -1 when neither can be read.
+std::int64_t available_ram_bytes();
+
 // Full-sequence inputs of one run, bf16 values from N(0,1) drawn with the seed:
 //   q, dout [B,S,H,D]   k, v [B,S,H_kv,D]
 struct BlockInputs {

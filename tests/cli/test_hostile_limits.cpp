@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include "runtime/backend_registry.hpp"
+#include "runtime/cpu/cpu_backend.hpp"
 #include "sim/capacity.hpp"
 #include "sim/checked.hpp"
 #include "sim/config.hpp"
@@ -74,6 +76,28 @@ TEST_CASE("hostile numbers: threads", "[hostile][cli]") {
   refused("run --backend cpu --profile cpu-local --model '" + (dir / "m.yaml") + "' --gpus 2048 --sp-size 2048 --seq-len 2048 "
           "--zero-stage 0 --attn-implementation ulysses_reference",
           "plan.sp_size");
+}
+
+TEST_CASE("hostile numbers: the cpu backend checks host memory before it allocates", "[hostile][cli]") {
+  const std::string run = "run --backend cpu --scenario '" + ulysses::test::source_path("scenarios/cpu-tiny.yaml") + "'";
+  {  // a host with (as good as) no memory left: refused in one line before any allocation (was std::bad_alloc)
+    setenv("ULYSSES_AVAILABLE_RAM_GiB", "0.001", 1);
+    const auto r = run_cli(run);
+    unsetenv("ULYSSES_AVAILABLE_RAM_GiB");
+    CHECK(r.rc == 2);
+    CHECK(ulysses::test::count_lines(r.err) == 1);
+    CHECK(r.err.find("GiB of host memory is available") != std::string::npos);
+  }
+  // the estimate covers what the ranks measure
+  runtime::BlockShape s;
+  s.B = 1, s.S = 1024, s.H = 8, s.H_kv = 2, s.D = 64, s.P = 2;
+  runtime::RunOptions o;
+  o.warmup = 0, o.iters = 1;
+  const runtime::Measurement m = runtime::make_backend("cpu")->run_block(s, o);
+  std::int64_t sum = 0;
+  for (auto b : m.peak_bytes_per_rank) sum += b;
+  CHECK(runtime::cpu::memory_estimate_bytes(s) > sum);
+  CHECK(runtime::cpu::available_ram_bytes() != 0);
 }
 
 TEST_CASE("hostile arguments: no prefix guessing, no stray words", "[hostile][cli]") {
