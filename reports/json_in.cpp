@@ -71,7 +71,7 @@ Json parse_json_text(const std::string& text, const std::string& file) {
   check_limits(text, file);
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse errors, and numbers past double's range (out_of_range 406)
     std::string msg = e.what();
     if (const auto p = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && p != std::string::npos) msg = msg.substr(p + 2);
     throw InputError(file, "file", "is not JSON (" + one_line(msg, 200) + ")");

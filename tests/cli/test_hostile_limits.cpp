@@ -100,6 +100,19 @@ TEST_CASE("hostile numbers: the cpu backend checks host memory before it allocat
   CHECK(runtime::cpu::available_ram_bytes() != 0);
 }
 
+TEST_CASE("hostile inputs found by the fuzzers", "[hostile][cli]") {
+  // fuzz_argv: Boost's error text looped forever on a word holding its own placeholder
+  refused("predict --model llama-3.1-8b '--%canonical_option%x'", "%canonical_option%");
+  // fuzz_calibration_raw: a number past double's range escaped as nlohmann's out_of_range (exit 1)
+  ulysses::test::TempDir dir;
+  std::string raw = ulysses::test::slurp(ulysses::test::source_path("reports/validation/h200-calibration.json"));
+  const auto at = raw.find("\"gpus\": 2");
+  REQUIRE(at != std::string::npos);
+  raw.replace(at, 10, "\"gpus\": 5.18e99761819839");
+  std::ofstream(dir / "raw.json") << raw;
+  refused("calibrate --from-raw '" + (dir / "raw.json") + "' --profile h200-sxm-141gb", "raw.json");
+}
+
 TEST_CASE("hostile arguments: no prefix guessing, no stray words", "[hostile][cli]") {
   refused("plan --model llama-3.1-8b --gpus 4 --sp 4 --all", "--sp");  // guessed --sp-size and --all-features before
   refused("plan --model llama-3.1-8b stray", "positional");
