@@ -7,7 +7,8 @@ APT_PACKAGES := cmake g++ make libboost-program-options-dev libfmt-dev libyaml-c
                 nlohmann-json3-dev catch2 python3-matplotlib python3-yaml clang libclang-rt-14-dev
 # The hardening build (issue 17): clang, ASan + UBSan, libFuzzer targets (cmake/sanitizers.cmake).
 HARDENING ?= build-hardening
-FUZZ_CI_SECONDS ?= 20
+FUZZ_CI_SECONDS ?= 120
+FUZZ_CI_RUNS ?= 3000
 FUZZ_SECONDS ?= 600
 
 .PHONY: deps configure build run test clean deepspeed-stack hardening hardening-test fuzz
@@ -28,7 +29,7 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory hardening-test
 
-# The CPU test suite under ASan + UBSan, then every fuzz target for FUZZ_CI_SECONDS each.
+# The CPU test suite under ASan + UBSan, then every fuzz target for FUZZ_CI_RUNS inputs from seed 1.
 hardening: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(HARDENING) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 \
 	  -DULYSSES_SANITIZE=ON -DULYSSES_FUZZ=ON -DULYSSES_ENABLE_CUDA=OFF $(CMAKE_FLAGS)
@@ -40,7 +41,7 @@ HARDENING_SKIP := validate runs a set on the CPU backend
 
 hardening-test: hardening
 	@cd $(HARDENING) && ctest --output-on-failure -j $(JOBS) -E '$(HARDENING_SKIP)'
-	@bash tests/fuzz/run.sh $(HARDENING) $(FUZZ_CI_SECONDS)
+	@FUZZ_RUNS=$(FUZZ_CI_RUNS) bash tests/fuzz/run.sh $(HARDENING) $(FUZZ_CI_SECONDS)
 
 # On demand: every fuzz target for FUZZ_SECONDS each (make fuzz FUZZ_SECONDS=600).
 fuzz: hardening

@@ -3,7 +3,10 @@
 # scratch copy of its seed corpus (tests/fuzz/corpus/<target>/; the repository is not modified).
 # A crash, sanitizer report, escaped exception, hang (-timeout 10 s per input) or memory blow-up
 # (-rss_limit_mb 2048) fails the run; the reproducing input is kept under BUILD_DIR/fuzz-findings/.
-#   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]       (make test: 20 s each; make fuzz FUZZ_SECONDS=600)
+#   tests/fuzz/run.sh BUILD_DIR SECONDS [TARGET...]       (make fuzz FUZZ_SECONDS=600)
+# With FUZZ_RUNS=N in the environment each target runs N inputs from seed 1 instead (make test: the
+# same inputs on every machine, so that what lands does not depend on a random draw; SECONDS then
+# only bounds the time)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "$1" && pwd)"
@@ -24,7 +27,9 @@ for t in "${targets[@]}"; do
   cp -r "$root/tests/fuzz/corpus/$t/." "$scratch/$t/corpus/"
   dict=()
   [ -f "$root/tests/fuzz/$t.dict" ] && dict=(-dict="$root/tests/fuzz/$t.dict")
-  "$bin" "$scratch/$t/corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  budget=(-max_total_time="$seconds")
+  [ -n "${FUZZ_RUNS:-}" ] && budget=(-runs="$FUZZ_RUNS" -seed=1 -max_total_time="$seconds")
+  "$bin" "$scratch/$t/corpus" "${dict[@]}" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 \
          -max_len=65536 -print_final_stats=1 -artifact_prefix="$scratch/$t/artifacts/" >"$scratch/$t/log" 2>&1
   rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$scratch/$t/log" | grep -o '[0-9]*$' | tail -1)
@@ -35,7 +40,7 @@ for t in "${targets[@]}"; do
     grep -v '^#[0-9]' "$scratch/$t/log" | tail -40
     failed+=("$t")
   else
-    echo "fuzz_$t: clean, ${execs:-?} executions in ${seconds} s"
+    echo "fuzz_$t: clean, ${execs:-?} executions${FUZZ_RUNS:+ (seed 1)}"
   fi
 done
 if [ ${#failed[@]} -ne 0 ]; then
