@@ -1,5 +1,7 @@
 #include "cli/bench_attention_sweep.hpp"
 
+#include "reports/file_out.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -222,11 +224,9 @@ int run_attention_sweep(const po::variables_map&, const std::vector<AttnPoint>&)
 int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint>& points) {
   const SweepSettings set = settings_of(vm);
   const bool peer = !vm["no-peer"].as<bool>();
-  std::ofstream json_out, csv_out;  // opened before the device work: a bad path fails at once
-  if (vm.count("json") && !(json_out.open(vm["json"].as<std::string>()), json_out))
-    throw InputError("", "--json", "cannot write '" + vm["json"].as<std::string>() + "'");
-  if (vm.count("csv") && !(csv_out.open(vm["csv"].as<std::string>()), csv_out))
-    throw InputError("", "--csv", "cannot write '" + vm["csv"].as<std::string>() + "'");
+  // a bad path fails before the device work; the files are written whole at the end (reports/file_out.hpp)
+  if (vm.count("json")) check_output_option("--json", vm["json"].as<std::string>());
+  if (vm.count("csv")) check_output_option("--csv", vm["csv"].as<std::string>());
   const auto [est_ours, est_peer] = estimate_s(points, set, peer);
   std::cout << fmt::format(
       "bench attention sweep: {} points, B=1, one GPU, flash kernel (heads are the local heads)\n"
@@ -373,13 +373,13 @@ int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint
       std::cout << fmt::format("{}: {} {}\n", attn_point_name(points[i]), rows[i].status, rows[i].check);
   std::cout << (ok ? "validation: all points passed\n" : "validation: FAILED (a point has #wrong > 0 or could not run)\n");
 
-  if (json_out.is_open())
-    json_out << nlohmann::json{{"device", device}, {"ours_wall_s", ours_wall_s}, {"peer_ran", pr.ran},
-                               {"peer_failure", pr.failure}, {"peer_wall_s", pr.wall_s}, {"min_reps", set.min_reps},
-                               {"min_time_s", set.min_time_s}, {"check_seq", set.check_seq}, {"rows", jrows}}
-                    .dump(2)
-             << "\n";
-  if (csv_out.is_open()) csv_out << csv.str();
+  if (vm.count("json"))
+    reports::write_file_atomic(vm["json"].as<std::string>(),
+                               nlohmann::json{{"device", device}, {"ours_wall_s", ours_wall_s}, {"peer_ran", pr.ran},
+                                              {"peer_failure", pr.failure}, {"peer_wall_s", pr.wall_s}, {"min_reps", set.min_reps},
+                                              {"min_time_s", set.min_time_s}, {"check_seq", set.check_seq}, {"rows", jrows}}
+                                       .dump(2) + "\n");
+  if (vm.count("csv")) reports::write_file_atomic(vm["csv"].as<std::string>(), csv.str());
   return ok ? kExitOk : kExitFailure;
 }
 
