@@ -57,17 +57,21 @@ def main():
         return 2
     prefix = a.prefix or os.path.splitext(a.record)[0]
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
+    # points are numbered (names of nearby cases overlap); the key is the third panel
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.5), gridspec_kw={"width_ratios": [5, 5, 2.2]})
+    axes[2].axis("off")
+    axes[2].text(0, 1, "\n".join(f"{i + 1:2d}  {c['name']}" for i, c in enumerate(cases)), fontsize=7,
+                 family="monospace", va="top", transform=axes[2].transAxes)
     for ax, key, title in ((axes[0], "max_memory_allocated", "peak allocated"),
                            (axes[1], "max_memory_reserved", "peak reserved")):
         lo, hi = 1e9, 0
-        for c in cases:
+        for i, c in enumerate(cases):
             r = c["comparison"][key]
             x, y = r["measured"] / GIB, r["predicted"] / GIB
             lo, hi = min(lo, x, y), max(hi, x, y)
             hollow = key == "max_memory_reserved" and not c.get("expandable_segments", True)
             ax.scatter([x], [y], s=36, facecolors="none" if hollow else "#1f77b4", edgecolors="#1f77b4")
-            ax.annotate(c["name"], (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+            ax.annotate(str(i + 1), (x, y), fontsize=7, xytext=(4, -3 if i % 2 else 3), textcoords="offset points")
         xs = [lo * 0.95, hi * 1.05]
         ax.plot(xs, xs, "k-", lw=0.8, label="y = x")
         ax.fill_between(xs, [v * 0.97 for v in xs], [v * 1.03 for v in xs], color="0.85", label="+-3 %")
