@@ -11,9 +11,6 @@
 namespace ulysses::cli {
 
 bool is_step_capacity_record(const reports::Json& j);
-// The granularity a stored capacity record was searched with (default 1024): an integer in
-// 1..limits::kMaxSeqLen, else InputError naming the file and key `granularity`.
-std::int64_t stored_granularity(const reports::Json& rec, const std::string& path);
 int run_step_capacity_set(const po::variables_map& vm, const std::string& measured_at, const std::string& command);
 int run_step_capacity_stored(const po::variables_map& vm, const reports::Json& rec, const std::string& path);
 

@@ -58,7 +58,7 @@ bytes_t predicted_peak(Scenario sc, std::int64_t S) {
 std::int64_t predicted_max_S(const Scenario& sc, std::int64_t g) {
   const bytes_t usable = usable_bytes(sc);
   if (predicted_peak(sc, g) > usable) return 0;
-  const std::int64_t k_max = limits::kMaxSeqLen / g;  // g in 1..kMaxSeqLen (stored_granularity, --granularity)
+  const std::int64_t k_max = limits::kMaxSeqLen / g;  // g >= 1 (load_record, --granularity)
   std::int64_t lo = 1, hi = 2;  // in units of g
   while (hi <= k_max && predicted_peak(sc, hi * g) <= usable) lo = hi, hi *= 2;
   if (hi > k_max) hi = k_max + 1;
@@ -103,7 +103,7 @@ int run_stored(const po::variables_map& vm) {
   const Json j = load_record(path, "ulysses capacity --out");
   if (is_step_capacity_record(j)) return run_step_capacity_stored(vm, j, path);
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
-  const std::int64_t g = stored_granularity(j, path);
+  const std::int64_t g = j.value("granularity", std::int64_t{1024});  // 1..2^24: load_record checked it
   std::vector<CapacityCase> cs;
   for (std::size_t i = 0; i < j["cases"].size(); ++i) {
     const Json& c = j["cases"][i];
