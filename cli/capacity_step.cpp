@@ -13,7 +13,6 @@
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
-#include "sim/limits.hpp"
 
 namespace ulysses::cli {
 
