@@ -7,6 +7,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "sim/reduce_flush.hpp"
+
 namespace ulysses::sim {
 namespace {
 
@@ -81,11 +83,12 @@ double saved_per_layer(const Act& a, bool tiled_mlp) {
 struct Moment {
   const char* name;
   double qkvo_seq, qkvo_head, a2a, stats, ws, mlp, norms, norm_eager, grads;
-  double total() const { return qkvo_seq + qkvo_head + a2a + stats + ws + mlp + norms + norm_eager + grads; }
+  double reduce = 0;  // a ZeRO-3 bucket flush's epilogue on the reduce stream (sim/reduce_flush.hpp)
+  double total() const { return qkvo_seq + qkvo_head + a2a + stats + ws + mlp + norms + norm_eager + grads + reduce; }
 };
 
 constexpr int kMoments = 9;
-void layer_moments(const Act& a, Moment (&m)[kMoments]) {
+void layer_moments(const Act& a, Moment* m) {
   // forward: x, norm1 out (+ h1, norm2 out); the first pass under checkpointing saves nothing,
   // without checkpointing eager norms save their fp32 copies (norm_eager) already here
   const double norms_attn_f = a.x_in + a.th + a.rstd / 2;
@@ -121,6 +124,35 @@ void layer_moments(const Act& a, Moment (&m)[kMoments]) {
   m[8] = a.eager ? Moment{"backward.norm", a.q, head4, 0, a.lse, 0, 0, a.x_keep + a.th /*norm1 out*/ + a.rstd,
                           2 * a.norm_eager + a.qk_eager + 8 * a.th, 2 * dy}
                  : Moment{"backward.norm", 0, 0, 0, 0, 0, 0, 0, 0, 0};
+}
+
+// The live set when a bucket flush starts, by where its gradient arrives (sim/reduce_flush.hpp):
+// in the MLP backward the down projection's weight gradient arrives with gate, up and act saved
+// and d(product) live (4 intermediates; TiledMLP: its backward as it is); before the attention
+// backward (o_proj, post-attention norm) the attention's saved set, the gradient of the o_proj
+// input and the residual gradient; after it (q/k norms, q, k, v) the seq-layout gradients of q, k
+// and v that the projections' backward consumes, the exchange's buffers and head-layout gradients
+// released; between layers only the residual gradient (and the layer input when kept on the GPU).
+Moment flush_moment(const Act& a, const Moment* m, FlushAt at, bool tiled_mlp) {
+  const double head4 = a.q + 2 * a.kvh + a.q;
+  const double norms_attn = a.x_keep + a.th + a.rstd / 2;
+  const double dy = a.th;
+  switch (at) {
+    case FlushAt::mlp: {
+      Moment x = m[5];
+      if (!tiled_mlp) x.mlp = 4 * a.mlp_t;
+      x.name = "backward.mlp+reduce";
+      return x;
+    }
+    case FlushAt::attn:
+      return {"backward.attn+reduce", a.q, head4, 0, a.lse, 0, 0, norms_attn, a.norm_eager + a.qk_eager, dy};
+    case FlushAt::qkv:
+      return {"backward.qkv+reduce", 0, 0, 0, 0, 0, 0, norms_attn, a.norm_eager + a.qk_eager,
+              a.q + 2 * a.kvs + 2 * a.kvr + dy};
+    case FlushAt::between:
+      break;
+  }
+  return {"backward.reduce", 0, 0, 0, 0, 0, 0, a.x_keep, 0, dy};
 }
 
 }  // namespace
@@ -196,18 +228,12 @@ bytes_t logits_loss_bytes(const Dims& d) {
 // norms; final norm; lm_head. Whole layers that keep the group short are added at once, so the cost
 // is a few steps per sub-group.
 double largest_sub_group(const ModelSpec& mo, double N) {
-  const double h = double(mo.hidden), H = double(mo.heads), Hkv = double(mo.kv_heads), D = double(mo.head_dim), F = double(mo.ffn_hidden);
+  const double h = double(mo.hidden);
   auto part = [&](double numel) { return std::ceil(numel / N); };
-  double layer[14];
-  int n = 0;
-  for (double heads : {H, Hkv, Hkv}) {
-    layer[n++] = part(h * heads * D);
-    if (mo.qkv_bias) layer[n++] = part(heads * D);
-  }
-  layer[n++] = part(H * D * h);
-  if (mo.qk_norm) layer[n++] = part(D), layer[n++] = part(D);
-  layer[n++] = part(h * F), layer[n++] = part(h * F), layer[n++] = part(F * h);
-  layer[n++] = part(h), layer[n++] = part(h);
+  const LayerParams lp = layer_params(mo);
+  double layer[kMaxLayerParams];
+  const int n = lp.n;
+  for (int i = 0; i < n; ++i) layer[i] = part(double(lp.p[i].numel));
   double per_layer = 0;
   for (int i = 0; i < n; ++i) per_layer += layer[i];
   double cur = 0, best = 0;
@@ -264,11 +290,22 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const double gathered_layer = stage >= 3 ? (gather * kZero3LiveLayers * layer_p + layer_p) * 2 : 0;
   const double gathered_logits = stage >= 3 ? (gather * (head_p + layer_p) + head_p) * 2 : 0;
 
-  // --- the peak of one layer: max over moments
-  Moment m[kMoments];
+  // --- the peak of one layer: max over moments, and over the moments at which a ZeRO-3 gradient
+  // bucket flush holds its epilogue (docs/MODEL.md "Reduce epilogue")
+  Moment m[kMoments + kFlushPlaces];
   layer_moments(a, m);
+  int n_moments = kMoments;
+  if (stage >= 3) {
+    const ReduceFlushes f = reduce_flushes(sc.model, pl, d.zero_group, d.P == 1);
+    for (int at = 0; at < kFlushPlaces; ++at) {
+      if (f.epilogue_bytes[at] <= 0) continue;
+      Moment x = flush_moment(a, m, static_cast<FlushAt>(at), pl.tiled_mlp);
+      x.reduce = f.epilogue_bytes[at];
+      m[n_moments++] = x;
+    }
+  }
   int best = 0;
-  for (int i = 1; i < kMoments; ++i)
+  for (int i = 1; i < n_moments; ++i)
     if (m[i].total() > m[best].total()) best = i;
   const double layer_total = m[best].total() + gathered_layer + (d.ckpt ? 0 : (d.L - 1) * saved);
 
@@ -315,7 +352,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   gpu.add("grads", sat(grads));
   gpu.add("optimizer_states", sat(optim));
   gpu.add("zero3_gathered_params", sat(gathered));
-  gpu.add("grad_reduce_buffers", sat(grad_reduce));
+  gpu.add("grad_reduce_buffers", sat(grad_reduce + lm.reduce));
   gpu.add("checkpoints", sat(ckpt_live));
   gpu.add("saved_activations", sat(saved_all));
   gpu.add("layer.qkvo_seq", sat(lm.qkvo_seq));

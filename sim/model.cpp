@@ -17,4 +17,22 @@ ParamCount count_params(const ModelSpec& m) {
   return p;
 }
 
+LayerParams layer_params(const ModelSpec& m) {
+  const std::int64_t h = m.hidden, H = m.heads, Hkv = m.kv_heads, D = m.head_dim, F = m.ffn_hidden;
+  using R = LayerParamRole;
+  LayerParams out;
+  auto add = [&](R r, std::int64_t numel) { out.p[out.n++] = {r, numel}; };
+  add(R::q, h * H * D);
+  if (m.qkv_bias) add(R::q_bias, H * D);
+  add(R::k, h * Hkv * D);
+  if (m.qkv_bias) add(R::k_bias, Hkv * D);
+  add(R::v, h * Hkv * D);
+  if (m.qkv_bias) add(R::v_bias, Hkv * D);
+  add(R::o, H * D * h);
+  if (m.qk_norm) add(R::q_norm, D), add(R::k_norm, D);
+  add(R::gate, h * F), add(R::up, h * F), add(R::down, F * h);
+  add(R::input_norm, h), add(R::post_norm, h);
+  return out;
+}
+
 }  // namespace ulysses

@@ -18,6 +18,21 @@ struct ParamCount {
 };
 
 ParamCount count_params(const ModelSpec& m);
+
+// One decoder layer's parameter tensors in HF module registration order (attention q, k, v (each +
+// bias), o, q_norm, k_norm; mlp gate, up, down; input and post-attention norms): the order of
+// model.parameters(), which DeepSpeed's ZeRO-3 sub-groups follow.
+enum class LayerParamRole { q, q_bias, k, k_bias, v, v_bias, o, q_norm, k_norm, gate, up, down, input_norm, post_norm };
+struct LayerParam {
+  LayerParamRole role;
+  std::int64_t numel;
+};
+inline constexpr int kMaxLayerParams = 14;
+struct LayerParams {
+  LayerParam p[kMaxLayerParams];
+  int n = 0;
+};
+LayerParams layer_params(const ModelSpec& m);
 inline std::int64_t total_params(const ModelSpec& m) { return count_params(m).total(m.layers); }
 
 }  // namespace ulysses

@@ -1,0 +1,26 @@
+#pragma once
+// DeepSpeed ZeRO-3's gradient bucket flushes in the backward: where in a layer each one happens and
+// what its epilogue allocates on the reduce stream (docs/MODEL.md "Reduce epilogue").
+#include <cstdint>
+
+#include "sim/scenario.hpp"
+
+namespace ulysses::sim {
+
+// Where a flush starts, by the parameter whose gradient arrival overflows the bucket:
+// mlp: gate/up/down (inside the MLP backward); attn: post-attention norm or o_proj (before the
+// attention backward); qkv: q/k/v projections and q/k norms (after it); between: a layer's input
+// norm, the final norm, the embedding / lm_head and the end of the backward (no layer working set).
+enum class FlushAt { mlp = 0, attn = 1, qkv = 2, between = 3 };
+inline constexpr int kFlushPlaces = 4;
+
+struct ReduceFlushes {
+  double epilogue_bytes[kFlushPlaces] = {0, 0, 0, 0};  // the largest flush epilogue at each place; 0: none
+};
+
+// The reduce bucket (plan.reduce_bucket_size elements) filled in the order gradients arrive, for
+// ZeRO stage 3 over N = zero_group ranks. flat_buffer: count the flattened bf16 bucket the
+// reduce-scatter allocates (sp = 1; at sp > 1 the static grad_reduce_buffers already hold it).
+ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t zero_group, bool flat_buffer);
+
+}  // namespace ulysses::sim
