@@ -281,14 +281,25 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const Act a = activations(sc, d);
   const double checkpoints = d.ckpt && !pl.offload_checkpoints ? static_cast<double>(d.L) * a.th : 0;
   const double saved = d.ckpt ? 0 : saved_per_layer(a, pl.tiled_mlp);
-  // --- ZeRO-3 gathered parameters (bf16) + their unreduced bf16 grads. With one partition (N = 1) and
-  // the parameters on the GPU a gather allocates nothing: the parameter's data becomes its partition
-  // (docs/MODEL.md "ZeRO-3 gathers"); offloaded parameters are copied in.
+  // --- ZeRO-3 gathered parameters (bf16) + the bf16 gradients not yet in the reduce bucket. With one
+  // partition (N = 1) and the parameters on the GPU a gather allocates nothing: the parameter's data
+  // becomes its partition (docs/MODEL.md "ZeRO-3 gathers"); offloaded parameters are copied in.
+  // A gradient that fits the bucket is moved into it as its hook runs (contiguous_gradients): only one
+  // larger than reduce_bucket_size keeps its own tensor until the next arrival flushes it; the tiled
+  // loss accumulates the lm_head's over its tiles; the untiled loss computes it only after the
+  // cross-entropy's backward, when 2 of the 12 B/logit are left (docs/MODEL.md "zero3_gathered_params").
   const double layer_p = static_cast<double>(d.params.per_layer());
   const double head_p = static_cast<double>(d.params.lm_head > 0 ? d.params.lm_head : d.params.embedding);
   const double gather = d.zero_group > 1 || pl.offload_params ? 1 : 0;
-  const double gathered_layer = stage >= 3 ? (gather * kZero3LiveLayers * layer_p + layer_p) * 2 : 0;
-  const double gathered_logits = stage >= 3 ? (gather * (head_p + layer_p) + head_p) * 2 : 0;
+  double layer_grad = 0;  // the largest layer gradient held outside the bucket
+  const LayerParams lp = layer_params(sc.model);
+  for (int i = 0; i < lp.n; ++i)
+    if (double(lp.p[i].numel) > pl.reduce_bucket_size) layer_grad = std::max(layer_grad, double(lp.p[i].numel));
+  const double head_grad = pl.tiled_logits || head_p > pl.reduce_bucket_size ? head_p : 0;
+  const double logits_elems = static_cast<double>(d.B) * static_cast<double>(d.S_local) * static_cast<double>(d.V);
+  const double head_grad_live = pl.tiled_logits ? 2 * head_grad : std::max(0.0, 2 * head_grad - (kLossBytesPerLogit - 2) * logits_elems);
+  const double gathered_layer = stage >= 3 ? gather * kZero3LiveLayers * layer_p * 2 + 2 * layer_grad : 0;
+  const double gathered_logits = stage >= 3 ? gather * (head_p + layer_p) * 2 + head_grad_live : 0;
 
   // --- the peak of one layer: max over moments, and over the moments at which a ZeRO-3 gradient
   // bucket flush holds its epilogue (docs/MODEL.md "Reduce epilogue")
