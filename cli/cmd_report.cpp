@@ -102,8 +102,9 @@ int run_report(int argc, char** argv) {
   if (vm.count("help")) {
     print_help(argv[0], "INPUT... [--out DIR]",
                "Renders plan/predict JSON (--format json) and sweep results into PNG plots and a Markdown\n"
-               "summary: the longest sequence vs GPU count per label (e.g. feature ablations), stacked memory\n"
-               "breakdowns at that length, and sweep plots. Plots need a python3 with matplotlib.",
+               "summary: the longest sequence vs GPU count per label (e.g. feature ablations) with step time\n"
+               "and tokens/s, memory at that length by family (sim/memory_families.hpp) and by term, and sweep\n"
+               "plots, embedded in DIR/summary.md by paths relative to DIR. Plots need a python3 with matplotlib.",
                d);
     return kExitOk;
   }

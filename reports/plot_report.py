@@ -57,15 +57,15 @@ def tokens_label(n, _pos=None):
 
 
 def value_axis(axis, values, formatter):
-    """Labelled ticks on a value axis: log scale with ticks at 1-2-5 steps (every integer step when
-    the data span less than a decade), or a linear scale when they span less than half a decade,
+    """Labelled ticks on a value axis: log scale with ticks at 1-2-5 steps (finer steps when the data
+    span less than a decade), or a linear scale when they span less than half a decade,
     so that every plot has at least two labelled ticks."""
     vals = [v for v in values if v > 0]
     span = math.log10(max(vals) / min(vals)) if vals else 2
     if span < 0.5:
         axis.set_major_formatter(FuncFormatter(formatter))
         return
-    subs = (1.0,) if span > 4 else (1.0, 2.0, 5.0) if span > 1 else tuple(float(k) for k in range(1, 10))
+    subs = (1.0,) if span > 4 else (1.0, 2.0, 5.0) if span > 1 else (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
     if axis is axis.axes.xaxis:
         axis.axes.set_xscale("log")
     else:
@@ -94,7 +94,10 @@ def reserve_strip(ax, lo, hi):
     frac = NOFIT_STRIP + 0.04  # where the lowest data point sits
     bottom = (f(lo) - frac * top) / (1 - frac)
     ax.set_ylim(inv(bottom), inv(top))
-    ax.axhline(inv(bottom + NOFIT_STRIP * (top - bottom)), color="0.6", lw=0.8, ls=":")
+    edge = inv(bottom + NOFIT_STRIP * (top - bottom))
+    ax.axhline(edge, color="0.6", lw=0.8, ls=":")
+    label = ax.yaxis.get_major_formatter()
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, pos: label(v, pos) if v >= edge else ""))  # no values in the strip
     ax.annotate("nothing fits", (0.99, NOFIT_STRIP - 0.01), xycoords="axes fraction", ha="right", va="top",
                 fontsize=8, color="0.3")
 
@@ -133,7 +136,7 @@ def labels_in_order(rows):
 
 def plot_ablation(key, rows, outdir):
     model, profile = key
-    fig, ax = plt.subplots(figsize=(8, 5.2))
+    fig, ax = plt.subplots(figsize=(9.5, 5.2))
     colors = plt.get_cmap("tab10")
     labels = labels_in_order(rows)
     any_nofit = False
@@ -161,7 +164,7 @@ def plot_ablation(key, rows, outdir):
     ax.set_ylabel("longest sequence that fits (tokens, 1M = 10^6)")
     ax.set_title(f"{model} on {profile}: longest sequence by feature")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(handles, names, fontsize=8, loc="upper left")
+    ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # off the lines
     fig.tight_layout()
     return save(fig, outdir, f"ablation_{slug(model)}_{slug(profile)}.png",
                 f"{model} on {profile}: longest sequence vs GPUs by feature")
@@ -296,11 +299,11 @@ def plot_sweep(summary, outdir):
                 cap = summary["hbm_bytes_by_profile"][prof] / GIB
                 ax.axhline(cap, color=colors(i % 10) if series == "profile" else "k", ls="--", lw=1,
                            label=f"HBM {prof} ({cap:.0f} GiB)")
-        if xnum and len(values[x]) > 2 and min(float(v) for v in values[x]) > 0:
+        if x == "gpus":
+            gpus_axis(ax, xs_all)
+        elif xnum and len(values[x]) > 2 and min(float(v) for v in values[x]) > 0:
             if x == "plan.seq_len":
                 value_axis(ax.xaxis, xs_all, tokens_label)
-            elif x == "gpus":
-                gpus_axis(ax, xs_all)
             else:
                 ax.set_xscale("log", base=2)
         ys = [float(r[col]) for r in sel if plan is False or r["fits"] == "true"]
