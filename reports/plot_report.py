@@ -208,12 +208,12 @@ def plot_memory(key, rows, outdir, families):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 6))
     stacked(a1, sel, "gpu_memory_bytes", labels, families)
     cap = sel[0]["gpu_capacity_bytes"] / GIB
-    caps = [capacity_line(a1, cap, f"HBM capacity: {cap:.0f} GiB per GPU ({profile})", "--")]
+    caps = [capacity_line(a1, cap, f"HBM capacity: {cap:.1f} GiB per GPU ({profile})", "--")]
     a1.set_ylim(0, cap * 1.15)
     a1.set_title(f"GPU memory per GPU ({n} GPUs)", fontsize=10)
     stacked(a2, sel, "host_memory_bytes_per_node", labels, families)
     host = sel[0]["host_capacity_bytes_per_node"] / GIB
-    caps.append(capacity_line(a2, host, f"host RAM capacity: {host:.0f} GiB per node", ":"))
+    caps.append(capacity_line(a2, host, f"host RAM capacity: {host:.1f} GiB per node", ":"))
     a2.set_ylim(0, host * 1.15)
     a2.set_title("host RAM per node", fontsize=10)
     used = [f for f in families["order"]
@@ -298,7 +298,7 @@ def plot_sweep(summary, outdir):
             for i, prof in enumerate(profiles):
                 cap = summary["hbm_bytes_by_profile"][prof] / GIB
                 ax.axhline(cap, color=colors(i % 10) if series == "profile" else "k", ls="--", lw=1,
-                           label=f"HBM {prof} ({cap:.0f} GiB)")
+                           label=f"HBM {prof} ({cap:.1f} GiB)")
         if x == "gpus":
             gpus_axis(ax, xs_all)
         elif xnum and len(values[x]) > 2 and min(float(v) for v in values[x]) > 0:
