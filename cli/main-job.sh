@@ -73,6 +73,6 @@ heads allow; tiled_mlp = + TiledMLP; ckpt_offload = + checkpoints offloaded to h
 uncalibrated unless the profile has a calibrated section."
 "$BIN" report "$OUT/plans" "$OUT/sweep" --out "$OUT/report" --title "ulysses main job" --note "$note" > "$OUT/report/stdout.md"
 end=$(date +%s.%N)
-echo "== main job done in $(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}') s; tables in $OUT/tables, plots in $OUT/report" >&2
+echo "== main job done in $(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}') s; tables in $OUT/tables; summary $OUT/report/summary.md (plots beside it)" >&2
 echo
 cat "$OUT/report/summary.md"
