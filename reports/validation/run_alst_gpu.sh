@@ -5,7 +5,7 @@
 # Usage: reports/validation/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|finish
 set -u
 cd "$(dirname "$0")/../.."
-mode=${1:?validate|rest|capacity|compare|diagnose|finish}
+mode=${1:?validate|rest|capacity|compare|diagnose|ballast-history|finish}
 export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
 bin=$PWD/.gpu/bin/ulysses
@@ -46,6 +46,17 @@ case $mode in
     done
     timeout 120 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2>&1; echo "calibrate rc $?"; tail -5 $r/calibrate.log ;;
+  ballast-history)  # the allocator's history of a capacity probe under its ballast (issue 12: the
+    # llama8b-l2-tlog-tmlp-ckoff case; each bisection round is one worker, the last one's history stays)
+    c=llama8b-l2-tlog-tmlp-ckoff
+    { sed -n '/^name:/,/^cases:/p' scenarios/validation/h200-alst-capacity.yaml; grep -- "- {name: $c," scenarios/validation/h200-alst-capacity.yaml; } > $r/set-$c.yaml
+    ULYSSES_MEMORY_HISTORY=$r/hist-ballast timeout 400 $bin capacity --backend deepspeed --granularity 512 \
+      --set $r/set-$c.yaml --out $r/capacity-$c.json > $r/capacity.log 2> $r/capacity.err
+    echo "capacity rc $?"; cat $r/capacity.log; grep -E '^case|error' $r/capacity.err | tail -5
+    for f in $r/hist-ballast*.pickle; do
+      python3 reports/validation/allocator_history.py $f --growths 8 --frames 3 > ${f%.pickle}.txt 2>&1; echo "history $f rc $?"
+      rm -f $f
+    done ;;
   finish)  # the fixed costs (calibrate), then FusedAdam (plan.torch_adam false) on one case
     timeout 150 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2>&1; echo "calibrate rc $?"; tail -3 $r/calibrate.log
