@@ -51,6 +51,7 @@ def main(argv):
     ap.add_argument("file")
     ap.add_argument("--growths", type=int, default=40, help="growth events to list (largest first)")
     ap.add_argument("--frames", type=int, default=4, help="Python frames per event")
+    ap.add_argument("--blocks", type=int, default=12, help="live blocks to list at each peak (largest first)")
     a = ap.parse_args(argv)
     try:
         with open(a.file, "rb") as f:
@@ -117,12 +118,12 @@ def main(argv):
         print("#              (GiB)      (GiB)")
         for st in sorted(set(res_at_peak) | set(alloc_then)):
             print(f"   {st:>6}  {res_at_peak.get(st, 0) / GiB:9.3f}  {alloc_then.get(st, 0) / GiB:9.3f}")
-        big = sorted(live_then.values(), reverse=True)[:12]
+        big = sorted(live_then.values(), reverse=True)[:a.blocks]
         print("largest live blocks at the reserved peak:")
         for size, st, i in big:
             print(f"   {size / GiB:8.3f} GiB stream {st} event {i}: " + " <- ".join(frames_of(evs[i], a.frames)))
         print("largest live blocks at the allocated peak:")
-        for size, st, i in sorted(live_at_alloc_peak.values(), reverse=True)[:12]:
+        for size, st, i in sorted(live_at_alloc_peak.values(), reverse=True)[:a.blocks]:
             print(f"   {size / GiB:8.3f} GiB stream {st} event {i}: " + " <- ".join(frames_of(evs[i], a.frames)))
         print(f"growths of the reserved bytes ({len(growths)}; the {a.growths} largest):")
         for size, st, i, req in sorted(growths, reverse=True)[:a.growths]:

@@ -54,7 +54,7 @@ case $mode in
       --set $r/set-$c.yaml --out $r/capacity-$c.json > $r/capacity.log 2> $r/capacity.err
     echo "capacity rc $?"; cat $r/capacity.log; grep -E '^case|error' $r/capacity.err | tail -5
     for f in $r/hist-ballast*.pickle; do
-      python3 reports/validation/allocator_history.py $f --growths 8 --frames 3 > ${f%.pickle}.txt 2>&1; echo "history $f rc $?"
+      python3 reports/validation/allocator_history.py $f --growths 8 --frames 5 --blocks 80 > ${f%.pickle}.txt 2>&1; echo "history $f rc $?"
       rm -f $f
     done ;;
   finish)  # the fixed costs (calibrate), then FusedAdam (plan.torch_adam false) on one case
