@@ -32,6 +32,9 @@ struct Act {
   double rstd;    // two RMSNorm rstd fp32 [B, S_local]
   double mlp_t;   // one [B, S_local/n, F] bf16 MLP intermediate (n = TiledMLP shards)
   double x_in;    // the layer input when it is not already a live GPU checkpoint
+  double out_held;  // checkpoint offload: the recomputed layer output, held through the layer's backward
+                    // (runtime/deepspeed/ulysses_worker/offload.py backward: `out = ctx.run(x)` then
+                    // `torch.autograd.backward(out, grad)`); 0 otherwise
   double x_keep;  // the layer input once the layer's backward is pending: x_in, except that
                   // without checkpointing eager RMSNorm keeps no bf16 copy of it (only fp32)
   double norm_eager;  // eager RMSNorm, per norm: fp32 input copy (2 th) + bf16 normalized (th); 0 fused
@@ -58,6 +61,7 @@ Act activations(const Scenario& sc, const Dims& d) {
   a.eager = sc.plan.rmsnorm_implementation == RmsNormImpl::eager;
   a.ckpt = sc.plan.activation_checkpointing;
   a.x_keep = a.eager && !a.ckpt ? 0 : a.x_in;
+  a.out_held = sc.plan.activation_checkpointing && sc.plan.offload_checkpoints ? a.th : 0;
   // HF LlamaRMSNorm.forward: x.to(float32) -> pow(2) saves the fp32 x (4 B/elem); x * rsqrt(..)
   // saves the same fp32 x and rstd; weight * x_normed.to(bf16) saves the bf16 x_normed.
   a.norm_eager = a.eager ? 3 * a.th : 0;
@@ -98,6 +102,8 @@ void layer_moments(const Act& a, Moment* m) {
   // recompute / backward: eager keeps no bf16 h1 (and, without checkpointing, no bf16 x)
   const double norms_attn = a.x_keep + a.th + a.rstd / 2;
   const double norms_full = a.x_keep + (a.eager ? 2 : 3) * a.th + a.rstd;
+  // once the recompute has produced the layer output (recompute.saved on), plus what holds it
+  const double norms_attn_b = norms_attn + a.out_held, norms_full_b = norms_full + a.out_held;
   const double head4 = a.q + 2 * a.kvh + a.q;                // q, k, v, out in head layout
   const double dy = a.th;                                     // grad of the residual stream
   // RoPE (HF apply_rotary_pos_emb: q*cos + rotate_half(q)*sin): q, q*cos, rotate_half(q) and
@@ -109,19 +115,19 @@ void layer_moments(const Act& a, Moment* m) {
   // recompute: the layer's saved set rebuilt while the incoming gradient waits
   // (the q/k norms' saved sets live from the recompute until their backward, after the exchange's)
   m[3] = {"recompute.rope", rope_q, 0, 0, 0, 0, 0, norms_attn, a.norm_eager + a.qk_eager, a.ckpt ? dy : 0};
-  m[4] = {"recompute.saved", a.q, head4, 0, a.lse, 0, 4 * a.mlp_t, norms_full, 2 * a.norm_eager + a.qk_eager, dy};
+  m[4] = {"recompute.saved", a.q, head4, 0, a.lse, 0, 4 * a.mlp_t, norms_full_b, 2 * a.norm_eager + a.qk_eager, dy};
   // backward
-  m[5] = {"backward.mlp", a.q, head4, 0, a.lse, 0, 6 * a.mlp_t, norms_full, 2 * a.norm_eager + a.qk_eager,
+  m[5] = {"backward.mlp", a.q, head4, 0, a.lse, 0, 6 * a.mlp_t, norms_full_b, 2 * a.norm_eager + a.qk_eager,
           2 * dy /*dy, d(norm2 out)*/};
-  m[6] = {"backward.attn", 0, head4, 0, a.lse, a.fa_ws, 0, norms_attn, a.norm_eager + a.qk_eager,
+  m[6] = {"backward.attn", 0, head4, 0, a.lse, a.fa_ws, 0, norms_attn_b, a.norm_eager + a.qk_eager,
           a.q /*d_out head*/ + a.q + 2 * a.kvh /*dq, dk, dv head*/ + dy};
-  m[7] = {"backward.a2a_qkv", 0, 0, 2 * a.q, 0, 0, 0, norms_attn, a.norm_eager + a.qk_eager,
+  m[7] = {"backward.a2a_qkv", 0, 0, 2 * a.q, 0, 0, 0, norms_attn_b, a.norm_eager + a.qk_eager,
           (a.q + 2 * a.kvh) /*head grads*/ + (a.q + 2 * a.kvs + 2 * a.kvr) /*seq grads*/ + dy};
   // eager RMSNorm backward of norm2 (after the MLP backward; docs/MODEL.md "RMSNorm backward"):
   // the attention's saved set, norm1's output and both norms' saved sets, the residual gradient and
   // the norm's incoming gradient; inside PowBackward0 five fp32 [T, h] tensors (2 th each) are live
   // at once while the norm's bf16 x_normed and its incoming gradient are already freed: + 8 th.
-  m[8] = a.eager ? Moment{"backward.norm", a.q, head4, 0, a.lse, 0, 0, a.x_keep + a.th /*norm1 out*/ + a.rstd,
+  m[8] = a.eager ? Moment{"backward.norm", a.q, head4, 0, a.lse, 0, 0, a.x_keep + a.out_held + a.th /*norm1 out*/ + a.rstd,
                           2 * a.norm_eager + a.qk_eager + 8 * a.th, 2 * dy}
                  : Moment{"backward.norm", 0, 0, 0, 0, 0, 0, 0, 0, 0};
 }
@@ -135,7 +141,7 @@ void layer_moments(const Act& a, Moment* m) {
 // released; between layers only the residual gradient (and the layer input when kept on the GPU).
 Moment flush_moment(const Act& a, const Moment* m, FlushAt at, bool tiled_mlp) {
   const double head4 = a.q + 2 * a.kvh + a.q;
-  const double norms_attn = a.x_keep + a.th + a.rstd / 2;
+  const double norms_attn = a.x_keep + a.out_held + a.th + a.rstd / 2;
   const double dy = a.th;
   switch (at) {
     case FlushAt::mlp: {

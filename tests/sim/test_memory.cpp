@@ -374,12 +374,13 @@ TEST_CASE("memory: eager vs fused RMSNorm, exact bytes", "[sim][memory][golden]"
   // bf16 x_normed and the incoming gradient are freed)
   REQUIRE(std::string(e.gpu_peak_at) == "backward.norm");
   CHECK(e.gpu.get("layer.rmsnorm_eager") == 14 * th);
-  CHECK(e.gpu.get("layer.norms_residuals") == 2 * th + 524288 * 8);  // x_in (checkpoint copy) + norm1 out + both rstd
+  // x_in (checkpoint copy) + the recomputed layer output the offload hook holds + norm1 out + both rstd
+  CHECK(e.gpu.get("layer.norms_residuals") == 3 * th + 524288 * 8);
   CHECK(e.gpu.get("layer.grads_in_flight") == 2 * th);
   CHECK(e.gpu.get("layer.mlp") == 0);
-  // fused: norm1 live during the attention backward, no eager copies: x_in + norm1 out + rstd/2
+  // fused: norm1 live during the attention backward, no eager copies: x_in + output held + norm1 out + rstd/2
   CHECK(f.gpu.get("layer.rmsnorm_eager") == 0);
-  CHECK(f.gpu.get("layer.norms_residuals") == 2 * th + 524288 * 4);
+  CHECK(f.gpu.get("layer.norms_residuals") == 3 * th + 524288 * 4);
   // the terms outside the layer's working set do not depend on the norm
   for (const char* name : {"weights", "grads", "optimizer_states", "zero3_gathered_params", "grad_reduce_buffers",
                            "checkpoints", "saved_activations", "logits_loss", "cuda_context", "nccl_buffers"}) {
@@ -395,7 +396,11 @@ TEST_CASE("memory: eager vs fused RMSNorm, exact bytes", "[sim][memory][golden]"
   const Prediction em = predict(sc);
   REQUIRE(std::string(em.gpu_peak_at) == "backward.norm");
   CHECK(em.gpu.get("layer.rmsnorm_eager") == 14LL * 536870912);
-  CHECK(em.gpu.get("layer.norms_residuals") == 2LL * 536870912 + 65536 * 8);
+  CHECK(em.gpu.get("layer.norms_residuals") == 3LL * 536870912 + 65536 * 8);
+  // without checkpoint offload nothing holds the recomputed output
+  sc.plan.offload_checkpoints = false;
+  CHECK(predict(sc).gpu.get("layer.norms_residuals") == 536870912 /*norm1 out*/ + 65536 * 8);
+  sc.plan.offload_checkpoints = true;
   sc.plan.rmsnorm_implementation = RmsNormImpl::fused;
   CHECK(predict(sc).gpu.total() < em.gpu.total());
 
