@@ -221,9 +221,9 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
   if (m.heads % m.kv_heads != 0)
     r.at("num_key_value_heads").fail(fmt::format("must divide num_attention_heads (heads {}, kv_heads {})", m.heads, m.kv_heads));
   // Gemma 3 multimodal: the top-level key ties the language model's head (HF default true).
-  const json* tie_top = prefix.empty() ? nullptr : (root.contains("tie_word_embeddings") && !root["tie_word_embeddings"].is_null() ? &root["tie_word_embeddings"] : nullptr);
-  m.tied_embeddings = tie_top != nullptr ? parse_bool(scalar(*tie_top, Where{path, "tie_word_embeddings", ""}, "true or false"), Where{path, "tie_word_embeddings", ""})
-                                         : r.boolean("tie_word_embeddings", fam->tied);
+  const Reader top{root, path, ""};
+  m.tied_embeddings = !prefix.empty() && top.get("tie_word_embeddings") != nullptr ? top.boolean("tie_word_embeddings", true)
+                                                                                  : r.boolean("tie_word_embeddings", fam->tied);
   m.qk_norm = fam->qk_norm;
   m.qkv_bias = fam->qkv_bias_always || (fam->attention_bias && r.boolean("attention_bias", false));
 
@@ -237,7 +237,7 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
   // name: the folder holding config.json (or the file's stem), prefixed by model_type unless it starts with the family
   const fs::path abs = fs::absolute(fs::path(path)).lexically_normal();
   std::string base = abs.filename() == "config.json" ? abs.parent_path().filename().string() : abs.stem().string();
-  if (const json* n = r.get("_name_or_path"); base.empty() && n != nullptr && n->is_string())
+  if (const json* n = top.get("_name_or_path"); base.empty() && n != nullptr && n->is_string())
     base = fs::path(n->get<std::string>()).filename().string();
   std::string squashed;  // lower-case letters and digits: "Gemma-3-12b" -> "gemma312b"
   for (unsigned char c : base)

@@ -3,9 +3,13 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
@@ -143,6 +147,14 @@ TEST_CASE("config.json keys left out take transformers' per-family defaults", "[
   CHECK_THAT(m.note, Catch::Contains("2 of 2 layers attend within a sliding window of 4096 tokens"));
   m = load_model(write(d / "mn" / "config.json", "{\"model_type\": \"mistral\", \"sliding_window\": null, " + core + "}"));
   CHECK(m.note.empty());
+  // Gemma 3 multimodal: the language model under text_config, tied unless the top level says otherwise
+  const std::string g3 = "{\"model_type\": \"gemma3\", \"text_config\": {" + core + "}";
+  m = load_model(write(d / "g3" / "config.json", g3 + "}"));
+  CHECK(m.tied_embeddings);
+  CHECK(m.qk_norm);
+  CHECK(m.vocab == 262208);
+  CHECK_THAT(m.note, Catch::Contains("2 of 2 layers"));  // pattern 6: layer 5 would be the first global one
+  CHECK_FALSE(load_model(write(d / "g3u" / "config.json", g3 + ", \"tie_word_embeddings\": false}")).tied_embeddings);
   // rope_scaling does not change shapes: accepted
   CHECK(load_model(write(d / "r" / "config.json", llama(R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0})"))).layers == 2);
 }
@@ -195,4 +207,44 @@ TEST_CASE("config.json refusals name the file and the key", "[hf]") {
   CHECK(refusal(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
                         "intermediate_size": 128, "vocab_size": 99999999999})").rfind("vocab_size|must be a positive integer, at most", 0) == 0);
   CHECK(refusal(llama(R"(, "vocab_size": 10)")) == "vocab_size|given twice");
+}
+
+TEST_CASE("the worker's config.json of a model (hfconfig.py) reads back as that model", "[hf]") {
+  // runtime/deepspeed/ulysses_worker/hfconfig.py builds the HF config the deepspeed backend trains: the
+  // two mappings (ModelSpec -> config.json there, config.json -> ModelSpec here) must be inverse.
+  const fs::path d = temp_dir();
+  const std::string script = write(d / "dump.py", "import json, sys\nsys.path.insert(0, sys.argv[1])\n"
+                                                  "from ulysses_worker import hfconfig\n"
+                                                  "m = json.load(open(sys.argv[2]))\n"
+                                                  "json.dump(hfconfig.config_dict(m, 4096, 'sdpa'), open(sys.argv[3], 'w'))\n");
+  std::vector<ModelSpec> models;
+  for (const char* name : {"llama-3.1-8b", "qwen3-4b", "qwen3-32b"}) models.push_back(load_model(name));
+  ModelSpec biased = load_model("llama-3.1-8b");  // q/k/v biases: the worker's qwen2 family
+  biased.qkv_bias = true;
+  models.push_back(biased);
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    const ModelSpec& m = models[i];
+    INFO(m.name << " qkv_bias " << m.qkv_bias);
+    const std::string in = write(d / fmt::format("m{}.json", i),
+                                 fmt::format(R"({{"layers": {}, "hidden": {}, "heads": {}, "kv_heads": {}, "head_dim": {}, "ffn_hidden": {},
+                                              "vocab": {}, "tied_embeddings": {}, "qk_norm": {}, "qkv_bias": {}}})",
+                                             m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden, m.vocab,
+                                             m.tied_embeddings, m.qk_norm, m.qkv_bias));
+    const fs::path out = d / fmt::format("w{}", i) / "config.json";
+    fs::create_directories(out.parent_path());
+    const std::string cmd = "python3 '" + script + "' '" + ULYSSES_SOURCE_DIR + "/runtime/deepspeed' '" + in + "' '" + out.string() + "'";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const ModelSpec b = load_model(out.string());
+    CHECK(b.layers == m.layers);
+    CHECK(b.hidden == m.hidden);
+    CHECK(b.heads == m.heads);
+    CHECK(b.kv_heads == m.kv_heads);
+    CHECK(b.head_dim == m.head_dim);
+    CHECK(b.ffn_hidden == m.ffn_hidden);
+    CHECK(b.vocab == m.vocab);
+    CHECK(b.tied_embeddings == m.tied_embeddings);
+    CHECK(b.qk_norm == m.qk_norm);
+    CHECK(b.qkv_bias == m.qkv_bias);
+    CHECK(b.note.empty());
+  }
 }
