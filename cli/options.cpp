@@ -71,7 +71,7 @@ Format format_of(const po::variables_map& vm) {
 void add_scenario_options(po::options_description& d) {
   d.add_options()
       ("scenario", po::value<std::string>(), "scenario YAML; the flags below override its keys")
-      ("model", po::value<std::string>(), "model preset (scenarios/models/<name>.yaml) or YAML path; required without --scenario")
+      ("model", po::value<std::string>(), "model preset (scenarios/models/<name>.yaml), YAML path, or Hugging Face config.json (or its folder); required without --scenario")
       ("profile", po::value<std::string>(), "hardware profile (profiles/<name>.yaml) or YAML path (default h100-sxm-80gb without --scenario)")
       ("all-features", po::bool_switch(),
        "the ALST recipe: ZeRO-3, optimizer offload, activation checkpointing offloaded to host, tiled "
@@ -155,11 +155,12 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
   } else {
     if (!given(vm, "model")) throw InputError("", "--model", "required without --scenario (e.g. --model llama-3.1-8b)");
     sc.name = "cli";
-    set_key(sc, "profile", "h100-sxm-80gb", "--profile (default)");
+    if (!given(vm, "profile")) set_key(sc, "profile", "h100-sxm-80gb", "--profile (default)");
     sc.gpus = 1;
   }
   if (given(vm, "model")) set_key(sc, "model", str(vm, "model"), "--model");
   if (given(vm, "profile")) set_key(sc, "profile", str(vm, "profile"), "--profile");
+  if (!sc.model.note.empty()) std::cerr << "ulysses: note: " << sc.model.note << "\n";
 
   if (given(vm, "activation-checkpointing") && vm["no-activation-checkpointing"].as<bool>())
     throw InputError("", "--no-activation-checkpointing", "conflicts with --activation-checkpointing");

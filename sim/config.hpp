@@ -2,6 +2,7 @@
 // YAML inputs, strictly validated: model presets (scenarios/models/*.yaml), hardware profiles
 // (profiles/*.yaml), scenarios (scenarios/*.yaml) and sweep specs. Every error is an
 // InputError naming file, key and rule (sim/errors.hpp). Format: docs/INPUTS.md.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,15 @@ struct SweepSpec {
 };
 SweepSpec load_sweep(const std::string& path);
 
-std::string repo_dir();  // where presets are looked up: $ULYSSES_HOME or the source tree
+// Where presets (scenarios/models, profiles), scenarios and the runtime's scripts are looked up, in
+// order (docs/INPUTS.md "Where presets are found"): $ULYSSES_HOME when set; else, from the running
+// executable, <exe>/../share/ulysses (an install), the checkout it was built from when it still lives in
+// that build tree, a checkout above the executable. Throws InputError naming where it looked.
+std::string repo_dir();
+struct DataDir {
+  std::string path;    // "" when nothing was found
+  std::string looked;  // where it looked, for the error
+};
+DataDir find_data_dir(const std::filesystem::path& exe);  // the executable-relative part of repo_dir()
 
 }  // namespace ulysses

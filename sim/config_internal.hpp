@@ -96,6 +96,12 @@ std::string stem_of(const std::string& path);
 ModelSpec parse_model(const YAML::Node& n, const Where& w, const std::string& default_name);
 HardwareProfile parse_profile(const YAML::Node& n, const Where& w, const std::string& default_name);
 Calibration parse_calibration(const YAML::Node& n, const Where& w);
+// Hugging Face config.json (sim/config_hf.cpp). hf_config_file: the config.json a path names (a
+// .json file, or a folder holding config.json; relative to w.dir first), "" when name_or_path has no
+// '/' and no .json extension (a preset name: model_from_ref then tries a folder of that name when no
+// preset has it). parse_hf_config: the model it describes; InputError naming the file and HF key.
+std::string hf_config_file(const std::string& name_or_path, const Where& w);
+ModelSpec parse_hf_config(const std::string& text, const std::string& path);
 // Load a model/profile named by a scalar (preset or path) found at w. Cached per file.
 ModelSpec model_from_ref(const std::string& name_or_path, const Where& w);
 HardwareProfile profile_from_ref(const std::string& name_or_path, const Where& w);

@@ -1,4 +1,6 @@
-// Model presets (scenarios/models/*.yaml) and inline `model:` maps. Format: docs/INPUTS.md.
+// Model presets (scenarios/models/*.yaml), inline `model:` maps and Hugging Face config.json files
+// (parsed by config_hf.cpp). Format: docs/INPUTS.md.
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -117,15 +119,34 @@ ModelSpec parse_model(const YAML::Node& n, const Where& w, const std::string& de
   return m;
 }
 
+namespace {
+
+// A bare name that is no preset but a folder here (relative to w.dir first): its config.json.
+std::string folder_config(const std::string& name, const Where& w) {
+  namespace fs = std::filesystem;
+  const bool here = fs::is_directory(name) || (!w.dir.empty() && fs::is_directory(fs::path(w.dir) / name));
+  if (name.empty() || !here) return "";
+  try {
+    if (fs::is_regular_file(fs::path(repo_dir()) / "scenarios/models" / (name + ".yaml"))) return "";
+  } catch (const InputError&) {  // no preset tree at all: the folder is what was meant
+  }
+  return hf_config_file("./" + name, w);
+}
+
+}  // namespace
+
 ModelSpec model_from_ref(const std::string& name_or_path, const Where& w) {
-  const std::string path = resolve(name_or_path, "scenarios/models", "model", w);
+  std::string hf = hf_config_file(name_or_path, w);
+  if (hf.empty()) hf = folder_config(name_or_path, w);
+  const std::string path = hf.empty() ? resolve(name_or_path, "scenarios/models", "model", w) : hf;
   const std::string text = read_text(path);  // cheap; parsing is what the cache saves
   {
     std::lock_guard<std::mutex> lock(cache_mutex);
     const auto it = cache.find(path);
     if (it != cache.end() && it->second.first == text) return it->second.second;
   }
-  ModelSpec m = parse_model(parse_text(text, path), Where{path, "", dir_of(path)}, stem_of(path));
+  ModelSpec m = hf.empty() ? parse_model(parse_text(text, path), Where{path, "", dir_of(path)}, stem_of(path))
+                           : parse_hf_config(text, path);
   std::lock_guard<std::mutex> lock(cache_mutex);
   cache[path] = {text, m};
   return m;

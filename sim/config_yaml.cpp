@@ -207,7 +207,7 @@ std::string resolve(const std::string& name_or_path, const std::string& preset_d
   const auto names = preset_names(preset_dir);
   const std::string near = closest(name_or_path, names);
   w.fail(fmt::format("unknown {} preset '{}'{} (available: {})", kind, name_or_path,
-                     near.empty() ? "" : ", did you mean '" + near + "'?", names.empty() ? "none" : join(names)));
+                     near.empty() ? "" : ", did you mean '" + near + "'?", names.empty() ? "none in " + (fs::path(repo_dir()) / preset_dir).string() : join(names)));
 }
 
 std::string quote(const std::string& s) {

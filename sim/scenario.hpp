@@ -26,6 +26,9 @@ struct ModelSpec {
   bool qkv_bias = false;
   std::int64_t published_params = 0;  // from the model card; 0 when unknown
   std::string source;                  // where the architecture numbers come from
+  // not an input: what the loader read but the cost model does not represent (e.g. sliding-window
+  // layers of a Hugging Face config.json); the CLI prints it on stderr. "" when none.
+  std::string note;
 };
 
 // A piecewise curve y(x) sampled at points sorted by x. Interpolation: linear in log(x)
