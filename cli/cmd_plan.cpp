@@ -67,7 +67,7 @@ int run_plan(int argc, char** argv) {
   if (granularity <= 0) throw InputError("", "--granularity", "must be a positive integer");
   RunConfigRead run_configs;
   Scenario sc = scenario_from_options(vm, false, &run_configs);
-  if (vm.count("emit")) reports::check_emittable(sc);
+  if (vm.count("emit")) reports::check_emittable(sc, vm["emit"].as<std::string>());
 
   const auto t0 = std::chrono::steady_clock::now();
   const CapacityResult r = find_max_seq_len(sc, granularity);

@@ -64,7 +64,17 @@ Json deepspeed_config_json(const Scenario& sc) {
               {"optimizer", {{"type", "AdamW"}, {"params", params}}}};
 }
 
-void check_emittable(const Scenario& sc) {
+void check_emittable(const Scenario& sc, const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(dir) && !fs::is_directory(dir))
+    throw InputError("", "--emit", fmt::format("'{}' exists and is not a folder", dir));
+  if (fs::is_directory(dir)) {
+    try {
+      check_can_write((fs::path(dir) / kDeepSpeedConfigName).string());
+    } catch (const std::exception& e) {
+      throw InputError("", "--emit", e.what());
+    }
+  }
   const std::int64_t gpn = resolved_gpus_per_node(sc);
   if (sc.gpus > gpn && sc.gpus % gpn != 0)
     throw InputError("", "--emit", fmt::format("gpus ({}) must be a multiple of gpus_per_node ({}): Accelerate starts "

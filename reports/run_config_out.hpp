@@ -23,8 +23,9 @@ Json deepspeed_config_json(const Scenario& sc);
 // sp_handler_kwargs), and comments naming the plan keys no config key carries.
 std::string accelerate_config_yaml(const Scenario& sc, const std::string& ds_file);
 
-// What the configs cannot express: InputError naming --emit (checked before the search).
-void check_emittable(const Scenario& sc);
+// What the configs cannot express, and a DIR that cannot take the files: InputError naming --emit
+// (checked before the search).
+void check_emittable(const Scenario& sc, const std::string& dir);
 // Writes DIR/ds_config.json, then DIR/accelerate_config.yaml (each atomically; DIR is created).
 // Returns the two paths. Throws std::runtime_error when a file cannot be written.
 std::vector<std::string> emit_run_configs(const std::string& dir, const Scenario& sc);
