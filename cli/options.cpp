@@ -191,7 +191,7 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len, R
     for (const char* k : {"plan.zero_stage", "plan.offload_optimizer", "plan.offload_params"}) mark_overridden(rc, k, origin_all);
   }
 
-  bool sp_auto = all && !given(vm, "sp-size");
+  bool sp_auto = all && !given(vm, "sp-size") && rc.sp_size == 0;  // a run config's sp size stands
   bool overridden = false;
   for (const auto& f : kFlags) {
     if (std::string(f.key) == "gpus" || !given(vm, f.flag)) continue;
@@ -225,6 +225,7 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len, R
                        "gpus (" + std::to_string(sc.gpus) + ") must be divisible by sp_size * dp_replicate_size (" +
                            std::to_string(p.sp_size) + " * " + std::to_string(p.dp_replicate_size) +
                            "); GPUs not taken by them form dp_shard_size");
+    if (p.dp_shard_size != sc.gpus / taken) mark_overridden(rc, "plan.dp_shard_size", "gpus / (sp_size * dp_replicate_size)");
     p.dp_shard_size = sc.gpus / taken;
     p.dp_shard_auto = true;
   }
