@@ -179,14 +179,17 @@ std::string read_accelerate(Scenario& sc, RunConfigRead& rc, const std::string& 
     if (t != "bf16")
       r.at("mixed_precision").fail(fmt::format("the model plans bf16 training (got '{}')", t));
     r.echo("mixed_precision", t, "checked");
-  } else if (json.empty()) {
-    r.echo("mixed_precision", "(absent)", "accelerate launch --mixed_precision decides; the model assumes bf16");
+  } else if (json.empty() || mixed != nullptr) {
+    r.echo("mixed_precision", mixed != nullptr ? "null" : "(absent)",
+           "accelerate launch --mixed_precision decides; the model assumes bf16");
   }
 
   if (pc != nullptr && !pc->IsNull()) {
     read_parallelism(r, *pc);
-  } else if (rc.num_processes > 0) {  // ParallelismConfig may be built in the script: the GPUs sp and dp_replicate leave
-    r.set("parallelism_config", "(absent)", "plan.dp_shard_size", "auto", "gpus / (sp_size * dp_replicate_size)");
+  } else {
+    if (pc != nullptr) r.echo("parallelism_config", "null", "none");
+    if (rc.num_processes > 0)  // ParallelismConfig may be built in the script: the GPUs sp and dp_replicate leave
+      r.set("parallelism_config", "(absent)", "plan.dp_shard_size", "auto", "gpus / (sp_size * dp_replicate_size)");
   }
 
   if (machines > 0) {
