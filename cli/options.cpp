@@ -188,7 +188,8 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len, R
     set_key(sc, "plan.tiled_logits", "true", origin_all);
     set_key(sc, "plan.tiled_mlp", "true", origin_all);
     if (sc.gpus == 1) set_key(sc, "plan.offload_params", "true", origin_all);
-    for (const char* k : {"plan.zero_stage", "plan.offload_optimizer", "plan.offload_params"}) mark_overridden(rc, k, origin_all);
+    for (const char* k : {"plan.zero_stage", "plan.offload_optimizer"}) mark_overridden(rc, k, origin_all);
+    if (sc.gpus == 1) mark_overridden(rc, "plan.offload_params", origin_all);
   }
 
   bool sp_auto = all && !given(vm, "sp-size") && rc.sp_size == 0;  // a run config's sp size stands
