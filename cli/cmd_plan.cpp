@@ -11,6 +11,7 @@
 #include "reports/file_out.hpp"
 #include "reports/format.hpp"
 #include "reports/json_out.hpp"
+#include "reports/run_config_out.hpp"
 #include "reports/table.hpp"
 #include "sim/capacity.hpp"
 #include "sim/errors.hpp"
@@ -45,7 +46,8 @@ int run_plan(int argc, char** argv) {
   d.add_options()("help,h", "this help")
       ("granularity", po::value<std::int64_t>()->default_value(1024),
        "the longest sequence is searched in multiples of lcm(granularity, sp_size)")
-      ("label", po::value<std::string>(), "a name echoed in the output (e.g. the feature ablation)");
+      ("label", po::value<std::string>(), "a name echoed in the output (e.g. the feature ablation)")
+      ("emit", po::value<std::string>(), "write DIR/accelerate_config.yaml and DIR/ds_config.json for the plan found");
   add_format_option(d);
   po::options_description s("scenario options (without --scenario: --model is required)", kHelpColumns, kHelpDescColumn);
   add_scenario_options(s);
@@ -63,7 +65,9 @@ int run_plan(int argc, char** argv) {
   const Format format = format_of(vm);
   const std::int64_t granularity = vm["granularity"].as<std::int64_t>();
   if (granularity <= 0) throw InputError("", "--granularity", "must be a positive integer");
-  Scenario sc = scenario_from_options(vm, false);
+  RunConfigRead run_configs;
+  Scenario sc = scenario_from_options(vm, false, &run_configs);
+  if (vm.count("emit")) reports::check_emittable(sc, vm["emit"].as<std::string>());
 
   const auto t0 = std::chrono::steady_clock::now();
   const CapacityResult r = find_max_seq_len(sc, granularity);
@@ -72,10 +76,15 @@ int run_plan(int argc, char** argv) {
   next.plan.seq_len = r.max_seq_len + r.step;
   const Prediction q = r.max_seq_len > 0 ? predict(next) : r.at_max;
   sc.plan.seq_len = r.max_seq_len > 0 ? r.max_seq_len : r.at_max.seq_len;  // the scenario as planned
+  std::vector<std::string> emitted;  // --emit DIR: the run configs of the plan found
+  if (vm.count("emit") && r.max_seq_len <= 0) throw InputError("", "--emit", "nothing fits: no run config written");
+  if (vm.count("emit")) emitted = reports::emit_run_configs(vm["emit"].as<std::string>(), sc);
 
   if (format == Format::table) {
     if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";
+    std::cout << reports::run_config_echo_text(run_configs);
     print_table(sc, r, q);
+    for (const auto& f : emitted) std::cout << "wrote " << f << "\n";
     reports::check_stdout();  // e.g. `> /dev/full`: exit 1, not 0 with nothing written
     return kExitOk;
   }
@@ -87,6 +96,8 @@ int run_plan(int argc, char** argv) {
                     {"fits_gpu", q.fits_gpu},
                     {"fits_host", q.fits_host}};
   j["search_time_s"] = search_s;
+  if (!run_configs.empty()) j["run_configs"] = reports::run_config_echo_json(run_configs);
+  if (!emitted.empty()) j["emitted"] = emitted;
   print_machine_readable(j, format);
   reports::check_stdout();
   return kExitOk;

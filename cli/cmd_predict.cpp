@@ -8,6 +8,7 @@
 #include "reports/csv.hpp"
 #include "reports/file_out.hpp"
 #include "reports/json_out.hpp"
+#include "reports/run_config_out.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
@@ -50,17 +51,20 @@ int run_predict(int argc, char** argv) {
     return kExitOk;
   }
   const Format format = format_of(vm);
-  const Scenario sc = scenario_from_options(vm, true);
+  RunConfigRead run_configs;
+  const Scenario sc = scenario_from_options(vm, true, &run_configs);
   const Prediction p = predict(sc);
 
   if (format == Format::table) {
     if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";
+    std::cout << reports::run_config_echo_text(run_configs);
     print_table(sc, p);
     reports::check_stdout();  // e.g. `> /dev/full`: exit 1, not 0 with nothing written
     return kExitOk;
   }
   reports::Json j = reports::predict_result_json(sc, p);
   if (vm.count("label")) j["label"] = vm["label"].as<std::string>();
+  if (!run_configs.empty()) j["run_configs"] = reports::run_config_echo_json(run_configs);
   print_machine_readable(j, format);
   reports::check_stdout();
   return kExitOk;

@@ -11,6 +11,7 @@
 #include "reports/file_out.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
+#include "sim/run_config.hpp"
 
 namespace ulysses::cli {
 
@@ -73,6 +74,8 @@ void add_scenario_options(po::options_description& d) {
       ("scenario", po::value<std::string>(), "scenario YAML; the flags below override its keys")
       ("model", po::value<std::string>(), "model preset (scenarios/models/<name>.yaml), YAML path, or Hugging Face config.json (or its folder); required without --scenario")
       ("profile", po::value<std::string>(), "hardware profile (profiles/<name>.yaml) or YAML path (default h100-sxm-80gb without --scenario)")
+      ("accelerate-config", po::value<std::string>(), "HF Accelerate config YAML (accelerate launch --config_file): its keys override the scenario's (docs/INPUTS.md \"Run configs\")")
+      ("deepspeed-config", po::value<std::string>(), "DeepSpeed config JSON: its keys override the Accelerate YAML's; the flags below override both")
       ("all-features", po::bool_switch(),
        "the ALST recipe: ZeRO-3, optimizer offload, activation checkpointing offloaded to host, tiled "
        "logits/loss, TiledMLP, sp_size auto (unless --sp-size is given), and parameter offload on a "
@@ -145,7 +148,7 @@ std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks) {
   return 1;
 }
 
-Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
+Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len, RunConfigRead* run_configs) {
   Scenario sc;
   std::string origin;  // file named by validate() errors
   const bool from_file = given(vm, "scenario");
@@ -161,6 +164,11 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
   if (given(vm, "model")) set_key(sc, "model", str(vm, "model"), "--model");
   if (given(vm, "profile")) set_key(sc, "profile", str(vm, "profile"), "--profile");
   if (!sc.model.note.empty()) std::cerr << "ulysses: note: " << sc.model.note << "\n";
+  RunConfigRead rc;  // scenario < Accelerate YAML < DeepSpeed JSON < flags
+  if (given(vm, "accelerate-config") || given(vm, "deepspeed-config"))
+    rc = apply_run_configs(sc, given(vm, "accelerate-config") ? str(vm, "accelerate-config") : "",
+                           given(vm, "deepspeed-config") ? str(vm, "deepspeed-config") : "");
+  const bool configs = !rc.empty();
 
   if (given(vm, "activation-checkpointing") && vm["no-activation-checkpointing"].as<bool>())
     throw InputError("", "--no-activation-checkpointing", "conflicts with --activation-checkpointing");
@@ -169,6 +177,7 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
 
   // The world size first: --all-features looks at it.
   if (given(vm, "gpus")) set_key(sc, "gpus", str(vm, "gpus"), "--gpus");
+  if (given(vm, "gpus")) mark_overridden(rc, "gpus", "--gpus");
 
   const bool all = vm["all-features"].as<bool>();
   if (all) {
@@ -180,9 +189,11 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
     set_key(sc, "plan.tiled_logits", "true", origin_all);
     set_key(sc, "plan.tiled_mlp", "true", origin_all);
     if (sc.gpus == 1) set_key(sc, "plan.offload_params", "true", origin_all);
+    for (const char* k : {"plan.zero_stage", "plan.offload_optimizer"}) mark_overridden(rc, k, origin_all);
+    if (sc.gpus == 1) mark_overridden(rc, "plan.offload_params", origin_all);
   }
 
-  bool sp_auto = all && !given(vm, "sp-size");
+  bool sp_auto = all && !given(vm, "sp-size") && rc.sp_size == 0;  // a run config's sp size stands
   bool overridden = false;
   for (const auto& f : kFlags) {
     if (std::string(f.key) == "gpus" || !given(vm, f.flag)) continue;
@@ -193,6 +204,7 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
       continue;
     }
     set_key(sc, f.key, v, std::string("--") + f.flag);
+    mark_overridden(rc, f.key, std::string("--") + f.flag);
   }
   if (vm["no-activation-checkpointing"].as<bool>())
     set_key(sc, "plan.activation_checkpointing", "false", "--no-activation-checkpointing");
@@ -215,6 +227,7 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
                        "gpus (" + std::to_string(sc.gpus) + ") must be divisible by sp_size * dp_replicate_size (" +
                            std::to_string(p.sp_size) + " * " + std::to_string(p.dp_replicate_size) +
                            "); GPUs not taken by them form dp_shard_size");
+    if (p.dp_shard_size != sc.gpus / taken) mark_overridden(rc, "plan.dp_shard_size", "gpus / (sp_size * dp_replicate_size)");
     p.dp_shard_size = sc.gpus / taken;
     p.dp_shard_auto = true;
   }
@@ -222,17 +235,17 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len) {
     if (need_seq_len) throw InputError("", "--seq-len", "required (the scenario sets no plan.seq_len)");
     sc.plan.seq_len = sc.plan.sp_size;  // placeholder: plan searches the length
   }
-  if (from_file) {
-    validate(sc, origin + (overridden || all || given(vm, "gpus") ? " (with command-line overrides)" : ""));
-    return sc;
-  }
+  if (run_configs != nullptr) *run_configs = rc;
   try {
-    validate(sc, "");
-  } catch (const InputError& e) {  // name the flag of the key: "--sp-size (plan.sp_size)"
-    for (const auto& f : kFlags)
+    validate(sc, from_file ? origin + (overridden || all || given(vm, "gpus") ? " (with command-line overrides)" : "") : "");
+  } catch (const InputError& e) {
+    throw_if_from_run_config(e, rc);  // a key a run config set: its file and key
+    if (from_file) throw;
+    for (const auto& f : kFlags)      // name the flag of the key: "--sp-size (plan.sp_size)"
       if (e.key() == f.key) throw InputError("", std::string("--") + f.flag + " (" + f.key + ")", e.rule());
     throw;
   }
+  if (configs) check_run_configs(rc, sc);
   return sc;
 }
 

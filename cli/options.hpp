@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 
 #include "reports/json_out.hpp"
+#include "sim/run_config.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses::cli {
@@ -40,7 +41,10 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
 // then validate(). Throws InputError (exit 2) on any bad input.
 // need_seq_len (predict): a scenario without plan.seq_len and no --seq-len is an error naming
 // --seq-len. Otherwise (plan, which searches the length) a missing seq_len is set to sp_size.
-Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len = true);
+// --accelerate-config / --deepspeed-config are read after --scenario and before the flags; what
+// they set is echoed into *run_configs when given (sim/run_config.hpp).
+Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len = true,
+                               RunConfigRead* run_configs = nullptr);
 
 // Largest P that divides `ranks` and satisfies the head rules (H % P == 0, and H_kv % P == 0
 // or P % H_kv == 0); 1 when none larger does.

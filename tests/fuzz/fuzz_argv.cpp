@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!stored) return 0;
   }
   for (const auto& a : args)
-    if (a.rfind("--js", 0) == 0 || a.rfind("--out", 0) == 0) return 0;  // no files written
+    if (a.rfind("--js", 0) == 0 || a.rfind("--out", 0) == 0 || a.rfind("--em", 0) == 0) return 0;  // no files written
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -1,5 +1,6 @@
 // libFuzzer target for one YAML loader, chosen at compile time (tests/fuzz/CMakeLists.txt):
-// ULYSSES_FUZZ_KIND 1 scenario, 2 model preset, 3 hardware profile, 4 sweep spec, 5 validation set.
+// ULYSSES_FUZZ_KIND 1 scenario, 2 model preset, 3 hardware profile, 4 sweep spec, 5 validation set,
+// 6 Accelerate config YAML, 7 DeepSpeed config JSON (sim/run_config.hpp, read into a scenario).
 // Bad input may only end in an InputError; a loaded scenario must also survive to_yaml and load
 // back (the documented round trip); a loaded profile with a calibrated section must survive
 // write_calibration (sim/profile_io.cpp) on a copy of itself.
@@ -8,6 +9,7 @@
 
 #include "sim/config.hpp"
 #include "sim/profile_io.hpp"
+#include "sim/run_config.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 #if ULYSSES_FUZZ_KIND == 5
 #include "cli/validation.hpp"
@@ -41,8 +43,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)load_sweep(path);
 #elif ULYSSES_FUZZ_KIND == 5
     (void)cli::load_validation_set(path);
+#elif ULYSSES_FUZZ_KIND == 6 || ULYSSES_FUZZ_KIND == 7
+    Scenario sc;
+    sc.model.hidden = 4096;
+    sc.hw.gpus_per_node = 8;
+    const RunConfigRead rc = ULYSSES_FUZZ_KIND == 6 ? apply_run_configs(sc, path, "") : apply_run_configs(sc, "", path);
+    check_run_configs(rc, sc);
 #else
-#error "ULYSSES_FUZZ_KIND must be 1..5"
+#error "ULYSSES_FUZZ_KIND must be 1..7"
 #endif
   });
   return 0;

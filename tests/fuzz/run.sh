@@ -13,7 +13,7 @@ build="$(cd "$1" && pwd)"
 seconds="$2"
 shift 2
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(scenario model profile sweep validation_set record calibration_raw argv)
+[ ${#targets[@]} -eq 0 ] && targets=(scenario model profile sweep validation_set accelerate_config deepspeed_config record calibration_raw argv)
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/ulysses-fuzz-run.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
