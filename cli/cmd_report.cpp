@@ -18,6 +18,7 @@
 #include "cli/options.hpp"
 #include "reports/file_out.hpp"
 #include "reports/json_in.hpp"
+#include "reports/format.hpp"
 #include "reports/json_out.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
@@ -80,11 +81,6 @@ Inputs load_inputs(const std::vector<std::string>& args) {
   return in;
 }
 
-std::string tokens_text(std::int64_t n) {
-  if (n >= (1 << 20)) return fmt::format("{:.2f}M", static_cast<double>(n) / (1 << 20));
-  return fmt::format("{}K", n / 1024);
-}
-
 // Markdown: the GPU memory terms (GiB) at the longest sequence, one column per label, at 8 GPUs
 // (or the largest count planned) of each (model, profile) group.
 std::string memory_markdown(const std::map<std::string, std::vector<const Json*>>& groups,
@@ -108,7 +104,7 @@ std::string memory_markdown(const std::map<std::string, std::vector<const Json*>
     terms.push_back("total");
     md += fmt::format("\n### GPU memory at the longest sequence (GiB): {}, {} GPUs\n\n| term |", g, n);
     for (const Json* j : cols) md += fmt::format(" {} ({}) |", j->value("label", std::string("plan")),
-                                                 tokens_text((*j)["seq_len"].get<std::int64_t>()));
+                                                 reports::human_tokens((*j)["seq_len"].get<std::int64_t>()));
     md += "\n|---|";
     for (std::size_t i = 0; i < cols.size(); ++i) md += "---:|";
     md += "\n";
@@ -165,7 +161,7 @@ std::string ablation_markdown(const std::vector<Json>& results) {
         const Json& j = *it->second;
         const std::string b = j["binding"] == "host_ram" ? "host" : j["binding"] == "gpu_hbm" ? "gpu" : "-";
         const std::int64_t seq = j["seq_len"].get<std::int64_t>();
-        md += fmt::format(" {} ({}, sp {}) |", seq > 0 ? tokens_text(seq) : "none fits", b,
+        md += fmt::format(" {} ({}, sp {}) |", seq > 0 ? reports::human_tokens(seq) : "none fits", b,
                           j["scenario"]["plan"]["sp_size"].get<std::int64_t>());
       }
       md += "\n";
@@ -173,7 +169,7 @@ std::string ablation_markdown(const std::vector<Json>& results) {
   }
   md += memory_markdown(groups, group_order);
   if (!md.empty())
-    md = "## Longest sequence that fits\n\nEach cell: the longest sequence (M = 2^20 tokens), what binds one step "
+    md = "## Longest sequence that fits\n\nEach cell: the longest sequence (K = 10^3, M = 10^6 tokens), what binds one step "
          "further (gpu = HBM, host = host RAM per node) and the sp size.\n" + md;
   return md;
 }
@@ -184,15 +180,15 @@ std::string predict_markdown(const std::vector<Json>& results) {
   for (const auto& j : results) {
     if (j["command"] != "predict") continue;
     const auto& sc = j["scenario"];
-    md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {} | {:.3f} | {:.1f} |\n", j.value("label", sc["name"].get<std::string>()),
+    md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {} | {} | {:.1f} |\n", j.value("label", sc["name"].get<std::string>()),
                       sc["model"]["name"].get<std::string>(), sc["profile"]["name"].get<std::string>(),
                       sc["gpus"].get<std::int64_t>(), j["seq_len"].get<std::int64_t>(),
                       j["gpu_memory_bytes"]["total"].get<double>() / kGiB,
                       j["host_memory_bytes_per_node"]["total"].get<double>() / kGiB, j["binding"].get<std::string>(),
-                      j["step_time_s"].get<double>(), j["megatron_tflops_per_gpu"].get<double>());
+                      reports::human_time(j["step_time_s"].get<double>()), j["megatron_tflops_per_gpu"].get<double>());
   }
   if (md.empty()) return md;
-  return "\n## Predictions\n\n| scenario | model | profile | GPUs | S | GPU GiB | host GiB/node | does not fit | step s | "
+  return "\n## Predictions\n\n| scenario | model | profile | GPUs | S | GPU GiB | host GiB/node | does not fit | step | "
          "TFLOP/s/GPU (Megatron) |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|\n" + md;
 }
 

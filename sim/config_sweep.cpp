@@ -5,6 +5,7 @@
 
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
+#include "sim/tokens.hpp"
 
 namespace ulysses {
 
@@ -58,7 +59,8 @@ SweepSpec load_sweep(const std::string& path) {
     } else if (k == "mode") {
       spec.mode = cfg::parse_choice(cfg::scalar_of(v, wk, "predict or plan"), wk, {"predict", "plan"});
     } else if (k == "granularity") {
-      spec.granularity = cfg::positive_int(cfg::scalar_of(v, wk, "a positive integer"), wk);
+      const cfg::Scalar g = cfg::scalar_of(v, wk, "a token count");
+      spec.granularity = g.quoted ? cfg::positive_int(g, wk) : parse_tokens(g.text, wk.file, wk.key);
     } else if (k == "base") {
       if (v.IsMap()) {
         spec.base = cfg::parse_scenario(v, wk, spec.name);
