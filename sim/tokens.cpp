@@ -10,7 +10,7 @@ namespace ulysses {
 
 namespace {
 
-constexpr const char* kForm = "a token count: an integer, or a number with K, M, G (x1000) or Ki, Mi, Gi (x1024) such as 64K, 1M, 1.5M, 128Ki";
+constexpr const char* kForm = "a token count (an integer, or with K, M, G = 10^3, 10^6, 10^9 or Ki, Mi, Gi = 2^10, 2^20, 2^30: 64K, 1.5M, 128Ki)";
 
 struct Suffix {
   const char* text;

@@ -10,7 +10,7 @@ using nlohmann::json;
 using ulysses::test::count_lines;
 using ulysses::test::run_cli;
 
-TEST_CASE("--seq-len and --granularity take token counts: 1M = 1,000,000, 128Ki = 131072", "[cli][tokens]") {
+TEST_CASE("token counts for --seq-len and --granularity: 1M = 1,000,000, 128Ki = 131072", "[cli][tokens]") {
   const auto m = run_cli("predict --model llama-3.1-8b --gpus 8 --sp-size 8 --seq-len 1M --format json");
   INFO(m.err);
   REQUIRE(m.rc == 0);
@@ -56,7 +56,7 @@ TEST_CASE("tables: token counts decimal, times scaled", "[cli][tokens]") {
   CHECK((r.out.find(" ms") != std::string::npos || r.out.find(" s ") != std::string::npos));
 }
 
-TEST_CASE("--version and the version key of JSON results", "[cli]") {
+TEST_CASE("version: --version and the version key of JSON results", "[cli]") {
   const auto v = run_cli("--version");
   REQUIRE(v.rc == 0);
   CHECK(v.out.rfind("ulysses ", 0) == 0);

@@ -1,5 +1,6 @@
 // parse_tokens (sim/tokens.hpp): the one parser of token counts.
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include "sim/errors.hpp"
 #include "sim/limits.hpp"
@@ -55,4 +56,46 @@ TEST_CASE("parse_tokens: bad counts are one InputError naming file and key", "[s
   CHECK(rule_of("2000G").find("at most") != std::string::npos);  // past limits::kMaxSeqLen
   CHECK(rule_of(std::to_string(ulysses::limits::kMaxSeqLen + 1)).find("at most") != std::string::npos);
   CHECK(rule_of("99999999999999999999999999999999").find("at most") != std::string::npos);
+}
+
+#include <filesystem>
+#include <fstream>
+
+#include "sim/config.hpp"
+
+TEST_CASE("token counts in scenarios and sweep specs: seq_len, granularity, geometric axes", "[sim][tokens]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ulysses-tokens-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string base = std::string(ULYSSES_SOURCE_DIR) + "/scenarios/llama8b-h100-sp8.yaml";
+  const std::string spec = (dir / "t.yaml").string();
+  std::ofstream(spec) << "base: " << base << "\n"
+                      << "granularity: 64K\n"
+                      << "axes:\n"
+                      << "  plan.seq_len: {geometric: {start: 64K, stop: 1M, factor: 2}}\n"
+                      << "mode: plan\n";
+  const ulysses::SweepSpec s = ulysses::load_sweep(spec);
+  CHECK(s.granularity == 64000);
+  REQUIRE(s.axes.size() == 1);
+  CHECK(s.axes[0].values == std::vector<std::string>{"64000", "128000", "256000", "512000"});
+
+  ulysses::Scenario sc = ulysses::load_scenario(base);
+  ulysses::set_key(sc, "plan.seq_len", "2Mi", "--seq-len");
+  CHECK(sc.plan.seq_len == 2097152);
+  try {
+    ulysses::set_key(sc, "plan.seq_len", "2.5", "--seq-len");
+    FAIL("2.5 tokens accepted");
+  } catch (const InputError& e) {
+    CHECK(e.key() == "--seq-len");
+  }
+  std::ofstream(spec) << "base: " << base << "\n"
+                      << "granularity: 1.5\n"
+                      << "axes:\n  plan.sp_size: [8]\n";
+  try {
+    ulysses::load_sweep(spec);
+    FAIL("granularity 1.5 accepted");
+  } catch (const InputError& e) {
+    CHECK(e.file() == spec);
+    CHECK(e.key() == "granularity");
+  }
+  std::filesystem::remove_all(dir);
 }
