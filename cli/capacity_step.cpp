@@ -12,6 +12,7 @@
 #include "eval/step_compare.hpp"
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
+#include "reports/version.hpp"
 #include "sim/errors.hpp"
 
 namespace ulysses::cli {
@@ -85,7 +86,8 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
     cases.push_back(std::move(k));
   }
   Json rec{{"format", kFormat}, {"set", set.path}, {"model", set.model}, {"profile", set.profile}, {"profile_used", profile},
-           {"granularity", g}, {"measured_at", measured_at}, {"command", command}, {"cases", Json::array()}};
+           {"granularity", g}, {"measured_at", measured_at}, {"command", command}, {"version", reports::version_json()},
+           {"cases", Json::array()}};
   for (auto& c : cases) {
     runtime::deepspeed::StepOptions o;
     o.warmup = 1;  // a probe: one warm-up step and one measured step per length

@@ -25,6 +25,7 @@
 #include "reports/file_out.hpp"
 #include "reports/format.hpp"
 #include "reports/table.hpp"
+#include "reports/version.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 #include "sim/limits.hpp"
@@ -196,6 +197,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
                             {"nccl", info.nccl}, {"device_total_bytes", info.total_bytes}}},
            {"command", cmd}, {"cases", Json::array()}};
   rec["measured_at"] = reports::utc_now();
+  rec["version"] = reports::version_json();
   const std::string out_path = vm["out"].as<std::string>();
   auto write_record = [&] { reports::write_file_atomic(out_path, rec.dump(1) + "\n"); };
   std::int64_t warmed_P = 1;

@@ -7,6 +7,7 @@
 #include "cli/options.hpp"
 #include "reports/csv.hpp"
 #include "reports/file_out.hpp"
+#include "reports/format.hpp"
 #include "reports/json_out.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
@@ -17,8 +18,8 @@ namespace {
 
 void print_table(const Scenario& sc, const Prediction& p) {
   std::cout << reports::describe_scenario(sc);
-  std::cout << fmt::format("S = {} (padded {}, S_local {}): GPU {} ({:.2f} of {:.2f} GiB), host {} ({:.2f} of {:.2f} GiB/node)\n",
-                           p.seq_len, p.padded_seq_len, p.s_local, p.fits_gpu ? "fits" : "DOES NOT FIT",
+  std::cout << fmt::format("S = {} ({}; padded {}, S_local {}): GPU {} ({:.2f} of {:.2f} GiB), host {} ({:.2f} of {:.2f} GiB/node)\n",
+                           p.seq_len, reports::human_tokens(p.seq_len), p.padded_seq_len, p.s_local, p.fits_gpu ? "fits" : "DOES NOT FIT",
                            to_GiB(p.gpu.total()), to_GiB(p.gpu_capacity_bytes), p.fits_host ? "fits" : "DOES NOT FIT",
                            to_GiB(p.host.total()), to_GiB(p.host_capacity_bytes));
   std::cout << fmt::format("\nGPU peak at: {}\n", p.gpu_peak_at ? p.gpu_peak_at : "");

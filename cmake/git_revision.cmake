@@ -2,7 +2,14 @@
 # "unknown" without git or outside a checkout. The file is rewritten only when the text changes.
 execute_process(COMMAND git -C "${SRC}" rev-parse --short=12 HEAD
                 OUTPUT_VARIABLE rev OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc ERROR_QUIET)
-if(NOT rc EQUAL 0 OR rev STREQUAL "")
+# a source tree unpacked inside another checkout is not that checkout's revision
+execute_process(COMMAND git -C "${SRC}" rev-parse --show-toplevel
+                OUTPUT_VARIABLE top OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+file(REAL_PATH "${SRC}" src_real)
+if(top)
+  file(REAL_PATH "${top}" top)
+endif()
+if(NOT rc EQUAL 0 OR rev STREQUAL "" OR NOT top STREQUAL src_real)
   set(rev "unknown")
 else()
   execute_process(COMMAND git -C "${SRC}" status --porcelain --untracked-files=no
