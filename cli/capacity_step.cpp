@@ -14,6 +14,7 @@
 #include "reports/table.hpp"
 #include "reports/version.hpp"
 #include "sim/errors.hpp"
+#include "sim/tokens.hpp"
 
 namespace ulysses::cli {
 
@@ -67,7 +68,7 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
   if (!vm.count("out")) throw InputError("", "--out", "required with --set");
   const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
-  const std::int64_t g = vm["granularity"].as<std::int64_t>();
+  const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
   if (g < 256 || g % 256) throw InputError("", "--granularity", fmt::format("must be a positive multiple of 256 (got {})", g));
   const std::string out_path = vm["out"].as<std::string>(), partial = out_path + ".partial";
   {  // a bad path fails before the first probe; nothing is left behind

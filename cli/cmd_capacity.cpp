@@ -30,6 +30,7 @@
 #include "sim/errors.hpp"
 #include "sim/limits.hpp"
 #include "sim/predict.hpp"
+#include "sim/tokens.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
 #include "runtime/cuda/calibrate.hpp"
@@ -172,7 +173,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   // predictions use --profile when given; the record names the set's profile, which --stored
   // loads by default on any machine (commit the calibrated profile under that name)
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
-  const std::int64_t g = vm["granularity"].as<std::int64_t>();
+  const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
   if (g < 2 || g % 128 != 0) throw InputError("", "--granularity", "must be a positive multiple of 128");
   const double max_run_s = vm["max-run-s"].as<double>();
   std::vector<CapacityCase> cs;
@@ -272,7 +273,7 @@ int run_capacity(int argc, char** argv) {
       ("stored", po::value<std::string>(), "re-predict a stored capacity record (no GPU)")
       ("profile", po::value<std::string>(), "hardware profile (default: the set's / the record's)")
       ("backend", po::value<std::string>()->default_value("cuda"), "cuda (the block) | deepspeed (whole steps, under each case's run.ballast_GiB)")
-      ("granularity", po::value<std::int64_t>()->default_value(1024), "S is searched in multiples of this (tokens)")
+      ("granularity", po::value<std::string>()->default_value("1024"), "S is searched in multiples of this (a token count: 1024, 128Ki)")
       ("max-run-s", po::value<double>()->default_value(20), "run all six phases at the longest S when the model predicts the block under this")
       ("max-error-pct", po::value<double>()->default_value(3), "target: |predicted - measured| / measured longest S (%; < 0: off)");
   const auto vm = parse_args(argc, argv, d);

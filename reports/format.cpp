@@ -42,9 +42,10 @@ std::string human_tokens(std::int64_t n) {
 
 std::string human_time(double s) {
   if (!std::isfinite(s) || s < 0 || s >= 1e12) return fmt::format("{:g} s", s);
-  if (s < 1e-3) return fmt::format("{:.1f} us", s * 1e6);
-  if (s < 1) return fmt::format("{:.2f} ms", s * 1e3);
-  if (s < 60) return fmt::format("{:.2f} s", s);
+  // each bound less half a unit of the last printed digit: 0.99999 s is "1.00 s", not "1000.00 ms"
+  if (s < 1e-3 - 0.05e-6) return fmt::format("{:.1f} us", s * 1e6);
+  if (s < 1 - 0.005e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  if (s < 60 - 0.005) return fmt::format("{:.2f} s", s);
   const auto total = static_cast<long long>(std::llround(s));
   return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
 }

@@ -43,6 +43,10 @@ TEST_CASE("human_time: us, ms, s, then h:mm:ss", "[reports][format]") {
   CHECK(human_time(65) == "0:01:05");
   CHECK(human_time(9781) == "2:43:01");
   CHECK(human_time(100 * 3600.0) == "100:00:00");
+  CHECK(human_time(0.99996e-3) == "1.00 ms");  // never "1000.0 us"
+  CHECK(human_time(0.99999) == "999.99 ms");
+  CHECK(human_time(0.999996) == "1.00 s");  // never "1000.00 ms"
+  CHECK(human_time(59.999) == "0:01:00");
   CHECK(human_time(-1) == "-1 s");
   CHECK(human_time(1e20) == "1e+20 s");
 }
