@@ -348,7 +348,7 @@ int run_sweep_cmd(int argc, char** argv) {
     return kExitOk;
   }
   std::cout << fmt::format("sweep {}{} (mode {}): {} points, {} valid, {} skipped in {} ({:.0f} points/s on {} threads)\n",
-                           spec.name, sharded ? fmt::format(" shard {}/{} (points {}..{} of {})", shard.index, shard.count, first, end, total) : "",
+                           spec.name, sharded ? fmt::format(" shard {}/{} ({} of {} points from point {})", shard.index, shard.count, end - first, total, first) : "",
                            spec.mode, stats.points, stats.valid, skipped_total, reports::human_time(stats.elapsed_s),
                            stats.points_per_s, stats.threads);
   for (const auto& [reason, n] : stats.skipped) std::cout << fmt::format("  skipped {:>8}: {}\n", n, reason);

@@ -116,7 +116,7 @@ MergedSweep merge_sweep_shards(const std::vector<std::string>& dirs, const std::
   }
   std::string where;
   for (const auto& d : dirs) where += (where.empty() ? "" : " ") + d;
-  if (found.empty()) throw InputError(where, "shards", "no <name>.shard-K-of-N.summary.json found");
+  if (found.empty()) throw InputError(where, "shard files", "no <name>.shard-K-of-N.summary.json found");
   const ShardFile& ref = found.front();
   const std::string name = ref.j["name"];
   std::map<std::int64_t, const ShardFile*> by_index;
@@ -141,7 +141,7 @@ MergedSweep merge_sweep_shards(const std::vector<std::string>& dirs, const std::
   for (std::int64_t k = 1; k <= ref.count; ++k)
     if (!by_index.count(k)) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
   if (!missing.empty())
-    throw InputError(where, "shards", fmt::format("missing shard(s) {} of {} of sweep '{}'", missing, ref.count, name));
+    throw InputError(where, "shard files", fmt::format("missing shard(s) {} of {} of sweep '{}'", missing, ref.count, name));
 
   std::error_code ec;
   fs::create_directories(out_dir, ec);
