@@ -1,5 +1,6 @@
 #include "cli/bench_attention_sweep.hpp"
 
+#include "reports/format.hpp"
 #include "reports/file_out.hpp"
 
 #include <unistd.h>
@@ -315,7 +316,7 @@ int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint
           }
       }
     auto rc = [](double x) { return x > 0 ? fmt::format("{:.2f}", x) : std::string("-"); };
-    const std::string S_cell = p.S % 1024 == 0 ? fmt::format("{}K", p.S / 1024) : fmt::format("{}", p.S);
+    const std::string S_cell = reports::human_tokens(p.S);
     std::string status = r.status;
     for (const auto& [name, x] : {std::pair{"FA2", fa2}, {"cuDNN", cud}})
       if (x && !x->error.empty()) status += fmt::format("; {} refused: {}", name, x->error.substr(0, 60));

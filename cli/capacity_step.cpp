@@ -12,7 +12,9 @@
 #include "eval/step_compare.hpp"
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
+#include "reports/version.hpp"
 #include "sim/errors.hpp"
+#include "sim/tokens.hpp"
 
 namespace ulysses::cli {
 
@@ -66,7 +68,7 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
   if (!vm.count("out")) throw InputError("", "--out", "required with --set");
   const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
-  const std::int64_t g = vm["granularity"].as<std::int64_t>();
+  const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
   if (g < 256 || g % 256) throw InputError("", "--granularity", fmt::format("must be a positive multiple of 256 (got {})", g));
   const std::string out_path = vm["out"].as<std::string>(), partial = out_path + ".partial";
   {  // a bad path fails before the first probe; nothing is left behind
@@ -85,7 +87,8 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
     cases.push_back(std::move(k));
   }
   Json rec{{"format", kFormat}, {"set", set.path}, {"model", set.model}, {"profile", set.profile}, {"profile_used", profile},
-           {"granularity", g}, {"measured_at", measured_at}, {"command", command}, {"cases", Json::array()}};
+           {"granularity", g}, {"measured_at", measured_at}, {"command", command}, {"version", reports::version_json()},
+           {"cases", Json::array()}};
   for (auto& c : cases) {
     runtime::deepspeed::StepOptions o;
     o.warmup = 1;  // a probe: one warm-up step and one measured step per length

@@ -25,10 +25,12 @@
 #include "reports/file_out.hpp"
 #include "reports/format.hpp"
 #include "reports/table.hpp"
+#include "reports/version.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 #include "sim/limits.hpp"
 #include "sim/predict.hpp"
+#include "sim/tokens.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
 #include "runtime/cuda/calibrate.hpp"
@@ -171,7 +173,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   // predictions use --profile when given; the record names the set's profile, which --stored
   // loads by default on any machine (commit the calibrated profile under that name)
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
-  const std::int64_t g = vm["granularity"].as<std::int64_t>();
+  const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
   if (g < 2 || g % 128 != 0) throw InputError("", "--granularity", "must be a positive multiple of 128");
   const double max_run_s = vm["max-run-s"].as<double>();
   std::vector<CapacityCase> cs;
@@ -196,6 +198,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
                             {"nccl", info.nccl}, {"device_total_bytes", info.total_bytes}}},
            {"command", cmd}, {"cases", Json::array()}};
   rec["measured_at"] = reports::utc_now();
+  rec["version"] = reports::version_json();
   const std::string out_path = vm["out"].as<std::string>();
   auto write_record = [&] { reports::write_file_atomic(out_path, rec.dump(1) + "\n"); };
   std::int64_t warmed_P = 1;
@@ -270,7 +273,7 @@ int run_capacity(int argc, char** argv) {
       ("stored", po::value<std::string>(), "re-predict a stored capacity record (no GPU)")
       ("profile", po::value<std::string>(), "hardware profile (default: the set's / the record's)")
       ("backend", po::value<std::string>()->default_value("cuda"), "cuda (the block) | deepspeed (whole steps, under each case's run.ballast_GiB)")
-      ("granularity", po::value<std::int64_t>()->default_value(1024), "S is searched in multiples of this (tokens)")
+      ("granularity", po::value<std::string>()->default_value("1024"), "S is searched in multiples of this (a token count: 1024, 128Ki)")
       ("max-run-s", po::value<double>()->default_value(20), "run all six phases at the longest S when the model predicts the block under this")
       ("max-error-pct", po::value<double>()->default_value(3), "target: |predicted - measured| / measured longest S (%; < 0: off)");
   const auto vm = parse_args(argc, argv, d);

@@ -16,6 +16,7 @@
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "reports/trace.hpp"
+#include "reports/version.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
 
@@ -149,6 +150,7 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
   const eval::StepComparison c = eval::compare_step(p, m);
   if (format == Format::json) {
     Json j = eval::comparison_json(c);
+    j["version"] = reports::version_json();
     j["scenario"] = sc.name;
     j["profile"] = sc.hw.name;
     j["calibrated"] = sc.hw.has_calibration;
@@ -207,6 +209,7 @@ int run_compare(int argc, char** argv) {
   }
   const Prediction p = predict(sp);
   Json j = compare_json(sp, p, m);
+  j["version"] = reports::version_json();
   j["attn_implementation"] = {{"planned", sc.plan.attn_implementation}, {"predicted_as", sp.plan.attn_implementation}};
   if (vm.count("trace")) reports::write_file_atomic(vm["trace"].as<std::string>(), trace_of(p, m, j).dump(1) + "\n");
   if (format == Format::json) std::cout << j.dump(2) << "\n";

@@ -16,6 +16,7 @@
 #include "sim/capacity.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
+#include "sim/tokens.hpp"
 
 namespace ulysses::cli {
 namespace {
@@ -44,8 +45,8 @@ void print_table(const Scenario& sc, const CapacityResult& r, const Prediction& 
 int run_plan(int argc, char** argv) {
   po::options_description d("plan options", kHelpColumns, kHelpDescColumn);
   d.add_options()("help,h", "this help")
-      ("granularity", po::value<std::int64_t>()->default_value(1024),
-       "the longest sequence is searched in multiples of lcm(granularity, sp_size)")
+      ("granularity", po::value<std::string>()->default_value("1024"),
+       "the longest sequence is searched in multiples of lcm(granularity, sp_size); a token count (1024, 64K, 128Ki)")
       ("label", po::value<std::string>(), "a name echoed in the output (e.g. the feature ablation)")
       ("emit", po::value<std::string>(), "write DIR/accelerate_config.yaml and DIR/ds_config.json for the plan found");
   add_format_option(d);
@@ -63,8 +64,7 @@ int run_plan(int argc, char** argv) {
     return kExitOk;
   }
   const Format format = format_of(vm);
-  const std::int64_t granularity = vm["granularity"].as<std::int64_t>();
-  if (granularity <= 0) throw InputError("", "--granularity", "must be a positive integer");
+  const std::int64_t granularity = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
   RunConfigRead run_configs;
   Scenario sc = scenario_from_options(vm, false, &run_configs);
   if (vm.count("emit")) reports::check_emittable(sc, vm["emit"].as<std::string>());

@@ -7,6 +7,7 @@
 #include "cli/options.hpp"
 #include "reports/csv.hpp"
 #include "reports/file_out.hpp"
+#include "reports/format.hpp"
 #include "reports/json_out.hpp"
 #include "reports/run_config_out.hpp"
 #include "reports/table.hpp"
@@ -18,8 +19,8 @@ namespace {
 
 void print_table(const Scenario& sc, const Prediction& p) {
   std::cout << reports::describe_scenario(sc);
-  std::cout << fmt::format("S = {} (padded {}, S_local {}): GPU {} ({:.2f} of {:.2f} GiB), host {} ({:.2f} of {:.2f} GiB/node)\n",
-                           p.seq_len, p.padded_seq_len, p.s_local, p.fits_gpu ? "fits" : "DOES NOT FIT",
+  std::cout << fmt::format("S = {} ({}; padded {}, S_local {}): GPU {} ({:.2f} of {:.2f} GiB), host {} ({:.2f} of {:.2f} GiB/node)\n",
+                           p.seq_len, reports::human_tokens(p.seq_len), p.padded_seq_len, p.s_local, p.fits_gpu ? "fits" : "DOES NOT FIT",
                            to_GiB(p.gpu.total()), to_GiB(p.gpu_capacity_bytes), p.fits_host ? "fits" : "DOES NOT FIT",
                            to_GiB(p.host.total()), to_GiB(p.host_capacity_bytes));
   std::cout << fmt::format("\nGPU peak at: {}\n", p.gpu_peak_at ? p.gpu_peak_at : "");
@@ -37,7 +38,8 @@ void print_table(const Scenario& sc, const Prediction& p) {
 int run_predict(int argc, char** argv) {
   po::options_description d("predict options", kHelpColumns, kHelpDescColumn);
   d.add_options()("help,h", "this help")
-      ("label", po::value<std::string>(), "a name echoed in the output");
+      ("label", po::value<std::string>(), "a name echoed in the output")
+      ("fail-if-not-fits", po::bool_switch(), "exit 3 (after the output) when the scenario does not fit GPU HBM or host RAM");
   add_format_option(d);
   po::options_description s("scenario options (without --scenario: --model and --seq-len are required)", kHelpColumns, kHelpDescColumn);
   add_scenario_options(s);
@@ -46,7 +48,9 @@ int run_predict(int argc, char** argv) {
   if (vm.count("help")) {
     print_help(argv[0], "--model NAME --seq-len S [flags] | --scenario FILE [--seq-len S] [flags]",
                "Memory per GPU and host RAM per node (named terms that sum to the total) and the time of\n"
-               "every phase of one training step, for one scenario at one sequence length.",
+               "every phase of one training step, for one scenario at one sequence length.\n"
+               "Exit status: 0, also when the scenario does not fit (the output says so: binding, DOES NOT FIT);\n"
+               "3 with --fail-if-not-fits when it does not fit; 2 on bad input. --seq-len takes 131072, 128K, 1M, 128Ki.",
                d);
     return kExitOk;
   }
@@ -54,20 +58,22 @@ int run_predict(int argc, char** argv) {
   RunConfigRead run_configs;
   const Scenario sc = scenario_from_options(vm, true, &run_configs);
   const Prediction p = predict(sc);
+  const bool fits = p.fits_gpu && p.fits_host;
+  const int exit_code = !fits && vm["fail-if-not-fits"].as<bool>() ? kExitDoesNotFit : kExitOk;
 
   if (format == Format::table) {
     if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";
     std::cout << reports::run_config_echo_text(run_configs);
     print_table(sc, p);
     reports::check_stdout();  // e.g. `> /dev/full`: exit 1, not 0 with nothing written
-    return kExitOk;
+    return exit_code;
   }
   reports::Json j = reports::predict_result_json(sc, p);
   if (vm.count("label")) j["label"] = vm["label"].as<std::string>();
   if (!run_configs.empty()) j["run_configs"] = reports::run_config_echo_json(run_configs);
   print_machine_readable(j, format);
   reports::check_stdout();
-  return kExitOk;
+  return exit_code;
 }
 
 const RegisterCommand reg{"predict", "memory breakdown and phase times of one scenario at one length", &run_predict};

@@ -14,6 +14,7 @@
 #include "cli/options.hpp"
 #include "reports/file_out.hpp"
 #include "reports/json_in.hpp"
+#include "reports/format.hpp"
 #include "reports/json_out.hpp"
 #include "reports/report_md.hpp"
 #include "sim/config.hpp"

@@ -5,6 +5,7 @@
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
 #include "cli/step_common.hpp"
+#include "reports/version.hpp"
 #include "sim/errors.hpp"
 
 namespace ulysses::cli {
@@ -39,6 +40,7 @@ int run_run(int argc, char** argv) {
     const auto m = runtime::deepspeed::run_step(sc, step_options_of(vm), origin_of(vm));
     if (format == Format::json) {
       reports::Json j = runtime::deepspeed::measurement_json(m);
+      j["version"] = reports::version_json();
       j["scenario"] = sc.name;
       std::cout << j.dump(2) << "\n";
     } else {
@@ -52,6 +54,7 @@ int run_run(int argc, char** argv) {
   const runtime::Measurement m = be->run_block(shape, run_options_of(vm));
   if (format == Format::json) {
     reports::Json j = measurement_json(m);
+    j["version"] = reports::version_json();
     j["scenario"] = sc.name;
     std::cout << j.dump(2) << "\n";
   } else {

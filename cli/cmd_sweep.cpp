@@ -1,11 +1,13 @@
 // ulysses sweep SPEC.yaml: predict (or plan) over the cartesian product of the spec's axes on all
-// cores; writes DIR/<name>.csv (every point) and DIR/<name>.summary.json.
+// cores; writes DIR/<name>.csv (every point) and DIR/<name>.summary.json; --shard K/N runs one slice
+// of the points, `sweep merge` joins the slices (reports/sweep_out.hpp).
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -18,7 +20,10 @@
 #include "cli/options.hpp"
 #include "reports/csv.hpp"
 #include "reports/file_out.hpp"
+#include "reports/format.hpp"
 #include "reports/json_out.hpp"
+#include "reports/sweep_out.hpp"
+#include "reports/version.hpp"
 #include "sim/errors.hpp"
 #include "sim/limits.hpp"
 #include "sim/predict.hpp"
@@ -160,24 +165,77 @@ class ProgressBar {
   bool on_;
 };
 
+// --shard K/N, or auto: SLURM_PROCID/SLURM_NTASKS (srun), else RANK/WORLD_SIZE (torchrun).
+Shard shard_of(const std::string& text) {
+  if (text != "auto") return parse_shard(text, "--shard");
+  for (const auto& [rank, size] : {std::pair{"SLURM_PROCID", "SLURM_NTASKS"}, std::pair{"RANK", "WORLD_SIZE"}}) {
+    const char* r = std::getenv(rank);
+    const char* n = std::getenv(size);
+    if (!r || !n) continue;
+    std::int64_t k = -1;
+    const std::string rs = r;
+    if (!rs.empty() && rs.size() < 8 && rs.find_first_not_of("0123456789") == std::string::npos) k = std::stoll(rs);
+    if (k < 0) throw InputError("", "--shard auto", fmt::format("{}='{}' is not a rank (0, 1, ...)", rank, rs));
+    return parse_shard(std::to_string(k + 1) + "/" + n, fmt::format("--shard auto ({}={}, {}={})", rank, r, size, n));
+  }
+  throw InputError("", "--shard auto", "needs SLURM_PROCID and SLURM_NTASKS (srun) or RANK and WORLD_SIZE (torchrun)");
+}
+
+int run_merge_cmd(int argc, char** argv) {
+  po::options_description d("sweep merge options", kHelpColumns, kHelpDescColumn);
+  d.add_options()("help,h", "this help")
+      ("dirs", po::value<std::vector<std::string>>()->multitoken(), "folders holding the shards' outputs (positional)")
+      ("out", po::value<std::string>(), "output folder for <name>.csv and <name>.summary.json (required)");
+  po::positional_options_description pos;
+  pos.add("dirs", -1);
+  const auto vm = parse_args(argc, argv, d, &pos);
+  if (vm.count("help")) {
+    print_help(argv[0], "DIR... --out DIR",
+               "Joins the shards of `ulysses sweep SPEC --shard K/N` (DIR/<name>.shard-K-of-N.csv and .summary.json)\n"
+               "into <name>.csv and <name>.summary.json as one unsharded run writes them (byte for byte, but for\n"
+               "elapsed_s, points_per_s and threads: summed compute time, its rate, the most threads of a shard).\n"
+               "Every shard 1..N must be present exactly once, of the same spec fingerprint and tool version.",
+               d);
+    return kExitOk;
+  }
+  if (!vm.count("dirs")) throw InputError("", "DIR", "at least one folder of shard outputs is required");
+  if (!vm.count("out")) throw InputError("", "--out", "required (the folder for the merged CSV and summary)");
+  const auto r = reports::merge_sweep_shards(vm["dirs"].as<std::vector<std::string>>(), vm["out"].as<std::string>());
+  std::cout << fmt::format("merged {} shards of sweep {}: {} points, {} valid\nwrote {} and {}\n", r.shards,
+                           r.summary["name"].get<std::string>(), r.points, r.summary["valid"].get<std::int64_t>(),
+                           r.csv_path, r.summary_path);
+  reports::check_stdout();
+  return kExitOk;
+}
+
 int run_sweep_cmd(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "merge") {
+    std::string prog = std::string(argv[0]) + " merge";
+    argv[1] = prog.data();
+    return run_merge_cmd(argc - 1, argv + 1);
+  }
   po::options_description d("sweep options", kHelpColumns, kHelpDescColumn);
   d.add_options()("help,h", "this help")
       ("spec", po::value<std::string>(), "sweep spec YAML (positional)")
       ("out", po::value<std::string>()->default_value("out"), "output folder for <name>.csv and <name>.summary.json")
       ("threads", po::value<int>()->default_value(0), "worker threads (0 = all cores)")
+      ("shard", po::value<std::string>(),
+       "K/N: run only the K-th of N contiguous slices of the points (1 <= K <= N), writing <name>.shard-K-of-N.csv and "
+       ".summary.json; `auto`: K/N from SLURM_PROCID/SLURM_NTASKS or RANK/WORLD_SIZE. Join them with `ulysses sweep merge`")
       ("format", po::value<std::string>()->default_value("table"), "summary on stdout: table | json | csv (the points go to DIR/<name>.csv)");
   po::positional_options_description pos;
   pos.add("spec", 1);
   const auto vm = parse_args(argc, argv, d, &pos);
   if (vm.count("help")) {
-    print_help(argv[0], "SPEC.yaml [--out DIR] [--threads N]",
+    print_help(argv[0], "SPEC.yaml [--out DIR] [--threads N] [--shard K/N] | merge DIR... --out DIR",
                "Runs predict (mode: predict) or the longest-sequence search (mode: plan) over the cartesian\n"
                "product of the spec's axes on all cores. Invalid points are skipped and counted by reason.\n"
                "Writes DIR/<name>.csv (every point; skipped ones with valid=0 and their reason) and\n"
                "DIR/<name>.summary.json (points, valid, skipped by reason, elapsed_s, points_per_s).\n"
                "With dp_shard_size: auto (the default when the base scenario does not give it), the GPUs\n"
-               "not taken by sp and dp_replicate form dp_shard at every point, as in `ulysses plan`.",
+               "not taken by sp and dp_replicate form dp_shard at every point, as in `ulysses plan`.\n"
+               "On a cluster: one `--shard K/N` per task, then `ulysses sweep merge DIR... --out DIR`\n"
+               "(`ulysses sweep merge --help`).",
                d);
     return kExitOk;
   }
@@ -186,18 +244,23 @@ int run_sweep_cmd(int argc, char** argv) {
   const int threads = vm["threads"].as<int>();
   if (threads < 0 || threads > limits::kMaxThreads)
     throw InputError("", "--threads", fmt::format("must be 0 (all cores) .. {} (got {})", limits::kMaxThreads, threads));
+  const bool sharded = vm.count("shard") > 0;
+  const Shard shard = sharded ? shard_of(vm["shard"].as<std::string>()) : Shard{};
 
   const SweepSpec spec = load_sweep(vm["spec"].as<std::string>());
   check_sweep_name(spec);  // the name becomes file names: never a path
+  const std::int64_t total = sweep_points(spec);
+  const auto [first, end] = shard_points(total, shard);
   const std::filesystem::path dir = vm["out"].as<std::string>();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
-  const auto csv_path = dir / (spec.name + ".csv");
-  const auto summary_path = dir / (spec.name + ".summary.json");
+  const std::string stem = reports::sweep_output_stem(spec.name, sharded ? &shard : nullptr);
+  const auto csv_path = dir / (stem + ".csv");
+  const auto summary_path = dir / (stem + ".summary.json");
   // One run per output name at a time; the outputs go to unique temporaries and are renamed only
   // when both are complete (CSV first, summary last); an interrupt or error renames nothing.
-  const reports::LockFile lock((dir / (spec.name + ".lock")).string());
+  const reports::LockFile lock((dir / (stem + ".lock")).string());
   const reports::StopOnSignals stop;
   auto interrupted = [&](int sig) {  // one line; the caller has dropped the temporaries
     std::cerr << (isatty(STDERR_FILENO) == 1 ? "\n" : "") << "ulysses: sweep " << spec.name << " interrupted by "
@@ -206,7 +269,7 @@ int run_sweep_cmd(int argc, char** argv) {
     return reports::exit_code_of_signal(sig);
   };
 
-  const std::vector<const char*> literals = first_phase_names(spec, 100000);
+  const std::vector<const char*> literals = first_phase_names(spec, 100000);  // of the whole sweep: every shard alike
   std::vector<std::string> phases(literals.begin(), literals.end());
   SweepStats stats;
   int passes = 0;
@@ -220,9 +283,11 @@ int run_sweep_cmd(int argc, char** argv) {
       ProgressBar bar;
       SweepOptions opt;
       opt.threads = threads;
+      opt.first = first;
+      opt.end = end;
       opt.row = [&](const SweepPoint& pt, std::string& out) { writer.row(pt, out); };
       opt.sink = [&](const std::string& rows) { csv->write(rows); };
-      opt.progress = [&](std::int64_t done, std::int64_t total) { bar(done, total); };
+      opt.progress = [&](std::int64_t done, std::int64_t n) { bar(done, n); };
       opt.stop = &reports::StopOnSignals::flag();
       stats = run_sweep(spec, opt);
       if (!writer.missed() || passes >= 2) break;
@@ -240,35 +305,32 @@ int run_sweep_cmd(int argc, char** argv) {
   for (const auto& a : spec.axes) axes.push_back({{"key", a.key}, {"values", a.values}});
   reports::Json summary = {{"name", spec.name},
                            {"spec", spec.path},
-                           {"mode", spec.mode},
-                           {"granularity", spec.granularity},
-                           {"axes", axes},
-                           {"points", stats.points},
-                           {"valid", stats.valid},
-                           {"skipped_total", skipped_total},
-                           {"skipped", skipped},
-                           {"elapsed_s", stats.elapsed_s},
-                           {"points_per_s", stats.points_per_s},
-                           {"threads", stats.threads},
-                           {"passes", passes},
-                           {"dp_shard_auto", spec.base.plan.dp_shard_auto},
-                           {"phase_columns", phases},
-                           {"csv", csv_path.string()},
-                           {"base", reports::scenario_json(spec.base)}};
+                           {"spec_fnv1a64", reports::fnv1a64_hex(sweep_spec_text(spec))},
+                           {"version", reports::version_json()}};
+  if (sharded)
+    summary["shard"] = {{"index", shard.index}, {"count", shard.count}, {"first_point", first},
+                        {"end_point", end}, {"points_total", total}};
+  summary.update(reports::Json{{"mode", spec.mode},
+                               {"granularity", spec.granularity},
+                               {"axes", axes},
+                               {"points", stats.points},
+                               {"valid", stats.valid},
+                               {"skipped_total", skipped_total},
+                               {"skipped", skipped},
+                               {"elapsed_s", stats.elapsed_s},
+                               {"points_per_s", stats.points_per_s},
+                               {"threads", stats.threads},
+                               {"passes", passes},
+                               {"dp_shard_auto", spec.base.plan.dp_shard_auto},
+                               {"phase_columns", phases},
+                               {"csv", csv_path.string()},
+                               {"base", reports::scenario_json(spec.base)}});
   const std::string text = summary.dump(2) + "\n";
-  reports::AtomicFile summary_file(summary_path.string());
-  summary_file.write(text);
-  csv->finish();  // both complete and on disk before either is renamed
-  summary_file.finish();
   if (const int sig = reports::StopOnSignals::stop_signal(); sig != 0) {
     csv.reset();
     return interrupted(sig);
   }
-  // An older summary never sits beside the new CSV: it goes first, the new one comes last.
-  if (std::remove(summary_path.c_str()) != 0 && errno != ENOENT)
-    throw std::runtime_error("cannot replace '" + summary_path.string() + "': " + std::strerror(errno));
-  csv->commit();
-  summary_file.commit();
+  reports::commit_sweep_outputs(*csv, summary_path.string(), text);
 
   if (format == Format::json) {
     std::cout << text;
@@ -285,8 +347,9 @@ int run_sweep_cmd(int argc, char** argv) {
     reports::check_stdout();
     return kExitOk;
   }
-  std::cout << fmt::format("sweep {} (mode {}): {} points, {} valid, {} skipped in {:.3f} s ({:.0f} points/s on {} threads)\n",
-                           spec.name, spec.mode, stats.points, stats.valid, skipped_total, stats.elapsed_s,
+  std::cout << fmt::format("sweep {}{} (mode {}): {} points, {} valid, {} skipped in {} ({:.0f} points/s on {} threads)\n",
+                           spec.name, sharded ? fmt::format(" shard {}/{} ({} of {} points from point {})", shard.index, shard.count, end - first, total, first) : "",
+                           spec.mode, stats.points, stats.valid, skipped_total, reports::human_time(stats.elapsed_s),
                            stats.points_per_s, stats.threads);
   for (const auto& [reason, n] : stats.skipped) std::cout << fmt::format("  skipped {:>8}: {}\n", n, reason);
   std::cout << "wrote " << csv_path.string() << " and " << summary_path.string() << "\n";

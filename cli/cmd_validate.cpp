@@ -17,6 +17,7 @@
 
 #include "reports/file_out.hpp"
 #include "reports/format.hpp"
+#include "reports/version.hpp"
 
 #include "cli/commands.hpp"
 #include "cli/runtime_common.hpp"
@@ -156,6 +157,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
            {"backend", backend},
            {"device", ""},
            {"measured_at", utc_now()},
+           {"version", reports::version_json()},
            {"command", command_line(argc, argv)},
            {"error_pct_convention", "(predicted - measured) / measured * 100; measured = median over timed iterations, max over ranks"},
            {"options", {{"warmup", opt.warmup}, {"iters", opt.iters}, {"seed", opt.seed}, {"verify", opt.verify}}},

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "reports/version.hpp"
 #include "sim/errors.hpp"
 
 namespace ulysses::cli {
@@ -18,7 +19,7 @@ std::vector<CommandInfo>& registry() {
 static void usage(FILE* f) {
   auto cmds = ulysses::cli::registry();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return std::strcmp(a.name, b.name) < 0; });
-  std::fprintf(f, "usage: ulysses <command> [options]   (ulysses <command> --help)\n\ncommands:\n");
+  std::fprintf(f, "usage: ulysses <command> [options]   (ulysses <command> --help; ulysses --version)\n\ncommands:\n");
   for (auto& c : cmds) std::fprintf(f, "  %-10s %s\n", c.name, c.summary);
 }
 
@@ -26,6 +27,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? ulysses::kExitInput : ulysses::kExitOk;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("%s\n", ulysses::reports::version_line().c_str());
+    return std::fflush(stdout) == 0 && !std::ferror(stdout) ? ulysses::kExitOk : ulysses::kExitFailure;
   }
   for (auto& c : ulysses::cli::registry()) {
     if (std::strcmp(c.name, argv[1]) != 0) continue;

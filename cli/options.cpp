@@ -41,7 +41,7 @@ constexpr FlagKey kFlags[] = {
     {"tiled-mlp", "plan.tiled_mlp", true, "TiledMLP (ceil(S_local/h) shards)"},
     {"attn-implementation", "plan.attn_implementation", false, "flash_attention_2 | sdpa | ... (default flash_attention_2)"},
     {"micro-batch-size", "plan.micro_batch_size", false, "B (default 1)"},
-    {"seq-len", "plan.seq_len", false, "global sequence length S"},
+    {"seq-len", "plan.seq_len", false, "global sequence length S, a token count: 131072, 128Ki (= 131072), 1M (= 1,000,000)"},
     {"pad-to-multiple-of", "plan.pad_to_multiple_of", false, "pad S up to a multiple of lcm(this, sp_size); 0 = no padding"},
     {"kv-strategy", "plan.kv_strategy", false, "replicate | send_once, when sp_size > kv heads"},
     {"rmsnorm-implementation", "plan.rmsnorm_implementation", false, "eager (HF LlamaRMSNorm, default) | fused (Liger/Apex kernel)"},

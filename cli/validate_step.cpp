@@ -11,6 +11,7 @@
 #include "cli/validation.hpp"
 #include "eval/step_record.hpp"
 #include "reports/file_out.hpp"
+#include "reports/version.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
 
@@ -64,6 +65,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
   runtime::deepspeed::StepOptions base = step_options_of(vm);
   Json rec{{"format", kFormat}, {"set", set.path}, {"set_name", set.name}, {"model", set.model}, {"profile", set.profile},
            {"profile_used", profile}, {"backend", "deepspeed"}, {"measured_at", measured_at}, {"command", command},
+           {"version", reports::version_json()},
            {"error_pct_convention", "(predicted - measured) / measured * 100; per step, median over timed steps, max over ranks"},
            {"options", {{"warmup", base.warmup}, {"iters", base.iters}, {"seed", base.seed}}},
            {"cases", Json::array()}};

@@ -4,9 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <climits>
 
+#include <yaml-cpp/yaml.h>
+
+#include "reports/format.hpp"
 #include "reports/json_in.hpp"
+#include "reports/version.hpp"
+#include "sim/config.hpp"
 #include "sim/phases.hpp"
 
 namespace ulysses::reports {
@@ -69,35 +75,55 @@ bytes_t resolved_host_ram_bytes(const Scenario& sc) {
   return sc.host_ram_bytes > 0 ? sc.host_ram_bytes : sc.hw.host_ram_bytes;
 }
 
+namespace {
+
+// A YAML node of to_yaml's text as JSON: quoted scalars are strings; plain ones true/false,
+// integers and numbers by their text, anything else (auto, replicate, ...) a string.
+Json yaml_to_json(const YAML::Node& n) {
+  if (n.IsMap()) {
+    Json j = Json::object();
+    for (const auto& kv : n) j[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+    return j;
+  }
+  if (n.IsSequence()) {
+    Json j = Json::array();
+    for (const auto& v : n) j.push_back(yaml_to_json(v));
+    return j;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const std::string& t = n.Scalar();
+  if (n.Tag() == "!") return t;  // quoted
+  if (t == "true" || t == "false") return t == "true";
+  std::int64_t i = 0;
+  const auto ri = std::from_chars(t.data(), t.data() + t.size(), i);
+  if (ri.ec == std::errc() && ri.ptr == t.data() + t.size()) return i;
+  double d = 0;
+  const auto rd = std::from_chars(t.data(), t.data() + t.size(), d);
+  if (rd.ec == std::errc() && rd.ptr == t.data() + t.size()) return d;
+  return t;
+}
+
+}  // namespace
+
 Json scenario_json(const Scenario& sc) {
-  const auto& m = sc.model;
-  const auto& p = sc.plan;
-  Json j = Json::object();
-  j["name"] = sc.name;
-  j["model"] = {{"name", m.name},         {"layers", m.layers},     {"hidden", m.hidden},
-                {"heads", m.heads},       {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim},
-                {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab},   {"tied_embeddings", m.tied_embeddings}};
-  j["profile"] = {{"name", sc.hw.name}, {"gpu", sc.hw.gpu}, {"hbm_bytes", sc.hw.hbm_bytes},
-                  {"calibrated", sc.hw.has_calibration}};
-  j["gpus"] = sc.gpus;
+  // Generated from to_yaml (sim/config.hpp), which writes every key of the model, profile and plan
+  // tables: a key added to a table is echoed without a change here. Keys keep their input names and
+  // units (hbm_GiB, a2a_alpha_us); the resolved values that the files may leave out are added.
+  const YAML::Node y = YAML::Load(to_yaml(sc));
+  Json j = yaml_to_json(y);
   j["gpus_per_node"] = resolved_gpus_per_node(sc);
+  j["host_mem_GiB"] = to_GiB(resolved_host_ram_bytes(sc));
   j["host_ram_bytes_per_node"] = resolved_host_ram_bytes(sc);
-  j["plan"] = {{"sp_size", p.sp_size},
-               {"dp_replicate_size", p.dp_replicate_size},
-               {"dp_shard_size", p.dp_shard_size},
-               {"zero_stage", p.zero_stage},
-               {"offload_optimizer", p.offload_optimizer},
-               {"offload_params", p.offload_params},
-               {"activation_checkpointing", p.activation_checkpointing},
-               {"offload_checkpoints", p.offload_checkpoints},
-               {"tiled_logits", p.tiled_logits},
-               {"tiled_mlp", p.tiled_mlp},
-               {"attn_implementation", p.attn_implementation},
-               {"micro_batch_size", p.micro_batch_size},
-               {"seq_len", p.seq_len},
-               {"pad_to_multiple_of", p.pad_to_multiple_of},
-               {"kv_strategy", to_string(p.kv_strategy)}};
-  j["workload"] = {{"causal", sc.workload.causal}};
+  Json& prof = j["profile"];
+  prof.erase("sources");  // provenance text, no input to the model
+  prof.erase("calibrated");
+  prof["hbm_bytes"] = sc.hw.hbm_bytes;
+  prof["calibrated"] = sc.hw.has_calibration;
+  // the calibrated curves (often kilobytes) as a fingerprint of the values used
+  if (sc.hw.has_calibration && y["profile"]["calibrated"])
+    prof["calibration_fnv1a64"] = fnv1a64_hex(YAML::Dump(y["profile"]["calibrated"]));
+  j["plan"]["dp_shard_size"] = sc.plan.dp_shard_size;  // resolved (the file may say auto)
+  j["plan"]["dp_shard_auto"] = sc.plan.dp_shard_auto;
   return j;
 }
 
@@ -149,7 +175,7 @@ Binding binding_of(const Prediction& p) {
 }
 
 Json predict_result_json(const Scenario& sc, const Prediction& p) {
-  Json j = {{"command", "predict"}};
+  Json j = {{"command", "predict"}, {"version", version_json()}};
   j.update(prediction_json(p));
   j["binding"] = to_string(binding_of(p));
   j["scenario"] = scenario_json(sc);
@@ -157,7 +183,7 @@ Json predict_result_json(const Scenario& sc, const Prediction& p) {
 }
 
 Json plan_result_json(const Scenario& sc, const CapacityResult& r, std::int64_t granularity) {
-  Json j = {{"command", "plan"}};
+  Json j = {{"command", "plan"}, {"version", version_json()}};
   j.update(prediction_json(r.at_max));
   j["seq_len"] = r.max_seq_len;  // the longest that fits (0: nothing fits)
   j["evaluated_seq_len"] = r.at_max.seq_len;

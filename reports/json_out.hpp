@@ -4,7 +4,10 @@
 //   gpu_memory_bytes {term: bytes, ..., total}, host_memory_bytes_per_node {term: bytes, ..., total},
 //   gpu_allocator_bytes {reserved, allocated} (sim/prediction.hpp),
 //   phases_s {phase: seconds}, block_s {block phase: seconds}, step_time_s, tokens_per_s,
-//   hw_tflops_per_gpu, megatron_tflops_per_gpu, scenario {model, profile, gpus, plan, ...}.
+//   hw_tflops_per_gpu, megatron_tflops_per_gpu, version {tool, git, schema} (reports/version.hpp),
+//   scenario: the full resolved scenario (every key of docs/INPUTS.md, in its input units) plus
+//   resolved gpus_per_node, host_ram_bytes_per_node, profile.hbm_bytes, profile.calibrated and a
+//   fingerprint of the calibrated curves (profile.calibration_fnv1a64).
 #include <cstdint>
 #include <string>
 #include <utility>

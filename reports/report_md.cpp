@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/format.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 #include "sim/memory_families.hpp"
@@ -78,14 +79,14 @@ std::string gpus_by_label(const std::string& heading, const Group& rows, Cell ce
 std::string seq_cell(const Json& j) {
   const std::string b = j["binding"] == "host_ram" ? "host" : j["binding"] == "gpu_hbm" ? "gpu" : "-";
   const std::int64_t seq = j["seq_len"].get<std::int64_t>();
-  return fmt::format("{} ({}, sp {})", seq > 0 ? tokens_text(static_cast<double>(seq)) : "nothing fits", b,
+  return fmt::format("{} ({}, sp {})", seq > 0 ? human_tokens(seq) : "nothing fits", b,
                      j["scenario"]["plan"]["sp_size"].get<std::int64_t>());
 }
 
 std::string speed_cell(const Json& j) {
   if (j["seq_len"].get<std::int64_t>() <= 0) return "-";
-  return fmt::format("{}, {}/s", duration_text(j["step_time_s"].get<double>()),
-                     tokens_text(j.value("tokens_per_s", 0.0)));
+  return fmt::format("{}, {}/s", human_time(j["step_time_s"].get<double>()),
+                     human_tokens(std::llround(j.value("tokens_per_s", 0.0))));
 }
 
 double gib(const Json& breakdown, const std::string& term) {
@@ -114,7 +115,7 @@ std::string memory_markdown(const std::string& group, const Group& rows) {
     return s;
   };
   std::string md = fmt::format("\n### Memory at the longest sequence (GiB): {}, {} GPUs\n\n| family / term |", group, n);
-  for (const Json* j : cols) md += fmt::format(" {} ({}) |", label_of(*j), tokens_text((*j)["seq_len"].get<double>()));
+  for (const Json* j : cols) md += fmt::format(" {} ({}) |", label_of(*j), human_tokens(std::llround((*j)["seq_len"].get<double>())));
   md += "\n|---|";
   for (std::size_t i = 0; i < cols.size(); ++i) md += "---:|";
   md += "\n";
@@ -164,9 +165,9 @@ std::string predict_markdown(const std::vector<Json>& results) {
     md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {} | {} | {} | {:.1f} |\n",
                       j.value("label", sc["name"].get<std::string>()), sc["model"]["name"].get<std::string>(),
                       sc["profile"]["name"].get<std::string>(), sc["gpus"].get<std::int64_t>(),
-                      tokens_text(j["seq_len"].get<double>()), j["gpu_memory_bytes"]["total"].get<double>() / kGiB,
+                      human_tokens(std::llround(j["seq_len"].get<double>())), j["gpu_memory_bytes"]["total"].get<double>() / kGiB,
                       j["host_memory_bytes_per_node"]["total"].get<double>() / kGiB, j["binding"].get<std::string>(),
-                      duration_text(j["step_time_s"].get<double>()), tokens_text(j.value("tokens_per_s", 0.0)),
+                      human_time(j["step_time_s"].get<double>()), human_tokens(std::llround(j.value("tokens_per_s", 0.0))),
                       j["megatron_tflops_per_gpu"].get<double>());
   }
   if (md.empty()) return md;
@@ -217,23 +218,6 @@ Json report_data_json(const ReportInputs& in) {
     sweeps.push_back(std::move(s));
   }
   return {{"results", in.results}, {"sweeps", sweeps}, {"memory_families", memory_families_json()}};
-}
-
-std::string duration_text(double s) {
-  if (!std::isfinite(s) || s < 0) return "-";
-  if (s < 1) return fmt::format("{:.3g} ms", s * 1e3);
-  if (s < 60) return fmt::format("{:.3g} s", s);
-  const auto t = static_cast<std::int64_t>(std::llround(s));
-  return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
-}
-
-std::string tokens_text(double n) {
-  if (!std::isfinite(n) || n <= 0) return fmt::format("{:g}", n);
-  const double scale = std::pow(10.0, std::floor(std::log10(n)) - 2);  // round to 3 significant digits first
-  const double r = std::round(n / scale) * scale;
-  if (r >= 1e6) return fmt::format("{:g}M", r / 1e6);
-  if (r >= 1e3) return fmt::format("{:g}K", r / 1e3);
-  return fmt::format("{:g}", r);
 }
 
 std::string report_markdown(const ReportInputs& in, const std::string& title, const std::string& note,

@@ -25,11 +25,6 @@ Json memory_families_json();
 // every profile the sweep names, loaded by name) and the memory families.
 Json report_data_json(const ReportInputs& in);
 
-// Step time, auto-scaled: "850 ms", "5.08 s", "1:25:01" (h:mm:ss from one minute up).
-std::string duration_text(double seconds);
-// Tokens in decimal units, 3 significant digits: 950, 500K, 1M, 4.5M, 12.4M (1M = 1,000,000).
-std::string tokens_text(double n);
-
 // summary.md. pngs: file names of the plots, relative to the folder summary.md is written to.
 std::string report_markdown(const ReportInputs& in, const std::string& title, const std::string& note,
                             const std::vector<std::string>& pngs);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "reports/format.hpp"
 #include "reports/json_out.hpp"
 
 namespace ulysses::reports {
@@ -92,29 +93,23 @@ std::string memory_table(const MemoryBreakdown& m, bytes_t capacity, const std::
   return t.render();
 }
 
-// Microseconds: one decimal below 100 us, whole numbers above.
-static std::string us_text(double time_s) {
-  const double us = time_s * 1e6;
-  return us < 100 ? fmt::format("{:.1f}", us) : fmt::format("{:.0f}", us);
-}
-
 std::string phase_table(const PhaseTimes& p, bool omit_zero) {
-  Table t({{"phase", "", Align::left}, {"time", "us"}, {"share", "%"}});
+  Table t({{"phase", "", Align::left}, {"time", ""}, {"share", "%"}});
   const double total = p.total();
   for (int i = 0; i < p.n; ++i)
     if (p.phases[i].time_s != 0 || !omit_zero)
-      t.add_row({p.phases[i].name, us_text(p.phases[i].time_s),
+      t.add_row({p.phases[i].name, human_time(p.phases[i].time_s),
                total > 0 ? fmt::format("{:.1f}", 100.0 * p.phases[i].time_s / total) : "-"});
-  t.add_row({"step (sum)", us_text(total), total > 0 ? "100.0" : "-"});
+  t.add_row({"step (sum)", human_time(total), total > 0 ? "100.0" : "-"});
   return t.render();
 }
 
 std::string throughput_lines(const Prediction& p) {
   return fmt::format(
-      "step time: {:.3f} s   tokens/s (global): {:.1f}\n"
+      "step time: {}   tokens/s (global): {:.1f}\n"
       "TFLOP/s per GPU: {:.1f} hardware (FLOPs executed: causal halved, recompute counted), "
       "{:.1f} Megatron-style (papers' count: (2cNS + 4cLhS^2)*B, c=4 with checkpointing, non-causal)\n",
-      p.step_time_s, p.tokens_per_s, p.hw_tflops_per_gpu, p.megatron_tflops_per_gpu);
+      human_time(p.step_time_s) + (p.step_time_s >= 60 ? fmt::format(" ({:.0f} s)", p.step_time_s) : ""), p.tokens_per_s, p.hw_tflops_per_gpu, p.megatron_tflops_per_gpu);
 }
 
 }  // namespace ulysses::reports

@@ -6,6 +6,7 @@
 
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
+#include "sim/tokens.hpp"
 
 namespace ulysses {
 
@@ -54,7 +55,8 @@ const std::vector<PlanField>& plan_fields() {
        [](const Plan& p) { return p.attn_implementation; }},
       {"micro_batch_size", [](Plan& p, const S& s, const W& w) { p.micro_batch_size = positive_int(s, w); },
        [](const Plan& p) { return std::to_string(p.micro_batch_size); }},
-      {"seq_len", [](Plan& p, const S& s, const W& w) { p.seq_len = positive_int(s, w); },
+      {"seq_len",  // a token count: 131072, 128K, 1M, 128Ki (sim/tokens.hpp); a quoted value is a string
+       [](Plan& p, const S& s, const W& w) { p.seq_len = s.quoted ? positive_int(s, w) : parse_tokens(s.text, w.file, w.key); },
        [](const Plan& p) { return std::to_string(p.seq_len); }},
       {"pad_to_multiple_of", [](Plan& p, const S& s, const W& w) { p.pad_to_multiple_of = nonneg_int(s, w); },
        [](const Plan& p) { return std::to_string(p.pad_to_multiple_of); }},

@@ -5,6 +5,7 @@
 
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
+#include "sim/tokens.hpp"
 
 namespace ulysses {
 
@@ -14,7 +15,8 @@ const std::vector<std::string> kSweepKeys = {"name", "base", "axes", "mode", "gr
 const std::vector<std::string> kGeometricKeys = {"start", "stop", "factor"};
 
 // {geometric: {start, stop, factor}} -> start, start*factor, ... up to and including stop.
-std::vector<std::string> geometric_values(const YAML::Node& n, const cfg::Where& w) {
+// tokens: start and stop are token counts (the plan.seq_len axis: 64K, 1M, 128Ki).
+std::vector<std::string> geometric_values(const YAML::Node& n, const cfg::Where& w, bool tokens) {
   const auto outer = cfg::map_items(n, w);
   cfg::reject_unknown(outer, {"geometric"}, w);
   cfg::require_keys(outer, {"geometric"}, w);
@@ -26,8 +28,9 @@ std::vector<std::string> geometric_values(const YAML::Node& n, const cfg::Where&
   for (const auto& [k, v] : items) {
     const cfg::Where wk = wg.child(k);
     const cfg::Scalar s = cfg::scalar_of(v, wk, "an integer");
-    if (k == "start") start = cfg::positive_int(s, wk);
-    if (k == "stop") stop = cfg::positive_int(s, wk);
+    auto count = [&] { return tokens && !s.quoted ? parse_tokens(s.text, wk.file, wk.key) : cfg::positive_int(s, wk); };
+    if (k == "start") start = count();
+    if (k == "stop") stop = count();
     if (k == "factor") factor = cfg::parse_int(s, wk, 2, 1 << 20, "an integer >= 2");
   }
   if (stop < start) wg.child("stop").fail(fmt::format("must be >= start (start {}, stop {})", start, stop));
@@ -58,7 +61,8 @@ SweepSpec load_sweep(const std::string& path) {
     } else if (k == "mode") {
       spec.mode = cfg::parse_choice(cfg::scalar_of(v, wk, "predict or plan"), wk, {"predict", "plan"});
     } else if (k == "granularity") {
-      spec.granularity = cfg::positive_int(cfg::scalar_of(v, wk, "a positive integer"), wk);
+      const cfg::Scalar g = cfg::scalar_of(v, wk, "a token count");
+      spec.granularity = g.quoted ? cfg::positive_int(g, wk) : parse_tokens(g.text, wk.file, wk.key);
     } else if (k == "base") {
       if (v.IsMap()) {
         spec.base = cfg::parse_scenario(v, wk, spec.name);
@@ -95,7 +99,7 @@ SweepSpec load_sweep(const std::string& path) {
         for (std::size_t i = 0; i < values.size(); ++i)
           scalars.push_back(cfg::scalar_of(values[i], cfg::Where{path, fmt::format("{}[{}]", wk.key, i), w.dir}, "a scalar value"));
       } else if (values.IsMap()) {
-        for (const auto& text : geometric_values(values, wk)) scalars.push_back(cfg::Scalar{text, false});
+        for (const auto& text : geometric_values(values, wk, key == "plan.seq_len")) scalars.push_back(cfg::Scalar{text, false});
       } else {
         wk.fail("must be a list of values or {geometric: {start, stop, factor}}");
       }

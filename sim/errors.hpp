@@ -9,6 +9,7 @@ namespace ulysses {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;   // a run failed (wrong results, CUDA/NCCL error, timeout)
 inline constexpr int kExitInput = 2;     // bad input (file, key, rule)
+inline constexpr int kExitDoesNotFit = 3;  // predict --fail-if-not-fits: the scenario does not fit
 
 class InputError : public std::runtime_error {
  public:

@@ -11,6 +11,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "sim/capacity.hpp"
 #include "sim/config_internal.hpp"
 #include "sim/errors.hpp"
@@ -51,6 +53,43 @@ void check_sweep_name(const SweepSpec& spec) {
   if (rule.empty()) return;
   const bool from_stem = spec.name == cfg::stem_of(spec.path);
   throw InputError(spec.path, "name", rule + (from_stem ? " (without `name:` the name is the file stem)" : ""));
+}
+
+void sort_skipped(std::vector<std::pair<std::string, std::int64_t>>& skipped) {
+  std::sort(skipped.begin(), skipped.end(),
+            [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+}
+
+Shard parse_shard(const std::string& text, const std::string& key) {
+  const auto slash = text.find('/');
+  auto number = [&](const std::string& part, std::int64_t& out) {
+    if (part.empty() || part.size() > 7 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    out = std::stoll(part);
+    return true;
+  };
+  Shard s;
+  const bool ok = slash != std::string::npos && number(text.substr(0, slash), s.index) &&
+                  number(text.substr(slash + 1), s.count) && s.count >= 1 && s.count <= kMaxShards &&
+                  s.index >= 1 && s.index <= s.count;
+  if (!ok)
+    throw InputError("", key, fmt::format("must be K/N with 1 <= K <= N <= {} (the K-th of N slices, e.g. 2/8; got '{}')",
+                                          kMaxShards, text.size() > 40 ? text.substr(0, 40) + "..." : text));
+  return s;
+}
+
+std::pair<std::int64_t, std::int64_t> shard_points(std::int64_t total, Shard s) {
+  const std::int64_t base = total / s.count, extra = total % s.count, k = s.index - 1;  // the first `extra` get one more
+  const std::int64_t first = k * base + std::min(k, extra);
+  return {first, first + base + (k < extra ? 1 : 0)};
+}
+
+std::string sweep_spec_text(const SweepSpec& spec) {
+  std::string t = fmt::format("name: {}\nmode: {}\ngranularity: {}\naxes:\n", cfg::quote(spec.name), spec.mode, spec.granularity);
+  for (const auto& a : spec.axes) {
+    t += fmt::format("  - key: {}\n    values:\n", cfg::quote(a.key));
+    for (const auto& v : a.values) t += fmt::format("      - {}\n", cfg::quote(v));
+  }
+  return t + "base:\n" + to_yaml(spec.base);
 }
 
 namespace {
@@ -122,8 +161,8 @@ Preloaded preload(const SweepSpec& spec) {
   return pre;
 }
 
-void worker(const SweepSpec& spec, const SweepOptions& opt, const Preloaded& pre, std::int64_t total, Chunks& ch,
-            WorkerStats& st) {
+void worker(const SweepSpec& spec, const SweepOptions& opt, const Preloaded& pre, std::int64_t first_point,
+            std::int64_t end_point, Chunks& ch, WorkerStats& st) {
   const std::size_t n_axes = spec.axes.size();
   Scenario sc = spec.base;
   const AxisSetters setters(spec);
@@ -135,7 +174,7 @@ void worker(const SweepSpec& spec, const SweepOptions& opt, const Preloaded& pre
   try {
     for (std::int64_t c; (c = ch.next.fetch_add(1)) < ch.count;) {
       if (opt.stop && opt.stop->load() != 0) break;
-      const std::int64_t begin = c * ch.size, end = std::min(total, begin + ch.size);
+      const std::int64_t begin = first_point + c * ch.size, end = std::min(end_point, begin + ch.size);
       std::int64_t rest = begin;  // mixed radix, last axis fastest
       for (std::size_t a = n_axes; a-- > 0;) {
         const auto n = static_cast<std::int64_t>(spec.axes[a].values.size());
@@ -212,11 +251,14 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
   if (spec.mode != "predict" && spec.mode != "plan")
     throw InputError(spec.path, "mode", "'" + spec.mode + "' is not one of predict, plan");
 
+  const std::int64_t first = opt.first, end = opt.end < 0 ? total : opt.end;
+  if (first < 0 || first > end || end > total) throw std::invalid_argument("run_sweep: point range outside the product");
+  const std::int64_t count = end - first;
   SweepStats stats;
-  stats.points = total;
+  stats.points = count;
   Chunks ch;
   ch.size = std::max<std::int64_t>(1, opt.chunk);
-  ch.count = (total + ch.size - 1) / ch.size;
+  ch.count = (count + ch.size - 1) / ch.size;
   int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<std::int64_t>(threads, std::max<std::int64_t>(ch.count, 1)));
   stats.threads = threads;
@@ -227,7 +269,7 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
   std::vector<WorkerStats> wstats(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
-    pool.emplace_back(worker, std::cref(spec), std::cref(opt), std::cref(pre), total, std::ref(ch),
+    pool.emplace_back(worker, std::cref(spec), std::cref(opt), std::cref(pre), first, end, std::ref(ch),
                       std::ref(wstats[static_cast<std::size_t>(t)]));
 
   std::int64_t done = 0;
@@ -242,7 +284,7 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
           ch.cv.wait_for(lk, std::chrono::milliseconds(100));
           if (opt.progress && ch.ready[slot] != c + 1) {
             lk.unlock();
-            opt.progress(done, total);
+            opt.progress(done, count);
             lk.lock();
           }
         }
@@ -253,8 +295,8 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
         ch.cv.notify_all();
       }
       if (opt.sink) opt.sink(text);
-      done = std::min(total, (c + 1) * ch.size);
-      if (opt.progress) opt.progress(done, total);
+      done = std::min(count, (c + 1) * ch.size);
+      if (opt.progress) opt.progress(done, count);
     }
   } catch (...) {  // the sink or progress callback failed: stop the workers, then rethrow
     {
@@ -283,10 +325,9 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
     for (const auto& [r, n] : w.skipped) skipped[r] += n;
   }
   stats.skipped.assign(skipped.begin(), skipped.end());
-  std::sort(stats.skipped.begin(), stats.skipped.end(),
-            [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  sort_skipped(stats.skipped);
   stats.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  stats.points_per_s = stats.elapsed_s > 0 ? static_cast<double>(total) / stats.elapsed_s : 0;
+  stats.points_per_s = stats.elapsed_s > 0 ? static_cast<double>(count) / stats.elapsed_s : 0;
   return stats;
 }
 

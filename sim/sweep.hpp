@@ -30,7 +30,7 @@ struct SweepPoint {
 };
 
 struct SweepStats {
-  std::int64_t points = 0;
+  std::int64_t points = 0;                  // points run (the slice's size with SweepOptions::first/end)
   std::int64_t valid = 0;
   std::vector<std::pair<std::string, std::int64_t>> skipped;  // reason -> count, most frequent first
   double elapsed_s = 0;
@@ -50,7 +50,29 @@ struct SweepOptions {
   // Polled by the workers and the writer: non-zero (e.g. a signal number) stops the sweep, which
   // then throws SweepStopped after the workers have joined; no row is handed to the sink after it.
   const std::atomic<int>* stop = nullptr;
+  // The points run: [first, end) of the product (end < 0: to the last point). A shard's slice.
+  std::int64_t first = 0;
+  std::int64_t end = -1;
 };
+
+// SweepStats::skipped's order: most frequent first, then by reason.
+void sort_skipped(std::vector<std::pair<std::string, std::int64_t>>& skipped);
+
+// One of N slices of a sweep (`ulysses sweep --shard K/N`): the K-th, 1-based.
+struct Shard {
+  std::int64_t index = 1;
+  std::int64_t count = 1;
+};
+inline constexpr std::int64_t kMaxShards = 1 << 20;
+// "K/N" with 1 <= K <= N <= kMaxShards, decimal digits only; InputError("", key, rule) otherwise.
+Shard parse_shard(const std::string& text, const std::string& key);
+// The points of shard K of N: contiguous slices in point order, sizes differing by at most one, so
+// the shards' rows concatenated in K order are the rows of the whole sweep. Returns [first, end).
+std::pair<std::int64_t, std::int64_t> shard_points(std::int64_t total, Shard s);
+// Canonical text of everything that decides a sweep's rows: name, mode, granularity, the axes and
+// the resolved base scenario (to_yaml, so presets edited between runs change it). Shards are
+// merged only when the fingerprints of this text agree.
+std::string sweep_spec_text(const SweepSpec& spec);
 
 // Thrown by run_sweep when SweepOptions::stop became non-zero; `value` is what it held.
 struct SweepStopped : std::runtime_error {

@@ -53,6 +53,21 @@ inline CliResult run_cli(const std::string& args) {
   return r;
 }
 
+// run_cli with the launcher variables SLURM_PROCID, SLURM_NTASKS, RANK and WORLD_SIZE unset, then
+// `assignments` ("RANK=1 WORLD_SIZE=4") set.
+inline CliResult run_cli_env(const std::string& assignments, const std::string& args) {
+  const std::string cmd = std::string("env -u SLURM_PROCID -u SLURM_NTASKS -u RANK -u WORLD_SIZE ") + assignments + " '" +
+                          ULYSSES_BIN + "' " + args;
+  TempDir tmp;
+  const std::string out = tmp / "stdout", err = tmp / "stderr";
+  const int status = std::system((cmd + " >'" + out + "' 2>'" + err + "'").c_str());
+  CliResult r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
 inline std::string source_path(const std::string& rel) { return std::string(ULYSSES_SOURCE_DIR) + "/" + rel; }
 
 inline int count_lines(const std::string& s) {

@@ -38,8 +38,9 @@ const std::string kPredict = "predict --model llama-3.1-8b --seq-len 65536 ";
 
 TEST_CASE("hostile numbers: sizes past the limits are one line, exit 2", "[hostile][cli]") {
   refused(kPredict + "--micro-batch-size 9223372036854775807", "plan.micro_batch_size");
-  refused("predict --model llama-3.1-8b --seq-len 9223372036854775807", "plan.seq_len");
-  refused("predict --model llama-3.1-8b --seq-len 1099511627777", "plan.seq_len");
+  // a token count past limits::kMaxSeqLen is refused by parse_tokens, naming the flag
+  refused("predict --model llama-3.1-8b --seq-len 9223372036854775807", "--seq-len");
+  refused("predict --model llama-3.1-8b --seq-len 1099511627777", "--seq-len");
   refused(kPredict + "--micro-batch-size 16777217", "micro_batch_size * seq_len");  // B * S = 2^40 + 65536
   refused(kPredict + "--pad-to-multiple-of 9223372036854775807", "plan.pad_to_multiple_of");
   refused("predict --model llama-3.1-8b --seq-len 1099511627775 --pad-to-multiple-of 1099511627774", "plan.pad_to_multiple_of");

@@ -14,22 +14,6 @@ using test::count_lines;
 using test::run_cli;
 using test::TempDir;
 
-TEST_CASE("report summary: step time and token units", "[reports][summary]") {
-  CHECK(reports::duration_text(0.0123) == "12.3 ms");
-  CHECK(reports::duration_text(5.0794) == "5.08 s");
-  CHECK(reports::duration_text(59.94) == "59.9 s");
-  CHECK(reports::duration_text(5100.664) == "1:25:01");
-  CHECK(reports::duration_text(40 * 3600 + 61) == "40:01:01");
-  CHECK(reports::duration_text(-1) == "-");
-  CHECK(reports::tokens_text(500000) == "500K");
-  CHECK(reports::tokens_text(1000000) == "1M");
-  CHECK(reports::tokens_text(4500000) == "4.5M");
-  CHECK(reports::tokens_text(3342336) == "3.34M");
-  CHECK(reports::tokens_text(999700) == "1M");  // rounded before the unit is chosen
-  CHECK(reports::tokens_text(950) == "950");
-  CHECK(reports::tokens_text(16384) == "16.4K");
-}
-
 TEST_CASE("report summary: memory by family, speed table, plots by file name", "[reports][summary]") {
   TempDir dir;
   const auto r = run_cli("plan --model llama-3.1-8b --gpus 8 --all-features --label all --format json");

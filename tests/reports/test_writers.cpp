@@ -87,7 +87,9 @@ TEST_CASE("memory and phase tables carry total rows", "[reports]") {
   p.add("attn.fwd", 0.003);
   p.add("a2a.qkv.fwd", 0.001);
   const std::string pt = phase_table(p);
-  CHECK(pt.find("4000") != std::string::npos);  // the step, in microseconds
+  CHECK(pt.find("4.00 ms") != std::string::npos);  // the step, scaled (human_time)
+  CHECK(pt.find("3.00 ms") != std::string::npos);
+  CHECK(pt.find("1.00 ms") != std::string::npos);
   CHECK(pt.find("75.0") != std::string::npos);
 }
 

@@ -181,8 +181,9 @@ TEST_CASE("error: negative or zero sizes", "[config]") {
   CHECK(scenario_error(replace(kValid, "sp_size: 8", "sp_size: -2")) ==
         "x.yaml: plan.sp_size: must be a positive integer (got -2)");
   CHECK(scenario_error(replace(kValid, "gpus: 8", "gpus: 0")) == "x.yaml: gpus: must be a positive integer (got 0)");
-  CHECK(scenario_error(replace(kValid, "seq_len: 65536", "seq_len: 0")) ==
-        "x.yaml: plan.seq_len: must be a positive integer (got 0)");
+  const std::string zero_len = scenario_error(replace(kValid, "seq_len: 65536", "seq_len: 0"));  // parse_tokens
+  CHECK(zero_len.rfind("x.yaml: plan.seq_len: must be a token count (", 0) == 0);
+  CHECK(zero_len.find("; at least 1 (got '0')") == zero_len.size() - std::string("; at least 1 (got '0')").size());
   CHECK(scenario_error(kValid + "  micro_batch_size: -1\n") ==
         "x.yaml: plan.micro_batch_size: must be a positive integer (got -1)");
   CHECK(scenario_error(kValid + "  pad_to_multiple_of: -8\n") ==
