@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 
 #include "reports/json_out.hpp"
+#include "sim/rungs.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses::cli {
@@ -27,7 +28,7 @@ Format format_of(const po::variables_map& vm);  // InputError naming --format on
 void print_machine_readable(const reports::Json& j, Format format);
 
 // --scenario, --model, --profile, --gpus, --gpus-per-node, --host-mem-GiB, --causal/--no-causal,
-// every plan key (--sp-size, ..., --kv-strategy) and --all-features.
+// every plan key (--sp-size, ..., --kv-strategy), --features LIST and --all-features.
 void add_scenario_options(po::options_description& d);
 
 // Parses argv; Boost errors (unknown option, missing or bad value) become one InputError
@@ -40,10 +41,18 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
 // then validate(). Throws InputError (exit 2) on any bad input.
 // need_seq_len (predict): a scenario without plan.seq_len and no --seq-len is an error naming
 // --seq-len. Otherwise (plan, which searches the length) a missing seq_len is set to sp_size.
+// --all-features picks the rungs not fixed by a flag at plan.seq_len (sim/feature_search.hpp best_rungs_at).
 Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len = true);
 
-// Largest P that divides `ranks` and satisfies the head rules (H % P == 0, and H_kv % P == 0
-// or P % H_kv == 0); 1 when none larger does.
+// The rungs the command line fixes (sim/rungs.hpp): each rung whose flag is given (--tiled-logits,
+// --sp-size, --tiled-mlp, --offload-checkpoints, --offload-optimizer, --offload-params, on or off) or
+// that --features lists. A search (--all-features, plan --target-seq-len) leaves them as given.
+RungSet fixed_rungs(const po::variables_map& vm);
+// The scenario before the rungs a search chooses: as scenario_from_options, with the --all-features
+// base (ZeRO-3, activation checkpointing) and no rung searched. `searching`: the caller searches the
+// rungs not fixed, so dp_shard_size follows sp_size unless --dp-shard-size is given.
+Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_len, bool searching);
+
 // --seed (a string option): decimal digits only, 0..kMaxSeed; InputError naming --seed otherwise
 // A target in percent (--max-error-pct and kin): a finite number; < 0 turns the target off.
 // InputError naming the option on NaN or infinity.
@@ -57,8 +66,6 @@ void check_output_option(const std::string& flag, const std::string& path);
 inline constexpr int kMaxIterations = 1000;
 inline constexpr std::uint64_t kMaxSeed = (std::uint64_t{1} << 63) - 1;
 std::uint64_t seed_of(const po::variables_map& vm);
-
-std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks);
 
 // Prints "usage: <prog> <positional>\n<summary>\n\n<options>" to stdout.
 void print_help(const char* prog, const std::string& synopsis, const std::string& summary,
