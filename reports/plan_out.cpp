@@ -68,13 +68,21 @@ const MemoryBreakdown& bound(const CapacityResult& r, const Prediction& q) {
   return r.binding == Binding::host_ram ? q.host : q.gpu;
 }
 
+// "ulysses (on), tiled_mlp (off)"; "none"
+std::string fixed_text(RungSet fixed, RungSet on) {
+  std::string out;
+  for (const auto& r : rungs())
+    if (fixed & bit(r.rung)) out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", r.name, on & bit(r.rung) ? "on" : "off");
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace
 
 std::string features_text(const RungSearch& s, RungSet fixed, const std::vector<RungEffect>& why) {
   const RungCandidate& c = s.chosen();
   std::string out = fmt::format("--all-features chose: {} (the longest S of {} feature sets, ties: the faster step; "
                                 "fixed by flags: {})\n",
-                                rung_set_name(c.set), s.candidates.size(), fixed ? rung_set_name(fixed) : "none");
+                                rung_set_name(c.set), s.candidates.size(), fixed_text(fixed, c.set));
   for (const auto& e : why)
     out += fmt::format("  {} {} ({}): {} it {}\n", e.change, e.adds ? "left out" : "kept", e.verdict,
                        e.adds ? "with" : "without", outcome(e.result));
@@ -85,7 +93,7 @@ Json features_json(const RungSearch& s, RungSet fixed, const std::vector<RungEff
   Json searched = Json::array(), fixed_j = Json::array();
   for (const auto& r : rungs()) {
     if (s.free & bit(r.rung)) searched.push_back(r.name);
-    if (fixed & bit(r.rung)) fixed_j.push_back(r.name);
+    if (fixed & bit(r.rung)) fixed_j.push_back({{"name", r.name}, {"on", (s.chosen().set & bit(r.rung)) != 0}});
   }
   return {{"chosen", rung_set_name(s.chosen().set)}, {"searched", searched}, {"fixed", fixed_j},
           {"sets_tried", s.candidates.size()}, {"why", effects_json(why)}};
