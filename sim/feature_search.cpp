@@ -140,31 +140,42 @@ TargetResult search_target(const Scenario& base, RungSet free, std::int64_t targ
                            bool gpus_fixed, std::int64_t max_gpus) {
   TargetResult t;
   t.target = target;
+  free &= kAllRungs;
   const std::int64_t node = base.gpus_per_node > 0 ? base.gpus_per_node : base.hw.gpus_per_node;
   const std::vector<std::int64_t> counts = gpus_fixed ? std::vector<std::int64_t>{base.gpus} : gpu_counts(node, max_gpus);
   std::size_t longest = 0;  // index into scanned of the longest S so far
-  for (const std::int64_t g : counts) {
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    const std::int64_t g = counts[i];
     Scenario at = base;
     set_gpus(at, g);
-    const RungSearch rs = search_rungs(at, free, granularity);
-    t.scanned.push_back({g, rs.chosen()});
-    if (t.scanned.size() == 1 || better(rs.chosen(), t.scanned[longest].best)) {
-      longest = t.scanned.size() - 1;
-      t.gpus = g;
-    }
-    for (const auto& c : rs.candidates) {
-      if (!c.valid() || c.cap.max_seq_len <= 0) continue;
-      const bool seen = std::any_of(t.options.begin(), t.options.end(), [&](const TargetOption& o) { return o.plan.set == c.set; });
-      if (seen) continue;  // e.g. the ulysses rung on one GPU (sp auto = 1) is the set without it
-      Scenario s = with_rungs(at, c.set, rs.free);
+    // does some set fit the target here? one predict per set (every count is tried)
+    RungSet sub = 0;
+    Scenario s = at;  // one copy per count: the rungs in free are all set each time
+    do {
+      set_rungs(s, sub, free);
+      const RungSet set = rungs_of(s);
+      const bool seen = std::any_of(t.options.begin(), t.options.end(), [&](const TargetOption& o) { return o.plan.set == set; });
       s.plan.seq_len = eval_len(s, target);
-      if (!check(s).empty()) continue;
-      const Prediction p = predict(s);
-      if (!(p.fits_gpu && p.fits_host)) continue;
-      t.options.push_back({c, p});
+      if (!seen && check(s).empty()) {  // seen: e.g. the ulysses rung on one GPU (sp auto = 1) is the set without it
+        const Prediction p = predict(s);
+        if (p.fits_gpu && p.fits_host) t.options.push_back({plan_scenario(s, set, granularity), p});
+      }
+      sub = (sub - free) & free;
+    } while (sub != 0);
+    t.reached = !t.options.empty();
+    // the longest S at this count (the table and the best found): below 16 counts, at whole powers
+    // of two of nodes, at the last count and at the answer; in between only reachability is needed
+    const std::int64_t nodes = g / std::max<std::int64_t>(node, 1);
+    const bool listed = i < 16 || g < node || (g % node == 0 && (nodes & (nodes - 1)) == 0) || i + 1 == counts.size();
+    if (listed || t.reached) {
+      const RungSearch rs = search_rungs(at, free, granularity);
+      t.scanned.push_back({g, rs.chosen()});
+      if (t.scanned.size() == 1 || better(rs.chosen(), t.scanned[longest].best)) {
+        longest = t.scanned.size() - 1;
+        t.gpus = g;
+      }
     }
-    if (!t.options.empty()) {
-      t.reached = true;
+    if (t.reached) {
       t.gpus = g;
       break;
     }

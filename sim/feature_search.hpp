@@ -51,8 +51,10 @@ std::vector<RungEffect> rung_effects(const Scenario& sc, RungSet which, bool mor
                                      std::int64_t granularity);
 
 // --target-seq-len: scans GPU counts 1, 2, 4, ... below a node, then whole nodes, up to max_gpus
-// (or only base.gpus when gpus_fixed); at each the best set of `free`; stops at the first count where
-// some set fits the target. Options: the sets that reach it there, fastest step at the target first.
+// (or only base.gpus when gpus_fixed); at each, every set of `free` is predicted at the target; stops
+// at the first count where some set fits. Options: the sets that fit there, fastest step at the
+// target first. The longest S (search_rungs) is searched at the first 16 counts, at whole powers of
+// two of nodes, at the last count and at the answer (`scanned`); "the best found" is over those.
 struct TargetOption {
   RungCandidate plan;    // the longest S with this set
   Prediction at_target;  // at eval_seq_len
@@ -67,7 +69,7 @@ struct TargetResult {
   bool reached = false;
   std::int64_t gpus = 0;          // the answer (reached), else the count of the longest S found
   std::vector<TargetOption> options;  // reached: every set reaching the target at `gpus`, fastest first
-  std::vector<TargetScan> scanned;    // every count tried, in order
+  std::vector<TargetScan> scanned;    // the counts whose longest S was searched, in order
   Scenario scenario;                  // the fastest option's scenario at eval_seq_len (reached)
 };
 inline constexpr std::int64_t kMaxTargetGpus = 4096;

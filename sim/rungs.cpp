@@ -59,10 +59,14 @@ void set_sp_auto(Scenario& sc) {
   derive_shard(sc);
 }
 
-Scenario with_rungs(Scenario sc, RungSet on, RungSet touch) {
+void set_rungs(Scenario& sc, RungSet on, RungSet touch) {
   for (const auto& r : kRungs)
     if (touch & bit(r.rung)) r.set(sc, (on & bit(r.rung)) != 0);
   derive_shard(sc);
+}
+
+Scenario with_rungs(Scenario sc, RungSet on, RungSet touch) {
+  set_rungs(sc, on, touch);
   return sc;
 }
 

@@ -38,6 +38,7 @@ void set_sp_auto(Scenario& sc);
 // sc with every rung in `touch` set on (in `on`) or off, in table order; dp_shard_size re-derived
 // when plan.dp_shard_auto. The result may break a rule (check() says which).
 Scenario with_rungs(Scenario sc, RungSet on, RungSet touch = kAllRungs);
+void set_rungs(Scenario& sc, RungSet on, RungSet touch = kAllRungs);  // the same in place (no copy)
 // The rungs a scenario has on (ulysses: sp_size > 1).
 RungSet rungs_of(const Scenario& sc);
 
