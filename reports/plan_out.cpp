@@ -152,8 +152,9 @@ std::string target_text(const TargetResult& t, std::int64_t max_gpus, int max_op
   for (const auto& s : t.scanned)
     scan.add_row({fmt::format("{}", s.gpus), s.best.valid() ? fmt::format("{}", s.best.cap.max_seq_len) : "-",
                   s.best.valid() ? tokens(s.best.cap.max_seq_len) : "", s.best.valid() ? rung_set_name(s.best.set) : s.best.invalid});
-  if (t.scanned.size() <= 16) out += "\nGPU counts tried (best set at each):\n" + scan.render();
-  else out += fmt::format("\n{} GPU counts tried ({}..{})\n", t.scanned.size(), t.scanned.front().gpus, t.scanned.back().gpus);
+  if (t.counts_tried <= 16) out += "\nGPU counts tried (the longest S, best set at each):\n" + scan.render();
+  else out += fmt::format("\n{} GPU counts tried ({}..{}); the longest S searched at {} of them\n", t.counts_tried,
+                          t.scanned.front().gpus, t.scanned.back().gpus, t.scanned.size());
   if (!t.reached) return out;
   Table opts({{"#", ""}, {"features", "", Align::left}, {"sp", ""}, {"step at target", "s"}, {"tokens/s", ""},
               {"longest S", "tokens"}, {"", ""}});
@@ -180,6 +181,7 @@ Json target_json(const TargetResult& t, std::int64_t max_gpus) {
     scanned.push_back(c);
   }
   j["scanned"] = scanned;
+  j["counts_tried"] = t.counts_tried;
   if (!t.reached) return j;
   j["eval_seq_len"] = t.eval_seq_len;
   Json opts = Json::array();

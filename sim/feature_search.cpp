@@ -146,6 +146,7 @@ TargetResult search_target(const Scenario& base, RungSet free, std::int64_t targ
   std::size_t longest = 0;  // index into scanned of the longest S so far
   for (std::size_t i = 0; i < counts.size(); ++i) {
     const std::int64_t g = counts[i];
+    t.counts_tried = i + 1;
     Scenario at = base;
     set_gpus(at, g);
     // does some set fit the target here? one predict per set (every count is tried)

@@ -70,6 +70,7 @@ struct TargetResult {
   std::int64_t gpus = 0;          // the answer (reached), else the count of the longest S found
   std::vector<TargetOption> options;  // reached: every set reaching the target at `gpus`, fastest first
   std::vector<TargetScan> scanned;    // the counts whose longest S was searched, in order
+  std::size_t counts_tried = 0;       // every count whose sets were predicted at the target
   Scenario scenario;                  // the fastest option's scenario at eval_seq_len (reached)
 };
 inline constexpr std::int64_t kMaxTargetGpus = 4096;
