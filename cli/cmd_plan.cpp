@@ -53,12 +53,13 @@ int run_target(const po::variables_map& vm, Format format, std::int64_t granular
   const Scenario base = base_scenario_from_options(vm, false, true);
   const RungSet free = kAllRungs & ~fixed_rungs(vm);
   const TargetResult t = search_target(base, free, target, granularity, given(vm, "gpus"));
+  const std::int64_t max_gpus = given(vm, "gpus") ? base.gpus : kMaxTargetGpus;  // what was scanned up to
   if (format == Format::table) {
     if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";
     if (t.reached) std::cout << reports::describe_scenario(t.scenario);
-    std::cout << reports::target_text(t, kMaxTargetGpus);
+    std::cout << reports::target_text(t, max_gpus);
   } else {
-    reports::Json j = reports::target_json(t, kMaxTargetGpus);
+    reports::Json j = reports::target_json(t, max_gpus);
     if (vm.count("label")) j["label"] = vm["label"].as<std::string>();
     print_machine_readable(j, format);
   }
@@ -74,7 +75,7 @@ int run_plan(int argc, char** argv) {
       ("label", po::value<std::string>(), "a name echoed in the output (e.g. the feature ablation)")
       ("target-seq-len", po::value<std::string>(),
        "instead of the longest S: the fewest GPUs (1, 2, 4, .. within a node, then whole nodes, up to 4096; "
-       "only --gpus when given) whose best feature set fits this S (e.g. 1M = 1,000000; K/M/G decimal), "
+       "only --gpus when given) whose best feature set fits this S (e.g. 1M = 1,000,000; K/M/G decimal), "
        "and the sets that do there, fastest step first; exit 3 when none does")
       ("explain", po::bool_switch(),
        "what binds (GPU HBM or host RAM, largest terms) and what each feature rung, added or taken away, "

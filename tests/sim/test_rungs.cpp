@@ -88,7 +88,7 @@ TEST_CASE("rungs: sp auto follows the head rules; with_rungs and rungs_of agree"
   }
 }
 
-TEST_CASE("--all-features is never worse than any rung set (issue 16 cases)", "[sim][rungs]") {
+TEST_CASE("all-features: never worse than any rung set (issue 16 cases)", "[sim][rungs]") {
   struct Case { const char* model; const char* profile; std::int64_t gpus; };
   std::int64_t one_h100 = 0, two_h100 = 0;
   for (const Case c : {Case{"llama-3.1-70b", "h100-sxm-80gb", 1}, Case{"llama-3.1-70b", "h100-sxm-80gb", 2},
@@ -110,7 +110,7 @@ TEST_CASE("--all-features is never worse than any rung set (issue 16 cases)", "[
   CHECK(two_h100 > one_h100);  // the issue: 299K on one H100, 1K on two (parameter offload only on one)
 }
 
-TEST_CASE("--all-features with fixed rungs searches only the others", "[sim][rungs]") {
+TEST_CASE("all-features: with fixed rungs it searches only the others", "[sim][rungs]") {
   Scenario base = preset("llama-3.1-8b", "h100-sxm-80gb", 8);
   base.plan.tiled_mlp = false;  // as --tiled-mlp=false
   const RungSet free = kAllRungs & ~bit(Rung::tiled_mlp);
