@@ -50,6 +50,8 @@ int run_target(const po::variables_map& vm, Format format, std::int64_t granular
   const std::int64_t target = parse_tokens(vm["target-seq-len"].as<std::string>(), "", "--target-seq-len");
   if (given(vm, "seq-len")) throw InputError("", "--target-seq-len", "conflicts with --seq-len (give one)");
   if (vm["explain"].as<bool>()) throw InputError("", "--target-seq-len", "conflicts with --explain (explain a plan at a GPU count)");
+  if (given(vm, "sp-size") && vm["sp-size"].as<std::string>() != "auto" && !given(vm, "gpus"))
+    throw InputError("", "--sp-size", "with --target-seq-len a fixed sp size needs --gpus (or use --sp-size auto)");
   const Scenario base = base_scenario_from_options(vm, false, true);
   const RungSet free = kAllRungs & ~fixed_rungs(vm);
   const TargetResult t = search_target(base, free, target, granularity, given(vm, "gpus"));

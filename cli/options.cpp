@@ -192,8 +192,9 @@ Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_l
   const RungSet listed = given(vm, "features") ? parse_rung_set(str(vm, "features"), "", "--features") : 0;
   sc = with_rungs(sc, listed, listed & ~bit(Rung::ulysses));
 
-  bool sp_auto = (listed & bit(Rung::ulysses)) && !given(vm, "sp-size");
+  // the base of a search has sp auto too (a given dp_shard_size may need it); the search sets it per subset
   const bool ulysses_searched = searching && !(fixed_rungs(vm) & bit(Rung::ulysses));
+  bool sp_auto = ((listed & bit(Rung::ulysses)) || ulysses_searched) && !given(vm, "sp-size");
   bool overridden = false;
   for (const auto& f : kFlags) {
     if (std::string(f.key) == "gpus" || !given(vm, f.flag)) continue;
@@ -212,14 +213,11 @@ Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_l
   // GPUs not taken by sp and dp_replicate form dp_shard, unless dp_shard_size is given.
   const bool shard_given = given(vm, "dp-shard-size") && str(vm, "dp-shard-size") != "auto";
   const bool layout_changed =
-      given(vm, "gpus") || given(vm, "sp-size") || given(vm, "dp-replicate-size") || sp_auto || ulysses_searched;
+      given(vm, "gpus") || given(vm, "sp-size") || given(vm, "dp-replicate-size") || sp_auto;
   const bool derive_shard = !shard_given && (!from_file || layout_changed);
   auto& p = sc.plan;
-  if (sp_auto) {
-    std::int64_t ranks = sc.gpus / p.dp_replicate_size;
-    if (shard_given) ranks /= p.dp_shard_size;
-    p.sp_size = ulysses::largest_valid_sp(sc.model, std::max<std::int64_t>(ranks, 1));
-  }
+  if (derive_shard) p.dp_shard_auto = true;
+  if (sp_auto) set_sp_auto(sc);  // the ulysses rung's sp (sim/rungs.hpp)
   if (derive_shard) {
     const std::int64_t taken = p.sp_size * p.dp_replicate_size;
     if (sc.gpus % taken != 0)

@@ -40,6 +40,10 @@ TEST_CASE("plan --all-features: at least every ladder rung, names its choice and
     CHECK((chosen.find("optimizer_offload") != std::string::npos) == all["scenario"]["plan"]["offload_optimizer"].get<bool>());
     CHECK((chosen.find("param_offload") != std::string::npos) == all["scenario"]["plan"]["offload_params"].get<bool>());
   }
+  // a given dp_shard_size: the sets without ulysses are not valid plans there, the others are searched
+  const json shard = run_json("--model llama-3.1-70b --gpus 24 --dp-shard-size 3 --all-features");
+  CHECK(shard["scenario"]["plan"]["sp_size"] == 8);
+  CHECK(shard["seq_len"].get<std::int64_t>() > 0);
   const auto table = run_cli("plan --model llama-3.1-70b --profile h200-sxm-141gb --gpus 16 --all-features");
   REQUIRE(table.rc == 0);
   CHECK(table.out.find("--all-features chose: ") == 0);
@@ -101,7 +105,8 @@ TEST_CASE("plan --target-seq-len: fewest GPUs, options fastest first, exit 3 whe
 TEST_CASE("plan --target-seq-len / --features: bad input is one line, exit 2", "[cli][rungs]") {
   for (const char* args : {"--target-seq-len 0", "--target-seq-len abc", "--target-seq-len 1.5",
                            "--target-seq-len -1M", "--target-seq-len 1M --seq-len 4096",
-                           "--target-seq-len 1M --explain", "--features foo", "--features ulysses,ulysses"}) {
+                           "--target-seq-len 1M --explain", "--features foo", "--features ulysses,ulysses",
+                           "--target-seq-len 1M --sp-size 8", "--target-seq-len 1M --granularity 0"}) {
     INFO(args);
     const auto r = run_cli(std::string("plan --model llama-3.1-8b ") + args);
     CHECK(r.rc == 2);
