@@ -17,17 +17,20 @@ mkdir -p "$OUT/plans" "$OUT/sweep" "$OUT/tables" "$OUT/report"
 start=$(date +%s.%N)
 
 # Feature ablations, cumulative as in the ALST paper. The baseline is ZeRO-3 data parallelism
-# with activation checkpointing (no sp, no offload); "all" is --all-features (see
-# `ulysses plan --help`: it adds optimizer offload, and parameter offload on a single GPU).
+# with activation checkpointing (no sp, no offload); the next four are the feature rungs of
+# sim/rungs.hpp by name (`--features`, cumulative: ulysses = sp auto); "all" is --all-features
+# (the best set of every rung, searched; see `ulysses plan --help`).
 ablations=(baseline tiled_logits ulysses tiled_mlp ckpt_offload all)
 flags_for() {
   case "$1" in
-    baseline)     echo "--sp-size 1" ;;
-    tiled_logits) echo "--sp-size 1 --tiled-logits" ;;
-    ulysses)      echo "--sp-size auto --tiled-logits" ;;
-    tiled_mlp)    echo "--sp-size auto --tiled-logits --tiled-mlp" ;;
-    ckpt_offload) echo "--sp-size auto --tiled-logits --tiled-mlp --offload-checkpoints" ;;
-    all)          echo "--all-features" ;;
+    baseline) echo "--sp-size 1" ;;
+    all)      echo "--all-features" ;;
+    *)        local list="" ab
+              for ab in "${ablations[@]:1}"; do  # the rungs up to and including $1
+                list="${list:+$list,}$ab"
+                [ "$ab" = "$1" ] && break
+              done
+              echo "--features $list" ;;
   esac
 }
 
@@ -69,7 +72,7 @@ echo "== report ($OUT/report)" >&2
 note="Feature ablations (cumulative, left to right): baseline = ZeRO-3 data parallelism with activation \
 checkpointing; tiled_logits = + tiled logits/loss; ulysses = + Ulysses SP over the largest sp size the GPUs and \
 heads allow; tiled_mlp = + TiledMLP; ckpt_offload = + checkpoints offloaded to host; all = \`--all-features\` \
-(+ optimizer offload, and parameter offload on a single GPU). Predictions of the cost model (docs/MODEL.md), \
+(the best set of these rungs plus optimizer and parameter offload: the longest sequence, searched). Predictions of the cost model (docs/MODEL.md), \
 uncalibrated unless the profile has a calibrated section."
 "$BIN" report "$OUT/plans" "$OUT/sweep" --out "$OUT/report" --title "ulysses main job" --note "$note" > "$OUT/report/stdout.md"
 end=$(date +%s.%N)

@@ -11,6 +11,7 @@
 #include "reports/file_out.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
+#include "sim/feature_search.hpp"
 #include "sim/run_config.hpp"
 
 namespace ulysses::cli {
@@ -77,9 +78,13 @@ void add_scenario_options(po::options_description& d) {
       ("accelerate-config", po::value<std::string>(), "HF Accelerate config YAML (accelerate launch --config_file): its keys override the scenario's (docs/INPUTS.md \"Run configs\")")
       ("deepspeed-config", po::value<std::string>(), "DeepSpeed config JSON: its keys override the Accelerate YAML's; the flags below override both")
       ("all-features", po::bool_switch(),
-       "the ALST recipe: ZeRO-3, optimizer offload, activation checkpointing offloaded to host, tiled "
-       "logits/loss, TiledMLP, sp_size auto (unless --sp-size is given), and parameter offload on a "
-       "single GPU; explicit flags override it");
+       "ZeRO-3 + activation checkpointing and the best set of the feature rungs (tiled_logits, ulysses = "
+       "sp auto, tiled_mlp, ckpt_offload, optimizer_offload, param_offload): plan tries every subset and "
+       "keeps the longest S (ties: the faster step), at a fixed --seq-len the fastest that fits; a rung "
+       "given by its flag or --features is fixed, not searched")
+      ("features", po::value<std::string>(),
+       "feature rungs to turn on, comma-separated (tiled_logits,ulysses,tiled_mlp,ckpt_offload,"
+       "optimizer_offload,param_offload; ulysses = sp auto); explicit flags override them");
   for (const auto& f : kFlags) {
     auto* v = po::value<std::string>();
     if (f.is_switch) v->implicit_value("true");
@@ -140,15 +145,28 @@ std::uint64_t seed_of(const po::variables_map& vm) {
   return v;
 }
 
-std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks) {
-  for (std::int64_t p = ranks; p > 1; --p) {
-    if (ranks % p != 0 || m.heads % p != 0) continue;
-    if (m.kv_heads % p == 0 || p % m.kv_heads == 0) return p;
-  }
-  return 1;
+RungSet fixed_rungs(const po::variables_map& vm, const RunConfigRead* run_configs) {
+  RungSet s = given(vm, "features") ? parse_rung_set(str(vm, "features"), "", "--features") : 0;
+  if (run_configs != nullptr && run_configs->sp_size != 0) s |= bit(Rung::ulysses);
+  for (const auto& r : rungs())
+    if (given(vm, r.flag + 2)) s |= bit(r.rung);  // flag without its "--"
+  return s;
 }
 
 Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len, RunConfigRead* run_configs) {
+  const bool all = vm["all-features"].as<bool>();
+  RunConfigRead rc;
+  Scenario sc = base_scenario_from_options(vm, need_seq_len, all, &rc);
+  if (run_configs != nullptr) *run_configs = rc;
+  if (!all) return sc;
+  const RungSet free = kAllRungs & ~fixed_rungs(vm, &rc);
+  sc = with_rungs(sc, best_rungs_at(sc, free, 1), free);
+  validate(sc, given(vm, "scenario") ? str(vm, "scenario") + " (with --all-features)" : "--all-features");
+  return sc;
+}
+
+Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_len, bool searching,
+                                    RunConfigRead* run_configs) {
   Scenario sc;
   std::string origin;  // file named by validate() errors
   const bool from_file = given(vm, "scenario");
@@ -180,20 +198,21 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len, R
   if (given(vm, "gpus")) mark_overridden(rc, "gpus", "--gpus");
 
   const bool all = vm["all-features"].as<bool>();
-  if (all) {
-    const char* origin_all = "--all-features";
-    set_key(sc, "plan.zero_stage", "3", origin_all);
-    set_key(sc, "plan.offload_optimizer", "true", origin_all);
-    set_key(sc, "plan.activation_checkpointing", "true", origin_all);
-    set_key(sc, "plan.offload_checkpoints", "true", origin_all);
-    set_key(sc, "plan.tiled_logits", "true", origin_all);
-    set_key(sc, "plan.tiled_mlp", "true", origin_all);
-    if (sc.gpus == 1) set_key(sc, "plan.offload_params", "true", origin_all);
-    for (const char* k : {"plan.zero_stage", "plan.offload_optimizer"}) mark_overridden(rc, k, origin_all);
-    if (sc.gpus == 1) mark_overridden(rc, "plan.offload_params", origin_all);
+  if (all) {  // the base of the ladder; the rungs are searched (sim/feature_search.hpp)
+    set_key(sc, "plan.zero_stage", "3", "--all-features");
+    set_key(sc, "plan.activation_checkpointing", "true", "--all-features");
+    mark_overridden(rc, "plan.zero_stage", "--all-features");
+    // the offload rungs a run config set are searched too (a flag fixes a rung, a config does not)
+    for (const char* k : {"plan.offload_optimizer", "plan.offload_params"}) mark_overridden(rc, k, "--all-features (searched)");
   }
+  // --features: those rungs on (ulysses as --sp-size auto), before the explicit flags
+  const RungSet listed = given(vm, "features") ? parse_rung_set(str(vm, "features"), "", "--features") : 0;
+  sc = with_rungs(sc, listed, listed & ~bit(Rung::ulysses));
 
-  bool sp_auto = all && !given(vm, "sp-size") && rc.sp_size == 0;  // a run config's sp size stands
+  // the base of a search has sp auto too (a given dp_shard_size may need it); the search sets it per
+  // subset. A run config's sp size stands: it fixes the ulysses rung like --sp-size does.
+  const bool ulysses_searched = searching && !(fixed_rungs(vm, &rc) & bit(Rung::ulysses));
+  bool sp_auto = ((listed & bit(Rung::ulysses)) || ulysses_searched) && !given(vm, "sp-size");
   bool overridden = false;
   for (const auto& f : kFlags) {
     if (std::string(f.key) == "gpus" || !given(vm, f.flag)) continue;
@@ -212,14 +231,12 @@ Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len, R
 
   // GPUs not taken by sp and dp_replicate form dp_shard, unless dp_shard_size is given.
   const bool shard_given = given(vm, "dp-shard-size") && str(vm, "dp-shard-size") != "auto";
-  const bool layout_changed = given(vm, "gpus") || given(vm, "sp-size") || given(vm, "dp-replicate-size") || sp_auto;
+  const bool layout_changed =
+      given(vm, "gpus") || given(vm, "sp-size") || given(vm, "dp-replicate-size") || sp_auto;
   const bool derive_shard = !shard_given && (!from_file || layout_changed);
   auto& p = sc.plan;
-  if (sp_auto) {
-    std::int64_t ranks = sc.gpus / p.dp_replicate_size;
-    if (shard_given) ranks /= p.dp_shard_size;
-    p.sp_size = largest_valid_sp(sc.model, std::max<std::int64_t>(ranks, 1));
-  }
+  if (derive_shard) p.dp_shard_auto = true;
+  if (sp_auto) set_sp_auto(sc);  // the ulysses rung's sp (sim/rungs.hpp)
   if (derive_shard) {
     const std::int64_t taken = p.sp_size * p.dp_replicate_size;
     if (sc.gpus % taken != 0)

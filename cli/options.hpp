@@ -9,6 +9,7 @@
 
 #include "reports/json_out.hpp"
 #include "sim/run_config.hpp"
+#include "sim/rungs.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses::cli {
@@ -28,7 +29,7 @@ Format format_of(const po::variables_map& vm);  // InputError naming --format on
 void print_machine_readable(const reports::Json& j, Format format);
 
 // --scenario, --model, --profile, --gpus, --gpus-per-node, --host-mem-GiB, --causal/--no-causal,
-// every plan key (--sp-size, ..., --kv-strategy) and --all-features.
+// every plan key (--sp-size, ..., --kv-strategy), --features LIST and --all-features.
 void add_scenario_options(po::options_description& d);
 
 // Parses argv; Boost errors (unknown option, missing or bad value) become one InputError
@@ -42,12 +43,21 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
 // need_seq_len (predict): a scenario without plan.seq_len and no --seq-len is an error naming
 // --seq-len. Otherwise (plan, which searches the length) a missing seq_len is set to sp_size.
 // --accelerate-config / --deepspeed-config are read after --scenario and before the flags; what
-// they set is echoed into *run_configs when given (sim/run_config.hpp).
+// they set is echoed into *run_configs when given (sim/run_config.hpp). --all-features picks the
+// rungs not fixed by a flag at plan.seq_len (sim/feature_search.hpp best_rungs_at).
 Scenario scenario_from_options(const po::variables_map& vm, bool need_seq_len = true,
                                RunConfigRead* run_configs = nullptr);
 
-// Largest P that divides `ranks` and satisfies the head rules (H % P == 0, and H_kv % P == 0
-// or P % H_kv == 0); 1 when none larger does.
+// The rungs the command line fixes (sim/rungs.hpp): each rung whose flag is given (--tiled-logits,
+// --sp-size, --tiled-mlp, --offload-checkpoints, --offload-optimizer, --offload-params, on or off) or
+// that --features lists. A search (--all-features, plan --target-seq-len) leaves them as given.
+RungSet fixed_rungs(const po::variables_map& vm, const RunConfigRead* run_configs = nullptr);
+// The scenario before the rungs a search chooses: as scenario_from_options, with the --all-features
+// base (ZeRO-3, activation checkpointing) and no rung searched. `searching`: the caller searches the
+// rungs not fixed, so dp_shard_size follows sp_size unless --dp-shard-size is given.
+Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_len, bool searching,
+                                    RunConfigRead* run_configs = nullptr);
+
 // --seed (a string option): decimal digits only, 0..kMaxSeed; InputError naming --seed otherwise
 // A target in percent (--max-error-pct and kin): a finite number; < 0 turns the target off.
 // InputError naming the option on NaN or infinity.
@@ -61,8 +71,6 @@ void check_output_option(const std::string& flag, const std::string& path);
 inline constexpr int kMaxIterations = 1000;
 inline constexpr std::uint64_t kMaxSeed = (std::uint64_t{1} << 63) - 1;
 std::uint64_t seed_of(const po::variables_map& vm);
-
-std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks);
 
 // Prints "usage: <prog> <positional>\n<summary>\n\n<options>" to stdout.
 void print_help(const char* prog, const std::string& synopsis, const std::string& summary,

@@ -9,7 +9,8 @@ namespace ulysses {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;   // a run failed (wrong results, CUDA/NCCL error, timeout)
 inline constexpr int kExitInput = 2;     // bad input (file, key, rule)
-inline constexpr int kExitDoesNotFit = 3;  // predict --fail-if-not-fits: the scenario does not fit
+inline constexpr int kExitDoesNotFit = 3;    // predict --fail-if-not-fits: the scenario does not fit
+inline constexpr int kExitNotReachable = 3;  // plan --target-seq-len: no GPU count up to the limit reaches it
 
 class InputError : public std::runtime_error {
  public:

@@ -169,13 +169,15 @@ TEST_CASE("plan: each ALST feature, added in turn, lets a longer sequence fit", 
   }
 }
 
-TEST_CASE("plan: --all-features on one GPU offloads parameters too, explicit flags win", "[cli]") {
+TEST_CASE("plan: --all-features searches the rungs, explicit flags win", "[cli]") {
   const json one = plan_json("--model llama-3.1-8b --gpus 1 --all-features");
-  CHECK(one["scenario"]["plan"]["offload_params"] == true);
+  CHECK(one["scenario"]["plan"]["offload_params"] == true);  // the longest S on one GPU needs it
   CHECK(one["scenario"]["plan"]["sp_size"] == 1);
-  const json eight = plan_json("--model llama-3.1-8b --gpus 8 --all-features --tiled-mlp=false --sp-size 4");
+  const json eight =
+      plan_json("--model llama-3.1-8b --gpus 8 --all-features --tiled-mlp=false --sp-size 4 --offload-params=false");
   CHECK(eight["scenario"]["plan"]["offload_params"] == false);
   CHECK(eight["scenario"]["plan"]["tiled_mlp"] == false);
   CHECK(eight["scenario"]["plan"]["sp_size"] == 4);
   CHECK(eight["scenario"]["plan"]["dp_shard_size"] == 2);
+  CHECK(eight["all_features"]["searched"].size() == 3);  // tiled_logits, ckpt_offload, optimizer_offload
 }
