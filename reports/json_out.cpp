@@ -68,12 +68,6 @@ void check_sweep_summary_json(const Json& j, const std::string& file) {
 
 const char* to_string(KvStrategy k) { return k == KvStrategy::replicate ? "replicate" : "send_once"; }
 
-std::int64_t resolved_gpus_per_node(const Scenario& sc) {
-  return sc.gpus_per_node > 0 ? sc.gpus_per_node : sc.hw.gpus_per_node;
-}
-bytes_t resolved_host_ram_bytes(const Scenario& sc) {
-  return sc.host_ram_bytes > 0 ? sc.host_ram_bytes : sc.hw.host_ram_bytes;
-}
 
 namespace {
 

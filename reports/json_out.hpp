@@ -24,8 +24,6 @@ namespace ulysses::reports {
 using Json = nlohmann::ordered_json;  // keeps keys in the order written
 
 const char* to_string(KvStrategy k);
-std::int64_t resolved_gpus_per_node(const Scenario& sc);
-bytes_t resolved_host_ram_bytes(const Scenario& sc);
 
 Json scenario_json(const Scenario& sc);
 Json breakdown_json(const MemoryBreakdown& m);  // terms plus "total"

@@ -141,7 +141,7 @@ TargetResult search_target(const Scenario& base, RungSet free, std::int64_t targ
   TargetResult t;
   t.target = target;
   free &= kAllRungs;
-  const std::int64_t node = base.gpus_per_node > 0 ? base.gpus_per_node : base.hw.gpus_per_node;
+  const std::int64_t node = resolved_gpus_per_node(base);
   const std::vector<std::int64_t> counts = gpus_fixed ? std::vector<std::int64_t>{base.gpus} : gpu_counts(node, max_gpus);
   std::size_t longest = 0;  // index into scanned of the longest S so far
   for (std::size_t i = 0; i < counts.size(); ++i) {

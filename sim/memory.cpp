@@ -194,7 +194,7 @@ Dims derive_dims(const Scenario& sc) {
   d.zero_group = pl.dp_shard_size * pl.sp_size;
   d.dp_replicate = pl.dp_replicate_size;
   d.gpus = sc.gpus;
-  d.gpus_per_node = sc.gpus_per_node > 0 ? sc.gpus_per_node : sc.hw.gpus_per_node;
+  d.gpus_per_node = resolved_gpus_per_node(sc);
   if (d.gpus_per_node < 1) d.gpus_per_node = 1;
   d.gpus_on_node = std::min(d.gpus, d.gpus_per_node);
   d.ckpt = pl.activation_checkpointing;
@@ -265,7 +265,7 @@ double largest_sub_group(const ModelSpec& mo, double N) {
 }
 
 bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
-bytes_t host_capacity_bytes(const Scenario& sc) { return sc.host_ram_bytes > 0 ? sc.host_ram_bytes : sc.hw.host_ram_bytes; }
+bytes_t host_capacity_bytes(const Scenario& sc) { return resolved_host_ram_bytes(sc); }
 
 const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) {
   const Plan& pl = sc.plan;

@@ -200,7 +200,7 @@ std::string read_accelerate(Scenario& sc, RunConfigRead& rc, const std::string& 
         r.at("num_machines").fail(fmt::format("must divide num_processes ({}): Accelerate starts num_processes / "
                                               "num_machines per node", rc.num_processes));
       const std::int64_t per_node = rc.num_processes / machines;
-      const std::int64_t profile_gpn = sc.gpus_per_node > 0 ? sc.gpus_per_node : sc.hw.gpus_per_node;
+      const std::int64_t profile_gpn = resolved_gpus_per_node(sc);
       if (machines == 1 && per_node <= profile_gpn)  // one node holds them all: the node keeps its GPU count
         r.echo("num_machines", "1", fmt::format("checked: one node of {} GPUs holds the {} processes", profile_gpn, per_node));
       else

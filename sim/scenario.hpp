@@ -156,4 +156,12 @@ struct Scenario {
   bytes_t host_ram_bytes = 0;     // per node; 0 = the profile's
 };
 
+// The scenario's own node size and host RAM, else the profile's (the one rule for "0 = the profile's").
+inline std::int64_t resolved_gpus_per_node(const Scenario& sc) {
+  return sc.gpus_per_node > 0 ? sc.gpus_per_node : sc.hw.gpus_per_node;
+}
+inline bytes_t resolved_host_ram_bytes(const Scenario& sc) {
+  return sc.host_ram_bytes > 0 ? sc.host_ram_bytes : sc.hw.host_ram_bytes;
+}
+
 }  // namespace ulysses

@@ -63,8 +63,8 @@ TEST_CASE("emit -> read gives back every plan key a run config carries", "[run_c
     b.plan.tiled_mlp = true;
     if (c.sp == 1) b.plan.attn_implementation = c.attn;  // only Accelerate's sp settings carry it
     const auto rc = apply_run_configs(b, files[0], "");
-    a.gpus_per_node = reports::resolved_gpus_per_node(a);  // the profile's, or the one num_machines gives
-    b.gpus_per_node = reports::resolved_gpus_per_node(b);
+    a.gpus_per_node = resolved_gpus_per_node(a);  // the profile's, or the one num_machines gives
+    b.gpus_per_node = resolved_gpus_per_node(b);
     INFO(to_yaml(a) << "\n---\n" << to_yaml(b));
     CHECK(to_yaml(a) == to_yaml(b));
     check_run_configs(rc, b);  // the emitted train_batch_size obeys DeepSpeed's rule
