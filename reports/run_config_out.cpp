@@ -1,6 +1,7 @@
 // Run configs out (reports/run_config_out.hpp): the Accelerate YAML and DeepSpeed JSON of a plan,
 // and the echo of the run configs read.
 #include "reports/run_config_out.hpp"
+#include "sim/fs_query.hpp"
 
 #include <filesystem>
 #include <sstream>
@@ -66,9 +67,9 @@ Json deepspeed_config_json(const Scenario& sc) {
 
 void check_emittable(const Scenario& sc, const std::string& dir) {
   namespace fs = std::filesystem;
-  if (fs::exists(dir) && !fs::is_directory(dir))
+  if (fsq::exists(dir) && !fsq::is_dir(dir))
     throw InputError("", "--emit", fmt::format("'{}' exists and is not a folder", dir));
-  if (fs::is_directory(dir)) {
+  if (fsq::is_dir(dir)) {
     try {
       check_can_write((fs::path(dir) / kDeepSpeedConfigName).string());
     } catch (const std::exception& e) {
@@ -123,7 +124,7 @@ std::vector<std::string> emit_run_configs(const std::string& dir, const Scenario
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir)) throw std::runtime_error(fmt::format("cannot create folder '{}'", dir));
+  if (!fsq::is_dir(dir)) throw std::runtime_error(fmt::format("cannot create folder '{}'", dir));
   const std::string ds = (fs::path(dir) / kDeepSpeedConfigName).string();
   const std::string acc = (fs::path(dir) / kAccelerateConfigName).string();
   write_file_atomic(ds, deepspeed_config_json(sc).dump(2) + "\n");  // first: the YAML never names a missing file

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/config_internal.hpp"
+#include "sim/fs_query.hpp"
 
 namespace ulysses::cfg {
 
@@ -141,9 +142,9 @@ std::string hf_config_file(const std::string& name_or_path, const Where& w) {
   if (p.is_relative() && !w.dir.empty()) candidates.push_back(fs::path(w.dir) / p);
   candidates.push_back(p);
   for (const auto& c : candidates) {
-    if (json_file && fs::is_regular_file(c)) return c.string();
-    if (!json_file && fs::is_directory(c)) {
-      if (fs::is_regular_file(c / "config.json")) return (c / "config.json").string();
+    if (json_file && fsq::is_file(c)) return c.string();
+    if (!json_file && fsq::is_dir(c)) {
+      if (fsq::is_file(c / "config.json")) return (c / "config.json").string();
       w.fail(fmt::format("model folder {} holds no config.json", c.string()));
     }
   }
@@ -235,7 +236,7 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
                          path, windowed, m.layers, window);
 
   // name: the folder holding config.json (or the file's stem), prefixed by model_type unless it starts with the family
-  const fs::path abs = fs::absolute(fs::path(path)).lexically_normal();
+  const fs::path abs = fsq::absolute(fs::path(path)).lexically_normal();
   std::string base = abs.filename() == "config.json" ? abs.parent_path().filename().string() : abs.stem().string();
   if (const json* n = top.get("_name_or_path"); base.empty() && n != nullptr && n->is_string())
     base = fs::path(n->get<std::string>()).filename().string();

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/config.hpp"
+#include "sim/fs_query.hpp"
 #include "sim/config_internal.hpp"
 
 namespace ulysses {
@@ -124,10 +125,10 @@ namespace {
 // A bare name that is no preset but a folder here (relative to w.dir first): its config.json.
 std::string folder_config(const std::string& name, const Where& w) {
   namespace fs = std::filesystem;
-  const bool here = fs::is_directory(name) || (!w.dir.empty() && fs::is_directory(fs::path(w.dir) / name));
+  const bool here = fsq::is_dir(name) || (!w.dir.empty() && fsq::is_dir(fs::path(w.dir) / name));
   if (name.empty() || !here) return "";
   try {
-    if (fs::is_regular_file(fs::path(repo_dir()) / "scenarios/models" / (name + ".yaml"))) return "";
+    if (fsq::is_file(fs::path(repo_dir()) / "scenarios/models" / (name + ".yaml"))) return "";
   } catch (const InputError&) {  // no preset tree at all: the folder is what was meant
   }
   return hf_config_file("./" + name, w);

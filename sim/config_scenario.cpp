@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "sim/config.hpp"
+#include "sim/fs_query.hpp"
 #include "sim/config_internal.hpp"
 #include "sim/tokens.hpp"
 
@@ -202,7 +203,7 @@ void set_key(Scenario& sc, const std::string& key, const std::string& value, con
   // such as "--sp-size". Only model/profile values can be paths, so only they look at the disk.
   const bool is_flag = !origin.empty() && origin[0] == '-';
   const bool may_be_path = key == "model" || key == "profile";
-  const bool is_file = may_be_path && !is_flag && !origin.empty() && std::filesystem::is_regular_file(origin);
+  const bool is_file = may_be_path && !is_flag && !origin.empty() && fsq::is_file(origin);
   const cfg::Where w = is_flag ? cfg::Where{"", origin, ""} : cfg::Where{origin, key, is_file ? cfg::dir_of(origin) : ""};
   if (may_be_path && !value.empty() && value.front() == '{') {  // an inline YAML map
     YAML::Node n;

@@ -1,6 +1,7 @@
 // Run configs in (sim/run_config.hpp): shared parts, the order of reading, and the checks across
 // files. The readers: sim/run_config_accelerate.cpp, sim/run_config_deepspeed.cpp.
 #include "sim/run_config.hpp"
+#include "sim/fs_query.hpp"
 
 #include <filesystem>
 
@@ -65,7 +66,7 @@ RunConfigRead apply_run_configs(Scenario& sc, const std::string& accelerate_yaml
   if (!accelerate_yaml.empty()) named = rcfg::read_accelerate(sc, rc, accelerate_yaml);
   std::string json = deepspeed_json;
   if (!deepspeed_json.empty() && !named.empty()) {
-    if (!fs::exists(deepspeed_json)) cfg::read_text(deepspeed_json);  // the one-line "cannot be read"
+    if (!fsq::exists(deepspeed_json)) cfg::read_text(deepspeed_json);  // the one-line "cannot be read"
     std::error_code ec;
     if (!fs::equivalent(deepspeed_json, named, ec))
       throw InputError("", "--deepspeed-config",

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/limits.hpp"
+#include "sim/fs_query.hpp"
 #include "sim/run_config_internal.hpp"
 
 namespace ulysses::rcfg {
@@ -52,7 +53,7 @@ std::string read_deepspeed_section(Reader& r, const YAML::Node* section) {
     if (t != "none") {  // Accelerate's "no file" (utils/dataclasses.py:1265-1270)
       const fs::path p(t);
       json = (p.is_relative() && !r.dir().empty() ? fs::path(r.dir()) / p : p).string();
-      if (!fs::is_regular_file(json))
+      if (!fsq::is_file(json))
         r.at(key).fail(fmt::format("cannot open '{}' (a relative path resolves against the YAML's folder)", json));
     }
     r.echo(key, t, t == "none" ? "no file" : "reads " + json);

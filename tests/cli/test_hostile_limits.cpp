@@ -112,6 +112,13 @@ TEST_CASE("hostile inputs found by the fuzzers", "[hostile][cli]") {
   raw.replace(at, 10, "\"gpus\": 5.18e99761819839");
   std::ofstream(dir / "raw.json") << raw;
   refused("calibrate --from-raw '" + (dir / "raw.json") + "' --profile h200-sxm-141gb", "raw.json");
+  // fuzz_argv: a model, profile or config name longer than a file name may be made std::filesystem
+  // throw filesystem_error ("File name too long"; exit 1) instead of the one line naming the key
+  const std::string too_long(300, 'x');
+  refused("plan --model " + too_long, "model");
+  refused("plan --model llama-3.1-8b --profile " + too_long, "profile");
+  refused("plan --model llama-3.1-8b --accelerate-config " + too_long + ".yaml", ".yaml");
+  refused("plan --model " + too_long + ".json", "json");
 }
 
 TEST_CASE("hostile arguments: no prefix guessing, no stray words", "[hostile][cli]") {
