@@ -10,7 +10,7 @@
 
 namespace ulysses {
 
-// Table order is the ladder order (cli/main-job.sh uses the names).
+// Table order is the ladder order (reports/main-job.sh uses the names).
 enum class Rung : int { tiled_logits, ulysses, tiled_mlp, ckpt_offload, optimizer_offload, param_offload };
 inline constexpr int kRungCount = 6;
 using RungSet = unsigned;  // bit i = Rung i

@@ -50,7 +50,7 @@ std::int64_t best_by_hand(const Scenario& base, std::int64_t* S_max = nullptr) {
   return best;
 }
 
-// The main job's cumulative ladder (cli/main-job.sh): baseline, + tiled_logits, + ulysses, + tiled_mlp, + ckpt_offload.
+// The main job's cumulative ladder (reports/main-job.sh): baseline, + tiled_logits, + ulysses, + tiled_mlp, + ckpt_offload.
 std::vector<RungSet> ladder() {
   std::vector<RungSet> l{0};
   for (Rung r : {Rung::tiled_logits, Rung::ulysses, Rung::tiled_mlp, Rung::ckpt_offload}) l.push_back(l.back() | bit(r));

@@ -3,7 +3,7 @@
 # H100 and H200 GPUs with the ALST feature ablations, the main sweep, plan tables, and the report
 # (PNG plots + Markdown summary) in out/. Prints the Markdown summary last. Any failing step
 # stops the job with a non-zero exit.
-#   usage: cli/main-job.sh [BUILD_DIR]   (default: build)
+#   usage: reports/main-job.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
