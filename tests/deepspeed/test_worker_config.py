@@ -44,6 +44,9 @@ class JobChecks(unittest.TestCase):
             (jobwith("run", "probe_seq_lens", [2048, 1024]), "run.probe_seq_lens"),
             (jobwith("run", "calibrate", "yes"), "run.calibrate"),
             (jobwith("run", "ballast_bytes", -1), "run.ballast_bytes"),
+            (jobwith("run", "op_seq_lens", [4096]), "run.op_seq_lens"),  # without run.calibrate
+            (dict(jobwith("run", "op_adam_params", -5)), "run.op_adam_params"),
+            (jobwith("run", "op_cpu_adam_params", True), "run.op_cpu_adam_params"),
             (jobwith("plan", "torch_adam", 1), "plan.torch_adam"),
             (dict(jobwith("plan", "dp_replicate_size", 2), gpus=2), "plan.dp_replicate_size"),
         ]
@@ -55,6 +58,15 @@ class JobChecks(unittest.TestCase):
                 job.check(j, "f.json")
             self.assertIn(f"f.json: {key}:", str(e.exception))
             self.assertNotIn("\n", str(e.exception))
+
+    def test_op_bench_keys(self):
+        j = jobwith("run", "calibrate", True)
+        j["run"].update(op_seq_lens=[4096, 16384], op_adam_params=1 << 20, op_cpu_adam_params=0)
+        self.assertEqual(job.check(j)["run"]["op_seq_lens"], [4096, 16384])
+        j["run"]["op_seq_lens"] = [4096, 0]
+        with self.assertRaises(job.JobError) as e:
+            job.check(j, "f.json")
+        self.assertIn("f.json: run.op_seq_lens:", str(e.exception))
 
     def test_sp_rules(self):
         j = copy.deepcopy(JOB)

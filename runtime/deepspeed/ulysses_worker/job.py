@@ -98,6 +98,16 @@ def check(job, path="job"):
         raise JobError(f"{path}: run.probe_seq_lens: must be increasing")
     if not isinstance(r.get("calibrate", False), bool):
         raise JobError(f"{path}: run.calibrate: must be true or false (got {r['calibrate']!r})")
+    ops = r.get("op_seq_lens", [])
+    if not isinstance(ops, list) or any(isinstance(s, bool) or not isinstance(s, int) or s < p["sp_size"]
+                                        or s % p["sp_size"] for s in ops):
+        raise JobError(f"{path}: run.op_seq_lens: must be a list of multiples of sp_size")
+    if ops and not r.get("calibrate", False):
+        raise JobError(f"{path}: run.op_seq_lens: only with run.calibrate (the op bench is part of calibrate)")
+    for k in ("op_adam_params", "op_cpu_adam_params"):
+        n = r.get(k, 0)
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 4_000_000_000:
+            raise JobError(f"{path}: run.{k}: must be an integer 0..4e9 (got {n!r})")
     b = r.get("ballast_bytes", 0)
     if isinstance(b, bool) or not isinstance(b, int) or b < 0:
         raise JobError(f"{path}: run.ballast_bytes: must be a non-negative integer (got {b!r})")

@@ -285,6 +285,10 @@ def run_job(job, trace_path):
     probes = job["run"].get("probe_seq_lens", [])
     if job["run"].get("calibrate", False):
         res.update(r.fixed_costs())
+        if job["run"].get("op_seq_lens"):  # after the fixed costs: the op bench's buffers are not counted there
+            from . import opbench
+            res["ops"] = opbench.run(job["model"], job["plan"], job["run"]["op_seq_lens"],
+                                     job["run"].get("op_adam_params", 0), job["run"].get("op_cpu_adam_params", 0))
     elif probes:
         res.update(r.probe(probes))
     else:
