@@ -175,6 +175,9 @@ Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out
   j["run"] = {{"warmup", opt.warmup}, {"iters", opt.iters}, {"seed", static_cast<std::int64_t>(opt.seed % (1ULL << 31))},
               {"expandable_segments", sc.plan.expandable_segments}, {"trace", opt.trace},
               {"probe_seq_lens", opt.probe_seq_lens}, {"ballast_bytes", opt.ballast_bytes}, {"calibrate", opt.calibrate}};
+  if (!opt.op_seq_lens.empty())
+    j["run"].update({{"op_seq_lens", opt.op_seq_lens}, {"op_adam_params", opt.op_adam_params},
+                     {"op_cpu_adam_params", opt.op_cpu_adam_params}});
   j["out"] = out_prefix;
   return j;
 }
@@ -343,9 +346,10 @@ ProbeResult run_probes(const Scenario& sc, const StepOptions& opt, const std::st
   return out;
 }
 
-FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin) {
+FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin, const StepOptions& opt) {
   StepOptions o;
   o.calibrate = true;
+  o.op_seq_lens = opt.op_seq_lens, o.op_adam_params = opt.op_adam_params, o.op_cpu_adam_params = opt.op_cpu_adam_params;
   const std::vector<Json> ranks = launch(sc, o, origin, false);
   FixedCosts f;
   f.ranks = static_cast<int>(ranks.size());
@@ -359,6 +363,11 @@ FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin) {
   }
   if (f.outside_allocator_bytes <= 0 || f.device_total_bytes <= 0)
     throw std::runtime_error("deepspeed backend: the worker reported no fixed-cost measurement");
+  if (!o.op_seq_lens.empty()) {
+    if (!ranks.at(0).contains("ops")) throw std::runtime_error("deepspeed backend: the worker reported no op bench");
+    f.ops = op_bench_of(ranks.at(0).at("ops"));
+    f.has_ops = true;
+  }
   return f;
 }
 

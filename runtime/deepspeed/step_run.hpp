@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/deepspeed/op_bench.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses::runtime::deepspeed {
@@ -26,6 +27,9 @@ struct StepOptions {
   bool calibrate = false;              // measure the process's fixed costs instead (run_fixed_costs)
   std::int64_t ballast_bytes = 0;      // device memory held by the worker all run long (capacity under a
                                        // smaller HBM: the allocator's counters include it)
+  // with calibrate: the op bench after the fixed costs (ulysses_worker/opbench.py); empty = none
+  std::vector<std::int64_t> op_seq_lens;
+  std::int64_t op_adam_params = 0, op_cpu_adam_params = 0;  // 0 = that optimizer not timed
 };
 
 // The job file the worker reads (schema 1). Throws InputError (origin, key) for a plan the stack
@@ -91,8 +95,11 @@ struct FixedCosts {
   int ranks = 1;
   std::string device;
   Json versions;
+  bool has_ops = false;
+  OpBench ops;                                      // rank 0's op bench, when `opt` asked for one
 };
-FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin);
+// `opt`: its op_* fields (the rest is set here).
+FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin, const StepOptions& opt = {});
 
 // Parsing of the worker's per-rank result files (tested on stored files without a GPU).
 StepMeasurement measurement_of(const std::vector<Json>& ranks);

@@ -1,0 +1,81 @@
+// Reading the worker's op bench ("ops" in a calibrate result) into OpBench, every value checked.
+#include "runtime/deepspeed/op_bench.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace ulysses::runtime::deepspeed {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const Json& need(const Json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw std::runtime_error(fmt::format("op bench: {}: missing '{}'", where, key));
+  return j.at(key);
+}
+
+double positive(const Json& j, const char* key, const std::string& where) {
+  const Json& v = need(j, key, where);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
+    throw std::runtime_error(fmt::format("op bench: {}.{}: must be a positive number", where, key));
+  return v.get<double>();
+}
+
+double non_negative(const Json& j, const char* key, const std::string& where) {
+  const Json& v = need(j, key, where);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+    throw std::runtime_error(fmt::format("op bench: {}.{}: must be a number >= 0", where, key));
+  return v.get<double>();
+}
+
+}  // namespace
+
+OpBench op_bench_of(const Json& ops) {
+  OpBench b;
+  const Json& attn = need(ops, "attention", "ops");
+  if (!attn.is_array() || attn.empty()) throw std::runtime_error("op bench: ops.attention: must be a non-empty list");
+  for (std::size_t i = 0; i < attn.size(); ++i) {
+    const std::string w = fmt::format("ops.attention[{}]", i);
+    const Json& r = attn[i];
+    OpBench::Attention a;
+    if (!need(r, "impl", w).is_string()) throw std::runtime_error(fmt::format("op bench: {}.impl: must be a string", w));
+    a.impl = r.at("impl").get<std::string>();
+    a.S = static_cast<std::int64_t>(positive(r, "S", w));
+    a.H = static_cast<std::int64_t>(positive(r, "H", w));
+    a.H_kv = static_cast<std::int64_t>(positive(r, "H_kv", w));
+    a.D = static_cast<std::int64_t>(positive(r, "D", w));
+    if (!need(r, "causal", w).is_boolean()) throw std::runtime_error(fmt::format("op bench: {}.causal: must be true or false", w));
+    a.causal = r.at("causal").get<bool>();
+    a.fwd_s = positive(r, "fwd_s", w);
+    a.bwd_s = non_negative(r, "bwd_s", w);
+    b.attention.push_back(a);
+  }
+  const Json& gemm = need(ops, "gemm", "ops");
+  if (!gemm.is_array()) throw std::runtime_error("op bench: ops.gemm: must be a list");
+  for (std::size_t i = 0; i < gemm.size(); ++i) {
+    const std::string w = fmt::format("ops.gemm[{}]", i);
+    const Json& r = gemm[i];
+    OpBench::Gemm g;
+    if (!need(r, "op", w).is_string()) throw std::runtime_error(fmt::format("op bench: {}.op: must be a string", w));
+    g.op = r.at("op").get<std::string>();
+    g.M = positive(r, "M", w), g.N = positive(r, "N", w), g.K = positive(r, "K", w), g.s = positive(r, "s", w);
+    b.gemm.push_back(g);
+  }
+  if (ops.contains("adamw")) {
+    const Json& a = ops.at("adamw");
+    b.adamw_params = static_cast<std::int64_t>(positive(a, "params", "ops.adamw"));
+    b.adamw_s = positive(a, "s", "ops.adamw");
+    b.adamw_impl = a.value("impl", "");
+  }
+  if (ops.contains("cpu_adam")) {
+    const Json& a = ops.at("cpu_adam");
+    b.cpu_adam_params = static_cast<std::int64_t>(positive(a, "params", "ops.cpu_adam"));
+    b.cpu_adam_s = positive(a, "s", "ops.cpu_adam");
+    b.cpu_adam_threads = static_cast<int>(a.value("threads", 0));
+  }
+  return b;
+}
+
+}  // namespace ulysses::runtime::deepspeed
