@@ -1,7 +1,7 @@
 // Flash attention kernels against the fp64 CPU reference (runtime/reference_attention.hpp) on
 // fresh random inputs, outputs poisoned (NaN) before each run. Tolerances: twice the largest
 // error PyTorch's flash backend showed against an fp64 reference on the same shapes and input
-// distribution (bench/peers/attn_peer.py check, H200, 2026-11-30; docs/ATTENTION.md).
+// distribution (the attn_peer.py check of docs/ATTENTION.md, H200, 2026-11-30).
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
