@@ -17,7 +17,7 @@ struct BlockShape {
   bool causal = true;
   KvStrategy kv_strategy = KvStrategy::replicate;
   std::string attn_implementation;  // backend-specific kernel choice; "" = backend default
-  std::int64_t S_local() const { return S / P; }
+  std::int64_t S_l() const { return S / P; }  // S_l = S/P positions per rank
 };
 
 // Validates the head rules of docs/DESIGN.md; returns "" when valid, else one line naming the rule.

@@ -1,10 +1,10 @@
 #include "runtime/checks.hpp"
 
-#include "runtime/cpu/bf16.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <utility>
+
+#include "core/bf16.hpp"
 
 namespace ulysses::runtime {
 
@@ -14,7 +14,7 @@ Check check_bits(std::string name, const std::uint16_t* got, const std::uint16_t
   for (std::int64_t i = 0; i < n; ++i) {
     if (got[i] == want[i]) continue;
     ++c.wrong;  // max_abs_err: the largest difference of the two as bf16 values (inf for NaN)
-    const double d = std::abs(double(cpu::bf16_to_float(got[i])) - double(cpu::bf16_to_float(want[i])));
+    const double d = std::abs(double(core::bf16_to_float(got[i])) - double(core::bf16_to_float(want[i])));
     c.max_abs_err = std::isfinite(d) ? std::max(c.max_abs_err, d) : INFINITY;
   }
   c.tolerance = 0;

@@ -24,7 +24,7 @@ Check check_close(std::string name, const float* got, const double* ref, std::in
 Check check_close(std::string name, const float* got, const double* ref, std::int64_t n, double tol,
                   const double* extra_scale);
 
-// Tolerance of the Ulysses-vs-single-rank checks of the CPU backend (see cpu_backend.cpp).
+// Tolerance of the Ulysses-vs-single-rank checks of both backends (rule in runtime/verify.cpp).
 inline constexpr double kBf16AttentionTol = 1.0 / 64;  // 2^-6 = 4 bf16 rounding units (2^-8)
 
 }  // namespace ulysses::runtime

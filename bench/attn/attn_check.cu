@@ -1,29 +1,35 @@
 // Correctness check and benchmark of the flash attention kernels (kernels/attention_flash.hpp).
 //
 //   attn_check check [--dump DIR] [--all-variants]
-//                                   fp64 CPU reference on fresh random inputs, outputs poisoned
+//                                   fp64 CPU reference (runtime/reference_attention.hpp) on fresh random inputs, outputs poisoned
 //                                   (NaN) before each run; one JSON line per case with the max
 //                                   abs error of o, lse, dq, dk, dv. --dump writes each case's
 //                                   inputs (q, k, v, dout as raw bf16) for bench/peers/attn_peer.py.
 //   attn_check bench [--quick | --one S H HKV D CAUSAL]
-//                                   TFLOP/s sweep (S, H, Hkv, D, causal), one JSON line a point.
+//                                   TFLOP/s sweep (S, H, H_kv, D, causal), one JSON line a point.
 // Exit code: 0 ok, 1 a CUDA error, 2 bad arguments.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "bench/attn/attn_reference.hpp"
 #include "kernels/attention_flash.hpp"
 #include "kernels/attention_flash_tuning.hpp"
+#include "runtime/reference_attention.hpp"
 
 namespace {
 
-using ulysses::attn_ref::Shape;
+using Shape = ulysses::runtime::AttnDims;  // B, S, H, H_kv, D, causal
 namespace K = ulysses::kernels;
+namespace R = ulysses::runtime;
 namespace T = ulysses::kernels::flash_tuning;
+
+std::int64_t q_elems(const Shape& s) { return s.B * s.S * s.H * s.D; }
+std::int64_t kv_elems(const Shape& s) { return s.B * s.S * s.H_kv * s.D; }
+float scale(const Shape& s) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D))); }
 
 #define CHECK_CUDA(x)                                                                             \
   do {                                                                                            \
@@ -43,10 +49,10 @@ struct DeviceBuffers {
   std::size_t qb = 0, kvb = 0, lseb = 0, wsb = 0;
 
   explicit DeviceBuffers(const Shape& s) {
-    qb = static_cast<std::size_t>(s.q_elems()) * 2;
-    kvb = static_cast<std::size_t>(s.kv_elems()) * 2;
-    lseb = static_cast<std::size_t>(s.B * s.Hq * s.S) * 4;
-    wsb = K::attn_bwd_flash_workspace_bytes(s.B, s.S, s.Hq, s.Hkv, s.D);
+    qb = static_cast<std::size_t>(q_elems(s)) * 2;
+    kvb = static_cast<std::size_t>(kv_elems(s)) * 2;
+    lseb = static_cast<std::size_t>(s.B * s.H * s.S) * 4;
+    wsb = K::attn_bwd_flash_workspace_bytes(s.B, s.S, s.H, s.H_kv, s.D);
     for (auto* p : {&q, &o, &dout, &dq}) CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(p), qb));
     for (auto* p : {&k, &v, &dk, &dv}) CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(p), kvb));
     CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&lse), lseb));
@@ -67,16 +73,16 @@ struct DeviceBuffers {
   K::AttnFwdParams fwd(const Shape& s) const {
     K::AttnFwdParams p;
     p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse;
-    p.B = s.B, p.S = s.S, p.Hq = s.Hq, p.Hkv = s.Hkv, p.D = s.D, p.causal = s.causal;
-    p.scale = static_cast<float>(s.scale());
+    p.B = s.B, p.S = s.S, p.Hq = s.H, p.Hkv = s.H_kv, p.D = s.D, p.causal = s.causal;
+    p.scale = scale(s);
     return p;
   }
   K::AttnBwdParams bwd(const Shape& s) const {
     K::AttnBwdParams p;
     p.q = q, p.k = k, p.v = v, p.o = o, p.dout = dout, p.lse = lse, p.dq = dq, p.dk = dk, p.dv = dv;
     p.workspace = ws;
-    p.B = s.B, p.S = s.S, p.Hq = s.Hq, p.Hkv = s.Hkv, p.D = s.D, p.causal = s.causal;
-    p.scale = static_cast<float>(s.scale());
+    p.B = s.B, p.S = s.S, p.Hq = s.H, p.Hkv = s.H_kv, p.D = s.D, p.causal = s.causal;
+    p.scale = scale(s);
     return p;
   }
 };
@@ -84,35 +90,31 @@ struct DeviceBuffers {
 std::string shape_json(const Shape& s) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "\"B\":%lld,\"S\":%lld,\"Hq\":%lld,\"Hkv\":%lld,\"D\":%lld,\"causal\":%s",
-                static_cast<long long>(s.B), static_cast<long long>(s.S), static_cast<long long>(s.Hq),
-                static_cast<long long>(s.Hkv), static_cast<long long>(s.D), s.causal ? "true" : "false");
+                static_cast<long long>(s.B), static_cast<long long>(s.S), static_cast<long long>(s.H),
+                static_cast<long long>(s.H_kv), static_cast<long long>(s.D), s.causal ? "true" : "false");
   return buf;
 }
 
 std::string case_name(const Shape& s) {
   char buf[96];
   std::snprintf(buf, sizeof buf, "B%lld_S%lld_Hq%lld_Hkv%lld_D%lld_c%d", static_cast<long long>(s.B),
-                static_cast<long long>(s.S), static_cast<long long>(s.Hq), static_cast<long long>(s.Hkv),
+                static_cast<long long>(s.S), static_cast<long long>(s.H), static_cast<long long>(s.H_kv),
                 static_cast<long long>(s.D), s.causal ? 1 : 0);
   return buf;
 }
 
 int run_check(const std::string& dump_dir, const std::vector<std::pair<int, int>>& combos) {
-  using namespace ulysses::attn_ref;
   int failures = 0;
   std::uint64_t seed = 1234;
   for (std::int64_t S : {1, 63, 128, 300, 1024})
-    for (auto [Hq, Hkv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}})
+    for (auto [H, H_kv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}})
       for (std::int64_t D : {64, 128})
         for (bool causal : {true, false}) {
-          Shape s;
-          s.B = S <= 300 ? 2 : 1, s.S = S, s.Hq = Hq, s.Hkv = Hkv, s.D = D, s.causal = causal;
-          std::vector<std::uint16_t> qb, kb, vb, db;
-          std::vector<float> qf, kf, vf, df;
-          random_bf16(s.q_elems(), seed++, qb, qf);
-          random_bf16(s.kv_elems(), seed++, kb, kf);
-          random_bf16(s.kv_elems(), seed++, vb, vf);
-          random_bf16(s.q_elems(), seed++, db, df);
+          const Shape s{S <= 300 ? 2 : 1, S, H, H_kv, D, causal};
+          const std::vector<std::uint16_t> qb = R::random_bf16(q_elems(s), seed++);
+          const std::vector<std::uint16_t> kb = R::random_bf16(kv_elems(s), seed++);
+          const std::vector<std::uint16_t> vb = R::random_bf16(kv_elems(s), seed++);
+          const std::vector<std::uint16_t> db = R::random_bf16(q_elems(s), seed++);
           if (!dump_dir.empty()) {
             const std::string path = dump_dir + "/" + case_name(s) + ".bin";
             FILE* f = std::fopen(path.c_str(), "wb");
@@ -123,7 +125,7 @@ int run_check(const std::string& dump_dir, const std::vector<std::pair<int, int>
             for (auto* vec : {&qb, &kb, &vb, &db}) std::fwrite(vec->data(), 2, vec->size(), f);
             std::fclose(f);
           }
-          const Result ref = reference(s, qf, kf, vf, df);
+          const R::AttnReference ref = R::attention_reference(s, qb, kb, vb, db);
           DeviceBuffers d(s);
           CHECK_CUDA(cudaMemcpy(d.q, qb.data(), d.qb, cudaMemcpyHostToDevice));
           CHECK_CUDA(cudaMemcpy(d.k, kb.data(), d.kvb, cudaMemcpyHostToDevice));
@@ -137,17 +139,15 @@ int run_check(const std::string& dump_dir, const std::vector<std::pair<int, int>
             CHECK_CUDA(K::attn_bwd_flash(d.bwd(s), nullptr));
             CHECK_CUDA(cudaDeviceSynchronize());
             std::vector<std::uint16_t> o(qb.size()), dq(qb.size()), dk(kb.size()), dv(kb.size());
-            std::vector<float> lse(static_cast<std::size_t>(s.B * s.Hq * s.S));
+            std::vector<float> lse(static_cast<std::size_t>(s.B * s.H * s.S));
             CHECK_CUDA(cudaMemcpy(o.data(), d.o, d.qb, cudaMemcpyDeviceToHost));
             CHECK_CUDA(cudaMemcpy(dq.data(), d.dq, d.qb, cudaMemcpyDeviceToHost));
             CHECK_CUDA(cudaMemcpy(dk.data(), d.dk, d.kvb, cudaMemcpyDeviceToHost));
             CHECK_CUDA(cudaMemcpy(dv.data(), d.dv, d.kvb, cudaMemcpyDeviceToHost));
             CHECK_CUDA(cudaMemcpy(lse.data(), d.lse, d.lseb, cudaMemcpyDeviceToHost));
-            auto bf = [](std::uint16_t h) { return static_cast<double>(from_bf16(h)); };
-            auto fl = [](float x) { return static_cast<double>(x); };
-            const double eo = max_abs_err(o, ref.o, bf), el = max_abs_err(lse, ref.lse, fl);
-            const double eq = max_abs_err(dq, ref.dq, bf), ek = max_abs_err(dk, ref.dk, bf);
-            const double ev = max_abs_err(dv, ref.dv, bf);
+            const double eo = R::max_abs_err(o, ref.o), el = R::max_abs_err(lse, ref.lse);
+            const double eq = R::max_abs_err(dq, ref.dq), ek = R::max_abs_err(dk, ref.dk);
+            const double ev = R::max_abs_err(dv, ref.dv);
             const bool finite = std::isfinite(eo + el + eq + ek + ev);
             failures += finite ? 0 : 1;
             std::printf("{\"kind\":\"check\",\"impl\":\"ulysses_flash\",\"fwd_variant\":%d,\"bwd_variant\":%d,"
@@ -212,14 +212,12 @@ std::vector<Shape> sweep_points(bool quick) {
   std::vector<Shape> points;
   for (std::int64_t S : {4096, 16384, 32768, 131072})
     for (std::int64_t H : {16, 32})
-      for (std::int64_t Hkv : {H, std::int64_t{8}})
+      for (std::int64_t H_kv : {H, std::int64_t{8}})
         for (std::int64_t D : {64, 128})
           for (bool causal : {true, false}) {
             if (S == 131072 && !causal) continue;
             if (quick && !(S == 32768 && H == 16)) continue;
-            Shape s;
-            s.B = 1, s.S = S, s.Hq = H, s.Hkv = Hkv, s.D = D, s.causal = causal;
-            points.push_back(s);
+            points.push_back(Shape{1, S, H, H_kv, D, causal});
           }
   return points;
 }
@@ -228,17 +226,17 @@ int run_bench(bool quick, const std::vector<Shape>& given) {
   const std::vector<Shape> points = given.empty() ? sweep_points(quick) : given;
   for (const Shape& s : points) {
     DeviceBuffers d(s);
-    fill_random<<<1024, 256>>>(d.q, s.q_elems(), 1);
-    fill_random<<<1024, 256>>>(d.k, s.kv_elems(), 2);
-    fill_random<<<1024, 256>>>(d.v, s.kv_elems(), 3);
-    fill_random<<<1024, 256>>>(d.dout, s.q_elems(), 4);
+    fill_random<<<1024, 256>>>(d.q, q_elems(s), 1);
+    fill_random<<<1024, 256>>>(d.k, kv_elems(s), 2);
+    fill_random<<<1024, 256>>>(d.v, kv_elems(s), 3);
+    fill_random<<<1024, 256>>>(d.dout, q_elems(s), 4);
     CHECK_CUDA(cudaGetLastError());
     d.poison_outputs();
     const K::AttnFwdParams fp = d.fwd(s);
     const K::AttnBwdParams bp = d.bwd(s);
     const double fwd_ms = bench_ms([&] { return K::attn_fwd_flash(fp, nullptr); });
     const double bwd_ms = bench_ms([&] { return K::attn_bwd_flash(bp, nullptr); });
-    const double fwd_flop = 4.0 * s.S * s.S * s.Hq * s.D * s.B * (s.causal ? 0.5 : 1.0);
+    const double fwd_flop = 4.0 * s.S * s.S * s.H * s.D * s.B * (s.causal ? 0.5 : 1.0);
     std::printf("{\"kind\":\"bench\",\"impl\":\"ulysses_flash\",\"fwd_variant\":%d,\"bwd_variant\":%d,%s,"
                 "\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,\"fwd_tflops\":%.1f,\"bwd_tflops\":%.1f}\n",
                 T::fwd_variant(), T::bwd_variant(static_cast<int>(s.D)), shape_json(s).c_str(), fwd_ms, bwd_ms, fwd_flop / fwd_ms * 1e-9, 2.5 * fwd_flop / bwd_ms * 1e-9);
@@ -278,10 +276,10 @@ int main(int argc, char** argv) {
       bv = std::atoi(argv[++i]);
     } else if (a == "--one" && left >= 5) {
       Shape s;
-      s.S = std::atoll(argv[i + 1]), s.Hq = std::atoll(argv[i + 2]), s.Hkv = std::atoll(argv[i + 3]);
+      s.S = std::atoll(argv[i + 1]), s.H = std::atoll(argv[i + 2]), s.H_kv = std::atoll(argv[i + 3]);
       s.D = std::atoll(argv[i + 4]), s.causal = std::atoi(argv[i + 5]) != 0;
       i += 5;
-      if (s.S < 1 || s.Hq < 1 || s.Hkv < 1 || s.Hq % s.Hkv != 0 || (s.D != 64 && s.D != 128)) {
+      if (s.S < 1 || s.H < 1 || s.H_kv < 1 || s.H % s.H_kv != 0 || (s.D != 64 && s.D != 128)) {
         std::fprintf(stderr, "attn_check: --one needs S, H, HKV >= 1, H %% HKV == 0, D in {64, 128}\n");
         return 2;
       }

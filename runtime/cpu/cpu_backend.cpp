@@ -17,6 +17,7 @@
 #include "runtime/reference_attention.hpp"
 #include "sim/block_memory.hpp"
 #include "sim/phases.hpp"
+#include "sim/stats.hpp"
 
 namespace ulysses::runtime::cpu {
 namespace {
@@ -124,7 +125,7 @@ void qkv_seq_to_head(RankCtx& c, const bf16* q_seq, const bf16* k_seq, const bf1
   const BlockShape& s = c.s;
   const bool direct = s.B == 1, rep = kv_fewer_than_ranks_replicate(c);
   const Dims qx = c.q_dims(), kx = kv_wire_dims(c);
-  const std::int64_t cq = chunk_elems(qx), ck = chunk_elems(kx), n_rep = s.B * s.S_local() * s.P * s.D;
+  const std::int64_t cq = chunk_elems(qx), ck = chunk_elems(kx), n_rep = s.B * s.S_l() * s.P * s.D;
   Buffer<bf16> k_rep(&c.mem, rep ? n_rep : 0), v_rep(&c.mem, rep ? n_rep : 0);  // [B,S_l,P,D]
   Buffer<bf16> q_send(&c.mem, s.P * cq), k_send(&c.mem, s.P * ck), v_send(&c.mem, s.P * ck);
   Buffer<bf16> q_recv(&c.mem, direct ? 0 : s.P * cq), k_recv(&c.mem, direct ? 0 : s.P * ck),
@@ -169,14 +170,14 @@ void dqkv_head_to_seq(RankCtx& c, const bf16* dq_head, const bf16* dk_head, cons
   const BlockShape& s = c.s;
   const bool direct = s.B == 1, rep = kv_fewer_than_ranks_replicate(c), summed = c.kv_fewer_than_ranks();
   const Dims qx = c.q_dims(), kx = kv_wire_dims(c);
-  const std::int64_t cq = chunk_elems(qx), ck = chunk_elems(kx), n_kv = s.B * s.S_local() * s.H_kv * s.D;
+  const std::int64_t cq = chunk_elems(qx), ck = chunk_elems(kx), n_kv = s.B * s.S_l() * s.H_kv * s.D;
   Buffer<bf16> q_send(&c.mem, direct ? 0 : s.P * cq), k_send(&c.mem, direct ? 0 : s.P * ck),
       v_send(&c.mem, direct ? 0 : s.P * ck);
   Buffer<bf16> q_recv(&c.mem, s.P * cq), k_recv(&c.mem, s.P * ck), v_recv(&c.mem, s.P * ck);
-  const std::int64_t n_rep = rep ? s.B * s.S_local() * s.P * s.D : 0;
+  const std::int64_t n_rep = rep ? s.B * s.S_l() * s.P * s.D : 0;
   Buffer<bf16> dk_rep(&c.mem, n_rep), dv_rep(&c.mem, n_rep);  // [B,S_l,P,D], replicate only
   Buffer<float> k_acc(nullptr, summed ? n_kv : 0), v_acc(nullptr, summed ? n_kv : 0);  // a fused kernel's registers
-  dq_seq = Buffer<bf16>(&c.mem, s.B * s.S_local() * s.H * s.D);
+  dq_seq = Buffer<bf16>(&c.mem, s.B * s.S_l() * s.H * s.D);
   dk_seq = Buffer<bf16>(&c.mem, n_kv);
   dv_seq = Buffer<bf16>(&c.mem, n_kv);
   timed(c, BlockPhase::a2a_qkv_bwd, "dq,dk,dv head->seq", [&] {
@@ -209,7 +210,7 @@ std::vector<bf16> keep(const Buffer<bf16>& x) { return {x.data(), x.data() + x.s
 // Rank r's sequence shard of a global [B,S,Hx,D] tensor: shard[b][s_l] = global[b][r*S_l + s_l].
 Buffer<bf16> shard_of(RankCtx& c, const std::vector<bf16>& global, std::int64_t Hx) {
   const BlockShape& s = c.s;
-  const std::int64_t S_l = s.S_local(), row = Hx * s.D;
+  const std::int64_t S_l = s.S_l(), row = Hx * s.D;
   Buffer<bf16> x(&c.mem, s.B * S_l * row);
   for (std::int64_t b = 0; b < s.B; ++b)
     std::copy_n(global.data() + (b * s.S + c.r * S_l) * row, S_l * row, x.data() + b * S_l * row);
@@ -282,12 +283,6 @@ void iteration(RankCtx& c, const BlockInputs& in, RankResult* keep_out) {
     keep_out->q_roundtrip = keep(back);
     c.timing = true;
   }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 // The CPU reference backend: P ranks as std::threads of one process, the exchange through
 // shared memory with the index maps of runtime/layout.hpp, attention in fp32 accumulation
-// (runtime/reference_attention.hpp), tensors stored as bf16 bits (runtime/cpu/bf16.hpp).
+// (runtime/reference_attention.hpp), tensors stored as bf16 bits (core/bf16.hpp).
+// The validating iteration's results are checked by runtime/verify.hpp, as the CUDA backend's.
 //
 // One iteration on rank r (B batch, S sequence, S_l = S/P, H_l = H/P, H_kv_l = kv heads per rank):
 //   a2a.qkv.fwd  q_seq [B,S_l,H,D] -> q_head [B,S,H_l,D]; k, v likewise with H_kv heads (when
@@ -23,7 +24,7 @@
 #include <vector>
 
 #include "runtime/backend.hpp"
-#include "runtime/cpu/bf16.hpp"
+#include "runtime/verify.hpp"
 
 namespace ulysses::runtime::cpu {
 
@@ -43,23 +44,9 @@ std::int64_t memory_estimate_bytes(const BlockShape& shape);
 // -1 when neither can be read.
 std::int64_t available_ram_bytes();
 
-// Full-sequence inputs of one run, bf16 values from N(0,1) drawn with the seed:
+// Full-sequence inputs of one run (runtime/verify.hpp), bf16 values from N(0,1) drawn with the seed:
 //   q, dout [B,S,H,D]   k, v [B,S,H_kv,D]
-struct BlockInputs {
-  std::vector<bf16> q, k, v, dout;
-};
 BlockInputs make_inputs(const BlockShape& s, std::uint64_t seed);
-
-// What rank r kept from the validating iteration (layouts as in the header comment).
-struct RankResult {
-  std::vector<bf16> q_head, k_head, v_head, o_head, o_seq, dout_head;
-  std::vector<bf16> dq_head, dk_head, dv_head, dq_seq, dk_seq, dv_seq;
-  std::vector<bf16> q_roundtrip;  // head_to_seq(seq_to_head(q_seq)): must equal q_seq
-};
-
-// The checks of one validated run (runtime/cpu/verify.cpp): exchange bit-exact against a direct
-// gather from the layout maps, the inverse identity, and Ulysses vs an fp64 single-rank oracle.
-std::vector<Check> verify_block(const BlockShape& s, const BlockInputs& in, const std::vector<RankResult>& ranks);
 
 std::string host_cpu_model();  // "/proc/cpuinfo" model name, or "unknown cpu"
 

@@ -12,12 +12,17 @@
 #include <stdexcept>
 #include <vector>
 
-#include "runtime/cpu/bf16.hpp"
+#include "core/bf16.hpp"
 #include "runtime/layout.hpp"
 
 namespace ulysses::runtime::cpu {
 
 using layout::Dims;
+using core::bf16;  // the CPU backend's tensors are bf16 bits (core/bf16.hpp)
+using core::bf16_to_float;
+using core::float_to_bf16;
+using core::kBf16Bytes;
+using core::kBf16NaN;
 
 // seq -> head (a2a.qkv.fwd, a2a.out.bwd)
 //   pack:   send[c][b][s_l][h_l][d] = x_seq[b][s_l][source_head(x, c, h_l)][d]

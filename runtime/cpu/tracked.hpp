@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "runtime/cpu/bf16.hpp"
+#include "core/bf16.hpp"
 
 namespace ulysses::runtime::cpu {
 
@@ -29,7 +29,7 @@ struct MemoryTracker {
 
 template <class T>
 inline T poison_value() {
-  if constexpr (std::is_same_v<T, bf16>) return kBf16NaN;
+  if constexpr (std::is_same_v<T, core::bf16>) return core::kBf16NaN;
   else return std::numeric_limits<T>::quiet_NaN();
 }
 

@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "core/bf16.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/attention_flash_tuning.hpp"
 #include "kernels/testdata.cuh"
 #include "runtime/checks.hpp"
-#include "runtime/cpu/bf16.hpp"
 #include "runtime/cuda/block_runner.hpp"
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/cuda_check.hpp"
@@ -241,7 +241,7 @@ std::vector<float> widen_dev(const DevBuf<std::uint16_t>& x) {
   std::vector<std::uint16_t> h(static_cast<std::size_t>(x.size()));
   CUDA_CHECK(cudaMemcpy(h.data(), x.get(), static_cast<std::size_t>(x.bytes()), cudaMemcpyDeviceToHost));
   std::vector<float> f(h.size());
-  for (std::size_t i = 0; i < h.size(); ++i) f[i] = cpu::bf16_to_float(h[i]);
+  for (std::size_t i = 0; i < h.size(); ++i) f[i] = core::bf16_to_float(h[i]);
   return f;
 }
 
@@ -344,7 +344,7 @@ std::vector<double> head_rows(const DevBuf<std::uint16_t>& x, std::int64_t S, st
   std::vector<std::uint16_t> raw(static_cast<std::size_t>(S * D));
   CUDA_CHECK(cudaMemcpy2D(raw.data(), D * 2, x.get() + h * D, H * D * 2, D * 2, S, cudaMemcpyDeviceToHost));
   std::vector<double> out(raw.size());
-  for (std::size_t i = 0; i < raw.size(); ++i) out[i] = cpu::bf16_to_float(raw[i]);
+  for (std::size_t i = 0; i < raw.size(); ++i) out[i] = core::bf16_to_float(raw[i]);
   return out;
 }
 
@@ -353,7 +353,7 @@ std::vector<double> one_row(const DevBuf<std::uint16_t>& x, std::int64_t H, std:
   std::vector<std::uint16_t> raw(static_cast<std::size_t>(D));
   CUDA_CHECK(cudaMemcpy(raw.data(), x.get() + (i * H + h) * D, static_cast<std::size_t>(D * 2), cudaMemcpyDeviceToHost));
   std::vector<double> out(raw.size());
-  for (std::size_t k = 0; k < raw.size(); ++k) out[k] = cpu::bf16_to_float(raw[k]);
+  for (std::size_t k = 0; k < raw.size(); ++k) out[k] = core::bf16_to_float(raw[k]);
   return out;
 }
 

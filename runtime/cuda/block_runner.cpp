@@ -36,13 +36,13 @@ KernelChoice parse_kernel_choice(const std::string& a) {
 BlockRunner::BlockRunner(RankCtx& ctx, DeviceArena& a, const BlockShape& s, KernelChoice kernel, int slices)
     : ctx_(ctx), s_(s), kernel_(kernel), slices_(slices) {
   const std::int64_t P = s.P;
-  S_l_ = s.S / P, H_l_ = s.H / P, Hkv_l_ = layout::heads_per_rank(s.H_kv, P);
+  S_l_ = s.S / P, H_l_ = s.H / P, H_kv_l_ = layout::heads_per_rank(s.H_kv, P);
   rep_ = s.H_kv < P && s.kv_strategy == KvStrategy::replicate;
   qx_ = {s.B, s.S, P, s.H, s.D};
   kv_seq_dims_ = {s.B, s.S, P, s.H_kv, s.D};
   kvx_ = rep_ ? layout::Dims{s.B, s.S, P, P, s.D} : kv_seq_dims_;  // what travels
   const std::int64_t q_seq = s.B * S_l_ * s.H * s.D, kv_seq = s.B * S_l_ * s.H_kv * s.D, rep = s.B * S_l_ * P * s.D;
-  const std::int64_t q_head = s.B * s.S * H_l_ * s.D, kv_head = s.B * s.S * Hkv_l_ * s.D;
+  const std::int64_t q_head = s.B * s.S * H_l_ * s.D, kv_head = s.B * s.S * H_kv_l_ * s.D;
   for (auto* b : {&q_seq_, &dout_seq_, &o_seq_, &dq_seq_}) *b = DevBuf<u16>(a, q_seq);
   for (auto* b : {&k_seq_, &v_seq_, &dk_seq_, &dv_seq_}) *b = DevBuf<u16>(a, kv_seq);
   if (rep_)
@@ -52,9 +52,9 @@ BlockRunner::BlockRunner(RankCtx& ctx, DeviceArena& a, const BlockShape& s, Kern
   lse_ = DevBuf<float>(a, s.B * H_l_ * s.S);
   barrier_ = DevBuf<float>(a, 1);
   counter_ = DevBuf<unsigned long long>(a, 1);
-  std::size_t ws = kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::reference, s.B, s.S, H_l_, Hkv_l_, s.D);
+  std::size_t ws = kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::reference, s.B, s.S, H_l_, H_kv_l_, s.D);
   if (kernel_.kind == kernels::AttnKernel::flash)
-    ws = std::max(ws, kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::flash, s.B, s.S, H_l_, Hkv_l_, s.D));
+    ws = std::max(ws, kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::flash, s.B, s.S, H_l_, H_kv_l_, s.D));
   workspace_ = DevBuf<std::uint8_t>(a, static_cast<std::int64_t>(ws));
   const std::int64_t cap = P * (layout::chunk_elems(qx_) + 2 * layout::chunk_elems(kvx_));
   ex_ = std::make_unique<Exchanger>(ctx, a, cap);
@@ -103,7 +103,7 @@ void BlockRunner::attention_fwd() {
   p.v = reinterpret_cast<const __nv_bfloat16*>(v_head_.get());
   p.o = reinterpret_cast<__nv_bfloat16*>(o_head_.get());
   p.lse = lse_.get();
-  p.B = s_.B, p.S = s_.S, p.Hq = H_l_, p.Hkv = Hkv_l_, p.D = s_.D, p.causal = s_.causal;
+  p.B = s_.B, p.S = s_.S, p.Hq = H_l_, p.Hkv = H_kv_l_, p.D = s_.D, p.causal = s_.causal;
   p.scale = 1.0f / std::sqrt(static_cast<float>(s_.D));
   cudaError_t e = kernels::attn_fwd(kernel_.kind, p, ctx_.stream);
   if (e != cudaSuccess && kernel_.fallback && kernel_.kind == kernels::AttnKernel::flash &&
@@ -127,7 +127,7 @@ void BlockRunner::attention_bwd() {
   p.dk = reinterpret_cast<__nv_bfloat16*>(dk_head_.get());
   p.dv = reinterpret_cast<__nv_bfloat16*>(dv_head_.get());
   p.workspace = workspace_.get();
-  p.B = s_.B, p.S = s_.S, p.Hq = H_l_, p.Hkv = Hkv_l_, p.D = s_.D, p.causal = s_.causal;
+  p.B = s_.B, p.S = s_.S, p.Hq = H_l_, p.Hkv = H_kv_l_, p.D = s_.D, p.causal = s_.causal;
   p.scale = 1.0f / std::sqrt(static_cast<float>(s_.D));
   CUDA_CHECK(kernels::attn_bwd(kernel_.kind, p, ctx_.stream));
 }
@@ -196,9 +196,9 @@ std::vector<Check> BlockRunner::device_checks(std::uint64_t seed, bool keep_roun
   return out;
 }
 
-cpu::RankResult BlockRunner::download() {
+RankResult BlockRunner::download() {
   CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
-  cpu::RankResult r;
+  RankResult r;
   r.q_head = to_host(q_head_), r.k_head = to_host(k_head_), r.v_head = to_host(v_head_);
   r.o_head = to_host(o_head_), r.o_seq = to_host(o_seq_), r.dout_head = to_host(dout_head_);
   r.dq_head = to_host(dq_head_), r.dk_head = to_host(dk_head_), r.dv_head = to_host(dv_head_);

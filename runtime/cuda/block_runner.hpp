@@ -18,10 +18,10 @@
 
 #include "kernels/attention.hpp"
 #include "runtime/backend.hpp"
-#include "runtime/cpu/cpu_backend.hpp"
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/device_memory.hpp"
 #include "runtime/cuda/exchange.hpp"
+#include "runtime/verify.hpp"
 
 namespace ulysses::runtime::cuda {
 
@@ -46,7 +46,7 @@ class BlockRunner {
   // Bit-exact exchange of q, k, v, dout against the seeded generator, no poison left in the
   // outputs, and head->seq(seq->head(q)) == q (this last one overwrites o_seq: download first).
   std::vector<Check> device_checks(std::uint64_t seed, bool keep_roundtrip);
-  cpu::RankResult download();            // host copies of the tensors of cpu::RankResult
+  RankResult download();                 // host copies of the tensors of RankResult (runtime/verify.hpp)
   const std::vector<std::uint16_t>& roundtrip() const { return roundtrip_; }
   std::string kernel_name() const;
   void set_slices(int k) { slices_ = k; }
@@ -60,7 +60,7 @@ class BlockRunner {
   int slices_;
   layout::Dims qx_, kvx_, kv_seq_dims_;
   bool rep_;
-  std::int64_t S_l_, H_l_, Hkv_l_;
+  std::int64_t S_l_, H_l_, H_kv_l_;
   DevBuf<std::uint16_t> q_seq_, k_seq_, v_seq_, dout_seq_, o_seq_, dq_seq_, dk_seq_, dv_seq_;
   DevBuf<std::uint16_t> k_rep_, v_rep_, dk_rep_, dv_rep_;
   DevBuf<std::uint16_t> q_head_, k_head_, v_head_, o_head_, dout_head_, dq_head_, dk_head_, dv_head_;

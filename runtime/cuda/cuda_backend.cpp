@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bf16.hpp"
 #include "kernels/pack.cuh"
 #include "kernels/testdata.cuh"
 #include "runtime/backend_registry.hpp"
@@ -23,17 +24,13 @@
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/tracing.hpp"
+#include "runtime/verify.hpp"
 #include "sim/errors.hpp"
 #include "sim/phases.hpp"
+#include "sim/stats.hpp"
 
 namespace ulysses::runtime::cuda {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Length of the union of [start, end) intervals, in seconds.
 double busy_s(std::vector<std::pair<std::uint64_t, std::uint64_t>> iv) {
@@ -54,13 +51,13 @@ double busy_s(std::vector<std::pair<std::uint64_t, std::uint64_t>> iv) {
 }
 
 // Full-sequence inputs from the same generator the ranks use on the device.
-cpu::BlockInputs host_inputs(const BlockShape& s, std::uint64_t seed) {
+BlockInputs host_inputs(const BlockShape& s, std::uint64_t seed) {
   auto fill = [&](std::int64_t heads, std::uint32_t t) {
-    std::vector<cpu::bf16> x(static_cast<std::size_t>(s.B * s.S * heads * s.D));
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = cpu::float_to_bf16(kernels::seeded_value(seed, t, i));
+    std::vector<core::bf16> x(static_cast<std::size_t>(s.B * s.S * heads * s.D));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = core::float_to_bf16(kernels::seeded_value(seed, t, i));
     return x;
   };
-  cpu::BlockInputs in;
+  BlockInputs in;
   in.q = fill(s.H, kernels::kTensorQ), in.k = fill(s.H_kv, kernels::kTensorK), in.v = fill(s.H_kv, kernels::kTensorV);
   in.dout = fill(s.H, kernels::kTensorDout);
   return in;
@@ -262,9 +259,9 @@ Measurement CudaBackend::run_block_ex(const BlockShape& shape, const RunOptions&
   m.a2a_kv_bytes_per_rank = 2 * shape.P * kv_chunk * 2;
   m.checks = merge_checks(reps);
   if (host_verify) {
-    std::vector<cpu::RankResult> kept;
+    std::vector<RankResult> kept;
     for (auto& r : reps) kept.push_back(r.result);
-    for (Check c : cpu::verify_block(shape, host_inputs(shape, opt.seed), kept)) {
+    for (Check c : verify_block(shape, host_inputs(shape, opt.seed), kept)) {
       c.name = "cpu reference: " + c.name;
       m.checks.push_back(c);
     }

@@ -6,7 +6,7 @@
 //   1. seeded inputs (kernels/testdata.cuh), outputs poisoned (NaN bits) before every iteration;
 //   2. verify (opt.verify): one iteration, then the device checks (bit-exact exchange, round
 //      trip, no poison left) and, at small sizes (B*S^2*H*D <= 2^31), the CPU reference's
-//      checks (cpu::verify_block: exchange vs a direct gather, Ulysses vs an fp64 single-rank
+//      checks (runtime/verify.hpp, as the CPU backend's: exchange vs a direct gather, Ulysses vs an fp64 single-rank
 //      oracle for out, dq, dk, dv);
 //   3. `warmup` iterations, then `iters` timed ones: CUDA events between phases on the compute
 //      stream (ranks aligned by a 1-element all-reduce first); phase time = max over ranks of

@@ -24,7 +24,6 @@ class DeviceArena {
 
   std::int64_t live_bytes() const { return live_; }
   std::int64_t peak_bytes() const { return peak_; }
-  void reset_peak() { peak_ = live_; }
   std::int64_t sample_device_used();                // cudaMemGetInfo now; updates the max
   std::int64_t peak_device_used() const { return peak_used_; }
   int device() const { return device_; }

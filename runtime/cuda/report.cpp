@@ -3,7 +3,7 @@
 namespace ulysses::runtime::cuda {
 namespace {
 
-std::vector<std::vector<std::uint16_t>*> tensors(cpu::RankResult& r) {
+std::vector<std::vector<std::uint16_t>*> tensors(RankResult& r) {
   return {&r.q_head, &r.k_head, &r.v_head, &r.o_head, &r.o_seq, &r.dout_head, &r.dq_head,
           &r.dk_head, &r.dv_head, &r.dq_seq, &r.dk_seq, &r.dv_seq, &r.q_roundtrip};
 }
@@ -25,7 +25,7 @@ std::string serialize(const RankReport& r) {
   w.pod(r.origin_ns);
   w.pod(r.kept);
   if (r.kept)
-    for (auto* t : tensors(const_cast<cpu::RankResult&>(r.result))) w.vec(*t);
+    for (auto* t : tensors(const_cast<RankResult&>(r.result))) w.vec(*t);
   return std::move(w.out);
 }
 

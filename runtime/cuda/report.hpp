@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/backend.hpp"
-#include "runtime/cpu/cpu_backend.hpp"
+#include "runtime/verify.hpp"
 
 namespace ulysses::runtime::cuda {
 
@@ -26,7 +26,7 @@ struct RankReport {
   std::vector<TraceEvent> trace;                       // start_us relative to origin_ns
   std::uint64_t origin_ns = 0;
   bool kept = false;
-  cpu::RankResult result;                              // host copies (small sizes only)
+  RankResult result;                                   // host copies (small sizes only)
 };
 
 class Writer {

@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "core/bf16.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/testdata.cuh"
 #include "runtime/checks.hpp"
-#include "runtime/cpu/bf16.hpp"
 #include "runtime/reference_attention.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
@@ -24,34 +24,34 @@ namespace {
 
 std::vector<u16> gen(std::int64_t n, std::uint32_t t) {
   std::vector<u16> v(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) v[i] = runtime::cpu::float_to_bf16(kernels::seeded_value(77, t, static_cast<std::uint64_t>(i)));
+  for (std::int64_t i = 0; i < n; ++i) v[i] = core::float_to_bf16(kernels::seeded_value(77, t, static_cast<std::uint64_t>(i)));
   return v;
 }
 std::vector<double> widen(const std::vector<u16>& x) {
   std::vector<double> y(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = runtime::cpu::bf16_to_float(x[i]);
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = core::bf16_to_float(x[i]);
   return y;
 }
 std::vector<float> widen_f(const std::vector<u16>& x) {
   std::vector<float> y(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] = runtime::cpu::bf16_to_float(x[i]);
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = core::bf16_to_float(x[i]);
   return y;
 }
 
 // Returns false when the kernel kind refuses the shape (flash not built yet).
-bool check_shape(kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D,
+bool check_shape(kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                  bool causal) {
-  INFO(fmt::format("{} B={} S={} Hq={} Hkv={} D={} causal={}", kind == kernels::AttnKernel::flash ? "flash" : "reference", B, S,
-                   Hq, Hkv, D, causal));
-  const auto q = gen(B * S * Hq * D, 0), k = gen(B * S * Hkv * D, 1), v = gen(B * S * Hkv * D, 2), g = gen(B * S * Hq * D, 3);
-  Dev<u16> dq_(q), dk_(k), dv_(v), dg(g), o(B * S * Hq * D), gq(B * S * Hq * D), gk(B * S * Hkv * D), gv(B * S * Hkv * D);
-  Dev<float> lse(B * Hq * S);
-  Dev<std::uint8_t> ws(static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(kind, B, S, Hq, Hkv, D)) + 1);
+  INFO(fmt::format("{} B={} S={} H={} H_kv={} D={} causal={}", kind == kernels::AttnKernel::flash ? "flash" : "reference", B, S,
+                   H, H_kv, D, causal));
+  const auto q = gen(B * S * H * D, 0), k = gen(B * S * H_kv * D, 1), v = gen(B * S * H_kv * D, 2), g = gen(B * S * H * D, 3);
+  Dev<u16> dq_(q), dk_(k), dv_(v), dg(g), o(B * S * H * D), gq(B * S * H * D), gk(B * S * H_kv * D), gv(B * S * H_kv * D);
+  Dev<float> lse(B * H * S);
+  Dev<std::uint8_t> ws(static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(kind, B, S, H, H_kv, D)) + 1);
   for (auto* x : {&o, &gq, &gk, &gv}) x->fill_bytes(0xFF);  // poison
   kernels::AttnFwdParams f;
   f.q = reinterpret_cast<const __nv_bfloat16*>(dq_.p), f.k = reinterpret_cast<const __nv_bfloat16*>(dk_.p);
   f.v = reinterpret_cast<const __nv_bfloat16*>(dv_.p), f.o = reinterpret_cast<__nv_bfloat16*>(o.p), f.lse = lse.p;
-  f.B = B, f.S = S, f.Hq = Hq, f.Hkv = Hkv, f.D = D, f.causal = causal, f.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  f.B = B, f.S = S, f.Hq = H, f.Hkv = H_kv, f.D = D, f.causal = causal, f.scale = 1.0f / std::sqrt(static_cast<float>(D));
   cudaError_t e = kernels::attn_fwd(kind, f, nullptr);
   if (kind == kernels::AttnKernel::flash && (e == cudaErrorNotSupported || e == cudaErrorInvalidValue)) {
     cudaGetLastError();
@@ -62,13 +62,13 @@ bool check_shape(kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::
   b.q = f.q, b.k = f.k, b.v = f.v, b.o = f.o, b.lse = f.lse, b.dout = reinterpret_cast<const __nv_bfloat16*>(dg.p);
   b.dq = reinterpret_cast<__nv_bfloat16*>(gq.p), b.dk = reinterpret_cast<__nv_bfloat16*>(gk.p), b.dv = reinterpret_cast<__nv_bfloat16*>(gv.p);
   b.workspace = ws.p;
-  b.B = B, b.S = S, b.Hq = Hq, b.Hkv = Hkv, b.D = D, b.causal = causal, b.scale = f.scale;
+  b.B = B, b.S = S, b.Hq = H, b.Hkv = H_kv, b.D = D, b.causal = causal, b.scale = f.scale;
   REQUIRE(kernels::attn_bwd(kind, b, nullptr) == cudaSuccess);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
 
-  const runtime::AttnDims a{B, S, Hq, Hkv, D, causal};
+  const runtime::AttnDims a{B, S, H, H_kv, D, causal};
   const auto qd = widen(q), kd = widen(k), vd = widen(v), gd = widen(g);
-  std::vector<double> ro(qd.size()), rl(static_cast<std::size_t>(B * Hq * S)), rdq(qd.size()), rdk(kd.size()), rdv(vd.size());
+  std::vector<double> ro(qd.size()), rl(static_cast<std::size_t>(B * H * S)), rdq(qd.size()), rdk(kd.size()), rdv(vd.size());
   runtime::attention_forward<double>(a, qd.data(), kd.data(), vd.data(), ro.data(), rl.data());
   // backward oracle from the kernel's own (bf16-rounded) o, as a training step would use it:
   // delta = dout . o cancels against dout . v, so the fp64 o would charge o's rounding to dq/dk
@@ -97,11 +97,11 @@ bool check_shape(kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::
 
 void all_shapes(kernels::AttnKernel kind) {
   int ran = 0, total = 0;
-  for (auto [B, S, Hq, Hkv, D] : {std::tuple<int, int, int, int, int>{1, 100, 2, 2, 64}, {2, 77, 4, 2, 128}, {1, 129, 4, 1, 128},
+  for (auto [B, S, H, H_kv, D] : {std::tuple<int, int, int, int, int>{1, 100, 2, 2, 64}, {2, 77, 4, 2, 128}, {1, 129, 4, 1, 128},
                                   {1, 256, 8, 2, 64}})
     for (bool causal : {true, false}) {
       ++total;
-      ran += check_shape(kind, B, S, Hq, Hkv, D, causal);
+      ran += check_shape(kind, B, S, H, H_kv, D, causal);
     }
   if (kind == kernels::AttnKernel::flash && ran == 0) WARN("flash kernel not available in this build: skipped");
   else CHECK(ran == total);

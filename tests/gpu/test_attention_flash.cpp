@@ -1,23 +1,25 @@
-// Flash attention kernels against the fp64 CPU reference (bench/attn/attn_reference.hpp) on
+// Flash attention kernels against the fp64 CPU reference (runtime/reference_attention.hpp) on
 // fresh random inputs, outputs poisoned (NaN) before each run. Tolerances: twice the largest
 // error PyTorch's flash backend showed against an fp64 reference on the same shapes and input
-// distribution (bench/peers/attn_peer.py check, H200, 2026-11-30; docs/ATTENTION.md).
+// distribution (the attn_peer.py check of docs/ATTENTION.md, H200, 2026-11-30).
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "bench/attn/attn_reference.hpp"
 #include "kernels/attention_flash.hpp"
 #include "kernels/attention_flash_tuning.hpp"
+#include "runtime/reference_attention.hpp"
 
 namespace {
 
-using namespace ulysses::attn_ref;
+using ulysses::runtime::AttnDims;
 namespace K = ulysses::kernels;
+namespace R = ulysses::runtime;
 
 struct Errors {
   double o, lse, dq, dk, dv;
@@ -31,16 +33,13 @@ T* device_alloc(std::size_t bytes) {
   return static_cast<T*>(p);
 }
 
-Errors run_case(const Shape& s, std::uint64_t seed) {
-  std::vector<std::uint16_t> qb, kb, vb, db;
-  std::vector<float> qf, kf, vf, df;
-  random_bf16(s.q_elems(), seed, qb, qf);
-  random_bf16(s.kv_elems(), seed + 1, kb, kf);
-  random_bf16(s.kv_elems(), seed + 2, vb, vf);
-  random_bf16(s.q_elems(), seed + 3, db, df);
+Errors run_case(const AttnDims& s, std::uint64_t seed) {
+  const std::int64_t q_elems = s.B * s.S * s.H * s.D, kv_elems = s.B * s.S * s.H_kv * s.D;
+  const std::vector<std::uint16_t> qb = R::random_bf16(q_elems, seed), kb = R::random_bf16(kv_elems, seed + 1);
+  const std::vector<std::uint16_t> vb = R::random_bf16(kv_elems, seed + 2), db = R::random_bf16(q_elems, seed + 3);
   const std::size_t qbytes = qb.size() * 2, kvbytes = kb.size() * 2;
-  const std::size_t lsebytes = static_cast<std::size_t>(s.B * s.Hq * s.S) * 4;
-  const std::size_t wsbytes = K::attn_bwd_flash_workspace_bytes(s.B, s.S, s.Hq, s.Hkv, s.D);
+  const std::size_t lsebytes = static_cast<std::size_t>(s.B * s.H * s.S) * 4;
+  const std::size_t wsbytes = K::attn_bwd_flash_workspace_bytes(s.B, s.S, s.H, s.H_kv, s.D);
   auto* q = device_alloc<__nv_bfloat16>(qbytes);
   auto* k = device_alloc<__nv_bfloat16>(kvbytes);
   auto* v = device_alloc<__nv_bfloat16>(kvbytes);
@@ -58,19 +57,19 @@ Errors run_case(const Shape& s, std::uint64_t seed) {
 
   K::AttnFwdParams fp;
   fp.q = q, fp.k = k, fp.v = v, fp.o = o, fp.lse = lse;
-  fp.B = s.B, fp.S = s.S, fp.Hq = s.Hq, fp.Hkv = s.Hkv, fp.D = s.D, fp.causal = s.causal;
-  fp.scale = static_cast<float>(s.scale());
+  fp.B = s.B, fp.S = s.S, fp.Hq = s.H, fp.Hkv = s.H_kv, fp.D = s.D, fp.causal = s.causal;
+  fp.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
   REQUIRE(K::attn_fwd_flash(fp, nullptr) == cudaSuccess);
   K::AttnBwdParams bp;
   bp.q = q, bp.k = k, bp.v = v, bp.o = o, bp.dout = dout, bp.lse = lse, bp.dq = dq, bp.dk = dk, bp.dv = dv;
   bp.workspace = ws;
-  bp.B = s.B, bp.S = s.S, bp.Hq = s.Hq, bp.Hkv = s.Hkv, bp.D = s.D, bp.causal = s.causal;
+  bp.B = s.B, bp.S = s.S, bp.Hq = s.H, bp.Hkv = s.H_kv, bp.D = s.D, bp.causal = s.causal;
   bp.scale = fp.scale;
   REQUIRE(K::attn_bwd_flash(bp, nullptr) == cudaSuccess);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
 
   std::vector<std::uint16_t> ho(qb.size()), hdq(qb.size()), hdk(kb.size()), hdv(kb.size());
-  std::vector<float> hl(static_cast<std::size_t>(s.B * s.Hq * s.S));
+  std::vector<float> hl(static_cast<std::size_t>(s.B * s.H * s.S));
   REQUIRE(cudaMemcpy(ho.data(), o, qbytes, cudaMemcpyDeviceToHost) == cudaSuccess);
   REQUIRE(cudaMemcpy(hdq.data(), dq, qbytes, cudaMemcpyDeviceToHost) == cudaSuccess);
   REQUIRE(cudaMemcpy(hdk.data(), dk, kvbytes, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -81,14 +80,12 @@ Errors run_case(const Shape& s, std::uint64_t seed) {
                   static_cast<void*>(lse), ws})
     cudaFree(p);
 
-  const Result ref = reference(s, qf, kf, vf, df);
-  auto bf = [](std::uint16_t h) { return static_cast<double>(from_bf16(h)); };
-  auto fl = [](float x) { return static_cast<double>(x); };
-  return {max_abs_err(ho, ref.o, bf), max_abs_err(hl, ref.lse, fl), max_abs_err(hdq, ref.dq, bf),
-          max_abs_err(hdk, ref.dk, bf), max_abs_err(hdv, ref.dv, bf)};
+  const R::AttnReference ref = R::attention_reference(s, qb, kb, vb, db);
+  return {R::max_abs_err(ho, ref.o), R::max_abs_err(hl, ref.lse), R::max_abs_err(hdq, ref.dq),
+          R::max_abs_err(hdk, ref.dk), R::max_abs_err(hdv, ref.dv)};
 }
 
-// 2x PyTorch flash's largest error on S in {63, 128, 300}, Hq/Hkv in {4/4, 8/2}, D in {64, 128}
+// 2x PyTorch flash's largest error on S in {63, 128, 300}, H/H_kv in {4/4, 8/2}, D in {64, 128}
 void check_within_tolerance(const Errors& e) {
   constexpr double tol_o = 2 * 8.8e-3, tol_lse = 2 * 1.1e-6, tol_dq = 2 * 1.3e-2, tol_dk = 2 * 2.9e-2,
                    tol_dv = 2 * 3.4e-2;
@@ -114,12 +111,11 @@ TEST_CASE("flash attention matches the fp64 reference within 2x of PyTorch flash
   std::uint64_t seed = 777;
   // S: one row, below one tile, one tile + 1 (ragged tail), several ragged tiles
   for (std::int64_t S : {1, 63, 129, 300})
-    for (auto [Hq, Hkv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}})
+    for (auto [H, H_kv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}})
       for (std::int64_t D : {64, 128})
         for (bool causal : {true, false}) {
-          Shape s;
-          s.B = 2, s.S = S, s.Hq = Hq, s.Hkv = Hkv, s.D = D, s.causal = causal;
-          INFO("S=" << S << " Hq=" << Hq << " Hkv=" << Hkv << " D=" << D << " causal=" << causal);
+          const AttnDims s{2, S, H, H_kv, D, causal};
+          INFO("S=" << S << " H=" << H << " H_kv=" << H_kv << " D=" << D << " causal=" << causal);
           check_within_tolerance(run_case(s, seed));
           seed += 4;
         }
@@ -153,11 +149,10 @@ TEST_CASE("Hopper wgmma attention kernels: every variant matches the fp64 refere
     // one row, below a tile, exact tiles (128, 256: no ragged tail, warpgroup 1 all valid),
     // ragged tails, several q and key tiles (pipelined steps); GQA groups 2 and 16 (long head loop)
     for (std::int64_t S : {1, 63, 128, 129, 256, 300, 1000})
-      for (auto [Hq, Hkv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}, {16, 1}})
+      for (auto [H, H_kv] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {8, 2}, {16, 1}})
         for (bool causal : {true, false}) {
-          Shape s;
-          s.B = 2, s.S = S, s.Hq = Hq, s.Hkv = Hkv, s.D = 128, s.causal = causal;
-          INFO("fwd variant " << fv << " bwd variant " << bv << " S=" << S << " Hq=" << Hq << " Hkv=" << Hkv
+          const AttnDims s{2, S, H, H_kv, 128, causal};
+          INFO("fwd variant " << fv << " bwd variant " << bv << " S=" << S << " H=" << H << " H_kv=" << H_kv
                               << " causal=" << causal);
           check_within_tolerance(run_case(s, seed));
           seed += 4;

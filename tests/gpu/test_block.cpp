@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "core/bf16.hpp"
 #include "runtime/checks.hpp"
-#include "runtime/cpu/bf16.hpp"
 #include "runtime/cuda/cuda_backend.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
@@ -51,10 +51,10 @@ void expect_correct(const runtime::Measurement& m) {
 }
 
 // Concatenate the ranks' sequence shards [1, S_l, Hx, D] (B = 1) into the full [S, Hx, D].
-std::vector<float> gather_seq(const std::vector<runtime::cuda::RankReport>& reps, std::vector<std::uint16_t> runtime::cpu::RankResult::*f) {
+std::vector<float> gather_seq(const std::vector<runtime::cuda::RankReport>& reps, std::vector<std::uint16_t> runtime::RankResult::*f) {
   std::vector<float> out;
   for (const auto& r : reps)
-    for (auto b : r.result.*f) out.push_back(runtime::cpu::bf16_to_float(b));
+    for (auto b : r.result.*f) out.push_back(core::bf16_to_float(b));
   return out;
 }
 
@@ -86,7 +86,7 @@ TEST_CASE("Ulysses on 2 GPUs equals 1 GPU on the full sequence", "[.gpu][gpu][bl
       const auto m1 = run(shape(1, 384, 4, H_kv, 64, 1, kv), 1, &r1);
       REQUIRE(m2.correct);
       REQUIRE(m1.correct);
-      using RR = runtime::cpu::RankResult;
+      using RR = runtime::RankResult;
       for (auto [f, name] : {std::pair{&RR::o_seq, "out"}, {&RR::dq_seq, "dq"}, {&RR::dk_seq, "dk"}, {&RR::dv_seq, "dv"}}) {
         const auto got = gather_seq(r2, f);
         const auto ref_f = gather_seq(r1, f);

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/bf16.hpp"
 #include "kernels/pack.cuh"
-#include "runtime/cpu/bf16.hpp"
 #include "runtime/layout.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
@@ -111,7 +111,7 @@ TEST_CASE("kv replication, replica reduction and the send_once reduce-unpack", "
   const Dims x{2, 32, 4, 2, 64};  // H_kv = 2 < P = 4, R = 2
   const std::int64_t S_l = x.S / x.P, R = x.P / x.H;
   std::vector<u16> kv(x.B * S_l * x.H * x.D);
-  for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = runtime::cpu::float_to_bf16(static_cast<float>(i % 97) * 0.25f);
+  for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = core::float_to_bf16(static_cast<float>(i % 97) * 0.25f);
   Dev<u16> src(kv), rep(x.B * S_l * x.P * x.D), back(x.B * S_l * x.H * x.D);
   CUDA_CHECK(kernels::replicate_heads(src.p, rep.p, x, 2, nullptr));
   const auto r = rep.download();
@@ -126,7 +126,7 @@ TEST_CASE("kv replication, replica reduction and the send_once reduce-unpack", "
   CUDA_CHECK(kernels::reduce_replicas_bf16(rep.p, back.p, x, nullptr));
   const auto g = back.download();
   wrong = 0;
-  for (std::size_t i = 0; i < g.size(); ++i) wrong += runtime::cpu::bf16_to_float(g[i]) != R * runtime::cpu::bf16_to_float(kv[i]);
+  for (std::size_t i = 0; i < g.size(); ++i) wrong += core::bf16_to_float(g[i]) != R * core::bf16_to_float(kv[i]);
   CHECK(wrong == 0);
   // send_once reduce-unpack: chunks c hold head c/R; every chunk = the kv tensor's head -> sum = R*value
   const std::int64_t ch = layout::chunk_elems(x);
@@ -137,7 +137,7 @@ TEST_CASE("kv replication, replica reduction and the send_once reduce-unpack", "
   CUDA_CHECK(kernels::unpack_head_to_seq_reduce_bf16(ptrs, back.p, x, 0, S_l, nullptr));
   const auto g2 = back.download();
   wrong = 0;
-  for (std::size_t i = 0; i < g2.size(); ++i) wrong += runtime::cpu::bf16_to_float(g2[i]) != R * runtime::cpu::bf16_to_float(kv[i]);
+  for (std::size_t i = 0; i < g2.size(); ++i) wrong += core::bf16_to_float(g2[i]) != R * core::bf16_to_float(kv[i]);
   CHECK(wrong == 0);
 }
 

@@ -1,5 +1,5 @@
 // The reference attention: gradients against central finite differences in fp64, and the fp32
-// path against the fp64 one.
+// path against the fp64 one; threads; the kernel checks' oracle (random_bf16, attention_reference, max_abs_err).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -94,4 +94,61 @@ TEST_CASE("fp32 attention agrees with fp64 to fp32 accuracy", "[runtime]") {
   CHECK(maxdiff(dqf, dq) < 1e-4);
   CHECK(maxdiff(dkf, dk) < 1e-4);
   CHECK(maxdiff(dvf, dv) < 1e-4);
+}
+
+TEST_CASE("attention on several threads gives the same bits as on one", "[runtime]") {
+  for (bool causal : {true, false}) {
+    const AttnDims a{2, 37, 8, 2, 16, causal};
+    const auto q = randn(a.B * a.S * a.H * a.D, 21), k = randn(a.B * a.S * a.H_kv * a.D, 22),
+               v = randn(a.B * a.S * a.H_kv * a.D, 23), w = randn(q.size(), 24);
+    std::vector<std::vector<double>> o(2, std::vector<double>(q.size())), lse(2, std::vector<double>(a.B * a.H * a.S)),
+        dq(2, std::vector<double>(q.size())), dk(2, std::vector<double>(k.size())), dv(2, std::vector<double>(v.size()));
+    for (int t : {0, 1}) {
+      const int threads = t == 0 ? 1 : 3;
+      attention_forward<double>(a, q.data(), k.data(), v.data(), o[t].data(), lse[t].data(), threads);
+      attention_backward<double>(a, q.data(), k.data(), v.data(), o[t].data(), lse[t].data(), w.data(), dq[t].data(),
+                                 dk[t].data(), dv[t].data(), threads);
+    }
+    INFO("causal=" << causal);
+    CHECK(o[0] == o[1]);
+    CHECK(lse[0] == lse[1]);
+    CHECK(dq[0] == dq[1]);
+    CHECK(dk[0] == dk[1]);
+    CHECK(dv[0] == dv[1]);
+  }
+}
+
+TEST_CASE("the kernel checks' oracle: seeded bf16 inputs, fp64 results, errors with poison as inf", "[runtime]") {
+  const auto x = random_bf16(1000, 5);
+  CHECK(x == random_bf16(1000, 5));
+  CHECK(x != random_bf16(1000, 6));
+  double sum = 0, sq = 0;
+  for (auto h : x) sum += ulysses::core::bf16_to_float(h), sq += std::pow(ulysses::core::bf16_to_float(h), 2);
+  CHECK(std::abs(sum / 1000) < 0.15);  // N(0, 1): mean 0 +- 3 sigma/sqrt(n), variance 1
+  CHECK(sq / 1000 == Approx(1).margin(0.15));
+
+  const AttnDims a{1, 9, 2, 1, 8, true};
+  const auto q = random_bf16(a.S * a.H * a.D, 1), k = random_bf16(a.S * a.D, 2), v = random_bf16(a.S * a.D, 3),
+             dout = random_bf16(a.S * a.H * a.D, 4);
+  const AttnReference r = attention_reference(a, q, k, v, dout);
+  auto widen = [](const std::vector<ulysses::core::bf16>& h) {
+    std::vector<double> y(h.size());
+    for (std::size_t i = 0; i < h.size(); ++i) y[i] = ulysses::core::bf16_to_float(h[i]);
+    return y;
+  };
+  const auto qd = widen(q), kd = widen(k), vd = widen(v), dd = widen(dout);
+  std::vector<double> o(qd.size()), lse(a.H * a.S), dq(qd.size()), dk(kd.size()), dv(vd.size());
+  attention_forward<double>(a, qd.data(), kd.data(), vd.data(), o.data(), lse.data());
+  attention_backward<double>(a, qd.data(), kd.data(), vd.data(), o.data(), lse.data(), dd.data(), dq.data(), dk.data(),
+                             dv.data());
+  CHECK(r.o == o);  // the unrounded o feeds the backward
+  CHECK(r.lse == lse);
+  CHECK(r.dq == dq);
+  CHECK(r.dk == dk);
+  CHECK(r.dv == dv);
+
+  CHECK(max_abs_err(std::vector<float>{1.0f, 2.5f}, {1.0, 2.0}) == 0.5);
+  CHECK(max_abs_err(std::vector<float>{1.0f, NAN}, {1.0, 2.0}) == INFINITY);
+  CHECK(max_abs_err(std::vector<ulysses::core::bf16>{0x3F80, 0x4000}, {1.0, 1.75}) == 0.25);  // 1.0, 2.0
+  CHECK(max_abs_err(std::vector<ulysses::core::bf16>{ulysses::core::kBf16NaN}, {0.0}) == INFINITY);
 }

@@ -1,4 +1,4 @@
-// The checks of one validated CPU run. Exchange results are compared bit for bit with tensors
+// The checks of one validated block run (either backend). Exchange results are compared bit for bit with tensors
 // gathered directly through the layout maps from the global inputs (or from the peers' other
 // layout), never through the pack/unpack code under test. Attention results are compared with
 // an fp64 single-rank oracle over the full sequence within kBf16AttentionTol:
@@ -13,17 +13,23 @@
 // large against the sum. The oracle therefore also computes the R partials in fp64 (the
 // backward restricted to each rank's query heads) and the rule for dk, dv adds sum_c |partial_c|
 // to the scale:  |x - ref| <= 2^-6 * (|ref| + rms(ref) + sum_c |partial_c|).
+#include "runtime/verify.hpp"
+
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "runtime/checks.hpp"
-#include "runtime/cpu/cpu_backend.hpp"
-#include "runtime/cpu/exchange.hpp"
+#include "runtime/layout.hpp"
 #include "runtime/reference_attention.hpp"
 
-namespace ulysses::runtime::cpu {
+namespace ulysses::runtime {
 namespace {
 
+using core::bf16;
+using core::bf16_to_float;
+using core::float_to_bf16;
+using layout::Dims;
 using layout::global_pos;
 using layout::head_index;
 using layout::heads_per_rank;
@@ -167,7 +173,7 @@ std::vector<Check> verify_block(const BlockShape& s, const BlockInputs& in, cons
   checks.push_back(bits_over_ranks(
       "a2a inverse: head->seq(seq->head(q)) == q", P,
       [&](std::int64_t r) {  // q_seq on rank r is rows r*S_l.. of the global q
-        const std::int64_t S_l = s.S_local(), row = s.H * s.D;
+        const std::int64_t S_l = s.S_l(), row = s.H * s.D;
         std::vector<bf16> shard;
         for (std::int64_t b = 0; b < s.B; ++b)
           shard.insert(shard.end(), in.q.begin() + (b * s.S + r * S_l) * row, in.q.begin() + (b * s.S + (r + 1) * S_l) * row);
@@ -219,4 +225,4 @@ std::vector<Check> verify_block(const BlockShape& s, const BlockInputs& in, cons
   return checks;
 }
 
-}  // namespace ulysses::runtime::cpu
+}  // namespace ulysses::runtime
