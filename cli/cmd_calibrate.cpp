@@ -1,38 +1,29 @@
-// ulysses calibrate --backend cpu: microbenchmarks of the CPU backend (exchange bus bandwidth vs
-// bytes per rank for each sp size, attention efficiency vs S, pack bandwidth), written as the
-// `calibrated:` section of a hardware profile that predict() reads, with its provenance.
-#include <unistd.h>
-
-#include <ctime>
-#include <filesystem>
+// `ulysses calibrate`: the options of each backend (--backend cpu | cuda | deepspeed, --from-raw),
+// the measurements and fits of calib/, and where the result goes (calib/profile_out.hpp): the
+// `calibrated:` section printed, or written into a copy of the base profile.
+#include <cstdint>
 #include <iostream>
+#include <optional>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 
-#include "reports/format.hpp"
-
+#include "calib/cpu/calibrate.hpp"
+#include "calib/deepspeed.hpp"
+#include "calib/profile_out.hpp"
+#include "calib/raw_file.hpp"
 #include "cli/commands.hpp"
-#include "cli/calibrate_a2a.hpp"
-#include "cli/calibration_out.hpp"
 #include "cli/options.hpp"
-#include "reports/table.hpp"
-#include "runtime/cpu/cpu_backend.hpp"
-#include "runtime/cpu/microbench.hpp"
+#include "reports/file_out.hpp"
 #include "sim/config.hpp"
-#include "sim/config_internal.hpp"
 #include "sim/errors.hpp"
-#include "sim/profile_io.hpp"
+
+#ifdef ULYSSES_WITH_CUDA
+#include "calib/cuda/calibrate.hpp"
+#endif
 
 namespace ulysses::cli {
-
-int run_calibrate_cuda(int argc, char** argv);  // cli/calibrate_cuda.cpp
-int run_calibrate_deepspeed(int argc, char** argv);  // cli/calibrate_deepspeed.cpp
-
 namespace {
-
-using runtime::AttnDims;
 
 std::vector<std::int64_t> parse_int_list(const std::string& text, const char* flag, std::int64_t lo) {
   std::vector<std::int64_t> out;
@@ -51,113 +42,24 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const char* fl
   return out;
 }
 
-using reports::utc_now;
-
-std::string host_name() {
-  char buf[256] = {};
-  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown host";
-}
-
-std::string command_line(int argc, char** argv) {
+// argv joined by spaces, from `first` (0: with the program, "ulysses calibrate").
+std::string command_line(int argc, char** argv, int first) {
   std::string s;
-  for (int i = 0; i < argc; ++i) {
-    if (i) s += ' ';
+  for (int i = first; i < argc; ++i) {
+    if (i > first) s += ' ';
     s += argv[i];
   }
   return s;
 }
 
-struct Setup {
-  std::vector<std::int64_t> sp_sizes, a2a_bytes, attn_S;
-  int threads = 2, iters = 5, attn_iters = 5;  // attention: median of 5 (a load blip on a shared host skews fewer)
-  std::int64_t heads = 4, kv_heads = 1, head_dim = 64, pack_bytes = 1 << 20;
-  bool causal = true;
-  std::string impl = "ulysses_reference";
-};
-
-// a2a, as the time model charges it (sim/timing.cpp a2a_time_s, B = 1):
-//   t = alpha + (P-1)/P * bytes / busbw(bytes) + 2 * bytes / pack_GBps   (one pack copy)
-// alpha: a 4-byte all-to-all at P = 2; t: one seq->head exchange as the block runs it (fresh
-// buffers, just-written source, pack + all-to-all); busbw solved from t so the model reproduces
-// the measured exchange at every calibration point. The bare all-to-all's busbw is shown beside.
-void calibrate_a2a(const Setup& s, Calibration& c, std::string& out) {
-  c.a2a_alpha_s = runtime::cpu::alltoall_time_s(2, 2 * 2, 5 * s.iters);
-  reports::Table t({{"P", ""}, {"bytes/rank", "B"}, {"a2a alone", "us"}, {"busbw", "GB/s"}, {"exchange", "us"},
-                    {"copies", "us"}, {"model busbw", "GB/s"}});
-  for (std::int64_t P : s.sp_sizes) {
-    Curve curve;
-    for (std::int64_t bytes : s.a2a_bytes) {
-      const double frac = double(P - 1) / double(P);
-      const double bare_s = runtime::cpu::alltoall_time_s(int(P), bytes, s.iters);
-      const double t_s = runtime::cpu::exchange_time_s(int(P), bytes, s.iters);
-      const double copies_s = 2.0 * double(bytes) / (c.pack_GBps * 1e9);
-      // a point where alpha + copies already explain the exchange is noise-dominated: fall back
-      // to the bare all-to-all's wire time there
-      const double wire_s = t_s - c.a2a_alpha_s - copies_s;
-      const double model = frac * double(bytes) /
-                           (wire_s >= 0.25 * t_s ? wire_s : std::max(bare_s - c.a2a_alpha_s, 0.5 * bare_s)) / 1e9;
-      curve.points.emplace_back(double(bytes), model);
-      t.add_row({fmt::format("{}", P), fmt::format("{}", bytes), fmt::format("{:.1f}", bare_s * 1e6),
-                 fmt::format("{:.2f}", frac * double(bytes) / bare_s / 1e9), fmt::format("{:.1f}", t_s * 1e6),
-                 fmt::format("{:.1f}", copies_s * 1e6), fmt::format("{:.2f}", model)});
-    }
-    c.a2a_busbw_GBps.emplace_back(P, curve);
-  }
-  out += fmt::format("all-to-all (alpha = {:.1f} us: a 4-byte exchange at P = 2; exchange = pack + all-to-all as in "
-                     "the block; model busbw = (P-1)/P * bytes / (exchange - alpha - copies))\n",
-                     c.a2a_alpha_s * 1e6) +
-         t.render();
+// The result: the section printed (no --profile-out) or the base profile written with it.
+void print_profile_out(const po::variables_map& vm, const std::string& profile_name, const Calibration& c) {
+  const std::optional<std::string> out =
+      vm.count("profile-out") ? std::optional<std::string>(vm["profile-out"].as<std::string>()) : std::nullopt;
+  std::cout << calib::write_profile_out(vm["profile"].as<std::string>(), out, profile_name, c);
 }
 
-// The curve key of sim/attn_key.hpp: <impl>@d<D>.<causal|full>.h<H_l>.
-std::string attn_key(const std::string& impl, const AttnDims& a) {
-  return fmt::format("{}@d{}.{}.h{}", impl, a.D, a.causal ? "causal" : "full", a.H);
-}
-
-// Attention efficiency vs S, forward and backward, for the configured shape (filed under the bare
-// implementation name, which any shape falls back to, and under its shape key) and, unless quick,
-// for head dims 64 and 128 with and without the causal mask at the same heads per rank (filed
-// under their shape keys; fewer, shorter points, one iteration each).
-void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, bool quick, std::string& out) {
-  reports::Table t({{"curve", "", reports::Align::left}, {"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "GFLOP/s"},
-                    {"bwd", "GFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}});
-  auto measure = [&](const AttnDims& shape, const std::vector<std::int64_t>& S_list, int iters, bool also_bare) {
-    Curve fwd, bwd;
-    for (std::int64_t S : S_list) {
-      AttnDims a = shape;
-      a.S = S;
-      const auto tm = runtime::cpu::attention_time_s(a, s.threads, iters);
-      const double ff = runtime::attention_fwd_flops(a) / tm.fwd_s, fb = runtime::attention_bwd_flops(a) / tm.bwd_s;
-      const double ef = ff / hw.bf16_dense_flops, eb = fb / hw.bf16_dense_flops;
-      if (ef > 1 || eb > 1)
-        throw InputError(hw.name, "bf16_dense_TFLOPs",
-                         fmt::format("the measured attention rate ({:.1f} GFLOP/s per thread) exceeds the profile's peak; "
-                                     "raise the peak so that efficiencies are fractions",
-                                     std::max(ff, fb) / 1e9));
-      fwd.points.emplace_back(double(S), ef);
-      bwd.points.emplace_back(double(S), eb);
-      t.add_row({attn_key(s.impl, shape), fmt::format("{}", S), fmt::format("{:.0f}", tm.fwd_s * 1e6),
-                 fmt::format("{:.0f}", tm.bwd_s * 1e6), fmt::format("{:.2f}", ff / 1e9), fmt::format("{:.2f}", fb / 1e9),
-                 fmt::format("{:.3f}", ef), fmt::format("{:.3f}", eb)});
-    }
-    if (also_bare) c.attn_fwd_eff.emplace_back(s.impl, fwd), c.attn_bwd_eff.emplace_back(s.impl, bwd);
-    c.attn_fwd_eff.emplace_back(attn_key(s.impl, shape), fwd);
-    c.attn_bwd_eff.emplace_back(attn_key(s.impl, shape), bwd);
-  };
-  const AttnDims primary{1, 0, s.heads, s.kv_heads, s.head_dim, s.causal};
-  measure(primary, s.attn_S, s.attn_iters, true);
-  if (!quick)
-    for (std::int64_t D : {64, 128})
-      for (bool causal : {true, false}) {
-        const AttnDims shape{1, 0, s.heads, s.kv_heads, D, causal};
-        if (D != primary.D || causal != primary.causal) measure(shape, {256, 512, 1024}, 1, false);
-      }
-  out += fmt::format("\nattention '{}' per thread, {} threads at once, B=1 H_l={} H_kv_l={} (eff = of {:.1f} GFLOP/s)\n",
-                     s.impl, s.threads, s.heads, s.kv_heads, hw.bf16_dense_flops / 1e9) +
-         t.render();
-}
-
-// --backend cuda lives in cli/calibrate_cuda.cpp (its own flags).
+// --backend X (each backend has its own flags) and --from-raw are told apart before parsing.
 bool asks_for(int argc, char** argv, const std::string& backend) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -172,10 +74,104 @@ bool asks_for_raw(int argc, char** argv) {
   return false;
 }
 
+// `calibrate --from-raw FILE --profile P [--profile-out OUT]`: re-derives the exchange curves (from
+// "a2a" samples) and/or the idle-link penalty curve (from "a2a_idle" samples) of a profile's
+// calibrated section from the raw JSON that `calibrate --json` stored (no GPU).
+int run_calibrate_from_raw(int argc, char** argv) {
+  po::options_description d("calibrate --from-raw options");
+  d.add_options()("help,h", "this help")("from-raw", po::value<std::string>(), "raw JSON written by `calibrate --backend cuda --json`")
+      ("backend", po::value<std::string>()->default_value("cuda"), "cuda (the backend the raw file came from)")
+      ("profile", po::value<std::string>()->default_value("h200-sxm-141gb"), "profile (name or path) whose calibrated section is updated")
+      ("profile-out", po::value<std::string>(), "write the profile with the updated section here (else print the section)");
+  const auto vm = parse_args(argc, argv, d);
+  if (vm.count("help") || !vm.count("from-raw")) {
+    print_help(argv[0], "--from-raw FILE [--profile h200-sxm-141gb] [--profile-out FILE]",
+               "Re-derives a profile's exchange curves from stored raw calibration measurements (no GPU needed):\n"
+               "after a change of how curves are derived, the same measurements give the new curves.",
+               d);
+    return vm.count("help") ? kExitOk : kExitInput;
+  }
+  const calib::CalibrationRaw raw = calib::read_calibration_raw(vm["from-raw"].as<std::string>());
+  const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
+  const Calibration c = calib::rederive_from_raw(raw, hw, vm["profile"].as<std::string>(),
+                                                 "ulysses calibrate " + command_line(argc, argv, 1), std::cout);
+  print_profile_out(vm, hw.name, c);
+  return kExitOk;
+}
+
+// `calibrate --backend cuda`: calib/cuda/calibrate.hpp on the GPUs of this host.
+int run_calibrate_cuda(int argc, char** argv) {
+#ifndef ULYSSES_WITH_CUDA
+  (void)argc, (void)argv;
+  throw InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend (CUDA, NCCL, CUPTI, NVTX)");
+#else
+  po::options_description d("calibrate --backend cuda options");
+  d.add_options()("help,h", "this help")("backend", po::value<std::string>()->default_value("cuda"), "cuda")
+      ("profile", po::value<std::string>()->default_value("h200-sxm-141gb"), "base profile (name or path)")
+      ("profile-out", po::value<std::string>(), "write the base profile with the `calibrated:` section here (else print it)")
+      ("json", po::value<std::string>(), "also write every raw measurement as JSON here")
+      ("quick", po::bool_switch(), "two S points, h 4 and 16, three exchange sizes (a smoke test)")
+      ("only", po::value<std::string>(), "a2a-idle: measure only the exchange-after-idle-links curve and update it in the "
+                                          "profile's existing calibrated section");
+  const auto vm = parse_args(argc, argv, d);
+  if (vm.count("help")) {
+    print_help(argv[0], "--backend cuda [--profile h200-sxm-141gb] [--profile-out FILE] [--json FILE]",
+               "Measures the CUDA backend's building blocks and writes the `calibrated:` section of a profile.", d);
+    return kExitOk;
+  }
+  const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
+  const std::string cmd = command_line(argc, argv, 0);  // "ulysses <command> ..."
+  calib::cuda::Result r;
+  if (vm.count("only")) {
+    if (vm["only"].as<std::string>() != "a2a-idle") throw InputError("", "--only", "must be a2a-idle");
+    if (!hw.has_calibration) throw InputError(vm["profile"].as<std::string>(), "calibrated", "--only needs a profile with a calibrated section");
+    r = calib::cuda::calibrate_idle_only(hw, cmd);
+  } else {
+    r = calib::cuda::calibrate(hw, vm["quick"].as<bool>(), cmd);
+  }
+  std::cout << r.report << "\n";
+  if (vm.count("json")) reports::write_file_atomic(vm["json"].as<std::string>(), r.raw.dump(1) + "\n");
+  print_profile_out(vm, hw.name, r.c);
+  return kExitOk;
+#endif
+}
+
+// `calibrate --backend deepspeed`: calib/deepspeed.hpp (the worker on torchrun ranks).
+int run_calibrate_deepspeed(int argc, char** argv) {
+  po::options_description d("calibrate --backend deepspeed options");
+  d.add_options()("help,h", "this help")
+      ("backend", po::value<std::string>(), "deepspeed")
+      ("profile", po::value<std::string>()->default_value("h200-sxm-141gb"), "base profile (name or path)")
+      ("profile-out", po::value<std::string>(), "write the profile with the updated `calibrated:` section here (else print it)")
+      ("model", po::value<std::string>()->default_value("llama-3.1-8b"), "model preset of the set-up step")
+      ("layers", po::value<std::int64_t>()->default_value(1), "its decoder layers")
+      ("seq-len", po::value<std::int64_t>()->default_value(4096), "its sequence length")
+      ("gpus", po::value<std::int64_t>()->default_value(1), "ranks (torchrun): 1 measures the context, P > 1 the NCCL buffers");
+  const auto vm = parse_args(argc, argv, d);
+  if (vm.count("help")) {
+    print_help(argv[0], "--backend deepspeed --profile NAME [--gpus P] [--profile-out FILE]",
+               "Measures what the PyTorch process of HF + Accelerate + DeepSpeed holds on the device outside its\n"
+               "caching allocator (cudaMemGetInfo used - memory_reserved, after set-up and two ZeRO-3 steps of a\n"
+               "small model): the model's cuda_context (and nccl_buffers) for plan.runtime pytorch.",
+               d);
+    return kExitOk;
+  }
+  calib::deepspeed::Setup s;
+  s.model = vm["model"].as<std::string>();
+  s.profile = vm["profile"].as<std::string>();
+  s.layers = vm["layers"].as<std::int64_t>();
+  s.seq_len = vm["seq-len"].as<std::int64_t>();
+  s.gpus = vm["gpus"].as<std::int64_t>();
+  const calib::deepspeed::Result r = calib::deepspeed::calibrate(s);
+  std::cout << r.what << "\n";
+  print_profile_out(vm, r.profile_name, r.c);
+  return kExitOk;
+}
+
 int run_calibrate(int argc, char** argv) {
-  if (asks_for_raw(argc, argv)) return run_calibrate_from_raw(argc, argv);  // cli/calibrate_a2a.cpp, no GPU
+  if (asks_for_raw(argc, argv)) return run_calibrate_from_raw(argc, argv);
   if (asks_for(argc, argv, "cuda")) return run_calibrate_cuda(argc, argv);
-  if (asks_for(argc, argv, "deepspeed")) return run_calibrate_deepspeed(argc, argv);  // cli/calibrate_deepspeed.cpp
+  if (asks_for(argc, argv, "deepspeed")) return run_calibrate_deepspeed(argc, argv);
   po::options_description d("calibrate options");
   d.add_options()("help,h", "this help")
       ("backend", po::value<std::string>()->default_value("cpu"), "cpu | cuda | deepspeed (see --backend X --help)")
@@ -201,8 +197,8 @@ int run_calibrate(int argc, char** argv) {
   }
   if (vm["backend"].as<std::string>() != "cpu")
     throw InputError("", "--backend", fmt::format("'{}' is not a backend (cpu | cuda | deepspeed)", vm["backend"].as<std::string>()));
-  Setup s;
-  const bool quick = vm["quick"].as<bool>();
+  calib::cpu::Setup s;
+  s.quick = vm["quick"].as<bool>();
   s.sp_sizes = parse_int_list(vm["sp-sizes"].as<std::string>(), "--sp-sizes", 2);
   s.threads = vm["threads"].as<int>();
   s.iters = vm["iters"].as<int>();
@@ -217,27 +213,11 @@ int run_calibrate(int argc, char** argv) {
     if (P > 64) throw InputError("", "--sp-sizes", "thread-ranks are limited to 64");
   if (s.heads < 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.head_dim < 1)
     throw InputError("", "--heads-per-rank", "heads and kv heads per rank must be positive, heads a multiple of kv heads");
-  s.a2a_bytes = quick ? std::vector<std::int64_t>{16 << 10, 256 << 10} : std::vector<std::int64_t>{16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
-  s.attn_S = quick ? std::vector<std::int64_t>{128, 256} : std::vector<std::int64_t>{256, 512, 1024, 2048};
-  if (quick) s.attn_iters = 1;
 
   const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());  // InputError on a bad profile
-  Calibration c;
-  std::string out;
-  c.pack_GBps = runtime::cpu::pack_GBps(s.pack_bytes, s.threads, s.iters);
-  out += fmt::format("pack (seq->head, {} B per thread, {} threads at once): {:.2f} GB/s (read + write)\n\n", s.pack_bytes,
-                     s.threads, c.pack_GBps);
-  calibrate_a2a(s, c, out);
-  calibrate_attention(s, hw, c, quick, out);
-  c.provenance = fmt::format(
-      "measured {} on host {} ({}, {} hardware threads) by `{}`; a2a: median over {} iterations of the max over P "
-      "thread-ranks, busbw = (P-1)/P * bytes / (t - alpha - 2 * bytes / pack_GBps) with t a pack + all-to-all as in the block; attention '{}': B=1 H_l={} H_kv_l={} D={} {} on {} threads at "
-      "once, eff = FLOPs / t / bf16_dense_flops of profile {} ({:.1f} GFLOP/s); pack: {} B per thread on {} threads",
-      utc_now(), host_name(), runtime::cpu::host_cpu_model(), std::thread::hardware_concurrency(), command_line(argc, argv),
-      s.iters, s.impl, s.heads, s.kv_heads, s.head_dim, s.causal ? "causal" : "non-causal", s.threads, hw.name,
-      hw.bf16_dense_flops / 1e9, s.pack_bytes, s.threads);
-  std::cout << out << "\n";
-  write_calibration_output(vm, hw.name, c);
+  const calib::cpu::Result r = calib::cpu::calibrate(s, hw, command_line(argc, argv, 0));
+  std::cout << r.report << "\n";
+  print_profile_out(vm, hw.name, r.c);
   return kExitOk;
 }
 

@@ -33,7 +33,7 @@
 #include "sim/tokens.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
-#include "runtime/cuda/calibrate.hpp"
+#include "runtime/cuda/device_info.hpp"
 #include "runtime/cuda/capacity_probe.hpp"
 #endif
 

@@ -29,7 +29,7 @@
 #include "sim/predict.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
-#include "runtime/cuda/calibrate.hpp"
+#include "runtime/cuda/device_info.hpp"
 #endif
 
 namespace ulysses::cli {

@@ -4,7 +4,7 @@
 //   config_hf.cpp          Hugging Face config.json files
 //   config_calibration.cpp `calibrated:` curves config_scenario.cpp  scenarios, set_key, to_yaml
 //   config_check.cpp       cross-key rules      config_sweep.cpp     sweep specs
-//   profile_io.cpp         write_calibration (sim/profile_io.hpp)
+// Writing a `calibrated:` section into a profile file: calib/profile_out.cpp.
 // This file: where the presets are (repo_dir), docs/INPUTS.md "Where presets are found".
 #include <cstdlib>
 #include <filesystem>

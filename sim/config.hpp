@@ -14,6 +14,8 @@ namespace ulysses {
 // or a path to a .yaml file.
 ModelSpec load_model(const std::string& name_or_path);
 HardwareProfile load_profile(const std::string& name_or_path);  // <repo>/profiles/<name>.yaml
+// The file load_profile reads for name_or_path; InputError keyed `key` (the flag) when none.
+std::string profile_file(const std::string& name_or_path, const std::string& key);
 Scenario load_scenario(const std::string& path);
 
 // Set one scenario key by its dotted YAML path ("plan.sp_size", "model", "profile", "gpus",
@@ -28,6 +30,8 @@ void validate(const Scenario& sc, const std::string& origin);
 std::string check(const Scenario& sc);
 
 std::string to_yaml(const Scenario& sc);  // loadable by load_scenario (round trip)
+// The YAML text of a profile's `calibrated:` section (the `calibrated:` line included).
+std::string calibration_to_yaml(const Calibration& c);
 
 // Every dotted key set_key accepts (scenario, plan, workload, model.*, profile.*), file order.
 const std::vector<std::string>& settable_keys();

@@ -1,5 +1,6 @@
 // The optional `calibrated:` section of a hardware profile: measured curves and values that
-// override the datasheet figures (docs/INPUTS.md). Parsing here; writing in sim/profile_io.cpp.
+// override the datasheet figures (docs/INPUTS.md). Parsing and the section's YAML text here (a
+// scenario's to_yaml emits it too); writing it into a profile file in calib/profile_out.cpp.
 #include <fmt/format.h>
 
 #include "sim/attn_key.hpp"
@@ -150,3 +151,12 @@ std::string calibration_yaml(const Calibration& c, int indent) {
 }
 
 }  // namespace ulysses::cfg
+
+namespace ulysses {
+
+std::string calibration_to_yaml(const Calibration& c) {
+  const std::string body = cfg::calibration_yaml(c, 2);
+  return body.empty() ? "calibrated: {}\n" : "calibrated:\n" + body;
+}
+
+}  // namespace ulysses

@@ -1,7 +1,7 @@
 #pragma once
 // Internals shared by sim/config_*.cpp: strict scalar parsing, map walking with unknown-key
 // suggestions, file loading and preset resolution, YAML text emission. Not a public API:
-// include sim/config.hpp (or sim/profile_io.hpp) instead.
+// include sim/config.hpp instead.
 #include <cstdint>
 #include <string>
 #include <utility>

@@ -176,4 +176,8 @@ HardwareProfile load_profile(const std::string& name_or_path) {
   return cfg::profile_from_ref(name_or_path, cfg::Where{"", "profile", ""});
 }
 
+std::string profile_file(const std::string& name_or_path, const std::string& key) {
+  return cfg::resolve(name_or_path, "profiles", "profile", cfg::Where{"", key, ""});
+}
+
 }  // namespace ulysses

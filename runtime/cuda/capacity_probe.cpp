@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "runtime/cuda/block_runner.hpp"
-#include "runtime/cuda/calibrate.hpp"
+#include "runtime/cuda/device_info.hpp"
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/cuda_backend.hpp"
 #include "runtime/cuda/cuda_check.hpp"

@@ -2,16 +2,15 @@
 // ULYSSES_FUZZ_KIND 1: stored records, read as `ulysses validate --stored FILE` and
 //   `ulysses capacity --stored FILE` in-process (block and step validation records, block and
 //   step capacity records: cli/validation.cpp load_record, eval/step_record.cpp);
-// ULYSSES_FUZZ_KIND 2: calibration raw files of `calibrate --from-raw` (cli/calibrate_a2a.cpp),
+// ULYSSES_FUZZ_KIND 2: calibration raw files of `calibrate --from-raw` (calib/raw_file.cpp),
 //   derived onto the committed H200 calibration.
 // Bad input may only end in an InputError.
 #include <cstdint>
 #include <sstream>
 
-#include "cli/calibrate_a2a.hpp"
+#include "calib/raw_file.hpp"
 #include "cli/commands.hpp"
 #include "sim/config.hpp"
-#include "sim/profile_io.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 using namespace ulysses;
@@ -43,10 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 #elif ULYSSES_FUZZ_KIND == 2
   static const Calibration base = load_profile("h200-sxm-141gb").calibrated;
   fuzz::expect_input_errors_only([&] {
-    const cli::CalibrationRaw raw = cli::read_calibration_raw(path);
+    const calib::CalibrationRaw raw = calib::read_calibration_raw(path);
     Calibration c = base;
     std::ostringstream out;
-    cli::apply_calibration_raw(raw, "fuzz", c, out);
+    calib::apply_calibration_raw(raw, "fuzz", c, out);
     (void)calibration_to_yaml(c);
   });
 #else

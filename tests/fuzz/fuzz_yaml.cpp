@@ -3,12 +3,12 @@
 // 6 Accelerate config YAML, 7 DeepSpeed config JSON (sim/run_config.hpp, read into a scenario).
 // Bad input may only end in an InputError; a loaded scenario must also survive to_yaml and load
 // back (the documented round trip); a loaded profile with a calibrated section must survive
-// write_calibration (sim/profile_io.cpp) on a copy of itself.
+// write_calibration (calib/profile_out.cpp) on a copy of itself.
 #include <cstdint>
 #include <filesystem>
 
+#include "calib/profile_out.hpp"
 #include "sim/config.hpp"
-#include "sim/profile_io.hpp"
 #include "sim/run_config.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 #if ULYSSES_FUZZ_KIND == 5
@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (hw.has_calibration) {
       const std::string copy = fuzz::scratch_dir() + "/copy.yaml";
       std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
-      write_calibration(copy, hw.calibrated);
+      calib::write_calibration(copy, hw.calibrated);
     }
 #elif ULYSSES_FUZZ_KIND == 4
     (void)load_sweep(path);

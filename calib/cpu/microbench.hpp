@@ -1,12 +1,15 @@
 #pragma once
-// Microbenchmarks of the CPU backend's building blocks, for `ulysses calibrate --backend cpu`.
+// Microbenchmarks of the CPU backend's building blocks, for `ulysses calibrate --backend cpu`
+// (calib/cpu/calibrate.hpp).
 // Every time is the median over `iters` of the max over the participating threads, each
 // iteration started together after a barrier (as the phases of run_block are).
 #include <cstdint>
 
 #include "runtime/reference_attention.hpp"
 
-namespace ulysses::runtime::cpu {
+namespace ulysses::calib::cpu {
+
+using runtime::AttnDims;
 
 // One all-to-all of bytes_per_rank (P equal chunks of bytes_per_rank / P) among P threads.
 double alltoall_time_s(int P, std::int64_t bytes_per_rank, int iters);
@@ -28,4 +31,4 @@ struct AttnTimes {
 };
 AttnTimes attention_time_s(const AttnDims& a, int threads, int iters);
 
-}  // namespace ulysses::runtime::cpu
+}  // namespace ulysses::calib::cpu

@@ -1,4 +1,6 @@
-#include "runtime/cuda/calibrate.hpp"
+// CUDA microbenchmarks (calib/cuda/microbench.hpp): CUDA-event medians of single kernels and copies
+// on one device, and of the block's exchange phases on P GPUs.
+#include "calib/cuda/microbench.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include <cuda_runtime.h>
-#include <nccl.h>
 
 #include "kernels/attention.hpp"
 #include "kernels/pack.cuh"
@@ -21,19 +22,14 @@
 #include "runtime/cuda/device_memory.hpp"
 #include "runtime/layout.hpp"
 #include "runtime/reference_attention.hpp"
+#include "sim/stats.hpp"
 
-namespace ulysses::runtime::cuda {
+namespace ulysses::calib::cuda {
+
+using namespace runtime;  // the CUDA backend's block runner, cluster and device buffers
+using namespace runtime::cuda;
+
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string version_text(int v, int major_div, int minor_div, int minor_mod) {
-  return std::to_string(v / major_div) + "." + std::to_string((v / minor_div) % minor_mod);
-}
 
 // Times fn (enqueued on st) warmup + iters times; the median of the timed ones in seconds.
 template <class F>
@@ -72,36 +68,6 @@ struct Stream {
 
 }  // namespace
 
-DeviceInfo device_info() {
-  DeviceInfo d;
-  if (const cudaError_t e = cudaGetDeviceCount(&d.count); e != cudaSuccess || d.count == 0)
-    throw std::runtime_error(std::string("no usable CUDA device on this machine (cudaGetDeviceCount: ") +
-                             (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) +
-                             "); calibrate --backend cuda needs a GPU - use --backend cpu, or --from-raw to re-derive stored measurements");
-  cudaDeviceProp p{};
-  CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
-  d.name = p.name;
-  int drv = 0, rt = 0, nccl = 0;
-  CUDA_CHECK(cudaDriverGetVersion(&drv));
-  CUDA_CHECK(cudaRuntimeGetVersion(&rt));
-  ncclGetVersion(&nccl);
-  d.driver = "CUDA driver API " + version_text(drv, 1000, 10, 100);
-  d.runtime = version_text(rt, 1000, 10, 100);
-  d.nccl = std::to_string(nccl / 10000) + "." + std::to_string((nccl / 100) % 100) + "." + std::to_string(nccl % 100);
-  std::size_t free_b = 0, total_b = 0;
-  CUDA_CHECK(cudaSetDevice(0));
-  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  d.total_bytes = static_cast<std::int64_t>(total_b);
-  return d;
-}
-
-std::int64_t device_free_bytes(int device) {
-  CUDA_CHECK(cudaSetDevice(device));
-  std::size_t free_b = 0, total_b = 0;
-  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return static_cast<std::int64_t>(free_b);
-}
-
 void load_block_kernels(int device) {
   for (bool causal : {true, false})
     for (std::int64_t D : {64, 128})
@@ -109,18 +75,18 @@ void load_block_kernels(int device) {
   pack_GBps(1 << 20, 0, 1, device);
 }
 
-AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D,
+AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                         bool causal, int warmup, int iters, int device) {
   const kernels::AttnKernel kind = kernel_of(kernel);
   Stream st(device);
   DeviceArena a(device);
   const std::int64_t B = 1;
-  // q, o, dout, dq: [B, S, Hq, D] bf16; k, v, dk, dv: [B, S, Hkv, D] bf16; lse [B, Hq, S] fp32
-  DevBuf<std::uint16_t> q(a, B * S * Hq * D), o(a, B * S * Hq * D), dout(a, B * S * Hq * D), dq(a, B * S * Hq * D);
-  DevBuf<std::uint16_t> k(a, B * S * Hkv * D), v(a, B * S * Hkv * D), dk(a, B * S * Hkv * D), dv(a, B * S * Hkv * D);
-  DevBuf<float> lse(a, B * Hq * S);
-  DevBuf<std::uint8_t> ws(a, static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(kind, B, S, Hq, Hkv, D)));
-  const layout::Dims qd{B, S, 1, Hq, D}, kd{B, S, 1, Hkv, D};  // P = 1: the shard is the whole tensor
+  // q, o, dout, dq: [B, S, H, D] bf16; k, v, dk, dv: [B, S, H_kv, D] bf16; lse [B, H, S] fp32
+  DevBuf<std::uint16_t> q(a, B * S * H * D), o(a, B * S * H * D), dout(a, B * S * H * D), dq(a, B * S * H * D);
+  DevBuf<std::uint16_t> k(a, B * S * H_kv * D), v(a, B * S * H_kv * D), dk(a, B * S * H_kv * D), dv(a, B * S * H_kv * D);
+  DevBuf<float> lse(a, B * H * S);
+  DevBuf<std::uint8_t> ws(a, static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(kind, B, S, H, H_kv, D)));
+  const layout::Dims qd{B, S, 1, H, D}, kd{B, S, 1, H_kv, D};  // P = 1: the shard is the whole tensor
   const std::uint64_t seed = 77;
   CUDA_CHECK(kernels::fill_seq_shard_bf16(q.get(), qd, 0, seed, kernels::kTensorQ, st.s));
   CUDA_CHECK(kernels::fill_seq_shard_bf16(k.get(), kd, 0, seed, kernels::kTensorK, st.s));
@@ -129,15 +95,15 @@ AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t 
   auto bf = [](DevBuf<std::uint16_t>& x) { return reinterpret_cast<__nv_bfloat16*>(x.get()); };
   kernels::AttnFwdParams f;
   f.q = bf(q), f.k = bf(k), f.v = bf(v), f.o = bf(o), f.lse = lse.get();
-  f.B = B, f.S = S, f.Hq = Hq, f.Hkv = Hkv, f.D = D, f.causal = causal, f.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  f.B = B, f.S = S, f.Hq = H, f.Hkv = H_kv, f.D = D, f.causal = causal, f.scale = 1.0f / std::sqrt(static_cast<float>(D));
   kernels::AttnBwdParams b;
   b.q = f.q, b.k = f.k, b.v = f.v, b.o = f.o, b.lse = f.lse, b.dout = bf(dout);
   b.dq = bf(dq), b.dk = bf(dk), b.dv = bf(dv), b.workspace = ws.get();
-  b.B = B, b.S = S, b.Hq = Hq, b.Hkv = Hkv, b.D = D, b.causal = causal, b.scale = f.scale;
+  b.B = B, b.S = S, b.Hq = H, b.Hkv = H_kv, b.D = D, b.causal = causal, b.scale = f.scale;
   AttnTime t;
   t.fwd_s = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(kernels::attn_fwd(kind, f, st.s)); });
   t.bwd_s = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(kernels::attn_bwd(kind, b, st.s)); });
-  const AttnDims ad{B, S, Hq, Hkv, D, causal};
+  const AttnDims ad{B, S, H, H_kv, D, causal};
   t.fwd_flops = attention_fwd_flops(ad), t.bwd_flops = attention_bwd_flops(ad);
   return t;
 }
@@ -263,4 +229,4 @@ std::vector<double> exchange_after_idle(const BlockShape& s, const std::vector<d
   return out;
 }
 
-}  // namespace ulysses::runtime::cuda
+}  // namespace ulysses::calib::cuda

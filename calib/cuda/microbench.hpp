@@ -1,10 +1,11 @@
 #pragma once
-// Microbenchmarks behind `ulysses calibrate --backend cuda` (cli/calibrate_cuda.cpp) that the
-// bench module (bench.hpp) does not already provide: attention forward/backward time of one
-// kernel at one shape (no validation here: the kernels are validated by `ulysses bench`, the GPU
-// tests and every `ulysses validate` run), the pack kernel's copy bandwidth, pinned host<->device
-// copies, and the device memory the driver reports (fixed costs). Single device (device 0 unless
-// given); every time is a median over `iters` after `warmup` (CUDA events).
+// Microbenchmarks behind `ulysses calibrate --backend cuda` (calib/cuda/calibrate.hpp) that the
+// bench module (runtime/cuda/bench.hpp) does not already provide: attention forward/backward time
+// of one kernel at one shape (no validation here: the kernels are validated by `ulysses bench`,
+// the GPU tests and every `ulysses validate` run), the pack kernel's copy bandwidth, pinned
+// host<->device copies, and the block's exchange phases. Single device (device 0 unless given)
+// except the exchanges; every time is a median over `iters` after `warmup` (CUDA events). The
+// device memory the driver reports: runtime/cuda/device_info.hpp.
 #include <cstdint>
 #include <array>
 #include <string>
@@ -12,18 +13,9 @@
 
 #include "runtime/backend.hpp"
 
-namespace ulysses::runtime::cuda {
+namespace ulysses::calib::cuda {
 
-struct DeviceInfo {
-  int count = 0;                  // visible GPUs
-  std::string name;               // device 0
-  std::string driver, runtime, nccl;  // versions as text, e.g. "13.0", "2.28.3"
-  std::int64_t total_bytes = 0;   // cudaMemGetInfo total of device 0
-};
-DeviceInfo device_info();
-
-// cudaMemGetInfo on `device`: free bytes now (creates the context on first use).
-std::int64_t device_free_bytes(int device);
+using runtime::BlockShape;
 
 // Loads the attention and pack kernels on `device` (one tiny launch each) so that the memory
 // their modules take (lazy loading) is part of the context that is measured after it.
@@ -33,8 +25,8 @@ struct AttnTime {
   double fwd_s = 0, bwd_s = 0;    // medians
   double fwd_flops = 0, bwd_flops = 0;
 };
-// kernel: "flash" | "reference". B=1, S, Hq / Hkv heads on this device, head dim D.
-AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D,
+// kernel: "flash" | "reference". B=1, S, H / H_kv heads on this device, head dim D.
+AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                         bool causal, int warmup, int iters, int device = 0);
 
 // pack_seq_to_head of a [1, S_l, H, D] bf16 tensor of `bytes` into P = 2 chunks; returns the copy
@@ -61,4 +53,4 @@ std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int
 std::vector<double> exchange_after_idle(const BlockShape& s, const std::vector<double>& idle_ms, int warmup, int iters,
                                         double timeout_s);
 
-}  // namespace ulysses::runtime::cuda
+}  // namespace ulysses::calib::cuda

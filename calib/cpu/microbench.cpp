@@ -1,4 +1,5 @@
-#include "runtime/cpu/microbench.hpp"
+// CPU microbenchmarks (calib/cpu/microbench.hpp): threads as ranks, timed after a common barrier.
+#include "calib/cpu/microbench.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -8,17 +9,16 @@
 
 #include "runtime/cpu/exchange.hpp"
 #include "runtime/cpu/tracked.hpp"
+#include "sim/stats.hpp"
 
-namespace ulysses::runtime::cpu {
+namespace ulysses::calib::cpu {
+
+using namespace runtime;  // the CPU backend's exchange, pack and attention
+using namespace runtime::cpu;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Runs prepare(rank) (untimed) then body(rank) on `threads` threads; returns per iteration the
 // max over threads of the time body took (after a common barrier), then the median over iterations.
@@ -142,4 +142,4 @@ AttnTimes attention_time_s(const AttnDims& a, int threads, int iters) {
   return t;
 }
 
-}  // namespace ulysses::runtime::cpu
+}  // namespace ulysses::calib::cpu

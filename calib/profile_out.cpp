@@ -1,5 +1,6 @@
-// Writes a `calibrated:` section into a profile file, keeping the rest of the file as it was.
-#include "sim/profile_io.hpp"
+// Profile writing (calib/profile_out.hpp): a `calibrated:` section spliced into a profile file,
+// keeping the rest of the file as it was, and the copy of a base profile that calibrate writes.
+#include "calib/profile_out.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -8,11 +9,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "sim/config.hpp"
-#include "sim/config_internal.hpp"
 #include "sim/errors.hpp"
 
-namespace ulysses {
+namespace ulysses::calib {
 
 namespace {
 
@@ -37,11 +39,6 @@ bool starts_calibrated(const std::string& l) {
 }
 
 }  // namespace
-
-std::string calibration_to_yaml(const Calibration& c) {
-  const std::string body = cfg::calibration_yaml(c, 2);
-  return body.empty() ? "calibrated: {}\n" : "calibrated:\n" + body;
-}
 
 void write_calibration(const std::string& profile_path, const Calibration& c) {
   load_profile(profile_path);  // the file must be a valid profile before we touch it
@@ -92,4 +89,17 @@ void write_calibration(const std::string& profile_path, const Calibration& c) {
   }
 }
 
-}  // namespace ulysses
+std::string write_profile_out(const std::string& profile, const std::optional<std::string>& profile_out,
+                              const std::string& profile_name, const Calibration& c) {
+  if (!profile_out) return calibration_to_yaml(c);
+  const std::string src = profile_file(profile, "--profile");
+  const std::string& dst = *profile_out;
+  std::error_code ec;
+  if (std::filesystem::absolute(src, ec) != std::filesystem::absolute(dst, ec))
+    std::filesystem::copy_file(src, dst, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) throw InputError("", "--profile-out", fmt::format("cannot write '{}' ({})", dst, ec.message()));
+  write_calibration(dst, c);
+  return fmt::format("wrote {} (profile {} with a calibrated: section)\n", dst, profile_name);
+}
+
+}  // namespace ulysses::calib

@@ -1,77 +1,16 @@
-#include "cli/calibrate_a2a.hpp"
-
-#include <algorithm>
-#include <ctime>
-#include <fstream>
-#include <iostream>
-#include <sstream>
+// Raw calibration files (calib/raw_file.hpp): reading with one InputError per bad key, and the
+// re-derivation of a profile's curves from them.
+#include "calib/raw_file.hpp"
 
 #include <fmt/format.h>
 
 #include "reports/format.hpp"
 #include "reports/json_in.hpp"
-#include <nlohmann/json.hpp>
-
-#include "cli/calibration_out.hpp"
-#include "cli/commands.hpp"
-#include "cli/options.hpp"
-#include "sim/config.hpp"
 #include "sim/errors.hpp"
 #include "sim/phases.hpp"
 #include "sim/timing.hpp"
 
-namespace ulysses::cli {
-namespace {
-
-constexpr std::array<int, 4> kExchangePhases = {0, 2, 3, 5};
-constexpr std::array<int, 6> kTensors = {3, 0, 1, 1, 0, 3};  // the 32/8/128 shape: q,k,v or one tensor
-
-template <class V>
-void erase_P(V& v, const std::string& suffix) {
-  v.erase(std::remove_if(v.begin(), v.end(), [&](const auto& e) { return e.first.size() > suffix.size() &&
-                                                                         e.first.compare(e.first.size() - suffix.size(), suffix.size(), suffix) == 0; }),
-          v.end());
-}
-
-using reports::utc_now;
-
-}  // namespace
-
-A2aDerived derive_a2a_curves(int P, const std::vector<A2aSample>& samples, const std::string& transport, Calibration& c) {
-  if (c.a2a_alpha_per_tensor_s < 0 || !(c.pack_GBps > 0))
-    throw std::invalid_argument("derive_a2a_curves: alpha per tensor and pack bandwidth must be calibrated first");
-  c.a2a_transport = transport;
-  const double alpha = c.a2a_alpha_per_tensor_s, pack = c.pack_GBps * 1e9, frac = double(P - 1) / P;
-  A2aDerived d;
-  std::array<Curve, 6> per_phase;
-  Curve busbw;
-  for (const auto& s : samples) {
-    for (int k : kExchangePhases) {
-      const double b = kTensors[k] == 3 ? s.qkv_bytes : s.q_bytes;
-      const double fixed = sim::exchange_launches(c, kTensors[k]) * alpha;
-      const double gbps = b / std::max(s.t_s[k] - fixed, 0.1 * s.t_s[k]) / 1e9;
-      per_phase[k].points.emplace_back(b, gbps);
-      d.GBps[k].push_back(gbps);
-    }
-    const double wire = std::max(s.t_s[3] - alpha - 2 * s.q_bytes / pack, 0.1 * s.t_s[3]);
-    busbw.points.emplace_back(s.q_bytes, frac * s.q_bytes / wire / 1e9);
-    d.busbw_GBps.push_back(busbw.points.back().second);
-  }
-  c.a2a_busbw_GBps.erase(std::remove_if(c.a2a_busbw_GBps.begin(), c.a2a_busbw_GBps.end(), [&](const auto& e) { return e.first == P; }),
-                         c.a2a_busbw_GBps.end());
-  c.a2a_busbw_GBps.emplace_back(P, busbw);
-  erase_P(c.a2a_phase_GBps, fmt::format("@p{}", P));
-  for (int k : kExchangePhases) c.a2a_phase_GBps.emplace_back(fmt::format("{}@p{}", kBlockPhaseNames[k], P), per_phase[k]);
-  return d;
-}
-
-void derive_a2a_idle_curve(const std::vector<double>& idle_ms, const std::vector<double>& t_s, Calibration& c) {
-  if (idle_ms.size() != t_s.size() || idle_ms.size() < 2 || idle_ms[0] != 0)
-    throw std::invalid_argument("derive_a2a_idle_curve: needs T = 0 first and at least one T > 0");
-  Curve pen;
-  for (std::size_t i = 1; i < idle_ms.size(); ++i) pen.points.emplace_back(idle_ms[i], std::max(0.0, t_s[i] - t_s[0]) * 1e6);
-  c.a2a_idle_penalty_us = pen;
-}
+namespace ulysses::calib {
 
 namespace {
 
@@ -140,7 +79,7 @@ CalibrationRaw read_calibration_raw(const std::string& path) {
 void apply_calibration_raw(const CalibrationRaw& raw, const std::string& cmd, Calibration& c, std::ostream& out) {
   if (!raw.idle_ms.empty()) {
     derive_a2a_idle_curve(raw.idle_ms, raw.idle_t_s, c);
-    c.provenance += fmt::format("; a2a_idle_penalty_us derived {} by `{}` from the raw measurements of {} ({} samples)", utc_now(),
+    c.provenance += fmt::format("; a2a_idle_penalty_us derived {} by `{}` from the raw measurements of {} ({} samples)", reports::utc_now(),
                                 cmd, raw.measured_at, raw.idle_ms.size());
     out << fmt::format("idle-link penalty curve re-derived from {}:", raw.path);
     for (const auto& [x, y] : c.a2a_idle_penalty_us.points) out << fmt::format(" {:g} ms: {:.1f} us;", x, y);
@@ -150,7 +89,7 @@ void apply_calibration_raw(const CalibrationRaw& raw, const std::string& cmd, Ca
   const auto got = derive_a2a_curves(raw.P, raw.samples, raw.transport, c);
   c.provenance += fmt::format("; exchange curves re-derived {} by `{}` from the raw measurements of {} ({} samples, "
                               "transport {}: {} fixed cost(s) per q,k,v phase)",
-                              utc_now(), cmd, raw.measured_at, raw.samples.size(), raw.transport,
+                              reports::utc_now(), cmd, raw.measured_at, raw.samples.size(), raw.transport,
                               sim::exchange_launches(c, 3));
   out << fmt::format("exchange curves of P={} re-derived from {} ({} samples, transport {}, alpha {:.1f} us):\n", raw.P, raw.path,
                      raw.samples.size(), raw.transport, c.a2a_alpha_per_tensor_s * 1e6);
@@ -159,32 +98,15 @@ void apply_calibration_raw(const CalibrationRaw& raw, const std::string& cmd, Ca
                        raw.samples[i].q_bytes, got.GBps[0][i], got.GBps[2][i], got.GBps[3][i], got.GBps[5][i], got.busbw_GBps[i]);
 }
 
-int run_calibrate_from_raw(int argc, char** argv) {
-  po::options_description d("calibrate --from-raw options");
-  d.add_options()("help,h", "this help")("from-raw", po::value<std::string>(), "raw JSON written by `calibrate --backend cuda --json`")
-      ("backend", po::value<std::string>()->default_value("cuda"), "cuda (the backend the raw file came from)")
-      ("profile", po::value<std::string>()->default_value("h200-sxm-141gb"), "profile (name or path) whose calibrated section is updated")
-      ("profile-out", po::value<std::string>(), "write the profile with the updated section here (else print the section)");
-  const auto vm = parse_args(argc, argv, d);
-  if (vm.count("help") || !vm.count("from-raw")) {
-    print_help(argv[0], "--from-raw FILE [--profile h200-sxm-141gb] [--profile-out FILE]",
-               "Re-derives a profile's exchange curves from stored raw calibration measurements (no GPU needed):\n"
-               "after a change of how curves are derived, the same measurements give the new curves.",
-               d);
-    return vm.count("help") ? kExitOk : kExitInput;
-  }
-  const CalibrationRaw raw = read_calibration_raw(vm["from-raw"].as<std::string>());
-  HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
-  if (!hw.has_calibration) throw InputError(vm["profile"].as<std::string>(), "calibrated", "the profile has no calibrated section to update");
+Calibration rederive_from_raw(const CalibrationRaw& raw, const HardwareProfile& hw, const std::string& profile,
+                              const std::string& cmd, std::ostream& out) {
+  if (!hw.has_calibration) throw InputError(profile, "calibrated", "the profile has no calibrated section to update");
   if (!raw.samples.empty() && (hw.calibrated.a2a_alpha_per_tensor_s < 0 || !(hw.calibrated.pack_GBps > 0)))
-    throw InputError(vm["profile"].as<std::string>(), "calibrated",
+    throw InputError(profile, "calibrated",
                      "needs a2a_alpha_per_tensor_us and pack_GBps to derive exchange curves (calibrate --backend cuda)");
   Calibration c = hw.calibrated;
-  std::string cmd = "ulysses calibrate";
-  for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
-  apply_calibration_raw(raw, cmd, c, std::cout);
-  write_calibration_output(vm, hw.name, c);
-  return kExitOk;
+  apply_calibration_raw(raw, cmd, c, out);
+  return c;
 }
 
-}  // namespace ulysses::cli
+}  // namespace ulysses::calib

@@ -1,56 +1,38 @@
-// ulysses calibrate --backend cuda (dispatched from cli/cmd_calibrate.cpp): microbenchmarks on the
-// GPU host written as the `calibrated:` section of a hardware profile (sim/profile_io.hpp):
+// `ulysses calibrate --backend cuda` (calib/cuda/calibrate.hpp): microbenchmarks on the GPU host
+// fitted to the `calibrated:` section of a hardware profile (written by calib/profile_out.hpp):
 //   - attention efficiency vs S for each CUDA kernel (ulysses_flash, ulysses_reference), filed per
 //     head dim, mask and heads per rank (sim/attn_key.hpp keys): the forward per query heads per
 //     rank (ulysses_flash@d128.causal.h16), the flash backward per kv heads per rank (its grid
 //     runs over kv heads: ulysses_flash@d128.causal.kv4); eff = FLOPs / time / bf16_dense_flops;
 //   - the block's exchange phases for each sp size the host has (2 GPUs: P = 2), as they run in
-//     the block (calibrate_a2a below): alpha per tensor and one effective-bandwidth curve per
-//     exchange phase, plus the generic busbw curve;
+//     the block (calibrate_a2a below, fitted by calib/a2a_fit.hpp): alpha per tensor and one
+//     effective-bandwidth curve per exchange phase, plus the generic busbw curve;
 //   - the spread of attention time between the GPUs (shown only);
 //   - pack bandwidth, pinned host<->device copies, fixed device memory (context with the block's
 //     kernels loaded: profile HBM - free; NCCL: free before - free after the communicators).
 // GEMMs are not calibrated (no cuBLAS in this build): gemm_eff stays the profile's datasheet value.
+#include "calib/cuda/calibrate.hpp"
+
 #include <algorithm>
 #include <array>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <unistd.h>
+#include <vector>
 
 #include <fmt/format.h>
 
-#include "reports/file_out.hpp"
+#include "calib/a2a_fit.hpp"
+#include "calib/cuda/microbench.hpp"
 #include "reports/format.hpp"
-
-#include "cli/calibrate_a2a.hpp"
-#include "cli/calibration_out.hpp"
-#include "cli/options.hpp"
-#include "reports/json_out.hpp"
 #include "reports/table.hpp"
-#include "sim/config.hpp"
-#include "sim/config_internal.hpp"
+#include "runtime/cuda/cuda_backend.hpp"
+#include "runtime/cuda/device_info.hpp"
 #include "sim/errors.hpp"
 #include "sim/phases.hpp"
-#include "sim/profile_io.hpp"
 
-#ifdef ULYSSES_WITH_CUDA
-#include "runtime/cuda/bench.hpp"
-#include "runtime/cuda/calibrate.hpp"
-#include "runtime/cuda/cuda_backend.hpp"
-#endif
-
-namespace ulysses::cli {
-
-#ifndef ULYSSES_WITH_CUDA
-int run_calibrate_cuda(int, char**) {
-  throw InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend (CUDA, NCCL, CUPTI, NVTX)");
-}
-#else
+namespace ulysses::calib::cuda {
 namespace {
 
-namespace rc = runtime::cuda;
+namespace rc = runtime::cuda;  // the backend (CudaBackend, device_info); the microbenchmarks are ours
 using reports::Json;
 
 using reports::utc_now;
@@ -65,16 +47,6 @@ struct Setup {
   int warmup = 1, iters = 3;
   std::vector<std::int64_t> a2a_mib = {1, 4, 16, 64, 256, 1024};  // X = q bytes per rank
 };
-
-// Prints the report, writes the raw JSON (--json) and the calibrated section (--profile-out).
-int finish(const po::variables_map& vm, const HardwareProfile& hw, const Calibration& c, const Json& raw, const std::string& out) {
-  std::cout << out << "\n";
-  if (vm.count("json")) {
-    reports::write_file_atomic(vm["json"].as<std::string>(), raw.dump(1) + "\n");
-  }
-  write_calibration_output(vm, hw.name, c);
-  return kExitOk;
-}
 
 // One attention curve family: kernel x D x mask x heads per rank, over S.
 void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out) {
@@ -98,7 +70,7 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
             if (h >= 32 && S > s.max_S_h32) continue;  // (time; the curve is flat there)
             // attention time grows as S^2: skip points that would take too long
             if (last_s > 0 && last_s * (double(S) / last_S) * (double(S) / last_S) > max_point_s) continue;
-            const auto a = rc::attention_time(kernel, S, h, kv, D, causal, s.warmup, s.iters);
+            const auto a = attention_time(kernel, S, h, kv, D, causal, s.warmup, s.iters);
             last_s = a.fwd_s + a.bwd_s, last_S = double(S);
             const double ef = a.fwd_flops / a.fwd_s / hw.bf16_dense_flops, eb = a.bwd_flops / a.bwd_s / hw.bf16_dense_flops;
             fwd.points.emplace_back(double(S), std::min(ef, 1.0));
@@ -128,13 +100,13 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
 //   per phase k (a2a.qkv.fwd, a2a.out.fwd, a2a.out.bwd, a2a.qkv.bwd; n_k tensors, b_k bytes):
 //     GBps_k(b_k) = b_k / (t_k - launches_k * alpha)    -> calibrated.a2a_phase_GBps "<k>@p<P>";
 //   busbw(X) = (P-1)/P * X / (t(a2a.out.bwd) - alpha - 2X/pack) for the generic exchange
-//   formula (the step's exchanges, other sp sizes' fallbacks); derivation in cli/calibrate_a2a.cpp.
+//   formula (the step's exchanges, other sp sizes' fallbacks); derivation in calib/a2a_fit.cpp.
 void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string& out) {
   const std::int64_t H = 32, H_kv = 8, D = 128;
   auto phases = [&](std::int64_t S, std::string* transport) {
     runtime::BlockShape b;
     b.B = 1, b.S = S, b.H = H, b.H_kv = H_kv, b.D = D, b.P = P, b.causal = true, b.attn_implementation = "ulysses_reference";
-    const auto per_rank = rc::exchange_phase_times(b, 3, 10, 120, transport);
+    const auto per_rank = exchange_phase_times(b, 3, 10, 120, transport);
     std::array<double, 6> t{};  // max over ranks of the per-rank median (as Measurement)
     for (const auto& r : per_rank)
       for (int k = 0; k < 6; ++k) t[k] = std::max(t[k], r[k]);
@@ -147,7 +119,6 @@ void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string
   const double X_tiny = double(S_tiny) / P * q_per_row;
   c.a2a_alpha_per_tensor_s = std::max(0.0, tiny[3] - 2 * X_tiny / pack);
   c.a2a_alpha_s = c.a2a_alpha_per_tensor_s;
-  const std::array<int, 4> kinds = {0, 2, 3, 5};
   std::vector<A2aSample> samples;
   std::string transport = "nccl";
   for (std::int64_t mib : s.a2a_mib) {
@@ -158,17 +129,17 @@ void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string
     samples.push_back(smp);
   }
   raw["a2a_transport"] = transport;  // p2p (direct stores) or nccl: the calibration holds for this transport
-  const A2aDerived got = derive_a2a_curves(P, samples, transport, c);  // cli/calibrate_a2a.hpp
+  const A2aDerived got = derive_a2a_curves(P, samples, transport, c);  // calib/a2a_fit.hpp
   reports::Table t({{"X=q bytes/rank", "B"}, {"qkv.fwd", "us"}, {"out.fwd", "us"}, {"out.bwd", "us"}, {"qkv.bwd", "us"},
                     {"qkv.fwd", "GB/s"}, {"out.fwd", "GB/s"}, {"out.bwd", "GB/s"}, {"qkv.bwd", "GB/s"}, {"busbw", "GB/s"}});
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const A2aSample& smp = samples[i];
     std::vector<std::string> row{fmt::format("{:.0f}", smp.q_bytes)};
-    for (int k : kinds) row.push_back(fmt::format("{:.1f}", smp.t_s[k] * 1e6));
-    for (int k : kinds) row.push_back(fmt::format("{:.1f}", got.GBps[k][i]));
+    for (int k : kExchangePhases) row.push_back(fmt::format("{:.1f}", smp.t_s[k] * 1e6));
+    for (int k : kExchangePhases) row.push_back(fmt::format("{:.1f}", got.GBps[k][i]));
     row.push_back(fmt::format("{:.1f}", got.busbw_GBps[i]));
     Json j{{"P", P}, {"q_bytes_per_rank", smp.q_bytes}, {"qkv_bytes_per_rank", smp.qkv_bytes}, {"busbw_GBps", got.busbw_GBps[i]}};
-    for (int k : kinds) j[std::string(kBlockPhaseNames[k]) + "_s"] = smp.t_s[k];
+    for (int k : kExchangePhases) j[std::string(kBlockPhaseNames[k]) + "_s"] = smp.t_s[k];
     raw["a2a"].push_back(j);
     t.add_row(row);
   }
@@ -179,7 +150,7 @@ void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string
 }
 
 // Exchange after idle links: a2a.out.bwd of 64 MiB q per rank right after every SM spun T ms
-// without NVLink traffic (rc::exchange_after_idle); penalty(T) = max(0, t(T) - t(0)) ->
+// without NVLink traffic (calib/cuda/microbench.hpp exchange_after_idle); penalty(T) = max(0, t(T) - t(0)) ->
 // calibrated.a2a_idle_penalty_us (x: T in ms, y: us), which the model adds to the exchanges that
 // follow attention (sim/timing.cpp). Found by the validation set (docs/VALIDATION.md finding 3).
 void calibrate_a2a_idle(int P, Calibration& c, Json& raw, std::string& out) {
@@ -187,8 +158,8 @@ void calibrate_a2a_idle(int P, Calibration& c, Json& raw, std::string& out) {
   b.B = 1, b.S = 8192 * P, b.H = 32, b.H_kv = 8, b.D = 128, b.P = P, b.causal = true, b.attn_implementation = "ulysses_reference";
   // dense around 40-50 ms, where the first H200 measurement and the validation set put the step
   const std::vector<double> idle_ms = {0, 1, 2, 5, 10, 20, 30, 35, 40, 42, 44, 46, 48, 50, 55, 60, 100, 200};
-  const std::vector<double> t = rc::exchange_after_idle(b, idle_ms, 1, 5, 120);
-  derive_a2a_idle_curve(idle_ms, t, c);  // cli/calibrate_a2a.hpp
+  const std::vector<double> t = exchange_after_idle(b, idle_ms, 1, 5, 120);
+  derive_a2a_idle_curve(idle_ms, t, c);  // calib/a2a_fit.hpp
   reports::Table tab({{"idle", "ms"}, {"a2a.out.bwd", "us"}, {"penalty", "us"}});
   raw["a2a_idle"] = Json::array();
   for (std::size_t i = 0; i < idle_ms.size(); ++i) {
@@ -229,52 +200,24 @@ void calibrate_skew(int P, Json& raw, std::string& out) {
 
 }  // namespace
 
-int run_calibrate_cuda(int argc, char** argv) {
-  po::options_description d("calibrate --backend cuda options");
-  d.add_options()("help,h", "this help")("backend", po::value<std::string>()->default_value("cuda"), "cuda")
-      ("profile", po::value<std::string>()->default_value("h200-sxm-141gb"), "base profile (name or path)")
-      ("profile-out", po::value<std::string>(), "write the base profile with the `calibrated:` section here (else print it)")
-      ("json", po::value<std::string>(), "also write every raw measurement as JSON here")
-      ("quick", po::bool_switch(), "two S points, h 4 and 16, three exchange sizes (a smoke test)")
-      ("only", po::value<std::string>(), "a2a-idle: measure only the exchange-after-idle-links curve and update it in the "
-                                          "profile's existing calibrated section");
-  const auto vm = parse_args(argc, argv, d);
-  if (vm.count("help")) {
-    print_help(argv[0], "--backend cuda [--profile h200-sxm-141gb] [--profile-out FILE] [--json FILE]",
-               "Measures the CUDA backend's building blocks and writes the `calibrated:` section of a profile.", d);
-    return kExitOk;
-  }
-  const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
+Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) {
   Setup s;
-  if (vm["quick"].as<bool>()) s.S = {2048, 8192}, s.h_local = {4, 16}, s.h_local_ref = {4}, s.a2a_mib = {1, 16, 64};
-  std::string cmd = argv[0];  // "ulysses <command>"
-  for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
-
-  if (vm.count("only")) {
-    if (vm["only"].as<std::string>() != "a2a-idle") throw InputError("", "--only", "must be a2a-idle");
-    if (!hw.has_calibration) throw InputError(vm["profile"].as<std::string>(), "calibrated", "--only needs a profile with a calibrated section");
-    const rc::DeviceInfo dev = rc::device_info();
-    if (dev.count < 2) throw InputError("", "--only", "a2a-idle needs 2 GPUs");
-    Calibration c = hw.calibrated;
-    Json raw{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
-    std::string out;
-    calibrate_a2a_idle(2, c, raw, out);
-    c.provenance += fmt::format("; a2a_idle_penalty_us measured {} by `{}` on {}", utc_now(), cmd, dev.name);
-    return finish(vm, hw, c, raw, out);
-  }
+  if (quick) s.S = {2048, 8192}, s.h_local = {4, 16}, s.h_local_ref = {4}, s.a2a_mib = {1, 16, 64};
   const rc::DeviceInfo info = rc::device_info();
-  Json raw{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", info.name}, {"gpus", info.count}, {"driver", info.driver},
-           {"cuda_runtime", info.runtime}, {"nccl", info.nccl}, {"device_total_bytes", info.total_bytes},
-           {"attention", Json::array()}, {"a2a", Json::array()}};
-  Calibration c;
-  std::string out;
+  Result r;
+  r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", info.name}, {"gpus", info.count}, {"driver", info.driver},
+               {"cuda_runtime", info.runtime}, {"nccl", info.nccl}, {"device_total_bytes", info.total_bytes},
+               {"attention", Json::array()}, {"a2a", Json::array()}};
+  Json& raw = r.raw;
+  Calibration& c = r.c;
+  std::string& out = r.report;
   // fixed memory: the context with every block kernel loaded (lazy module loading), device 0
-  rc::load_block_kernels(0);
+  load_block_kernels(0);
   const std::int64_t free_ctx = rc::device_free_bytes(0);
   c.cuda_context_bytes = std::max<std::int64_t>(0, hw.hbm_bytes - free_ctx);
   raw["free_after_context_bytes"] = free_ctx;
-  c.pack_GBps = rc::pack_GBps(256 << 20, 3, 10);
-  const auto link = rc::host_link(256 << 20, 2, 7);
+  c.pack_GBps = pack_GBps(256 << 20, 3, 10);
+  const auto link = host_link(256 << 20, 2, 7);
   c.host_link_h2d_GBps = link.h2d_GBps, c.host_link_d2h_GBps = link.d2h_GBps;
   out += fmt::format("device 0: {}; {} GPU(s); driver {}, CUDA runtime {}, NCCL {}\n", info.name, info.count, info.driver,
                      info.runtime, info.nccl);
@@ -315,8 +258,18 @@ int run_calibrate_cuda(int argc, char** argv) {
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
       raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"));
   raw["provenance"] = c.provenance;
-  return finish(vm, hw, c, raw, out);
+  return r;
 }
-#endif
 
-}  // namespace ulysses::cli
+Result calibrate_idle_only(const HardwareProfile& hw, const std::string& cmd) {
+  const rc::DeviceInfo dev = rc::device_info();
+  if (dev.count < 2) throw InputError("", "--only", "a2a-idle needs 2 GPUs");
+  Result r;
+  r.c = hw.calibrated;
+  r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
+  calibrate_a2a_idle(2, r.c, r.raw, r.report);
+  r.c.provenance += fmt::format("; a2a_idle_penalty_us measured {} by `{}` on {}", utc_now(), cmd, dev.name);
+  return r;
+}
+
+}  // namespace ulysses::calib::cuda

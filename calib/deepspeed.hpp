@@ -1,0 +1,27 @@
+#pragma once
+// `ulysses calibrate --backend deepspeed`: the PyTorch process's fixed costs (device memory outside
+// its caching allocator) measured by the deepspeed backend's worker, as calibrated.pytorch_context_GiB
+// (one GPU) or calibrated.pytorch_nccl_buffer_GiB (P > 1 ranks: what they add on top of the
+// calibrated context), keeping the profile's other calibrated keys (docs/DEEPSPEED_BACKEND.md).
+#include <cstdint>
+#include <string>
+
+#include "sim/scenario.hpp"
+
+namespace ulysses::calib::deepspeed {
+
+struct Setup {
+  std::string model = "llama-3.1-8b", profile = "h200-sxm-141gb";  // presets (names or paths) of the set-up step
+  std::int64_t layers = 1, seq_len = 4096;                          // its decoder layers and sequence length
+  std::int64_t gpus = 1;  // ranks (torchrun): 1 measures the context, P > 1 the NCCL buffers
+};
+
+struct Result {
+  Calibration c;             // the profile's calibrated section with the measured key set
+  std::string profile_name;  // the profile's name
+  std::string what;          // one line: the value and how it was composed
+};
+// Runs the worker; InputError keyed by the flag (--gpus, --layers, --model, ...) on bad setup.
+Result calibrate(const Setup& s);
+
+}  // namespace ulysses::calib::deepspeed
