@@ -17,7 +17,7 @@
 
 #include "bench/attn/attn_reference.hpp"
 #include "kernels/attention_flash.hpp"
-#include "kernels/attention_flash_tuning.hpp"
+#include "bench/attn/attn_tuning.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "kernels/attention.hpp"
-#include "kernels/attention_flash_tuning.hpp"
+#include "kernels/attention_flash.hpp"
 #include "kernels/testdata.cuh"
 #include "runtime/checks.hpp"
 #include "runtime/cpu/bf16.hpp"
@@ -534,8 +534,8 @@ std::vector<AttnSweepRow> bench_attention_sweep(const std::vector<AttnSweepPoint
                                                 std::string* device) {
   auto cl = Cluster::acquire(1, opt.timeout_s);
   if (device) {
-    *device = cl->describe() + "; attention kernels: D=128 " + kernels::flash_tuning::kernels_in_use(128) +
-              ", D=64 " + kernels::flash_tuning::kernels_in_use(64);
+    *device = cl->describe() + "; attention kernels: D=128 " + kernels::attn_flash_kernels_in_use(128) +
+              ", D=64 " + kernels::attn_flash_kernels_in_use(64);
   }
   std::vector<AttnSweepRow> rows;
   cl->run([&](RankCtx& ctx) {
