@@ -36,7 +36,7 @@
 #include "sim/profile_io.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
-#include "runtime/cuda/bench.hpp"
+#include "bench/bench.hpp"
 #include "runtime/cuda/calibrate.hpp"
 #include "runtime/cuda/cuda_backend.hpp"
 #endif
