@@ -15,9 +15,9 @@
 namespace ulysses::bench {
 
 struct AttnBufs {
-  DevBuf<std::uint16_t> q, k, v, o, dout, dq, dk, dv;
-  DevBuf<float> lse;
-  DevBuf<std::uint8_t> ws;
+  runtime::cuda::DevBuf<std::uint16_t> q, k, v, o, dout, dq, dk, dv;
+  runtime::cuda::DevBuf<float> lse;
+  runtime::cuda::DevBuf<std::uint8_t> ws;
 };
 
 // with_reference: the workspace is large enough for the reference kernel too.
