@@ -248,13 +248,6 @@ cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool sm90a
   }
 }
 
-// variant bits v -> dispatch_fwd
-inline cudaError_t dispatch_fwd_bits(const AttnFwdParams& p, cudaStream_t stream, int v) {
-  const bool sm90a = (v & kFwdBitSm90a) != 0, pipe = (v & kFwdBitSm90aPipe) != 0, ping = (v & kFwdBitSm90aPing) != 0;
-  return (v & 1) != 0 ? dispatch_fwd<true>(p, stream, sm90a, pipe, ping)
-                      : dispatch_fwd<false>(p, stream, sm90a, pipe, ping);
-}
-
 }  // namespace
 }  // namespace flash
 }  // namespace ulysses::kernels

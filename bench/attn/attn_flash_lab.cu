@@ -65,6 +65,13 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #undef ULYSSES_BWD_CASE
 }
 
+// forward variant bits v (attn_tuning.hpp) -> dispatch_fwd
+cudaError_t dispatch_fwd_bits(const AttnFwdParams& p, cudaStream_t stream, int v) {
+  const bool sm90a = (v & kFwdBitSm90a) != 0, pipe = (v & kFwdBitSm90aPipe) != 0, ping = (v & kFwdBitSm90aPing) != 0;
+  return (v & 1) != 0 ? dispatch_fwd<true>(p, stream, sm90a, pipe, ping)
+                      : dispatch_fwd<false>(p, stream, sm90a, pipe, ping);
+}
+
 }  // namespace
 }  // namespace flash
 
