@@ -5,6 +5,7 @@
 // busbw = algbw * (P-1)/P, GB = 1e9 bytes.
 // --peer FILE reads bench/peers/ulysses_peer.py's JSON from the same device call and prints the
 // ratios against it.
+// The benches themselves are bench/ (bench.hpp, attention_sweep.hpp); this file parses, calls, prints.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,21 +14,93 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_attention_sweep.hpp"
+#include "bench/attention_sweep.hpp"
+#include "bench/attn_points.hpp"
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "cli/runtime_common.hpp"
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
+#include "bench/bench.hpp"
 #include "runtime/backend_registry.hpp"
-#include "runtime/cuda/bench.hpp"
 #include "runtime/cuda/cuda_backend.hpp"
 #endif
 
 namespace ulysses::cli {
 namespace {
+
+// ---- the attention sweep's flags ----
+
+// The sweep's repetition flags, checked (the rest of the request: attention_sweep_cmd)
+bench::SweepRequest settings_of(const po::variables_map& vm) {
+  bench::SweepRequest s;
+  s.min_reps = vm["min-reps"].as<int>();
+  s.min_time_s = vm["min-time-s"].as<double>();
+  s.check_seq = vm["check-seq"].as<std::int64_t>();
+  if (s.min_reps < 1 || s.min_reps > 100) throw InputError("", "--min-reps", fmt::format("must be in 1..100 (got {})", s.min_reps));
+  if (!(s.min_time_s >= 0 && s.min_time_s <= 10))
+    throw InputError("", "--min-time-s", fmt::format("must be in 0..10 seconds (got {})", s.min_time_s));
+  if (s.check_seq < 1 || s.check_seq > 2048)
+    throw InputError("", "--check-seq", fmt::format("must be in 1..2048 (the fp64 CPU oracle is O(S^2)); got {}", s.check_seq));
+  return s;
+}
+
+void add_attention_sweep_options(po::options_description& d) {
+  d.add_options()
+      ("sweep", po::bool_switch(), "attention: the issue-5 grid (S 4K,16K,32K,128K x H 16,32 x H_kv H,8 x D 64,128 x causal/not; 64 points)")
+      ("quick", po::bool_switch(), "attention: a 16-point subset (S 4K,32K, H 16)")
+      ("points", po::value<std::string>(), "attention: S:H:HKV:D:CAUSAL[,...], e.g. 32768:16:16:128:1 (H, HKV: local heads)")
+      ("peer-python", po::value<std::string>()->default_value("python3"), "attention sweep: python that runs bench/peers/attn_peer.py")
+      ("no-peer", po::bool_switch(), "attention sweep: do not run the PyTorch peers")
+      ("csv", po::value<std::string>(), "attention sweep: also write every row as CSV to this file")
+      ("min-reps", po::value<int>()->default_value(3), "attention sweep: timed repetitions per pass, at least")
+      ("min-time-s", po::value<double>()->default_value(0.3), "attention sweep: timed seconds per pass, at least")
+      ("check-seq", po::value<std::int64_t>()->default_value(256), "attention sweep: S of the fp64 oracle check");
+}
+
+std::vector<bench::AttnPoint> attention_sweep_points(const po::variables_map& vm, const std::string& what,
+                                                     const po::options_description& scenario_options) {
+  const int chosen = int(vm["sweep"].as<bool>()) + int(vm["quick"].as<bool>()) + int(vm.count("points") > 0);
+  if (chosen == 0) return {};
+  if (what != "attention")
+    throw InputError("", vm.count("points") ? "--points" : vm["sweep"].as<bool>() ? "--sweep" : "--quick",
+                     "only with `bench attention` (got bench " + what + ")");
+  if (chosen > 1) throw InputError("", "--points", "give one of --sweep, --quick, --points");
+  if (vm.count("peer"))
+    throw InputError("", "--peer", "not with --sweep/--quick/--points: the sweep runs attn_peer.py itself (--peer-python, --no-peer)");
+  for (const char* flag : {"warmup", "iters"})
+    if (!vm[flag].defaulted())
+      throw InputError("", std::string("--") + flag, "not with --sweep/--quick/--points (use --min-reps, --min-time-s)");
+  if (vm["backend"].as<std::string>() != "cpu" && vm["backend"].as<std::string>() != "cuda")
+    throw InputError("", "--backend", "the attention sweep runs on cuda");
+  for (const auto& o : scenario_options.options()) {
+    const std::string& name = o->long_name();
+    if (vm.count(name) && !vm[name].defaulted())
+      throw InputError("", "--" + name, "not with --sweep/--quick/--points: each point gives its own S, H, H_kv, D, causal");
+  }
+  settings_of(vm);  // the repetition flags are user input too: check them before any device work
+  if (vm["sweep"].as<bool>()) return bench::attn_issue_grid();
+  if (vm["quick"].as<bool>()) return bench::attn_quick_grid();
+  return bench::parse_attn_points(vm["points"].as<std::string>());
+}
+
+// The sweep's request from the flags (checked here: a bad path fails before the device work)
+int attention_sweep_cmd(const po::variables_map& vm, std::vector<bench::AttnPoint> points) {
+  bench::SweepRequest req = settings_of(vm);
+  req.points = std::move(points);
+  req.peer = !vm["no-peer"].as<bool>();
+  req.peer_python = vm["peer-python"].as<std::string>();
+#ifdef ULYSSES_WITH_CUDA
+  if (vm.count("json")) check_output_option("--json", req.json_path = vm["json"].as<std::string>());
+  if (vm.count("csv")) check_output_option("--csv", req.csv_path = vm["csv"].as<std::string>());
+  req.seed = seed_of(vm);
+  req.timeout_s = vm["timeout"].as<double>();
+#endif
+  return bench::run_attention_sweep(req);
+}
 
 #ifdef ULYSSES_WITH_CUDA
 
@@ -74,7 +147,7 @@ std::vector<int> parse_slices(const std::string& s) {
 }
 
 int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt, const po::variables_map& vm) {
-  const auto res = runtime::cuda::bench_exchange(shape, opt, parse_slices(vm["slices"].as<std::string>()));
+  const auto res = bench::bench_exchange(shape, opt, parse_slices(vm["slices"].as<std::string>()));
   if (res.launcher_follower) return kExitOk;
   const nlohmann::json peer = read_peer(vm);
   std::cout << fmt::format("bench exchange: a2a.qkv.fwd on {}\nB={} S={} H={} H_kv={} D={} P={} kv_strategy={}\n"
@@ -87,7 +160,7 @@ int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptio
   double best = 0, bare = 0;
   for (const auto& r : res.rows) {
     t.add_row({r.name, fmt::format("{}", r.bytes_per_rank), us(r.median_s), us(r.max_s),
-               fmt::format("{:.1f}", runtime::cuda::algbw_GBps(r)), fmt::format("{:.1f}", runtime::cuda::busbw_GBps(r, shape.P)),
+               fmt::format("{:.1f}", bench::algbw_GBps(r)), fmt::format("{:.1f}", bench::busbw_GBps(r, shape.P)),
                fmt::format("{}", r.wrong)});
     ok = ok && r.wrong == 0;
     if (r.name.rfind("ulysses", 0) == 0 && (best == 0 || r.median_s < best)) best = r.median_s;
@@ -105,7 +178,7 @@ int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptio
 }
 
 int bench_attention_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt) {
-  const auto res = runtime::cuda::bench_attention(shape, opt);
+  const auto res = bench::bench_attention(shape, opt);
   if (res.launcher_follower) return kExitOk;
   std::cout << fmt::format("bench attention: local attention of one rank on {}\nB={} S={} H_local={} H_kv_local={} D={} {}\n"
                            "FLOPs fwd = 4*B*S^2*H*D (half when causal), bwd = 2.5x fwd; TFLOP/s on the median\n\n",
@@ -195,7 +268,7 @@ int run_bench(int argc, char** argv) {
   const std::string what = vm["what"].as<std::string>();
   if (what != "exchange" && what != "attention" && what != "block")
     throw InputError("", "bench", "'" + what + "' is not one of exchange, attention, block");
-  if (const auto points = attention_sweep_points(vm, what, s); !points.empty()) return run_attention_sweep(vm, points);
+  if (const auto points = attention_sweep_points(vm, what, s); !points.empty()) return attention_sweep_cmd(vm, points);
 #ifdef ULYSSES_WITH_CUDA
   runtime::RunOptions opt = run_options_of(vm);
   opt.timeout_s = vm["timeout"].as<double>();

@@ -4,6 +4,7 @@
 // Layouts and parameters: kernels/attention.hpp. Notes and measurements: docs/ATTENTION.md.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include <cuda_runtime.h>
 
@@ -21,5 +22,10 @@ cudaError_t attn_bwd_flash(const AttnBwdParams& p, cudaStream_t stream);
 
 std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t Hq,
                                            std::int64_t Hkv, std::int64_t D);
+
+// What runs at this head dim on the current device, for device lines and reports, e.g.
+// "wgmma sm_90a fwd 15 / bwd 2048" or "mma.sync fwd 15 / bwd 1117" (the default variants;
+// their numbers: bench/attn/attn_tuning.hpp).
+std::string attn_flash_kernels_in_use(int head_dim);
 
 }  // namespace ulysses::kernels

@@ -2,7 +2,7 @@
 // Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128): the forward
 // (attention_flash_fwd_sm90a.cu) and the backward main kernel (attention_flash_bwd_sm90a.cu).
 // attention_flash_{fwd,bwd}.cu dispatch to them; the backward's preprocess and dq conversion
-// are shared with the mma.sync backward. Private to kernels/.
+// are shared with the mma.sync backward. Private to kernels/ and the lab (bench/attn/attn_flash_lab.cu).
 #include <cstdint>
 
 #include <cuda_bf16.h>
@@ -37,9 +37,9 @@ struct BwdArgs {
   float scale, scale_log2;
 };
 
-// Backward variant id of the wgmma kernel (flash_tuning::kBwdVariants); D = 128 only.
+// Backward variant id of the wgmma kernel (bench/attn/attn_tuning.hpp kBwdVariants); D = 128 only.
 inline constexpr int kBwdVariantSm90a = 2048;
-// Forward variant bits of the wgmma kernel (flash_tuning::set_fwd_variant); D = 128 only:
+// Forward variant bits of the wgmma kernel (bench/attn/attn_tuning.hpp); D = 128 only:
 // 2 the wgmma kernel, 4 (with 2) its pipelined form (softmax of tile n+1 during P V of tile n).
 inline constexpr int kFwdBitSm90a = 2;
 inline constexpr int kFwdBitSm90aPipe = 4;

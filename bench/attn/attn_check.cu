@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kernels/attention_flash.hpp"
-#include "kernels/attention_flash_tuning.hpp"
+#include "bench/attn/attn_tuning.hpp"
 #include "runtime/reference_attention.hpp"
 
 namespace {

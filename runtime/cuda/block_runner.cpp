@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernels/attention_flash_tuning.hpp"
+#include "kernels/attention_flash.hpp"
 #include "kernels/pack.cuh"
 #include "kernels/testdata.cuh"
 #include "runtime/cuda/cuda_check.hpp"
@@ -67,7 +67,7 @@ BlockRunner::BlockRunner(RankCtx& ctx, DeviceArena& a, const BlockShape& s, Kern
 
 std::string BlockRunner::kernel_name() const {
   if (kernel_.kind != kernels::AttnKernel::flash) return "reference";
-  return "flash (" + kernels::flash_tuning::kernels_in_use(static_cast<int>(s_.D)) + ")";
+  return "flash (" + kernels::attn_flash_kernels_in_use(static_cast<int>(s_.D)) + ")";
 }
 
 void BlockRunner::fill_inputs(std::uint64_t seed) {

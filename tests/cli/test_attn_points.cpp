@@ -1,16 +1,16 @@
-// `ulysses bench attention --points/--sweep/--quick`: the point-list parser (cli/attn_points.hpp)
+// `ulysses bench attention --points/--sweep/--quick`: the point-list parser (bench/attn_points.hpp)
 // called directly, the issue's grid, and bad --points through the binary (one line, exit 2;
 // parsed before any CUDA work, so this holds on a machine without a GPU too).
 #include <catch2/catch.hpp>
 #include <set>
 #include <tuple>
 
-#include "cli/attn_points.hpp"
+#include "bench/attn_points.hpp"
 #include "tests/cli/run_cli.hpp"
 
 using ulysses::InputError;
-using ulysses::cli::AttnPoint;
-using ulysses::cli::parse_attn_points;
+using ulysses::bench::AttnPoint;
+using ulysses::bench::parse_attn_points;
 
 namespace {
 
@@ -71,7 +71,7 @@ TEST_CASE("attention points: each bad input names --points, the point and the ru
 }
 
 TEST_CASE("attention points: the issue's grid is 64 distinct points, quick a subset", "[cli][bench]") {
-  const auto grid = ulysses::cli::attn_issue_grid();
+  const auto grid = ulysses::bench::attn_issue_grid();
   REQUIRE(grid.size() == 64);
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool>> seen;
   for (const auto& p : grid) {
@@ -81,10 +81,10 @@ TEST_CASE("attention points: the issue's grid is 64 distinct points, quick a sub
     CHECK((p.D == 64 || p.D == 128));
     seen.insert({p.S, p.H, p.H_kv, p.D, p.causal});
     // every grid point round-trips through the --points syntax
-    CHECK(parse_attn_points(ulysses::cli::attn_point_name(p)).at(0) == p);
+    CHECK(parse_attn_points(ulysses::bench::attn_point_name(p)).at(0) == p);
   }
   CHECK(seen.size() == 64);
-  const auto quick = ulysses::cli::attn_quick_grid();
+  const auto quick = ulysses::bench::attn_quick_grid();
   CHECK(quick.size() == 16);
   for (const auto& p : quick) CHECK(seen.count({p.S, p.H, p.H_kv, p.D, p.causal}) == 1);
 }

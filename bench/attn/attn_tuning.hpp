@@ -1,12 +1,13 @@
 #pragma once
-// Tuning variants of the flash attention kernels, for side-by-side measurement in
-// bench/attn/attn_check (--fwd-variant / --bwd-variant). Library users need not touch these;
-// the defaults are the measured best (docs/ATTENTION.md).
+// Tuning variants of the flash attention kernels (the lab: built only into bench/attn's
+// attn_check by attn_flash_lab.cu; the product's kernels/ run the defaults,
+// kernels/attention_flash_defaults.hpp), for side-by-side measurement with attn_check
+// --fwd-variant / --bwd-variant. The defaults are the measured best (docs/ATTENTION.md).
 //   forward bits: 1 D=64 with 128-key tiles (else 64; the mma.sync D=128 kernel always uses 64),
 //   2 D=128 on the Hopper warpgroup-MMA forward (attention_flash_fwd_sm90a.cu, sm_90a builds on
 //   an sm_90 device; elsewhere the mma.sync kernel runs), 4 (with 2) its pipelined form, 8 (with
 //   4) the two warpgroups taking turns at issuing (ping-pong). Default 15.
-//   backward: bits (attention_flash_bwd.cu, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
+//   backward: bits (kernels/attention_flash_bwd.cuh, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
 //   k-steps from registers before the barrier, 128 one __syncthreads per step (mbarrier
@@ -14,14 +15,15 @@
 //   reductions (rows past S add their zero dQ to row S-1). 2048: a different kernel, the
 //   Hopper warpgroup-MMA backward (attention_flash_bwd_sm90a.cu; D=128, sm_90a builds on an
 //   sm_90 device; elsewhere bwd_variant() reports the mma.sync default that runs instead).
-//   Only kBwdVariants are built. Defaults per head dim (attention_flash_bwd.cu): D=128 2048
-//   (525 = 1+4+8+512 without sm_90a), D=64 1117 (1+4+8+16+64+1024).
+//   Only kBwdVariants are built. Defaults per head dim (kernels/attention_flash_defaults.hpp):
+//   D=128 2048 (525 = 1+4+8+512 without sm_90a), D=64 1117 (1+4+8+16+64+1024).
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
 // the backward (-7%), one-register XOR ldmatrix addressing (fwd -6%, bwd -3..5%).
 // H200, D=128 causal S=32K H=16, bwd TFLOP/s (docs/ATTENTION.md, Versions): variants 0..3
 // 289 293 288 290 (v3 era); runs 1-3 of this tuning: 1: 291-295, 13: 313-316, 525: 317-318,
 // 1549: 322 (FA2 317-318 in the same calls); D=64 32K: 1: 237, 93: 289-292, 1117: 298 (FA2 281).
 // fwd D=64 causal 32K: variant 0 291, variant 1 305.
+// (The namespace is the one attn_check has always used.)
 #include <string>
 
 namespace ulysses::kernels::flash_tuning {
@@ -40,8 +42,8 @@ void set_fwd_variant(int v);  // 0..15 (bits above)
 void set_bwd_variant(int v);      // one of kBwdVariants, for every head dim
 int fwd_variant();
 int bwd_variant(int head_dim);   // the variant the backward runs at this head dim
-// What runs at this head dim on the current device, for device lines and reports, e.g.
-// "wgmma sm_90a fwd 15 / bwd 2048" or "mma.sync fwd 1 / bwd 1117".
+// What runs at this head dim on the current device, e.g. "wgmma sm_90a fwd 15 / bwd 2048" or
+// "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
 
 }  // namespace ulysses::kernels::flash_tuning

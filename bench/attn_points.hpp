@@ -15,7 +15,7 @@
 
 #include "sim/errors.hpp"
 
-namespace ulysses::cli {
+namespace ulysses::bench {
 
 struct AttnPoint {
   std::int64_t S = 0, H = 0, H_kv = 0, D = 0;
@@ -118,4 +118,4 @@ inline std::vector<AttnPoint> parse_attn_points(const std::string& text, const s
   return out;
 }
 
-}  // namespace ulysses::cli
+}  // namespace ulysses::bench

@@ -1,7 +1,5 @@
-#include "cli/bench_attention_sweep.hpp"
-
-#include "reports/format.hpp"
-#include "reports/file_out.hpp"
+// `ulysses bench attention --sweep | --quick | --points`: the run, the PyTorch peers, the table.
+#include "bench/attention_sweep.hpp"
 
 #include <unistd.h>
 
@@ -21,58 +19,37 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/attn_flops.hpp"
+#include "reports/file_out.hpp"
+#include "reports/format.hpp"
 #include "reports/table.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
-#include "runtime/cuda/bench.hpp"
+#include "bench/bench.hpp"
 #endif
 
-namespace ulysses::cli {
+namespace ulysses::bench {
 
 namespace {
 
-struct SweepSettings {
-  int min_reps = 3;
-  double min_time_s = 0.3;
-  std::int64_t check_seq = 256;
-};
-
-SweepSettings settings_of(const po::variables_map& vm) {
-  SweepSettings s;
-  s.min_reps = vm["min-reps"].as<int>();
-  s.min_time_s = vm["min-time-s"].as<double>();
-  s.check_seq = vm["check-seq"].as<std::int64_t>();
-  if (s.min_reps < 1 || s.min_reps > 100) throw InputError("", "--min-reps", fmt::format("must be in 1..100 (got {})", s.min_reps));
-  if (!(s.min_time_s >= 0 && s.min_time_s <= 10))
-    throw InputError("", "--min-time-s", fmt::format("must be in 0..10 seconds (got {})", s.min_time_s));
-  if (s.check_seq < 1 || s.check_seq > 2048)
-    throw InputError("", "--check-seq", fmt::format("must be in 1..2048 (the fp64 CPU oracle is O(S^2)); got {}", s.check_seq));
-  return s;
-}
-
 #ifdef ULYSSES_WITH_CUDA  // the rest of this namespace serves run_attention_sweep's CUDA body
-
-double fwd_flops(const AttnPoint& p) {  // 4*S^2*H*D, half when causal (B = 1)
-  return 4.0 * static_cast<double>(p.S) * static_cast<double>(p.S) * static_cast<double>(p.H) * static_cast<double>(p.D) *
-         (p.causal ? 0.5 : 1.0);
-}
 
 // Device seconds of the sweep before it runs, from the FLOPs at assumed rates (TFLOP/s, about
 // what docs/ATTENTION.md measured on H200) and each side's repetition rule.
-std::pair<double, double> estimate_s(const std::vector<AttnPoint>& pts, const SweepSettings& s, bool peer) {
+std::pair<double, double> estimate_s(const std::vector<AttnPoint>& pts, const SweepRequest& s, bool peer) {
   double ours = 0, peers = peer ? 15 : 0;  // torch import and CUDA start
   for (const AttnPoint& p : pts) {
-    const double f = fwd_flops(p);
-    const double tf = f / 300e12, tb = 2.5 * f / 250e12;
+    const AttnFlops fl = attn_flops(1, p.S, p.H, p.H_kv, p.D, p.causal);
+    const double f = fl.fwd, tf = f / 300e12, tb = fl.bwd / 250e12;
     ours += tf + tb + std::max(s.min_reps * tf, s.min_time_s) + std::max(s.min_reps * tb, s.min_time_s) + 0.05;
     if (!peer) continue;
     // attn_peer.py bench_ms: one warm-up, then 1..10 repetitions of ~0.2 s; the backward pass
     // needs one more forward for its graph
     auto pass = [](double t) { return t + std::max(1, std::min(10, static_cast<int>(0.2 / std::max(t, 1e-6)))) * t; };
     for (auto [rf, rb] : {std::pair{300e12, 270e12}, {450e12, 430e12}})
-      peers += pass(f / rf) + f / rf + pass(2.5 * f / rb) + 0.02;
+      peers += pass(f / rf) + f / rf + pass(fl.bwd / rb) + 0.02;
   }
   return {ours, peers};
 }
@@ -170,64 +147,19 @@ std::string tflops_cell(double flops, double s) { return s > 0 ? fmt::format("{:
 
 }  // namespace
 
-void add_attention_sweep_options(po::options_description& d) {
-  d.add_options()
-      ("sweep", po::bool_switch(), "attention: the issue-5 grid (S 4K,16K,32K,128K x H 16,32 x H_kv H,8 x D 64,128 x causal/not; 64 points)")
-      ("quick", po::bool_switch(), "attention: a 16-point subset (S 4K,32K, H 16)")
-      ("points", po::value<std::string>(), "attention: S:H:HKV:D:CAUSAL[,...], e.g. 32768:16:16:128:1 (H, HKV: local heads)")
-      ("peer-python", po::value<std::string>()->default_value("python3"), "attention sweep: python that runs bench/peers/attn_peer.py")
-      ("no-peer", po::bool_switch(), "attention sweep: do not run the PyTorch peers")
-      ("csv", po::value<std::string>(), "attention sweep: also write every row as CSV to this file")
-      ("min-reps", po::value<int>()->default_value(3), "attention sweep: timed repetitions per pass, at least")
-      ("min-time-s", po::value<double>()->default_value(0.3), "attention sweep: timed seconds per pass, at least")
-      ("check-seq", po::value<std::int64_t>()->default_value(256), "attention sweep: S of the fp64 oracle check");
-}
-
-bool attention_sweep_requested(const po::variables_map& vm) {
-  return vm["sweep"].as<bool>() || vm["quick"].as<bool>() || vm.count("points");
-}
-
-std::vector<AttnPoint> attention_sweep_points(const po::variables_map& vm, const std::string& what,
-                                              const po::options_description& scenario_options) {
-  const int chosen = int(vm["sweep"].as<bool>()) + int(vm["quick"].as<bool>()) + int(vm.count("points") > 0);
-  if (chosen == 0) return {};
-  if (what != "attention")
-    throw InputError("", vm.count("points") ? "--points" : vm["sweep"].as<bool>() ? "--sweep" : "--quick",
-                     "only with `bench attention` (got bench " + what + ")");
-  if (chosen > 1) throw InputError("", "--points", "give one of --sweep, --quick, --points");
-  if (vm.count("peer"))
-    throw InputError("", "--peer", "not with --sweep/--quick/--points: the sweep runs attn_peer.py itself (--peer-python, --no-peer)");
-  for (const char* flag : {"warmup", "iters"})
-    if (!vm[flag].defaulted())
-      throw InputError("", std::string("--") + flag, "not with --sweep/--quick/--points (use --min-reps, --min-time-s)");
-  if (vm["backend"].as<std::string>() != "cpu" && vm["backend"].as<std::string>() != "cuda")
-    throw InputError("", "--backend", "the attention sweep runs on cuda");
-  for (const auto& o : scenario_options.options()) {
-    const std::string& name = o->long_name();
-    if (vm.count(name) && !vm[name].defaulted())
-      throw InputError("", "--" + name, "not with --sweep/--quick/--points: each point gives its own S, H, H_kv, D, causal");
-  }
-  settings_of(vm);  // the repetition flags are user input too: check them before any device work
-  if (vm["sweep"].as<bool>()) return attn_issue_grid();
-  if (vm["quick"].as<bool>()) return attn_quick_grid();
-  return parse_attn_points(vm["points"].as<std::string>());
-}
-
 #ifndef ULYSSES_WITH_CUDA
 
-int run_attention_sweep(const po::variables_map&, const std::vector<AttnPoint>&) {
+int run_attention_sweep(const SweepRequest&) {
   std::fprintf(stderr, "ulysses bench: this binary was built without the CUDA backend\n");
   return kExitFailure;
 }
 
 #else
 
-int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint>& points) {
-  const SweepSettings set = settings_of(vm);
-  const bool peer = !vm["no-peer"].as<bool>();
-  // a bad path fails before the device work; the files are written whole at the end (reports/file_out.hpp)
-  if (vm.count("json")) check_output_option("--json", vm["json"].as<std::string>());
-  if (vm.count("csv")) check_output_option("--csv", vm["csv"].as<std::string>());
+int run_attention_sweep(const SweepRequest& req) {
+  const SweepRequest& set = req;
+  const std::vector<AttnPoint>& points = req.points;
+  const bool peer = req.peer;
   const auto [est_ours, est_peer] = estimate_s(points, set, peer);
   std::cout << fmt::format(
       "bench attention sweep: {} points, B=1, one GPU, flash kernel (heads are the local heads)\n"
@@ -240,19 +172,17 @@ int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint
       peer ? fmt::format(", PyTorch peers ~{:.0f} s, total ~{:.0f} s", est_peer, est_ours + est_peer) : std::string(" (no peer)"));
   std::cout << std::flush;
 
-  runtime::cuda::AttnSweepOptions opt;
+  AttnSweepOptions opt;
   opt.min_reps = set.min_reps, opt.min_time_s = set.min_time_s, opt.check_seq = set.check_seq;
-  opt.seed = seed_of(vm);
-  opt.timeout_s = vm["timeout"].as<double>();
+  opt.seed = req.seed;
+  opt.timeout_s = req.timeout_s;
   if (!(opt.timeout_s > 0)) throw InputError("", "--timeout", "must be > 0 seconds");
-  std::vector<runtime::cuda::AttnSweepPoint> pts;
-  for (const AttnPoint& p : points) pts.push_back({p.S, p.H, p.H_kv, p.D, p.causal});
   std::string device;
   std::size_t done = 0;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto rows = runtime::cuda::bench_attention_sweep(
-      pts, opt,
-      [&](const runtime::cuda::AttnSweepRow& r) {
+  const auto rows = bench_attention_sweep(
+      points, opt,
+      [&](const AttnSweepRow& r) {
         ++done;
         std::cout << fmt::format("  [{}/{}] {} fwd {} bwd {} TFLOP/s, #wrong {}, {} ({:.1f} s)\n", done, points.size(),
                                  attn_point_name(points[done - 1]), tflops_cell(r.fwd_flops, r.fwd_s),
@@ -268,7 +198,7 @@ int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint
     std::vector<AttnPoint> runnable;
     for (std::size_t i = 0; i < rows.size(); ++i)
       if (rows[i].fwd_s > 0) runnable.push_back(points[i]);
-    if (!runnable.empty()) pr = run_peer(vm["peer-python"].as<std::string>(), runnable);
+    if (!runnable.empty()) pr = run_peer(req.peer_python, runnable);
   }
 
   // ---- the table ----
@@ -374,16 +304,16 @@ int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint
       std::cout << fmt::format("{}: {} {}\n", attn_point_name(points[i]), rows[i].status, rows[i].check);
   std::cout << (ok ? "validation: all points passed\n" : "validation: FAILED (a point has #wrong > 0 or could not run)\n");
 
-  if (vm.count("json"))
-    reports::write_file_atomic(vm["json"].as<std::string>(),
+  if (!req.json_path.empty())
+    reports::write_file_atomic(req.json_path,
                                nlohmann::json{{"device", device}, {"ours_wall_s", ours_wall_s}, {"peer_ran", pr.ran},
                                               {"peer_failure", pr.failure}, {"peer_wall_s", pr.wall_s}, {"min_reps", set.min_reps},
                                               {"min_time_s", set.min_time_s}, {"check_seq", set.check_seq}, {"rows", jrows}}
                                        .dump(2) + "\n");
-  if (vm.count("csv")) reports::write_file_atomic(vm["csv"].as<std::string>(), csv.str());
+  if (!req.csv_path.empty()) reports::write_file_atomic(req.csv_path, csv.str());
   return ok ? kExitOk : kExitFailure;
 }
 
 #endif
 
-}  // namespace ulysses::cli
+}  // namespace ulysses::bench

@@ -1,7 +1,9 @@
 #pragma once
-// Microbenchmarks behind `ulysses bench` (cli/cmd_bench.cpp). Every one validates, warms up,
-// then times; times are per rank (CUDA events), reported as the max over ranks of the per-rank
-// median and the max over ranks and iterations.
+// The CUDA microbenchmarks behind `ulysses bench` (cli/cmd_bench.cpp), one per file:
+// exchange_bench.cpp, attention_bench.cpp, attention_sweep_bench.cpp (validator:
+// attention_validate.cpp). Every one validates, warms up, then times; times are per rank (CUDA
+// events), reported as the max over ranks of the per-rank median and the max over ranks and
+// iterations.
 //
 // Bus bandwidth as nccl-tests defines it for all-to-all: algbw = bytes_per_rank / time,
 // busbw = algbw * (P-1)/P (the fraction of each rank's bytes that crosses a link).
@@ -10,9 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/attn_points.hpp"
 #include "runtime/backend.hpp"
 
-namespace ulysses::runtime::cuda {
+namespace ulysses::bench {
+
+using runtime::BlockShape;
+using runtime::RunOptions;
 
 struct BenchRow {
   std::string name;
@@ -44,7 +50,7 @@ BenchResult bench_attention(const BlockShape& s, const RunOptions& opt);
 // ---- attention sweep: `ulysses bench attention --sweep | --quick | --points` ----
 // One GPU (device 0 of this process), B = 1, flash kernel only; the heads given are the local
 // heads. Per point, validation first, then timing:
-//   1. fp64 CPU oracle (reference_attention.hpp) at S_c = min(S, check_seq) with the point's
+//   1. fp64 CPU oracle (runtime/reference_attention.hpp) at S_c = min(S, check_seq) with the point's
 //      H, H_kv, D and causal flag: o, dq, dk, dv, outputs and workspace poisoned (NaN) first;
 //      done once per distinct (S_c, H, H_kv, D, causal) and reused by the other S.
 //   2. full S, outputs, lse and workspace poisoned, one fwd + bwd (also the warm-up): no
@@ -54,11 +60,6 @@ BenchResult bench_attention(const BlockShape& s, const RunOptions& opt);
 //   launch): repetitions until at least min_reps and at least min_time_s of timed work (at most
 //   max_reps); the median.
 // A point whose buffers do not fit is reported with status "out of memory", not thrown.
-struct AttnSweepPoint {
-  std::int64_t S = 0, Hq = 0, Hkv = 0, D = 0;
-  bool causal = true;
-};
-
 struct AttnSweepOptions {
   int min_reps = 3;
   double min_time_s = 0.3;
@@ -69,7 +70,7 @@ struct AttnSweepOptions {
 };
 
 struct AttnSweepRow {
-  AttnSweepPoint point;
+  AttnPoint point;
   std::string status;            // "ok", "validation failed", "out of memory: ...", "not supported: ..."
   std::int64_t wrong = -1;       // oracle + full-S checks (-1: not validated)
   std::string check;             // what was checked and the worst error / tolerance
@@ -81,8 +82,8 @@ struct AttnSweepRow {
 
 // Runs every point in order, calling on_row after each (progress); returns the rows. Throws on
 // CUDA errors other than out-of-memory and unsupported shapes. device: the GPU's name.
-std::vector<AttnSweepRow> bench_attention_sweep(const std::vector<AttnSweepPoint>& points, const AttnSweepOptions& opt,
+std::vector<AttnSweepRow> bench_attention_sweep(const std::vector<AttnPoint>& points, const AttnSweepOptions& opt,
                                                 const std::function<void(const AttnSweepRow&)>& on_row,
                                                 std::string* device);
 
-}  // namespace ulysses::runtime::cuda
+}  // namespace ulysses::bench

@@ -1,0 +1,108 @@
+// The lab build of the flash attention entry points (kernels/attention_flash.hpp) for attn_check:
+// attn_fwd_flash / attn_bwd_flash run the variant chosen at run time with flash_tuning's setters
+// (attn_tuning.hpp), instantiating every listed variant of the kernel templates
+// (kernels/attention_flash_{fwd,bwd}.cuh). It replaces kernels/attention_flash_{fwd,bwd}.cu in
+// attn_check, which does not link ulysses_kernels; the product never links this file.
+#include <string>
+
+#include "bench/attn/attn_tuning.hpp"
+#include "kernels/attention_flash_bwd.cuh"
+#include "kernels/attention_flash_defaults.hpp"
+#include "kernels/attention_flash_fwd.cuh"
+
+namespace ulysses::kernels {
+namespace flash {
+namespace {
+
+static_assert(flash_tuning::bwd_variant_exists(kBwdDefaultD128) && flash_tuning::bwd_variant_exists(kBwdDefaultD64),
+              "default backward variants must be built");
+static_assert(flash_tuning::bwd_variant_exists(kBwdFallbackD128), "the mma.sync D=128 default must be built");
+
+int g_fwd_variant = kFwdDefault;
+int g_bwd_variant_d128 = kBwdDefaultD128;
+int g_bwd_variant_d64 = kBwdDefaultD64;
+
+template <int D>
+cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
+#define ULYSSES_BWD_CASE(V) \
+  case V:                   \
+    return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
+  static_assert(sizeof(flash_tuning::kBwdVariants) / sizeof(int) == 27, "one case per listed variant");
+  const int variant = flash_tuning::bwd_variant(D);
+  if (variant == kBwdVariantSm90a) {  // bwd_variant() returns it only for D = 128 on a usable device
+    if constexpr (D == 128) return launch_bwd_sm90a(p, stream);
+    return cudaErrorNotSupported;
+  }
+  switch (variant) {
+    ULYSSES_BWD_CASE(1)
+    ULYSSES_BWD_CASE(2)
+    ULYSSES_BWD_CASE(3)
+    ULYSSES_BWD_CASE(5)
+    ULYSSES_BWD_CASE(9)
+    ULYSSES_BWD_CASE(13)
+    ULYSSES_BWD_CASE(15)
+    ULYSSES_BWD_CASE(29)
+    ULYSSES_BWD_CASE(45)
+    ULYSSES_BWD_CASE(61)
+    ULYSSES_BWD_CASE(77)
+    ULYSSES_BWD_CASE(93)
+    ULYSSES_BWD_CASE(109)
+    ULYSSES_BWD_CASE(125)
+    ULYSSES_BWD_CASE(141)
+    ULYSSES_BWD_CASE(157)
+    ULYSSES_BWD_CASE(205)
+    ULYSSES_BWD_CASE(221)
+    ULYSSES_BWD_CASE(461)
+    ULYSSES_BWD_CASE(477)
+    ULYSSES_BWD_CASE(525)
+    ULYSSES_BWD_CASE(1037)
+    ULYSSES_BWD_CASE(1117)
+    ULYSSES_BWD_CASE(1549)
+    ULYSSES_BWD_CASE(1565)
+    default:
+      return p.causal ? launch_bwd<D, true, 0>(p, stream) : launch_bwd<D, false, 0>(p, stream);
+  }
+#undef ULYSSES_BWD_CASE
+}
+
+// forward variant bits v (attn_tuning.hpp) -> dispatch_fwd
+cudaError_t dispatch_fwd_bits(const AttnFwdParams& p, cudaStream_t stream, int v) {
+  const bool sm90a = (v & kFwdBitSm90a) != 0, pipe = (v & kFwdBitSm90aPipe) != 0, ping = (v & kFwdBitSm90aPing) != 0;
+  return (v & 1) != 0 ? dispatch_fwd<true>(p, stream, sm90a, pipe, ping)
+                      : dispatch_fwd<false>(p, stream, sm90a, pipe, ping);
+}
+
+}  // namespace
+}  // namespace flash
+
+namespace flash_tuning {
+void set_fwd_variant(int v) { flash::g_fwd_variant = v; }
+int fwd_variant() { return flash::g_fwd_variant; }
+void set_bwd_variant(int v) { flash::g_bwd_variant_d128 = flash::g_bwd_variant_d64 = v; }
+int bwd_variant(int head_dim) {
+  return flash::bwd_variant_run(head_dim == 64 ? flash::g_bwd_variant_d64 : flash::g_bwd_variant_d128, head_dim);
+}
+std::string kernels_in_use(int head_dim) {
+  return flash::kernels_in_use(fwd_variant(), bwd_variant(head_dim), head_dim);
+}
+}  // namespace flash_tuning
+
+std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t,
+                                           std::int64_t D) {
+  return flash::bwd_workspace_bytes(B, S, Hq, D);
+}
+
+cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
+  if (!flash::fwd_params_ok(p)) return cudaErrorInvalidValue;
+  return flash::dispatch_fwd_bits(p, stream, flash_tuning::fwd_variant());
+}
+
+cudaError_t attn_bwd_flash(const AttnBwdParams& p, cudaStream_t stream) {
+  if (!flash::bwd_params_ok(p)) return cudaErrorInvalidValue;
+  if (p.D == 128) return flash::launch_bwd_d<128>(p, stream);
+  return flash::launch_bwd_d<64>(p, stream);
+}
+
+std::string attn_flash_kernels_in_use(int head_dim) { return flash_tuning::kernels_in_use(head_dim); }
+
+}  // namespace ulysses::kernels

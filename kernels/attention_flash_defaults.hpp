@@ -1,0 +1,57 @@
+#pragma once
+// The flash attention kernels' defaults (per head dim, the measured best: docs/ATTENTION.md)
+// and the one line naming what runs. Private to kernels/ and the lab build of the tuning
+// variants (bench/attn/attn_flash_lab.cu, whose table bench/attn/attn_tuning.hpp explains the
+// variant numbers).
+#include <string>
+
+#include "kernels/attention_flash_sm90a.hpp"
+
+namespace ulysses::kernels::flash {
+
+// Forward: 1 D=64 with 128-key tiles; D=128 on the wgmma kernel where usable, pipelined,
+// the two warpgroups taking turns (ping-pong).
+inline constexpr int kFwdDefault = 1 | kFwdBitSm90a | kFwdBitSm90aPipe | kFwdBitSm90aPing;
+
+// Backward: per head dim, the fastest variant measured that also passed the Catch2 [flash]
+// gate as a compiled-in default; a build may override them (-DULYSSES_FLASH_BWD_DEFAULT_D128=N
+// / _D64=N, any variant of bench/attn/attn_tuning.hpp) to run the GPU tests on another variant.
+// D=128: the wgmma kernel (2048) where the build has sm_90a code and the device is sm_90,
+// else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
+// faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
+#ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
+#define ULYSSES_FLASH_BWD_DEFAULT_D128 2048
+#endif
+#ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
+#define ULYSSES_FLASH_BWD_DEFAULT_D64 1117
+#endif
+inline constexpr int kBwdDefaultD128 = ULYSSES_FLASH_BWD_DEFAULT_D128;
+inline constexpr int kBwdDefaultD64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
+inline constexpr int kBwdFallbackD128 = 525;
+static_assert(kBwdDefaultD64 != kBwdVariantSm90a, "the wgmma kernel is D = 128 only");
+
+// The mma.sync variant of the default backward at head dim D (compiled in)
+template <int D>
+inline constexpr int kBwdMmaDefault =
+    D == 64 ? kBwdDefaultD64 : (kBwdDefaultD128 == kBwdVariantSm90a ? kBwdFallbackD128 : kBwdDefaultD128);
+
+// The backward variant that runs when `v` is asked for at this head dim: the wgmma kernel
+// (2048) only at D = 128 on a device it is built for; elsewhere the mma.sync default.
+inline int bwd_variant_run(int v, int head_dim) {
+  if (v != kBwdVariantSm90a) return v;
+  if (head_dim == 128 && sm90a_usable()) return v;
+  return head_dim == 64 ? kBwdDefaultD64 : kBwdFallbackD128;
+}
+
+// e.g. "wgmma sm_90a fwd 15 / bwd 2048" or "mma.sync fwd 15 / bwd 1117" (forward variant fv,
+// backward variant bv as it runs at this head dim)
+inline std::string kernels_in_use(int fv, int bv, int head_dim) {
+  const bool fwd_wgmma = head_dim == 128 && (fv & kFwdBitSm90a) != 0 && sm90a_usable();
+  const bool bwd_wgmma = bv == kBwdVariantSm90a;
+  auto family = [](bool w) { return std::string(w ? "wgmma sm_90a" : "mma.sync"); };
+  const std::string f = family(fwd_wgmma) + " fwd " + std::to_string(fv);
+  const std::string b = "bwd " + std::to_string(bv);
+  return fwd_wgmma == bwd_wgmma ? f + " / " + b : f + " / " + family(bwd_wgmma) + " " + b;
+}
+
+}  // namespace ulysses::kernels::flash
