@@ -23,7 +23,7 @@
 
 #include "reports/table.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
 #include "runtime/cuda/bench.hpp"
@@ -44,11 +44,11 @@ SweepSettings settings_of(const po::variables_map& vm) {
   s.min_reps = vm["min-reps"].as<int>();
   s.min_time_s = vm["min-time-s"].as<double>();
   s.check_seq = vm["check-seq"].as<std::int64_t>();
-  if (s.min_reps < 1 || s.min_reps > 100) throw InputError("", "--min-reps", fmt::format("must be in 1..100 (got {})", s.min_reps));
+  if (s.min_reps < 1 || s.min_reps > 100) throw core::InputError("", "--min-reps", fmt::format("must be in 1..100 (got {})", s.min_reps));
   if (!(s.min_time_s >= 0 && s.min_time_s <= 10))
-    throw InputError("", "--min-time-s", fmt::format("must be in 0..10 seconds (got {})", s.min_time_s));
+    throw core::InputError("", "--min-time-s", fmt::format("must be in 0..10 seconds (got {})", s.min_time_s));
   if (s.check_seq < 1 || s.check_seq > 2048)
-    throw InputError("", "--check-seq", fmt::format("must be in 1..2048 (the fp64 CPU oracle is O(S^2)); got {}", s.check_seq));
+    throw core::InputError("", "--check-seq", fmt::format("must be in 1..2048 (the fp64 CPU oracle is O(S^2)); got {}", s.check_seq));
   return s;
 }
 
@@ -192,20 +192,20 @@ std::vector<AttnPoint> attention_sweep_points(const po::variables_map& vm, const
   const int chosen = int(vm["sweep"].as<bool>()) + int(vm["quick"].as<bool>()) + int(vm.count("points") > 0);
   if (chosen == 0) return {};
   if (what != "attention")
-    throw InputError("", vm.count("points") ? "--points" : vm["sweep"].as<bool>() ? "--sweep" : "--quick",
+    throw core::InputError("", vm.count("points") ? "--points" : vm["sweep"].as<bool>() ? "--sweep" : "--quick",
                      "only with `bench attention` (got bench " + what + ")");
-  if (chosen > 1) throw InputError("", "--points", "give one of --sweep, --quick, --points");
+  if (chosen > 1) throw core::InputError("", "--points", "give one of --sweep, --quick, --points");
   if (vm.count("peer"))
-    throw InputError("", "--peer", "not with --sweep/--quick/--points: the sweep runs attn_peer.py itself (--peer-python, --no-peer)");
+    throw core::InputError("", "--peer", "not with --sweep/--quick/--points: the sweep runs attn_peer.py itself (--peer-python, --no-peer)");
   for (const char* flag : {"warmup", "iters"})
     if (!vm[flag].defaulted())
-      throw InputError("", std::string("--") + flag, "not with --sweep/--quick/--points (use --min-reps, --min-time-s)");
+      throw core::InputError("", std::string("--") + flag, "not with --sweep/--quick/--points (use --min-reps, --min-time-s)");
   if (vm["backend"].as<std::string>() != "cpu" && vm["backend"].as<std::string>() != "cuda")
-    throw InputError("", "--backend", "the attention sweep runs on cuda");
+    throw core::InputError("", "--backend", "the attention sweep runs on cuda");
   for (const auto& o : scenario_options.options()) {
     const std::string& name = o->long_name();
     if (vm.count(name) && !vm[name].defaulted())
-      throw InputError("", "--" + name, "not with --sweep/--quick/--points: each point gives its own S, H, H_kv, D, causal");
+      throw core::InputError("", "--" + name, "not with --sweep/--quick/--points: each point gives its own S, H, H_kv, D, causal");
   }
   settings_of(vm);  // the repetition flags are user input too: check them before any device work
   if (vm["sweep"].as<bool>()) return attn_issue_grid();
@@ -217,7 +217,7 @@ std::vector<AttnPoint> attention_sweep_points(const po::variables_map& vm, const
 
 int run_attention_sweep(const po::variables_map&, const std::vector<AttnPoint>&) {
   std::fprintf(stderr, "ulysses bench: this binary was built without the CUDA backend\n");
-  return kExitFailure;
+  return core::kExitFailure;
 }
 
 #else
@@ -244,7 +244,7 @@ int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint
   opt.min_reps = set.min_reps, opt.min_time_s = set.min_time_s, opt.check_seq = set.check_seq;
   opt.seed = seed_of(vm);
   opt.timeout_s = vm["timeout"].as<double>();
-  if (!(opt.timeout_s > 0)) throw InputError("", "--timeout", "must be > 0 seconds");
+  if (!(opt.timeout_s > 0)) throw core::InputError("", "--timeout", "must be > 0 seconds");
   std::vector<runtime::cuda::AttnSweepPoint> pts;
   for (const AttnPoint& p : points) pts.push_back({p.S, p.H, p.H_kv, p.D, p.causal});
   std::string device;
@@ -381,7 +381,7 @@ int run_attention_sweep(const po::variables_map& vm, const std::vector<AttnPoint
                                               {"min_time_s", set.min_time_s}, {"check_seq", set.check_seq}, {"rows", jrows}}
                                        .dump(2) + "\n");
   if (vm.count("csv")) reports::write_file_atomic(vm["csv"].as<std::string>(), csv.str());
-  return ok ? kExitOk : kExitFailure;
+  return ok ? core::kExitOk : core::kExitFailure;
 }
 
 #endif

@@ -31,8 +31,8 @@
 #include "reports/table.hpp"
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
-#include "sim/errors.hpp"
-#include "sim/phases.hpp"
+#include "core/errors.hpp"
+#include "core/phases.hpp"
 #include "sim/profile_io.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
@@ -45,7 +45,7 @@ namespace ulysses::cli {
 
 #ifndef ULYSSES_WITH_CUDA
 int run_calibrate_cuda(int, char**) {
-  throw InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend (CUDA, NCCL, CUPTI, NVTX)");
+  throw core::InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend (CUDA, NCCL, CUPTI, NVTX)");
 }
 #else
 namespace {
@@ -73,7 +73,7 @@ int finish(const po::variables_map& vm, const HardwareProfile& hw, const Calibra
     reports::write_file_atomic(vm["json"].as<std::string>(), raw.dump(1) + "\n");
   }
   write_calibration_output(vm, hw.name, c);
-  return kExitOk;
+  return core::kExitOk;
 }
 
 // One attention curve family: kernel x D x mask x heads per rank, over S.
@@ -168,7 +168,7 @@ void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string
     for (int k : kinds) row.push_back(fmt::format("{:.1f}", got.GBps[k][i]));
     row.push_back(fmt::format("{:.1f}", got.busbw_GBps[i]));
     Json j{{"P", P}, {"q_bytes_per_rank", smp.q_bytes}, {"qkv_bytes_per_rank", smp.qkv_bytes}, {"busbw_GBps", got.busbw_GBps[i]}};
-    for (int k : kinds) j[std::string(kBlockPhaseNames[k]) + "_s"] = smp.t_s[k];
+    for (int k : kinds) j[std::string(core::kBlockPhaseNames[k]) + "_s"] = smp.t_s[k];
     raw["a2a"].push_back(j);
     t.add_row(row);
   }
@@ -242,7 +242,7 @@ int run_calibrate_cuda(int argc, char** argv) {
   if (vm.count("help")) {
     print_help(argv[0], "--backend cuda [--profile h200-sxm-141gb] [--profile-out FILE] [--json FILE]",
                "Measures the CUDA backend's building blocks and writes the `calibrated:` section of a profile.", d);
-    return kExitOk;
+    return core::kExitOk;
   }
   const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
   Setup s;
@@ -251,10 +251,10 @@ int run_calibrate_cuda(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
 
   if (vm.count("only")) {
-    if (vm["only"].as<std::string>() != "a2a-idle") throw InputError("", "--only", "must be a2a-idle");
-    if (!hw.has_calibration) throw InputError(vm["profile"].as<std::string>(), "calibrated", "--only needs a profile with a calibrated section");
+    if (vm["only"].as<std::string>() != "a2a-idle") throw core::InputError("", "--only", "must be a2a-idle");
+    if (!hw.has_calibration) throw core::InputError(vm["profile"].as<std::string>(), "calibrated", "--only needs a profile with a calibrated section");
     const rc::DeviceInfo dev = rc::device_info();
-    if (dev.count < 2) throw InputError("", "--only", "a2a-idle needs 2 GPUs");
+    if (dev.count < 2) throw core::InputError("", "--only", "a2a-idle needs 2 GPUs");
     Calibration c = hw.calibrated;
     Json raw{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
     std::string out;

@@ -12,7 +12,7 @@
 #include "reports/format.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::cli {
 
@@ -33,15 +33,15 @@ int run_calibrate_deepspeed(int argc, char** argv) {
                "caching allocator (cudaMemGetInfo used - memory_reserved, after set-up and two ZeRO-3 steps of a\n"
                "small model): the model's cuda_context (and nccl_buffers) for plan.runtime pytorch.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
   const std::int64_t gpus = vm["gpus"].as<std::int64_t>();
-  if (gpus < 1 || gpus > 64) throw InputError("", "--gpus", fmt::format("must be 1..64 (got {})", gpus));
+  if (gpus < 1 || gpus > 64) throw core::InputError("", "--gpus", fmt::format("must be 1..64 (got {})", gpus));
   Scenario sc;
   set_key(sc, "model", vm["model"].as<std::string>(), "--model");
   set_key(sc, "profile", vm["profile"].as<std::string>(), "--profile");
   const std::int64_t layers = vm["layers"].as<std::int64_t>();
-  if (layers < 1 || layers > sc.model.layers) throw InputError("", "--layers", fmt::format("must be 1..{}", sc.model.layers));
+  if (layers < 1 || layers > sc.model.layers) throw core::InputError("", "--layers", fmt::format("must be 1..{}", sc.model.layers));
   sc.model.layers = layers;
   sc.name = "calibrate";
   sc.gpus = gpus;
@@ -54,7 +54,7 @@ int run_calibrate_deepspeed(int argc, char** argv) {
   validate(sc, "calibrate");
   Calibration c = sc.hw.has_calibration ? sc.hw.calibrated : Calibration{};
   if (gpus > 1 && c.pytorch_context_bytes < 0)
-    throw InputError("", "--gpus", "the profile has no calibrated.pytorch_context_GiB: calibrate with --gpus 1 first");
+    throw core::InputError("", "--gpus", "the profile has no calibrated.pytorch_context_GiB: calibrate with --gpus 1 first");
   const runtime::deepspeed::FixedCosts f = runtime::deepspeed::run_fixed_costs(sc, "");
   const std::string when = reports::utc_now();
   // what the process cannot allocate, against the profile's HBM (as calibrate --backend cuda counts its
@@ -79,7 +79,7 @@ int run_calibrate_deepspeed(int argc, char** argv) {
                               sc.model.name, layers, sc.plan.seq_len);
   std::cout << what << "\n";
   write_calibration_output(vm, sc.hw.name, c);
-  return kExitOk;
+  return core::kExitOk;
 }
 
 }  // namespace ulysses::cli

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/config_internal.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/profile_io.hpp"
 
 namespace ulysses::cli {
@@ -21,7 +21,7 @@ void write_calibration_output(const po::variables_map& vm, const std::string& pr
   std::error_code ec;
   if (std::filesystem::absolute(src, ec) != std::filesystem::absolute(dst, ec))
     std::filesystem::copy_file(src, dst, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) throw InputError("", "--profile-out", fmt::format("cannot write '{}' ({})", dst, ec.message()));
+  if (ec) throw core::InputError("", "--profile-out", fmt::format("cannot write '{}' ({})", dst, ec.message()));
   write_calibration(dst, c);
   std::cout << fmt::format("wrote {} (profile {} with a calibrated: section)\n", dst, profile_name);
 }

@@ -18,7 +18,7 @@
 #include "cli/runtime_common.hpp"
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
 #include "runtime/backend_registry.hpp"
@@ -37,7 +37,7 @@ nlohmann::json read_peer(const po::variables_map& vm) {
   if (!vm.count("peer")) return nullptr;
   const std::string path = vm["peer"].as<std::string>();
   std::ifstream f(path);
-  if (!f) throw InputError(path, "--peer", "cannot open the peer's JSON file");
+  if (!f) throw core::InputError(path, "--peer", "cannot open the peer's JSON file");
   std::stringstream ss;
   ss << f.rdbuf();
   // the peer prints one JSON object per line of interest; take the last line that parses
@@ -48,7 +48,7 @@ nlohmann::json read_peer(const po::variables_map& vm) {
     auto k = nlohmann::json::parse(line, nullptr, false);
     if (!k.is_discarded() && k.is_object()) j = k;
   }
-  if (j.is_null()) throw InputError(path, "--peer", "holds no JSON object line");
+  if (j.is_null()) throw core::InputError(path, "--peer", "holds no JSON object line");
   return j;
 }
 
@@ -66,16 +66,16 @@ std::vector<int> parse_slices(const std::string& s) {
   for (std::string tok; std::getline(ss, tok, ',');) {
     char* end = nullptr;
     const long v = std::strtol(tok.c_str(), &end, 10);
-    if (tok.empty() || *end || v < 1 || v > 64) throw InputError("", "--slices", "a comma list of integers in 1..64, e.g. 1,2,4");
+    if (tok.empty() || *end || v < 1 || v > 64) throw core::InputError("", "--slices", "a comma list of integers in 1..64, e.g. 1,2,4");
     out.push_back(static_cast<int>(v));
   }
-  if (out.empty()) throw InputError("", "--slices", "needs at least one value");
+  if (out.empty()) throw core::InputError("", "--slices", "needs at least one value");
   return out;
 }
 
 int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt, const po::variables_map& vm) {
   const auto res = runtime::cuda::bench_exchange(shape, opt, parse_slices(vm["slices"].as<std::string>()));
-  if (res.launcher_follower) return kExitOk;
+  if (res.launcher_follower) return core::kExitOk;
   const nlohmann::json peer = read_peer(vm);
   std::cout << fmt::format("bench exchange: a2a.qkv.fwd on {}\nB={} S={} H={} H_kv={} D={} P={} kv_strategy={}\n"
                            "busbw = algbw * (P-1)/P, algbw = bytes per rank / time (nccl-tests), GB = 1e9 B\n\n",
@@ -101,12 +101,12 @@ int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptio
     std::cout << fmt::format("PyTorch peer q,k,v exchange {:.1f} us / ulysses {:.1f} us: {:.2f}x faster (target >= 1.5)\n",
                              p * 1e3, best * 1e6, p * 1e-3 / best);
   std::cout << (ok ? "validation: all exchanges bit-exact\n" : "validation: FAILED (#wrong > 0)\n");
-  return ok ? kExitOk : kExitFailure;
+  return ok ? core::kExitOk : core::kExitFailure;
 }
 
 int bench_attention_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt) {
   const auto res = runtime::cuda::bench_attention(shape, opt);
-  if (res.launcher_follower) return kExitOk;
+  if (res.launcher_follower) return core::kExitOk;
   std::cout << fmt::format("bench attention: local attention of one rank on {}\nB={} S={} H_local={} H_kv_local={} D={} {}\n"
                            "FLOPs fwd = 4*B*S^2*H*D (half when causal), bwd = 2.5x fwd; TFLOP/s on the median\n\n",
                            res.device, shape.B, shape.S, shape.H / shape.P, shape.H_kv >= shape.P ? shape.H_kv / shape.P : 1,
@@ -122,7 +122,7 @@ int bench_attention_cmd(const runtime::BlockShape& shape, const runtime::RunOpti
     if (ran) ok = ok && r.wrong == 0, any = true;
   }
   std::cout << t.render();
-  return ok && any ? kExitOk : kExitFailure;
+  return ok && any ? core::kExitOk : core::kExitFailure;
 }
 
 int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt, const po::variables_map& vm) {
@@ -135,7 +135,7 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
   const runtime::Measurement m = be.run_block_ex(shape, opt, cfg, &reps);
   if (m.device.find("one process per GPU") != std::string::npos && !reps.empty()) {
     const char* rank = std::getenv("RANK");
-    if (rank && std::string(rank) != "0") return m.correct ? kExitOk : kExitFailure;
+    if (rank && std::string(rank) != "0") return m.correct ? core::kExitOk : core::kExitFailure;
   }
   std::cout << "bench block (exchange slices " << cfg.slices << ")\n" << measurement_table(m);
   double fwd = 0, bwd = 0;
@@ -157,7 +157,7 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
   if (vm.count("json")) {
     reports::write_file_atomic(vm["json"].as<std::string>(), measurement_json(m).dump(2) + "\n");
   }
-  return m.correct ? kExitOk : kExitFailure;
+  return m.correct ? core::kExitOk : core::kExitFailure;
 }
 
 #endif
@@ -190,16 +190,16 @@ int run_bench(int argc, char** argv) {
                "             PyTorch flash (FA2) and cuDNN on the same points (bench/peers/attn_peer.py), ratios\n"
                "  block      the whole block (six phases) as `ulysses run --backend cuda`",
                d);
-    return vm.count("help") ? kExitOk : kExitInput;
+    return vm.count("help") ? core::kExitOk : core::kExitInput;
   }
   const std::string what = vm["what"].as<std::string>();
   if (what != "exchange" && what != "attention" && what != "block")
-    throw InputError("", "bench", "'" + what + "' is not one of exchange, attention, block");
+    throw core::InputError("", "bench", "'" + what + "' is not one of exchange, attention, block");
   if (const auto points = attention_sweep_points(vm, what, s); !points.empty()) return run_attention_sweep(vm, points);
 #ifdef ULYSSES_WITH_CUDA
   runtime::RunOptions opt = run_options_of(vm);
   opt.timeout_s = vm["timeout"].as<double>();
-  if (!(opt.timeout_s > 0)) throw InputError("", "--timeout", "must be > 0 seconds");
+  if (!(opt.timeout_s > 0)) throw core::InputError("", "--timeout", "must be > 0 seconds");
   const Scenario sc = scenario_from_options(vm, true);
   const runtime::BlockShape shape = block_shape_checked(sc, vm, "cuda");
   if (what == "exchange") return bench_exchange_cmd(shape, opt, vm);
@@ -207,7 +207,7 @@ int run_bench(int argc, char** argv) {
   return bench_block_cmd(shape, opt, vm);
 #else
   std::fprintf(stderr, "ulysses bench: this binary was built without the CUDA backend\n");
-  return kExitFailure;
+  return core::kExitFailure;
 #endif
 }
 

@@ -22,7 +22,7 @@
 #include "runtime/cpu/microbench.hpp"
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/profile_io.hpp"
 
 namespace ulysses::cli {
@@ -44,10 +44,10 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const char* fl
       if (used != item.size() || v < lo) throw std::invalid_argument("range");
       out.push_back(v);
     } catch (const std::exception&) {
-      throw InputError("", flag, fmt::format("'{}' is not a comma-separated list of integers >= {}", text, lo));
+      throw core::InputError("", flag, fmt::format("'{}' is not a comma-separated list of integers >= {}", text, lo));
     }
   }
-  if (out.empty()) throw InputError("", flag, "must list at least one value");
+  if (out.empty()) throw core::InputError("", flag, "must list at least one value");
   return out;
 }
 
@@ -130,7 +130,7 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
       const double ff = runtime::attention_fwd_flops(a) / tm.fwd_s, fb = runtime::attention_bwd_flops(a) / tm.bwd_s;
       const double ef = ff / hw.bf16_dense_flops, eb = fb / hw.bf16_dense_flops;
       if (ef > 1 || eb > 1)
-        throw InputError(hw.name, "bf16_dense_TFLOPs",
+        throw core::InputError(hw.name, "bf16_dense_TFLOPs",
                          fmt::format("the measured attention rate ({:.1f} GFLOP/s per thread) exceeds the profile's peak; "
                                      "raise the peak so that efficiencies are fractions",
                                      std::max(ff, fb) / 1e9));
@@ -197,10 +197,10 @@ int run_calibrate(int argc, char** argv) {
                "Measures the CPU backend (all-to-all busbw vs bytes per rank per sp size, attention efficiency\n"
                "vs S, pack bandwidth) and writes them as the `calibrated:` section of a profile.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
   if (vm["backend"].as<std::string>() != "cpu")
-    throw InputError("", "--backend", fmt::format("'{}' is not a backend (cpu | cuda | deepspeed)", vm["backend"].as<std::string>()));
+    throw core::InputError("", "--backend", fmt::format("'{}' is not a backend (cpu | cuda | deepspeed)", vm["backend"].as<std::string>()));
   Setup s;
   const bool quick = vm["quick"].as<bool>();
   s.sp_sizes = parse_int_list(vm["sp-sizes"].as<std::string>(), "--sp-sizes", 2);
@@ -211,12 +211,12 @@ int run_calibrate(int argc, char** argv) {
   s.head_dim = vm["head-dim"].as<std::int64_t>();
   s.causal = !vm["non-causal"].as<bool>();
   s.impl = vm["attn-implementation"].as<std::string>();
-  if (s.threads < 1 || s.threads > 64) throw InputError("", "--threads", "must be 1..64");
-  if (s.iters < 1) throw InputError("", "--iters", "must be >= 1");
+  if (s.threads < 1 || s.threads > 64) throw core::InputError("", "--threads", "must be 1..64");
+  if (s.iters < 1) throw core::InputError("", "--iters", "must be >= 1");
   for (std::int64_t P : s.sp_sizes)
-    if (P > 64) throw InputError("", "--sp-sizes", "thread-ranks are limited to 64");
+    if (P > 64) throw core::InputError("", "--sp-sizes", "thread-ranks are limited to 64");
   if (s.heads < 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.head_dim < 1)
-    throw InputError("", "--heads-per-rank", "heads and kv heads per rank must be positive, heads a multiple of kv heads");
+    throw core::InputError("", "--heads-per-rank", "heads and kv heads per rank must be positive, heads a multiple of kv heads");
   s.a2a_bytes = quick ? std::vector<std::int64_t>{16 << 10, 256 << 10} : std::vector<std::int64_t>{16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
   s.attn_S = quick ? std::vector<std::int64_t>{128, 256} : std::vector<std::int64_t>{256, 512, 1024, 2048};
   if (quick) s.attn_iters = 1;
@@ -238,7 +238,7 @@ int run_calibrate(int argc, char** argv) {
       hw.bf16_dense_flops / 1e9, s.pack_bytes, s.threads);
   std::cout << out << "\n";
   write_calibration_output(vm, hw.name, c);
-  return kExitOk;
+  return core::kExitOk;
 }
 
 const RegisterCommand reg{"calibrate", "microbenchmarks -> the calibrated: section of a hardware profile", &run_calibrate};

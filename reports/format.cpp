@@ -8,7 +8,7 @@
 
 namespace ulysses::reports {
 
-std::string human_bytes_GiB(bytes_t b) { return fmt::format("{:.2f} GiB", to_GiB(b)); }
+std::string human_bytes_GiB(core::bytes_t b) { return fmt::format("{:.2f} GiB", core::to_GiB(b)); }
 
 namespace {
 // v with `decimals` decimals, trailing zeros and a trailing point removed.

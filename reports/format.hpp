@@ -4,11 +4,11 @@
 #include <string>
 #include <string_view>
 
-#include "sim/units.hpp"
+#include "core/units.hpp"
 
 namespace ulysses::reports {
 
-std::string human_bytes_GiB(bytes_t b);   // "12.34 GiB"
+std::string human_bytes_GiB(core::bytes_t b);   // "12.34 GiB"
 // Token counts, decimal as papers write them (parsed back by parse_tokens, sim/tokens.hpp):
 // below 1000 the digits; then K (1e3) with one decimal, M (1e6) and G (1e9) with two, trailing
 // zeros dropped: 999 -> "999", 131072 -> "131.1K", 1000000 -> "1M", 4526000 -> "4.53M".

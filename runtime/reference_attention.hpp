@@ -3,7 +3,7 @@
 // causal mask: the oracle of both backends' tests and the local attention of the CPU backend.
 // T = float (fp32 accumulation, what the CPU backend runs) or double (fp64 oracle).
 //
-// Shapes (head-sharded layout of runtime/layout.hpp with P = 1, i.e. the full tensors):
+// Shapes (head-sharded layout of core/layout.hpp with P = 1, i.e. the full tensors):
 //   q, o, dout, dq: [B, S, H, D]      k, v, dk, dv: [B, S, H_kv, D]      lse: [B, H, S]
 // q head h reads kv head h / (H / H_kv). scale = 1/sqrt(D).
 //   s_ij = scale * q_i . k_j  (j <= i when causal)        lse_i = log sum_j exp(s_ij)

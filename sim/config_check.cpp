@@ -7,7 +7,7 @@
 
 #include "sim/checked.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 
 namespace ulysses {
@@ -152,7 +152,7 @@ void validate(const Scenario& sc, const std::string& origin) {
   if (!v) return;
   const bool is_flag = !origin.empty() && origin[0] == '-';
   const std::string rule = v->detail.empty() ? v->rule : v->rule + " (" + v->detail + ")";
-  throw InputError(is_flag ? "" : origin, v->key, rule);  // command-line scenarios: "command line: ..."
+  throw core::InputError(is_flag ? "" : origin, v->key, rule);  // command-line scenarios: "command line: ..."
 }
 
 }  // namespace ulysses

@@ -129,7 +129,7 @@ std::string folder_config(const std::string& name, const Where& w) {
   if (name.empty() || !here) return "";
   try {
     if (fsq::is_file(fs::path(repo_dir()) / "scenarios/models" / (name + ".yaml"))) return "";
-  } catch (const InputError&) {  // no preset tree at all: the folder is what was meant
+  } catch (const core::InputError&) {  // no preset tree at all: the folder is what was meant
   }
   return hf_config_file("./" + name, w);
 }

@@ -12,10 +12,10 @@
 namespace ulysses::sim {
 namespace {
 
-bytes_t sat(double x) {
+core::bytes_t sat(double x) {
   if (!(x > 0)) return 0;
   if (x >= static_cast<double>(kMaxTermBytes)) return kMaxTermBytes;
-  return static_cast<bytes_t>(std::llround(x));
+  return static_cast<core::bytes_t>(std::llround(x));
 }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 double ceil_div_d(double a, double b) { return std::ceil(a / b); }
@@ -208,13 +208,13 @@ Dims derive_dims(const Scenario& sc) {
   return d;
 }
 
-bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.H * d.D * 2); }
-bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.kv_wire * d.D * 2); }
+core::bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.H * d.D * 2); }
+core::bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.kv_wire * d.D * 2); }
 
 constexpr double kLossBytesPerLogit = 12;
 constexpr double kSubGroupSize = 1e9;  // DeepSpeed ZeRO-3 sub_group_size default (zero/config.py)
 
-bytes_t logits_loss_bytes(const Dims& d) {
+core::bytes_t logits_loss_bytes(const Dims& d) {
   const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
   const double th = tok * d.h * 2;
   // torch.chunk over the B*S_local tokens: the largest shard has ceil(tokens / shards) tokens
@@ -264,8 +264,8 @@ double largest_sub_group(const ModelSpec& mo, double N) {
   return std::max(best, cur);  // the last parameter closes the last group
 }
 
-bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
-bytes_t host_capacity_bytes(const Scenario& sc) { return resolved_host_ram_bytes(sc); }
+core::bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
+core::bytes_t host_capacity_bytes(const Scenario& sc) { return resolved_host_ram_bytes(sc); }
 
 const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) {
   const Plan& pl = sc.plan;
@@ -347,10 +347,10 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   // the process's own: PyTorch (calibrated.pytorch_*) or our runtime (calibrated.cuda_context/nccl_buffer);
   // the profile's assumption when that runtime is not calibrated
   const bool pt = pl.runtime == Runtime::pytorch;
-  const bytes_t ctx_cal = pt ? cal.pytorch_context_bytes : cal.cuda_context_bytes;
-  const bytes_t nccl_cal = pt ? cal.pytorch_nccl_buffer_bytes : cal.nccl_buffer_bytes;
-  const bytes_t ctx = calib && ctx_cal > 0 ? ctx_cal : sc.hw.cuda_context_bytes;
-  const bytes_t nccl = d.gpus <= 1 ? 0 : calib && nccl_cal > 0 ? nccl_cal : sc.hw.nccl_buffer_bytes;
+  const core::bytes_t ctx_cal = pt ? cal.pytorch_context_bytes : cal.cuda_context_bytes;
+  const core::bytes_t nccl_cal = pt ? cal.pytorch_nccl_buffer_bytes : cal.nccl_buffer_bytes;
+  const core::bytes_t ctx = calib && ctx_cal > 0 ? ctx_cal : sc.hw.cuda_context_bytes;
+  const core::bytes_t nccl = d.gpus <= 1 ? 0 : calib && nccl_cal > 0 ? nccl_cal : sc.hw.nccl_buffer_bytes;
 
   const double gathered = at_optimizer ? 0 : at_logits ? gathered_logits : gathered_layer;
   const double ckpt_live = at_optimizer ? 0 : checkpoints;
@@ -405,7 +405,7 @@ void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host) {
   host.add("process_overhead", sat(static_cast<double>(kHostProcessOverheadBytes) * g));
 }
 
-bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
+core::bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
   // The CUDA backend's BlockRunner (runtime/cuda/block_runner.cpp) allocates every buffer of
   // the block once, up front; its arena peak is their sum (docs/MODEL.md "Block peak").
   const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);

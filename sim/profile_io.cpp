@@ -10,7 +10,7 @@
 
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses {
 
@@ -18,7 +18,7 @@ namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw InputError(path, "file", std::string("cannot be read (") + std::strerror(errno) + ")");
+  if (!in) throw core::InputError(path, "file", std::string("cannot be read (") + std::strerror(errno) + ")");
   std::vector<std::string> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   return lines;
@@ -73,22 +73,22 @@ void write_calibration(const std::string& profile_path, const Calibration& c) {
       (target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path()) / ("." + target.filename().string() + ".tmp.yaml");
   {
     std::ofstream f(tmp);
-    if (!f) throw InputError(profile_path, "file", std::string("cannot be written (") + std::strerror(errno) + ")");
+    if (!f) throw core::InputError(profile_path, "file", std::string("cannot be written (") + std::strerror(errno) + ")");
     f << out.str();
-    if (!f.flush()) throw InputError(profile_path, "file", "cannot be written (write failed)");
+    if (!f.flush()) throw core::InputError(profile_path, "file", "cannot be written (write failed)");
   }
   try {
     const HardwareProfile p = load_profile(tmp);
-    if (!p.has_calibration) throw InputError(profile_path, "calibrated", "section was not written");
-  } catch (const InputError& e) {
+    if (!p.has_calibration) throw core::InputError(profile_path, "calibrated", "section was not written");
+  } catch (const core::InputError& e) {
     std::remove(tmp.c_str());
-    throw InputError(profile_path, e.key(), e.rule());
+    throw core::InputError(profile_path, e.key(), e.rule());
   }
   std::error_code ec;
   std::filesystem::rename(tmp, profile_path, ec);
   if (ec) {
     std::remove(tmp.c_str());
-    throw InputError(profile_path, "file", "cannot be replaced (" + ec.message() + ")");
+    throw core::InputError(profile_path, "file", "cannot be replaced (" + ec.message() + ")");
   }
 }
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses {
 namespace {
@@ -118,8 +118,8 @@ RungSet parse_rung_set(std::string_view names, const std::string& origin, const 
     const std::string_view word = names.substr(start, comma - start);
     const auto it = std::find_if(kRungs.begin(), kRungs.end(), [&](const RungInfo& r) { return word == r.name; });
     if (it == kRungs.end())
-      throw InputError(origin, key, fmt::format("'{}' is not a feature (one of: {}; or none)", word, all));
-    if (s & bit(it->rung)) throw InputError(origin, key, fmt::format("'{}' is listed twice", word));
+      throw core::InputError(origin, key, fmt::format("'{}' is not a feature (one of: {}; or none)", word, all));
+    if (s & bit(it->rung)) throw core::InputError(origin, key, fmt::format("'{}' is listed twice", word));
     s |= bit(it->rung);
     start = comma + 1;
   }

@@ -1,6 +1,6 @@
 #pragma once
 // The CPU reference backend: P ranks as std::threads of one process, the exchange through
-// shared memory with the index maps of runtime/layout.hpp, attention in fp32 accumulation
+// shared memory with the index maps of core/layout.hpp, attention in fp32 accumulation
 // (runtime/reference_attention.hpp), tensors stored as bf16 bits (runtime/cpu/bf16.hpp).
 //
 // One iteration on rank r (B batch, S sequence, S_l = S/P, H_l = H/P, H_kv_l = kv heads per rank):

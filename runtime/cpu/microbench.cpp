@@ -75,7 +75,7 @@ double exchange_time_s(int P, std::int64_t bytes_per_rank, int iters) {
   const std::int64_t H = 4 * P, D = 64;  // 4 heads per rank after the exchange
   const std::int64_t S_l = std::max<std::int64_t>(1, bytes_per_rank / kBf16Bytes / (H * D));
   const Dims x{1, S_l * P, P, H, D};
-  const std::int64_t n = S_l * H * D, chunk = layout::chunk_elems(x);
+  const std::int64_t n = S_l * H * D, chunk = core::chunk_elems(x);
   std::vector<std::vector<bf16>> x_seq(P, std::vector<bf16>(n));
   std::vector<Buffer<bf16>> send(P), x_head(P);
   std::vector<int> round(P, 0);

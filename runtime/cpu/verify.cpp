@@ -24,11 +24,11 @@
 namespace ulysses::runtime::cpu {
 namespace {
 
-using layout::global_pos;
-using layout::head_index;
-using layout::heads_per_rank;
-using layout::seq_index;
-using layout::source_head;
+using core::global_pos;
+using core::head_index;
+using core::heads_per_rank;
+using core::seq_index;
+using core::source_head;
 
 // Expected x_head on rank r, straight from the global [B,S,H,D] tensor:
 //   x_head[b][s][h_l][d] = global[b][s][source_head(x, r, h_l)][d]

@@ -127,9 +127,9 @@ std::string exchange_rank(RankCtx& ctx, const BlockShape& s, const RunOptions& o
   DeviceArena arena(ctx.device);
   BlockRunner run(ctx, arena, s, {kernels::AttnKernel::reference, false}, 1);
   run.fill_inputs(opt.seed);
-  const layout::Dims qx{s.B, s.S, s.P, s.H, s.D}, kvx{s.B, s.S, s.P, s.H_kv, s.D};
-  const layout::Dims kv_travel = s.H_kv < s.P && s.kv_strategy == KvStrategy::replicate ? layout::Dims{s.B, s.S, s.P, s.P, s.D} : kvx;
-  const std::int64_t elems = s.P * (layout::chunk_elems(qx) + 2 * layout::chunk_elems(kv_travel));
+  const core::Dims qx{s.B, s.S, s.P, s.H, s.D}, kvx{s.B, s.S, s.P, s.H_kv, s.D};
+  const core::Dims kv_travel = s.H_kv < s.P && s.kv_strategy == KvStrategy::replicate ? core::Dims{s.B, s.S, s.P, s.P, s.D} : kvx;
+  const std::int64_t elems = s.P * (core::chunk_elems(qx) + 2 * core::chunk_elems(kv_travel));
   unsigned long long* w = run.counter();
   RankRows out;
   Exchanger& ex = run.exchanger();
@@ -210,7 +210,7 @@ void poison_outputs(AttnBufs& b, cudaStream_t st) {
 
 void fill_attn(AttnBufs& b, std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D,
                std::uint64_t seed, cudaStream_t st) {
-  const layout::Dims qd{B, S, 1, Hq, D}, kd{B, S, 1, Hkv, D};  // P = 1: the shard is the whole tensor
+  const core::Dims qd{B, S, 1, Hq, D}, kd{B, S, 1, Hkv, D};  // P = 1: the shard is the whole tensor
   CUDA_CHECK(kernels::fill_seq_shard_bf16(b.q.get(), qd, 0, seed, kernels::kTensorQ, st));
   CUDA_CHECK(kernels::fill_seq_shard_bf16(b.k.get(), kd, 0, seed, kernels::kTensorK, st));
   CUDA_CHECK(kernels::fill_seq_shard_bf16(b.v.get(), kd, 0, seed, kernels::kTensorV, st));
@@ -297,7 +297,7 @@ std::int64_t validate_attention(RankCtx& ctx, kernels::AttnKernel kind, std::int
 }
 
 std::string attention_rank(RankCtx& ctx, const BlockShape& s, const RunOptions& opt) {
-  const std::int64_t Hq = s.H / s.P, Hkv = layout::heads_per_rank(s.H_kv, s.P);
+  const std::int64_t Hq = s.H / s.P, Hkv = core::heads_per_rank(s.H_kv, s.P);
   const std::int64_t S_check = std::min<std::int64_t>(s.S, 512);
   const AttnDims full{s.B, s.S, Hq, Hkv, s.D, s.causal};
   RankRows out;

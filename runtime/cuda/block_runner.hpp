@@ -58,7 +58,7 @@ class BlockRunner {
   BlockShape s_;
   KernelChoice kernel_;
   int slices_;
-  layout::Dims qx_, kvx_, kv_seq_dims_;
+  core::Dims qx_, kvx_, kv_seq_dims_;
   bool rep_;
   std::int64_t S_l_, H_l_, Hkv_l_;
   DevBuf<std::uint16_t> q_seq_, k_seq_, v_seq_, dout_seq_, o_seq_, dq_seq_, dk_seq_, dv_seq_;

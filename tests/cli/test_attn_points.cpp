@@ -8,7 +8,7 @@
 #include "cli/attn_points.hpp"
 #include "tests/cli/run_cli.hpp"
 
-using ulysses::InputError;
+using ulysses::core::InputError;
 using ulysses::cli::AttnPoint;
 using ulysses::cli::parse_attn_points;
 

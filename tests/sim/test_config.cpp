@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/profile_io.hpp"
 
 namespace fs = std::filesystem;
@@ -47,7 +47,7 @@ std::string scenario_error(const std::string& text) {
   const std::string path = write(temp_dir() / "x.yaml", text);
   try {
     load_scenario(path);
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     std::string m = e.what();
     if (m.rfind(path, 0) == 0) m = "x.yaml" + m.substr(path.size());
     return m;
@@ -117,10 +117,10 @@ TEST_CASE("dp_shard_size auto takes the GPUs sp and dp_replicate leave", "[confi
 
 TEST_CASE("error: file not found", "[config]") {
   const std::string missing = (temp_dir() / "nope.yaml").string();
-  REQUIRE_THROWS_AS(load_scenario(missing), InputError);
+  REQUIRE_THROWS_AS(load_scenario(missing), core::InputError);
   try {
     load_scenario(missing);
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(e.file() == missing);
     CHECK(e.key() == "file");
     CHECK(std::string(e.what()).find("cannot be read") != std::string::npos);
@@ -332,7 +332,7 @@ TEST_CASE("set_key sets every kind of key and rejects bad ones", "[config]") {
   CHECK_THROWS_WITH(set_key(sc, "model.head", "2", "--x"), "command line: --x: unknown key (did you mean 'model.heads'?)");
   CHECK_THROWS_WITH(set_key(sc, "plan.offload_params", "on", "--offload-params"),
                     "command line: --offload-params: must be true or false (got on)");
-  CHECK_THROWS_AS(set_key(sc, "model", "nonexistent-model", "--model"), InputError);
+  CHECK_THROWS_AS(set_key(sc, "model", "nonexistent-model", "--model"), core::InputError);
   // every advertised key is wired to a typed setter: a bad value is a value error, not "unknown key"
   const std::vector<std::string> text_keys = {"name", "model.name", "model.source", "profile.name", "profile.gpu"};
   for (const std::string& key : settable_keys()) {
@@ -342,7 +342,7 @@ TEST_CASE("set_key sets every kind of key and rejects bad ones", "[config]") {
     try {
       set_key(s, key, "-1.5x", "--x");
       FAIL("accepted -1.5x");
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       CHECK(e.rule().find("unknown key") == std::string::npos);
     }
   }
@@ -580,14 +580,14 @@ TEST_CASE("calibrated section: parsed, validated, written back into a profile", 
   bad.gemm_eff = Curve{{{1e9, 0.5}, {1e8, 0.6}}};  // x not increasing
   CHECK_THROWS_WITH(write_calibration(mid, bad), Catch::Contains("calibrated.gemm_eff[1]: x must increase strictly"));
   CHECK(load_profile(mid).calibrated.provenance == "second run");
-  CHECK_THROWS_AS(write_calibration((d / "none.yaml").string(), c2), InputError);
+  CHECK_THROWS_AS(write_calibration((d / "none.yaml").string(), c2), core::InputError);
 
   // bad calibrated sections name the key
   const auto with_cal = [&](const std::string& cal) {
     const std::string f = write(d / "c.yaml", before + "calibrated:\n" + cal);
     try {
       load_profile(f);
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       return e.key() + ": " + e.rule();
     }
     return std::string();
@@ -607,7 +607,7 @@ TEST_CASE("profile files: every figure required, sources checked", "[config]") {
     const std::string f = write(d / "p.yaml", t);
     try {
       load_profile(f);
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       return e.key() + ": " + e.rule();
     }
     return std::string();
@@ -644,7 +644,7 @@ TEST_CASE("sweep specs: base, list and geometric axes, validated against set_key
     const std::string f = write(d / "sw.yaml", t);
     try {
       load_sweep(f);
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       return e.key() + ": " + e.rule();
     }
     return std::string();
