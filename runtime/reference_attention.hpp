@@ -14,6 +14,8 @@
 // dk, dv sum over the H/H_kv query heads of a group (in ascending head order).
 #include <cstdint>
 
+#include "core/flops.hpp"
+
 namespace ulysses::runtime {
 
 struct AttnDims {
@@ -21,9 +23,9 @@ struct AttnDims {
   bool causal = true;
 };
 
-// FLOPs of the forward as docs/DESIGN.md counts them: 4*B*S^2*H*D, half when causal.
-double attention_fwd_flops(const AttnDims& a);
-inline double attention_bwd_flops(const AttnDims& a) { return 2.5 * attention_fwd_flops(a); }
+// FLOPs of the forward and the backward (core/flops.hpp).
+inline double attention_fwd_flops(const AttnDims& a) { return core::attention_flops(a.B, a.S, a.H, a.D, a.causal); }
+inline double attention_bwd_flops(const AttnDims& a) { return core::attention_flops(a.B, a.S, a.H, a.D, a.causal, core::Pass::bwd); }
 
 template <class T>
 void attention_forward(const AttnDims& a, const T* q, const T* k, const T* v, T* o, T* lse);

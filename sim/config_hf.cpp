@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/heads.hpp"
 #include "sim/config_internal.hpp"
 #include "sim/fs_query.hpp"
 
@@ -219,7 +220,7 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
   if (fam->head_dim == kHiddenOverHeads && r.get("head_dim") == nullptr && m.hidden % m.heads != 0)
     r.at("head_dim").fail(fmt::format("missing, and hidden_size ({}) is not divisible by num_attention_heads ({})", m.hidden, m.heads));
   m.head_dim = r.integer("head_dim", limits::kMaxHeadDim, fam->head_dim == kHiddenOverHeads ? m.hidden / m.heads : fam->head_dim);
-  if (m.heads % m.kv_heads != 0)
+  if (!core::kv_heads_divide(m.heads, m.kv_heads))
     r.at("num_key_value_heads").fail(fmt::format("must divide num_attention_heads (heads {}, kv_heads {})", m.heads, m.kv_heads));
   // Gemma 3 multimodal: the top-level key ties the language model's head (HF default true).
   const Reader top{root, path, ""};

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/attn_impls.hpp"
 #include "sim/reduce_flush.hpp"
 
 namespace ulysses::sim {
@@ -417,13 +418,14 @@ core::bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
   // attention backward workspace: the reference kernel keeps delta [B, H_l, S] fp32; the flash
   // kernel fp32 dq_accum [B, S, H_l, D] plus lse2 and delta [B, H_l, S padded to 128], each
   // allocation rounded up to 256 bytes. The runner sizes it for the larger unless the reference
-  // kernel is chosen (ulysses_reference, reference, eager: block_runner.cpp parse_kernel_choice).
+  // kernel is chosen (core/attn_impls.hpp: ulysses_reference, reference, eager).
   auto r256 = [](double b) { return std::ceil(b / 256) * 256; };
   const double S_pad = std::ceil(static_cast<double>(d.S) / 128) * 128;
   const double ws_ref = lse;
   const double ws_flash = r256(tok * d.H * d.D * 4) + 2 * r256(static_cast<double>(d.B) * d.H_local * S_pad * 4);
   const std::string& impl = sc.plan.attn_implementation;
-  const bool reference = impl == "ulysses_reference" || impl == "reference" || impl == "eager";
+  const core::AttnImpl* kernel = core::find_attn_impl(impl);
+  const bool reference = kernel && kernel->kernel == core::AttnKernel::reference;
   const double ws = reference ? ws_ref : std::max(ws_ref, ws_flash);
   // exchanger: one send and one receive buffer for the largest group (q, k, v together)
   const double exchange = d.P > 1 ? 2 * (q + 2 * kvh) : 0;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "core/heads.hpp"
 
 namespace ulysses {
 namespace {
@@ -45,8 +46,7 @@ const RungInfo& rung_info(Rung r) { return kRungs[static_cast<std::size_t>(r)]; 
 
 std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks) {
   for (std::int64_t p = ranks; p > 1; --p) {
-    if (ranks % p != 0 || m.heads % p != 0) continue;
-    if (m.kv_heads % p == 0 || p % m.kv_heads == 0) return p;
+    if (ranks % p == 0 && core::sp_head_rule(m.heads, m.kv_heads, p) == core::HeadRule::ok) return p;
   }
   return 1;
 }

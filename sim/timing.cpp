@@ -2,6 +2,7 @@
 // bandwidth or a FLOP rate; calibrated curves override datasheet figures when present.
 #include "sim/timing.hpp"
 
+#include "core/flops.hpp"
 #include "sim/attn_key.hpp"
 
 #include <algorithm>
@@ -66,11 +67,6 @@ LayerGemms layer_gemms(const Scenario& sc, const Dims& d) {
 }
 
 }  // namespace
-
-double attn_fwd_flops(const Dims& d) {
-  const double S = static_cast<double>(d.S);
-  return 4.0 * d.B * S * S * d.H_local * d.D * (d.causal ? 0.5 : 1.0);
-}
 
 core::seconds_t a2a_alpha_s(const Scenario& sc) {
   const Calibration& c = sc.hw.calibrated;
@@ -232,12 +228,12 @@ void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 
   // kv replica copies (P > H_kv, replicate): read k (H_kv heads), write the replica (P heads),
   // for k and v; the backward sums the replica gradients back (same bytes)
   const double replica = d.P > 1 && d.kv_replica ? 2 * (T * d.H_kv * d.D * 2 + T * d.P * d.D * 2) / (copy_GBps(sc) * kGBps) : 0;
-  const double flops = attn_fwd_flops(d), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
+  const double flops = core::attention_flops(d.B, d.S, d.H_local, d.D, d.causal), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
   block[static_cast<int>(core::BlockPhase::a2a_qkv_fwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_qkv_fwd, q + 2 * kv, 3) + replica;
   block[static_cast<int>(core::BlockPhase::attn_fwd)] = flops / (peak * attn_eff(sc, true, S));
   block[static_cast<int>(core::BlockPhase::a2a_out_fwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_out_fwd, q, 1);
   block[static_cast<int>(core::BlockPhase::a2a_out_bwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_out_bwd, q, 1);
-  block[static_cast<int>(core::BlockPhase::attn_bwd)] = kAttnBwdFlopsFactor * flops / (peak * attn_eff(sc, false, S));
+  block[static_cast<int>(core::BlockPhase::attn_bwd)] = core::kAttnBwdFlopsFactor * flops / (peak * attn_eff(sc, false, S));
   block[static_cast<int>(core::BlockPhase::a2a_qkv_bwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_qkv_bwd, q + 2 * kv, 3) + replica;
   // the exchanges right after attention find the links idle for the attention's duration
   block[static_cast<int>(core::BlockPhase::a2a_out_fwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(core::BlockPhase::attn_fwd)]);
@@ -321,10 +317,10 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
                                  : local_params * kAdamBytesPerParam / (sc.hw.hbm_GBps * kGBps));
 
   // --- FLOPs executed per GPU (causal halved, recompute counted)
-  const double attn = attn_fwd_flops(d);
+  const double attn = core::attention_flops(d.B, d.S, d.H_local, d.D, d.causal);
   const double layer_gemm = g.flops_qkv + g.flops_o;
   const double fwd_passes = 1 + (ck ? 1 : 0);
-  double flops = L * (attn * (fwd_passes + kAttnBwdFlopsFactor) + layer_gemm * (fwd_passes + 2) +
+  double flops = L * (attn * (fwd_passes + core::kAttnBwdFlopsFactor) + layer_gemm * (fwd_passes + 2) +
                       g.flops_mlp * (fwd_passes + (tm ? 1 : 0) + 2));
   flops += 3 * 2 * T * d.h * static_cast<double>(d.V);  // logits fwd + bwd
   return flops;

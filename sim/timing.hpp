@@ -11,13 +11,11 @@
 namespace ulysses::sim {
 
 // Stated constants (docs/MODEL.md "Assumptions"); not fitted to any published result.
-inline constexpr double kAttnBwdFlopsFactor = 2.5;       // backward FLOPs / forward FLOPs
 inline constexpr double kAdamBytesPerParam = 30;         // fused Adam traffic per parameter
 inline constexpr double kHostAdamParamsPerS = 3e9;       // CPU Adam throughput per node (all processes)
 inline constexpr double kLossBytesPerElement = 14;       // cross-entropy elementwise traffic per logit, per pass
 
 // --- building blocks (exposed for tests) ---
-double attn_fwd_flops(const Dims& d);                    // 4*B*S^2*H_local*D (x0.5 causal)
 double a2a_busbw_GBps(const Scenario& sc, const Dims& d, double bytes_per_rank);
 core::seconds_t a2a_alpha_s(const Scenario& sc);
 // One exchange of a tensor of bytes_per_rank: alpha + (P-1)/P*bytes/busbw + pack/unpack copies.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/attn_impls.hpp"
 #include "kernels/attention_flash_tuning.hpp"
 #include "kernels/pack.cuh"
 #include "kernels/testdata.cuh"
@@ -22,12 +23,8 @@ std::vector<u16> to_host(const DevBuf<u16>& b) {
 }  // namespace
 
 KernelChoice parse_kernel_choice(const std::string& a) {
-  // plan.attn_implementation values (docs/INPUTS.md): the ulysses_* ones name a kernel exactly;
-  // the PyTorch ones stand for "the fast kernel": flash, or reference when flash is unavailable.
-  if (a == "ulysses_flash" || a == "flash") return {kernels::AttnKernel::flash, false};
-  if (a == "ulysses_reference" || a == "reference" || a == "eager") return {kernels::AttnKernel::reference, false};
-  if (a.empty() || a == "flash_attention_2" || a == "flash_attention_3" || a == "sdpa" || a == "flex_attention" || a == "fa2")
-    return {kernels::AttnKernel::flash, true};
+  // plan.attn_implementation values and aliases: the one table, core/attn_impls.hpp.
+  if (const core::AttnImpl* impl = core::find_attn_impl(a)) return {impl->kernel, impl->fallback};
   throw std::invalid_argument("attn_implementation '" + a +
                               "' is not a CUDA backend kernel (ulysses_flash, ulysses_reference, or a PyTorch name: "
                               "flash_attention_2, flash_attention_3, sdpa, flex_attention -> ulysses_flash)");

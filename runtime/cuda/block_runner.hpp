@@ -25,10 +25,10 @@
 
 namespace ulysses::runtime::cuda {
 
-// ulysses_flash / flash: the flash kernel; ulysses_reference / reference / eager: the reference
-// kernel; "" and the PyTorch names (flash_attention_2, flash_attention_3, sdpa, flex_attention):
-// flash, falling back to reference when flash refuses the shape or is not built.
-// Throws std::invalid_argument otherwise.
+// The kernel of an attn_implementation, from the table core/attn_impls.hpp: ulysses_flash / flash:
+// the flash kernel; ulysses_reference / reference / eager: the reference kernel; "" and the PyTorch
+// names (flash_attention_2, flash_attention_3, sdpa, flex_attention): flash, falling back to
+// reference when flash refuses the shape or is not built. Throws std::invalid_argument otherwise.
 struct KernelChoice {
   kernels::AttnKernel kind = kernels::AttnKernel::flash;
   bool fallback = true;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/flops.hpp"
 #include "sim/predict.hpp"
 #include "sim/timing.hpp"
 #include "tests/sim/fixtures.hpp"
@@ -32,7 +33,7 @@ TEST_CASE("time: attention FLOPs and time, Llama-3.1-8B S=128K P=8", "[sim][time
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
   const sim::Dims d = sim::derive_dims(sc);
   // forward: 4 * B * S^2 * H_local * D * 0.5 (causal) = 4 * 131072^2 * 4 * 128 * 0.5 = 2^44
-  CHECK(sim::attn_fwd_flops(d) == 17592186044416.0);
+  CHECK(core::attention_flops(d.B, d.S, d.H_local, d.D, d.causal) == 17592186044416.0);
   const Prediction p = predict(sc);
   // over bf16 dense peak x forward efficiency: 2^44 / (989.4e12 * 0.34)
   CHECK(blk(p, core::BlockPhase::attn_fwd) == Approx(17592186044416.0 / (989.4e12 * 0.34)));
