@@ -17,7 +17,7 @@ using namespace ulysses::runtime;
 using namespace ulysses::runtime::cuda;
 
 std::string attention_rank(RankCtx& ctx, const BlockShape& s, const RunOptions& opt) {
-  const std::int64_t H_l = s.H / s.P, H_kv_l = layout::heads_per_rank(s.H_kv, s.P);
+  const std::int64_t H_l = s.H / s.P, H_kv_l = core::heads_per_rank(s.H_kv, s.P);
   const std::int64_t S_check = std::min<std::int64_t>(s.S, 512);
   const AttnFlops flops = attn_flops(s.B, s.S, H_l, H_kv_l, s.D, s.causal);
   RankRows out;

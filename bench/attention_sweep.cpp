@@ -24,7 +24,7 @@
 #include "reports/format.hpp"
 #include "reports/table.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
 #include "bench/bench.hpp"
@@ -151,7 +151,7 @@ std::string tflops_cell(double flops, double s) { return s > 0 ? fmt::format("{:
 
 int run_attention_sweep(const SweepRequest&) {
   std::fprintf(stderr, "ulysses bench: this binary was built without the CUDA backend\n");
-  return kExitFailure;
+  return core::kExitFailure;
 }
 
 #else
@@ -176,7 +176,7 @@ int run_attention_sweep(const SweepRequest& req) {
   opt.min_reps = set.min_reps, opt.min_time_s = set.min_time_s, opt.check_seq = set.check_seq;
   opt.seed = req.seed;
   opt.timeout_s = req.timeout_s;
-  if (!(opt.timeout_s > 0)) throw InputError("", "--timeout", "must be > 0 seconds");
+  if (!(opt.timeout_s > 0)) throw core::InputError("", "--timeout", "must be > 0 seconds");
   std::string device;
   std::size_t done = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -311,7 +311,7 @@ int run_attention_sweep(const SweepRequest& req) {
                                               {"min_time_s", set.min_time_s}, {"check_seq", set.check_seq}, {"rows", jrows}}
                                        .dump(2) + "\n");
   if (!req.csv_path.empty()) reports::write_file_atomic(req.csv_path, csv.str());
-  return ok ? kExitOk : kExitFailure;
+  return ok ? core::kExitOk : core::kExitFailure;
 }
 
 #endif

@@ -15,7 +15,7 @@
 #include "kernels/testdata.cuh"
 #include "runtime/checks.hpp"
 #include "core/bf16.hpp"
-#include "sim/stats.hpp"
+#include "core/stats.hpp"
 
 namespace ulysses::bench {
 namespace {
@@ -117,7 +117,7 @@ std::pair<double, int> time_pass(RankCtx& ctx, const AttnSweepOptions& opt, cons
     t.push_back(ms * 1e-3), total += ms * 1e-3;
   }
   cudaEventDestroy(e0), cudaEventDestroy(e1);
-  return {ulysses::median(t), static_cast<int>(t.size())};
+  return {ulysses::core::median(t), static_cast<int>(t.size())};
 }
 
 struct OracleKey {

@@ -41,7 +41,7 @@ void poison_outputs(AttnBufs& b, cudaStream_t st) {
 
 void fill_attn(AttnBufs& b, std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                std::uint64_t seed, cudaStream_t st) {
-  const layout::Dims qd{B, S, 1, H, D}, kd{B, S, 1, H_kv, D};  // P = 1: the shard is the whole tensor
+  const core::Dims qd{B, S, 1, H, D}, kd{B, S, 1, H_kv, D};  // P = 1: the shard is the whole tensor
   CUDA_CHECK(kernels::fill_seq_shard_bf16(b.q.get(), qd, 0, seed, kernels::kTensorQ, st));
   CUDA_CHECK(kernels::fill_seq_shard_bf16(b.k.get(), kd, 0, seed, kernels::kTensorK, st));
   CUDA_CHECK(kernels::fill_seq_shard_bf16(b.v.get(), kd, 0, seed, kernels::kTensorV, st));

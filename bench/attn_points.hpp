@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::bench {
 
@@ -89,7 +89,7 @@ inline std::string attn_point_name(const AttnPoint& p) {
 // Parses --points; InputError naming `flag`, the item and the rule on any bad input.
 inline std::vector<AttnPoint> parse_attn_points(const std::string& text, const std::string& flag = "--points") {
   const std::string form = "each point is S:H:HKV:D:CAUSAL, e.g. 32768:16:16:128:1, points separated by commas";
-  if (text.empty()) throw InputError("", flag, "is empty; " + form);
+  if (text.empty()) throw core::InputError("", flag, "is empty; " + form);
   std::vector<AttnPoint> out;
   const std::vector<std::string> items = detail::split(text, ',');
   for (std::size_t i = 0; i < items.size(); ++i) {
@@ -97,22 +97,22 @@ inline std::vector<AttnPoint> parse_attn_points(const std::string& text, const s
     const std::string where = "point " + std::to_string(i + 1) + " '" + item + "'";
     const std::vector<std::string> f = detail::split(item, ':');
     if (f.size() != 5)
-      throw InputError("", flag, where + " has " + std::to_string(item.empty() ? 0 : f.size()) + " fields, not 5; " + form);
+      throw core::InputError("", flag, where + " has " + std::to_string(item.empty() ? 0 : f.size()) + " fields, not 5; " + form);
     AttnPoint p;
     std::int64_t c = 0;
     if (!detail::parse_int(f[0], 1, kAttnPointMaxSeq, true, p.S))
-      throw InputError("", flag, where + ": S must be an integer in 1.." + std::to_string(kAttnPointMaxSeq) + " (K suffix = x1024)");
+      throw core::InputError("", flag, where + ": S must be an integer in 1.." + std::to_string(kAttnPointMaxSeq) + " (K suffix = x1024)");
     if (!detail::parse_int(f[1], 1, kAttnPointMaxHeads, false, p.H))
-      throw InputError("", flag, where + ": H must be an integer in 1.." + std::to_string(kAttnPointMaxHeads));
+      throw core::InputError("", flag, where + ": H must be an integer in 1.." + std::to_string(kAttnPointMaxHeads));
     if (!detail::parse_int(f[2], 1, kAttnPointMaxHeads, false, p.H_kv))
-      throw InputError("", flag, where + ": HKV must be an integer in 1.." + std::to_string(kAttnPointMaxHeads));
-    if (p.H % p.H_kv != 0) throw InputError("", flag, where + ": H must be a multiple of HKV (GQA groups)");
+      throw core::InputError("", flag, where + ": HKV must be an integer in 1.." + std::to_string(kAttnPointMaxHeads));
+    if (p.H % p.H_kv != 0) throw core::InputError("", flag, where + ": H must be a multiple of HKV (GQA groups)");
     if (!detail::parse_int(f[3], 64, 128, false, p.D) || (p.D != 64 && p.D != 128))
-      throw InputError("", flag, where + ": D must be 64 or 128 (the head dims of the flash kernel)");
-    if (!detail::parse_int(f[4], 0, 1, false, c)) throw InputError("", flag, where + ": CAUSAL must be 0 or 1");
+      throw core::InputError("", flag, where + ": D must be 64 or 128 (the head dims of the flash kernel)");
+    if (!detail::parse_int(f[4], 0, 1, false, c)) throw core::InputError("", flag, where + ": CAUSAL must be 0 or 1");
     p.causal = c == 1;
     for (const AttnPoint& q : out)
-      if (q == p) throw InputError("", flag, where + " is given twice (" + attn_point_name(p) + ")");
+      if (q == p) throw core::InputError("", flag, where + " is given twice (" + attn_point_name(p) + ")");
     out.push_back(p);
   }
   return out;

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "runtime/cuda/report.hpp"
-#include "sim/stats.hpp"
+#include "core/stats.hpp"
 
 namespace ulysses::bench {
 
@@ -45,7 +45,7 @@ BenchResult aggregate(Cluster& cl, const std::vector<std::string>& raw) {
     b.median_s = 0, b.max_s = 0;
     std::int64_t wrong = 0;
     for (const auto& r : ranks) {
-      b.median_s = std::max(b.median_s, ulysses::median(r.times[i]));
+      b.median_s = std::max(b.median_s, ulysses::core::median(r.times[i]));
       for (double t : r.times[i]) b.max_s = std::max(b.max_s, t);
       wrong += std::max<std::int64_t>(r.rows[i].wrong, 0);
     }

@@ -40,7 +40,7 @@ int validate(const Case& c, const Prediction& p) {
       ++wrong;
     }
   };
-  bytes_t gsum = 0, hsum = 0;
+  core::bytes_t gsum = 0, hsum = 0;
   for (int i = 0; i < p.gpu.n; ++i) { gsum += p.gpu.terms[i].bytes; check(p.gpu.terms[i].bytes >= 0, "gpu term < 0"); }
   for (int i = 0; i < p.host.n; ++i) { hsum += p.host.terms[i].bytes; check(p.host.terms[i].bytes >= 0, "host term < 0"); }
   check(gsum == p.gpu.total() && gsum > 0, "gpu breakdown sum");

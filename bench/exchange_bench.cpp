@@ -19,9 +19,9 @@ std::string exchange_rank(RankCtx& ctx, const BlockShape& s, const RunOptions& o
   DeviceArena arena(ctx.device);
   BlockRunner run(ctx, arena, s, {kernels::AttnKernel::reference, false}, 1);
   run.fill_inputs(opt.seed);
-  const layout::Dims qx{s.B, s.S, s.P, s.H, s.D}, kvx{s.B, s.S, s.P, s.H_kv, s.D};
-  const layout::Dims kv_travel = s.H_kv < s.P && s.kv_strategy == KvStrategy::replicate ? layout::Dims{s.B, s.S, s.P, s.P, s.D} : kvx;
-  const std::int64_t elems = s.P * (layout::chunk_elems(qx) + 2 * layout::chunk_elems(kv_travel));
+  const core::Dims qx{s.B, s.S, s.P, s.H, s.D}, kvx{s.B, s.S, s.P, s.H_kv, s.D};
+  const core::Dims kv_travel = s.H_kv < s.P && s.kv_strategy == KvStrategy::replicate ? core::Dims{s.B, s.S, s.P, s.P, s.D} : kvx;
+  const std::int64_t elems = s.P * (core::chunk_elems(qx) + 2 * core::chunk_elems(kv_travel));
   unsigned long long* w = run.counter();
   RankRows out;
   Exchanger& ex = run.exchanger();

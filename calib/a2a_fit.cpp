@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/phases.hpp"
+#include "core/phases.hpp"
 #include "sim/timing.hpp"
 
 namespace ulysses::calib {
@@ -48,7 +48,7 @@ A2aDerived derive_a2a_curves(int P, const std::vector<A2aSample>& samples, const
                          c.a2a_busbw_GBps.end());
   c.a2a_busbw_GBps.emplace_back(P, busbw);
   erase_P(c.a2a_phase_GBps, fmt::format("@p{}", P));
-  for (int k : kExchangePhases) c.a2a_phase_GBps.emplace_back(fmt::format("{}@p{}", kBlockPhaseNames[k], P), per_phase[k]);
+  for (int k : kExchangePhases) c.a2a_phase_GBps.emplace_back(fmt::format("{}@p{}", core::kBlockPhaseNames[k], P), per_phase[k]);
   return d;
 }
 

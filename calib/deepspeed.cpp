@@ -9,18 +9,18 @@
 #include "reports/format.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::calib::deepspeed {
 
 Result calibrate(const Setup& s) {
   const std::int64_t gpus = s.gpus;
-  if (gpus < 1 || gpus > 64) throw InputError("", "--gpus", fmt::format("must be 1..64 (got {})", gpus));
+  if (gpus < 1 || gpus > 64) throw core::InputError("", "--gpus", fmt::format("must be 1..64 (got {})", gpus));
   Scenario sc;
   set_key(sc, "model", s.model, "--model");
   set_key(sc, "profile", s.profile, "--profile");
   const std::int64_t layers = s.layers;
-  if (layers < 1 || layers > sc.model.layers) throw InputError("", "--layers", fmt::format("must be 1..{}", sc.model.layers));
+  if (layers < 1 || layers > sc.model.layers) throw core::InputError("", "--layers", fmt::format("must be 1..{}", sc.model.layers));
   sc.model.layers = layers;
   sc.name = "calibrate";
   sc.gpus = gpus;
@@ -35,7 +35,7 @@ Result calibrate(const Setup& s) {
   Calibration& c = r.c;
   c = sc.hw.has_calibration ? sc.hw.calibrated : Calibration{};
   if (gpus > 1 && c.pytorch_context_bytes < 0)
-    throw InputError("", "--gpus", "the profile has no calibrated.pytorch_context_GiB: calibrate with --gpus 1 first");
+    throw core::InputError("", "--gpus", "the profile has no calibrated.pytorch_context_GiB: calibrate with --gpus 1 first");
   const runtime::deepspeed::FixedCosts f = runtime::deepspeed::run_fixed_costs(sc, "");
   const std::string when = reports::utc_now();
   // what the process cannot allocate, against the profile's HBM (as calibrate --backend cuda counts its

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::calib {
 
@@ -20,7 +20,7 @@ namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw InputError(path, "file", std::string("cannot be read (") + std::strerror(errno) + ")");
+  if (!in) throw core::InputError(path, "file", std::string("cannot be read (") + std::strerror(errno) + ")");
   std::vector<std::string> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   return lines;
@@ -70,22 +70,22 @@ void write_calibration(const std::string& profile_path, const Calibration& c) {
       (target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path()) / ("." + target.filename().string() + ".tmp.yaml");
   {
     std::ofstream f(tmp);
-    if (!f) throw InputError(profile_path, "file", std::string("cannot be written (") + std::strerror(errno) + ")");
+    if (!f) throw core::InputError(profile_path, "file", std::string("cannot be written (") + std::strerror(errno) + ")");
     f << out.str();
-    if (!f.flush()) throw InputError(profile_path, "file", "cannot be written (write failed)");
+    if (!f.flush()) throw core::InputError(profile_path, "file", "cannot be written (write failed)");
   }
   try {
     const HardwareProfile p = load_profile(tmp);
-    if (!p.has_calibration) throw InputError(profile_path, "calibrated", "section was not written");
-  } catch (const InputError& e) {
+    if (!p.has_calibration) throw core::InputError(profile_path, "calibrated", "section was not written");
+  } catch (const core::InputError& e) {
     std::remove(tmp.c_str());
-    throw InputError(profile_path, e.key(), e.rule());
+    throw core::InputError(profile_path, e.key(), e.rule());
   }
   std::error_code ec;
   std::filesystem::rename(tmp, profile_path, ec);
   if (ec) {
     std::remove(tmp.c_str());
-    throw InputError(profile_path, "file", "cannot be replaced (" + ec.message() + ")");
+    throw core::InputError(profile_path, "file", "cannot be replaced (" + ec.message() + ")");
   }
 }
 
@@ -97,7 +97,7 @@ std::string write_profile_out(const std::string& profile, const std::optional<st
   std::error_code ec;
   if (std::filesystem::absolute(src, ec) != std::filesystem::absolute(dst, ec))
     std::filesystem::copy_file(src, dst, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) throw InputError("", "--profile-out", fmt::format("cannot write '{}' ({})", dst, ec.message()));
+  if (ec) throw core::InputError("", "--profile-out", fmt::format("cannot write '{}' ({})", dst, ec.message()));
   write_calibration(dst, c);
   return fmt::format("wrote {} (profile {} with a calibrated: section)\n", dst, profile_name);
 }

@@ -6,8 +6,8 @@
 
 #include "reports/format.hpp"
 #include "reports/json_in.hpp"
-#include "sim/errors.hpp"
-#include "sim/phases.hpp"
+#include "core/errors.hpp"
+#include "core/phases.hpp"
 #include "sim/timing.hpp"
 
 namespace ulysses::calib {
@@ -28,24 +28,24 @@ CalibrationRaw read_calibration_raw(const std::string& path) {
   reports::Json j;
   try {
     j = reports::read_json_file(path, "--from-raw");
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     if (e.key() != "file") throw;
-    throw InputError(path, "--from-raw", "is not a JSON object: " + e.rule());
+    throw core::InputError(path, "--from-raw", "is not a JSON object: " + e.rule());
   }
   const reports::JsonIn raw(j, path);
-  if (!j.is_object()) throw InputError(path, "--from-raw", "is not a JSON object");
+  if (!j.is_object()) throw core::InputError(path, "--from-raw", "is not a JSON object");
   CalibrationRaw r;
   r.path = path;
   const bool has_a2a = raw.has("a2a"), has_idle = raw.has("a2a_idle");
   if (!has_a2a && !has_idle)
-    throw InputError(path, "a2a", "the file holds neither exchange samples (a2a) nor idle-link samples (a2a_idle) "
+    throw core::InputError(path, "a2a", "the file holds neither exchange samples (a2a) nor idle-link samples (a2a_idle) "
                                   "(written by calibrate --backend cuda --json)");
   if (has_a2a && (!j["a2a"].is_array() || j["a2a"].empty()))
-    throw InputError(path, "a2a", "must be a non-empty list of exchange samples (written by calibrate --backend cuda --json)");
+    throw core::InputError(path, "a2a", "must be a non-empty list of exchange samples (written by calibrate --backend cuda --json)");
   if (has_idle && (!j["a2a_idle"].is_array() || j["a2a_idle"].empty()))
-    throw InputError(path, "a2a_idle", "must be a non-empty list of idle-link samples");
+    throw core::InputError(path, "a2a_idle", "must be a non-empty list of idle-link samples");
   r.transport = raw.str_or("a2a_transport", "nccl");
-  if (r.transport != "nccl" && r.transport != "p2p") throw InputError(path, "a2a_transport", "must be nccl or p2p");
+  if (r.transport != "nccl" && r.transport != "p2p") throw core::InputError(path, "a2a_transport", "must be nccl or p2p");
   r.measured_at = raw.str_or("measured_at", "?");
   // "a2a_idle": [{idle_ms, a2a.out.bwd_s}, ...], T = 0 first, T increasing
   for (std::size_t i = 0; has_idle && i < j["a2a_idle"].size(); ++i) {
@@ -57,7 +57,7 @@ CalibrationRaw read_calibration_raw(const std::string& path) {
     r.idle_ms.push_back(T), r.idle_t_s.push_back(t);
   }
   if (has_idle && r.idle_ms.size() < 2)
-    throw InputError(path, "a2a_idle", "needs the idle_ms 0 baseline and at least one more sample");
+    throw core::InputError(path, "a2a_idle", "needs the idle_ms 0 baseline and at least one more sample");
   // "a2a": [{P, q_bytes_per_rank, qkv_bytes_per_rank, <phase>_s...}], one P, sizes increasing (the curves' x)
   for (std::size_t i = 0; has_a2a && i < j["a2a"].size(); ++i) {
     const reports::JsonIn e = raw.at("a2a").at(i);
@@ -68,7 +68,7 @@ CalibrationRaw read_calibration_raw(const std::string& path) {
     const std::string bytes_rule = fmt::format("a number of bytes in (0, {:g}]", kMaxRawBytes);
     s.q_bytes = e.at("q_bytes_per_rank").number_in(0, true, kMaxRawBytes, false, bytes_rule);
     s.qkv_bytes = e.at("qkv_bytes_per_rank").number_in(0, true, kMaxRawBytes, false, bytes_rule);
-    for (int k : kExchangePhases) s.t_s[k] = raw_time(e.at(std::string(kBlockPhaseNames[k]) + "_s"));
+    for (int k : kExchangePhases) s.t_s[k] = raw_time(e.at(std::string(core::kBlockPhaseNames[k]) + "_s"));
     if (!r.samples.empty() && !(s.q_bytes > r.samples.back().q_bytes && s.qkv_bytes > r.samples.back().qkv_bytes))
       e.fail("q_bytes_per_rank and qkv_bytes_per_rank must increase strictly from sample to sample (the curves' x)");
     r.samples.push_back(s);
@@ -100,9 +100,9 @@ void apply_calibration_raw(const CalibrationRaw& raw, const std::string& cmd, Ca
 
 Calibration rederive_from_raw(const CalibrationRaw& raw, const HardwareProfile& hw, const std::string& profile,
                               const std::string& cmd, std::ostream& out) {
-  if (!hw.has_calibration) throw InputError(profile, "calibrated", "the profile has no calibrated section to update");
+  if (!hw.has_calibration) throw core::InputError(profile, "calibrated", "the profile has no calibrated section to update");
   if (!raw.samples.empty() && (hw.calibrated.a2a_alpha_per_tensor_s < 0 || !(hw.calibrated.pack_GBps > 0)))
-    throw InputError(profile, "calibrated",
+    throw core::InputError(profile, "calibrated",
                      "needs a2a_alpha_per_tensor_us and pack_GBps to derive exchange curves (calibrate --backend cuda)");
   Calibration c = hw.calibrated;
   apply_calibration_raw(raw, cmd, c, out);

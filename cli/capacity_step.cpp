@@ -13,7 +13,7 @@
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "reports/version.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/tokens.hpp"
 
 namespace ulysses::cli {
@@ -51,7 +51,7 @@ int report(const std::vector<Case>& cases, double max_err, const std::string& ti
             << fmt::format("measured S: the longest probed length that ran (the true one is below 'first OOM')\n"
                            "target: predicted within {} % of measured: {}\n", max_err, missed.empty() ? "met" : "MISSED");
   for (const auto& m : missed) std::cout << "missed: " << m << "\n";
-  return missed.empty() ? kExitOk : kExitFailure;
+  return missed.empty() ? core::kExitOk : core::kExitFailure;
 }
 
 Json case_json(const Case& c) {
@@ -65,15 +65,15 @@ Json case_json(const Case& c) {
 bool is_step_capacity_record(const Json& j) { return j.value("format", "") == kFormat; }
 
 int run_step_capacity_set(const po::variables_map& vm, const std::string& measured_at, const std::string& command) {
-  if (!vm.count("out")) throw InputError("", "--out", "required with --set");
+  if (!vm.count("out")) throw core::InputError("", "--out", "required with --set");
   const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
-  if (g < 256 || g % 256) throw InputError("", "--granularity", fmt::format("must be a positive multiple of 256 (got {})", g));
+  if (g < 256 || g % 256) throw core::InputError("", "--granularity", fmt::format("must be a positive multiple of 256 (got {})", g));
   const std::string out_path = vm["out"].as<std::string>(), partial = out_path + ".partial";
   {  // a bad path fails before the first probe; nothing is left behind
     std::ofstream p(partial);
-    if (!p) throw InputError("", "--out", "cannot write '" + out_path + "'");
+    if (!p) throw core::InputError("", "--out", "cannot write '" + out_path + "'");
   }
   std::remove(partial.c_str());
   std::vector<Case> cases;
@@ -83,7 +83,7 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
     Case k;
     k.set = step_set_case(set.model, profile, c.name, keys, set.path);
     predict_case(k, g);
-    if (k.predicted_S <= 0) throw InputError(set.path, "cases." + c.name, "the planner fits no length: nothing to bisect");
+    if (k.predicted_S <= 0) throw core::InputError(set.path, "cases." + c.name, "the planner fits no length: nothing to bisect");
     cases.push_back(std::move(k));
   }
   Json rec{{"format", kFormat}, {"set", set.path}, {"model", set.model}, {"profile", set.profile}, {"profile_used", profile},
@@ -137,10 +137,10 @@ int run_step_capacity_stored(const po::variables_map& vm, const Json& rec, const
       c.measured_S = j.at("measured_S").get<std::int64_t>();
       c.failed_S = j.value("first_oom_S", std::int64_t{0});
       cases.push_back(std::move(c));
-    } catch (const InputError&) {
+    } catch (const core::InputError&) {
       throw;
     } catch (const std::exception& e) {
-      throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored step capacity case (") + e.what() + ")");
+      throw core::InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored step capacity case (") + e.what() + ")");
     }
   }
   return report(cases, pct_option(vm, "max-error-pct"),

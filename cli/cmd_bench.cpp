@@ -21,7 +21,7 @@
 #include "cli/runtime_common.hpp"
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
 #include "bench/bench.hpp"
@@ -40,11 +40,11 @@ bench::SweepRequest settings_of(const po::variables_map& vm) {
   s.min_reps = vm["min-reps"].as<int>();
   s.min_time_s = vm["min-time-s"].as<double>();
   s.check_seq = vm["check-seq"].as<std::int64_t>();
-  if (s.min_reps < 1 || s.min_reps > 100) throw InputError("", "--min-reps", fmt::format("must be in 1..100 (got {})", s.min_reps));
+  if (s.min_reps < 1 || s.min_reps > 100) throw core::InputError("", "--min-reps", fmt::format("must be in 1..100 (got {})", s.min_reps));
   if (!(s.min_time_s >= 0 && s.min_time_s <= 10))
-    throw InputError("", "--min-time-s", fmt::format("must be in 0..10 seconds (got {})", s.min_time_s));
+    throw core::InputError("", "--min-time-s", fmt::format("must be in 0..10 seconds (got {})", s.min_time_s));
   if (s.check_seq < 1 || s.check_seq > 2048)
-    throw InputError("", "--check-seq", fmt::format("must be in 1..2048 (the fp64 CPU oracle is O(S^2)); got {}", s.check_seq));
+    throw core::InputError("", "--check-seq", fmt::format("must be in 1..2048 (the fp64 CPU oracle is O(S^2)); got {}", s.check_seq));
   return s;
 }
 
@@ -66,20 +66,20 @@ std::vector<bench::AttnPoint> attention_sweep_points(const po::variables_map& vm
   const int chosen = int(vm["sweep"].as<bool>()) + int(vm["quick"].as<bool>()) + int(vm.count("points") > 0);
   if (chosen == 0) return {};
   if (what != "attention")
-    throw InputError("", vm.count("points") ? "--points" : vm["sweep"].as<bool>() ? "--sweep" : "--quick",
+    throw core::InputError("", vm.count("points") ? "--points" : vm["sweep"].as<bool>() ? "--sweep" : "--quick",
                      "only with `bench attention` (got bench " + what + ")");
-  if (chosen > 1) throw InputError("", "--points", "give one of --sweep, --quick, --points");
+  if (chosen > 1) throw core::InputError("", "--points", "give one of --sweep, --quick, --points");
   if (vm.count("peer"))
-    throw InputError("", "--peer", "not with --sweep/--quick/--points: the sweep runs attn_peer.py itself (--peer-python, --no-peer)");
+    throw core::InputError("", "--peer", "not with --sweep/--quick/--points: the sweep runs attn_peer.py itself (--peer-python, --no-peer)");
   for (const char* flag : {"warmup", "iters"})
     if (!vm[flag].defaulted())
-      throw InputError("", std::string("--") + flag, "not with --sweep/--quick/--points (use --min-reps, --min-time-s)");
+      throw core::InputError("", std::string("--") + flag, "not with --sweep/--quick/--points (use --min-reps, --min-time-s)");
   if (vm["backend"].as<std::string>() != "cpu" && vm["backend"].as<std::string>() != "cuda")
-    throw InputError("", "--backend", "the attention sweep runs on cuda");
+    throw core::InputError("", "--backend", "the attention sweep runs on cuda");
   for (const auto& o : scenario_options.options()) {
     const std::string& name = o->long_name();
     if (vm.count(name) && !vm[name].defaulted())
-      throw InputError("", "--" + name, "not with --sweep/--quick/--points: each point gives its own S, H, H_kv, D, causal");
+      throw core::InputError("", "--" + name, "not with --sweep/--quick/--points: each point gives its own S, H, H_kv, D, causal");
   }
   settings_of(vm);  // the repetition flags are user input too: check them before any device work
   if (vm["sweep"].as<bool>()) return bench::attn_issue_grid();
@@ -110,7 +110,7 @@ nlohmann::json read_peer(const po::variables_map& vm) {
   if (!vm.count("peer")) return nullptr;
   const std::string path = vm["peer"].as<std::string>();
   std::ifstream f(path);
-  if (!f) throw InputError(path, "--peer", "cannot open the peer's JSON file");
+  if (!f) throw core::InputError(path, "--peer", "cannot open the peer's JSON file");
   std::stringstream ss;
   ss << f.rdbuf();
   // the peer prints one JSON object per line of interest; take the last line that parses
@@ -121,7 +121,7 @@ nlohmann::json read_peer(const po::variables_map& vm) {
     auto k = nlohmann::json::parse(line, nullptr, false);
     if (!k.is_discarded() && k.is_object()) j = k;
   }
-  if (j.is_null()) throw InputError(path, "--peer", "holds no JSON object line");
+  if (j.is_null()) throw core::InputError(path, "--peer", "holds no JSON object line");
   return j;
 }
 
@@ -139,16 +139,16 @@ std::vector<int> parse_slices(const std::string& s) {
   for (std::string tok; std::getline(ss, tok, ',');) {
     char* end = nullptr;
     const long v = std::strtol(tok.c_str(), &end, 10);
-    if (tok.empty() || *end || v < 1 || v > 64) throw InputError("", "--slices", "a comma list of integers in 1..64, e.g. 1,2,4");
+    if (tok.empty() || *end || v < 1 || v > 64) throw core::InputError("", "--slices", "a comma list of integers in 1..64, e.g. 1,2,4");
     out.push_back(static_cast<int>(v));
   }
-  if (out.empty()) throw InputError("", "--slices", "needs at least one value");
+  if (out.empty()) throw core::InputError("", "--slices", "needs at least one value");
   return out;
 }
 
 int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt, const po::variables_map& vm) {
   const auto res = bench::bench_exchange(shape, opt, parse_slices(vm["slices"].as<std::string>()));
-  if (res.launcher_follower) return kExitOk;
+  if (res.launcher_follower) return core::kExitOk;
   const nlohmann::json peer = read_peer(vm);
   std::cout << fmt::format("bench exchange: a2a.qkv.fwd on {}\nB={} S={} H={} H_kv={} D={} P={} kv_strategy={}\n"
                            "busbw = algbw * (P-1)/P, algbw = bytes per rank / time (nccl-tests), GB = 1e9 B\n\n",
@@ -174,12 +174,12 @@ int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptio
     std::cout << fmt::format("PyTorch peer q,k,v exchange {:.1f} us / ulysses {:.1f} us: {:.2f}x faster (target >= 1.5)\n",
                              p * 1e3, best * 1e6, p * 1e-3 / best);
   std::cout << (ok ? "validation: all exchanges bit-exact\n" : "validation: FAILED (#wrong > 0)\n");
-  return ok ? kExitOk : kExitFailure;
+  return ok ? core::kExitOk : core::kExitFailure;
 }
 
 int bench_attention_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt) {
   const auto res = bench::bench_attention(shape, opt);
-  if (res.launcher_follower) return kExitOk;
+  if (res.launcher_follower) return core::kExitOk;
   std::cout << fmt::format("bench attention: local attention of one rank on {}\nB={} S={} H_local={} H_kv_local={} D={} {}\n"
                            "FLOPs fwd = 4*B*S^2*H*D (half when causal), bwd = 2.5x fwd; TFLOP/s on the median\n\n",
                            res.device, shape.B, shape.S, shape.H / shape.P, shape.H_kv >= shape.P ? shape.H_kv / shape.P : 1,
@@ -195,7 +195,7 @@ int bench_attention_cmd(const runtime::BlockShape& shape, const runtime::RunOpti
     if (ran) ok = ok && r.wrong == 0, any = true;
   }
   std::cout << t.render();
-  return ok && any ? kExitOk : kExitFailure;
+  return ok && any ? core::kExitOk : core::kExitFailure;
 }
 
 int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt, const po::variables_map& vm) {
@@ -208,7 +208,7 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
   const runtime::Measurement m = be.run_block_ex(shape, opt, cfg, &reps);
   if (m.device.find("one process per GPU") != std::string::npos && !reps.empty()) {
     const char* rank = std::getenv("RANK");
-    if (rank && std::string(rank) != "0") return m.correct ? kExitOk : kExitFailure;
+    if (rank && std::string(rank) != "0") return m.correct ? core::kExitOk : core::kExitFailure;
   }
   std::cout << "bench block (exchange slices " << cfg.slices << ")\n" << measurement_table(m);
   double fwd = 0, bwd = 0;
@@ -230,7 +230,7 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
   if (vm.count("json")) {
     reports::write_file_atomic(vm["json"].as<std::string>(), measurement_json(m).dump(2) + "\n");
   }
-  return m.correct ? kExitOk : kExitFailure;
+  return m.correct ? core::kExitOk : core::kExitFailure;
 }
 
 #endif
@@ -263,16 +263,16 @@ int run_bench(int argc, char** argv) {
                "             PyTorch flash (FA2) and cuDNN on the same points (bench/peers/attn_peer.py), ratios\n"
                "  block      the whole block (six phases) as `ulysses run --backend cuda`",
                d);
-    return vm.count("help") ? kExitOk : kExitInput;
+    return vm.count("help") ? core::kExitOk : core::kExitInput;
   }
   const std::string what = vm["what"].as<std::string>();
   if (what != "exchange" && what != "attention" && what != "block")
-    throw InputError("", "bench", "'" + what + "' is not one of exchange, attention, block");
+    throw core::InputError("", "bench", "'" + what + "' is not one of exchange, attention, block");
   if (const auto points = attention_sweep_points(vm, what, s); !points.empty()) return attention_sweep_cmd(vm, points);
 #ifdef ULYSSES_WITH_CUDA
   runtime::RunOptions opt = run_options_of(vm);
   opt.timeout_s = vm["timeout"].as<double>();
-  if (!(opt.timeout_s > 0)) throw InputError("", "--timeout", "must be > 0 seconds");
+  if (!(opt.timeout_s > 0)) throw core::InputError("", "--timeout", "must be > 0 seconds");
   const Scenario sc = scenario_from_options(vm, true);
   const runtime::BlockShape shape = block_shape_checked(sc, vm, "cuda");
   if (what == "exchange") return bench_exchange_cmd(shape, opt, vm);
@@ -280,7 +280,7 @@ int run_bench(int argc, char** argv) {
   return bench_block_cmd(shape, opt, vm);
 #else
   std::fprintf(stderr, "ulysses bench: this binary was built without the CUDA backend\n");
-  return kExitFailure;
+  return core::kExitFailure;
 #endif
 }
 

@@ -16,7 +16,7 @@
 #include "cli/options.hpp"
 #include "reports/file_out.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
 #include "calib/cuda/calibrate.hpp"
@@ -35,10 +35,10 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const char* fl
       if (used != item.size() || v < lo) throw std::invalid_argument("range");
       out.push_back(v);
     } catch (const std::exception&) {
-      throw InputError("", flag, fmt::format("'{}' is not a comma-separated list of integers >= {}", text, lo));
+      throw core::InputError("", flag, fmt::format("'{}' is not a comma-separated list of integers >= {}", text, lo));
     }
   }
-  if (out.empty()) throw InputError("", flag, "must list at least one value");
+  if (out.empty()) throw core::InputError("", flag, "must list at least one value");
   return out;
 }
 
@@ -89,21 +89,21 @@ int run_calibrate_from_raw(int argc, char** argv) {
                "Re-derives a profile's exchange curves from stored raw calibration measurements (no GPU needed):\n"
                "after a change of how curves are derived, the same measurements give the new curves.",
                d);
-    return vm.count("help") ? kExitOk : kExitInput;
+    return vm.count("help") ? core::kExitOk : core::kExitInput;
   }
   const calib::CalibrationRaw raw = calib::read_calibration_raw(vm["from-raw"].as<std::string>());
   const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
   const Calibration c = calib::rederive_from_raw(raw, hw, vm["profile"].as<std::string>(),
                                                  "ulysses calibrate " + command_line(argc, argv, 1), std::cout);
   print_profile_out(vm, hw.name, c);
-  return kExitOk;
+  return core::kExitOk;
 }
 
 // `calibrate --backend cuda`: calib/cuda/calibrate.hpp on the GPUs of this host.
 int run_calibrate_cuda(int argc, char** argv) {
 #ifndef ULYSSES_WITH_CUDA
   (void)argc, (void)argv;
-  throw InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend (CUDA, NCCL, CUPTI, NVTX)");
+  throw core::InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend (CUDA, NCCL, CUPTI, NVTX)");
 #else
   po::options_description d("calibrate --backend cuda options");
   d.add_options()("help,h", "this help")("backend", po::value<std::string>()->default_value("cuda"), "cuda")
@@ -117,14 +117,14 @@ int run_calibrate_cuda(int argc, char** argv) {
   if (vm.count("help")) {
     print_help(argv[0], "--backend cuda [--profile h200-sxm-141gb] [--profile-out FILE] [--json FILE]",
                "Measures the CUDA backend's building blocks and writes the `calibrated:` section of a profile.", d);
-    return kExitOk;
+    return core::kExitOk;
   }
   const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
   const std::string cmd = command_line(argc, argv, 0);  // "ulysses <command> ..."
   calib::cuda::Result r;
   if (vm.count("only")) {
-    if (vm["only"].as<std::string>() != "a2a-idle") throw InputError("", "--only", "must be a2a-idle");
-    if (!hw.has_calibration) throw InputError(vm["profile"].as<std::string>(), "calibrated", "--only needs a profile with a calibrated section");
+    if (vm["only"].as<std::string>() != "a2a-idle") throw core::InputError("", "--only", "must be a2a-idle");
+    if (!hw.has_calibration) throw core::InputError(vm["profile"].as<std::string>(), "calibrated", "--only needs a profile with a calibrated section");
     r = calib::cuda::calibrate_idle_only(hw, cmd);
   } else {
     r = calib::cuda::calibrate(hw, vm["quick"].as<bool>(), cmd);
@@ -132,7 +132,7 @@ int run_calibrate_cuda(int argc, char** argv) {
   std::cout << r.report << "\n";
   if (vm.count("json")) reports::write_file_atomic(vm["json"].as<std::string>(), r.raw.dump(1) + "\n");
   print_profile_out(vm, hw.name, r.c);
-  return kExitOk;
+  return core::kExitOk;
 #endif
 }
 
@@ -154,7 +154,7 @@ int run_calibrate_deepspeed(int argc, char** argv) {
                "caching allocator (cudaMemGetInfo used - memory_reserved, after set-up and two ZeRO-3 steps of a\n"
                "small model): the model's cuda_context (and nccl_buffers) for plan.runtime pytorch.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
   calib::deepspeed::Setup s;
   s.model = vm["model"].as<std::string>();
@@ -165,7 +165,7 @@ int run_calibrate_deepspeed(int argc, char** argv) {
   const calib::deepspeed::Result r = calib::deepspeed::calibrate(s);
   std::cout << r.what << "\n";
   print_profile_out(vm, r.profile_name, r.c);
-  return kExitOk;
+  return core::kExitOk;
 }
 
 int run_calibrate(int argc, char** argv) {
@@ -193,10 +193,10 @@ int run_calibrate(int argc, char** argv) {
                "Measures the CPU backend (all-to-all busbw vs bytes per rank per sp size, attention efficiency\n"
                "vs S, pack bandwidth) and writes them as the `calibrated:` section of a profile.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
   if (vm["backend"].as<std::string>() != "cpu")
-    throw InputError("", "--backend", fmt::format("'{}' is not a backend (cpu | cuda | deepspeed)", vm["backend"].as<std::string>()));
+    throw core::InputError("", "--backend", fmt::format("'{}' is not a backend (cpu | cuda | deepspeed)", vm["backend"].as<std::string>()));
   calib::cpu::Setup s;
   s.quick = vm["quick"].as<bool>();
   s.sp_sizes = parse_int_list(vm["sp-sizes"].as<std::string>(), "--sp-sizes", 2);
@@ -207,18 +207,18 @@ int run_calibrate(int argc, char** argv) {
   s.head_dim = vm["head-dim"].as<std::int64_t>();
   s.causal = !vm["non-causal"].as<bool>();
   s.impl = vm["attn-implementation"].as<std::string>();
-  if (s.threads < 1 || s.threads > 64) throw InputError("", "--threads", "must be 1..64");
-  if (s.iters < 1) throw InputError("", "--iters", "must be >= 1");
+  if (s.threads < 1 || s.threads > 64) throw core::InputError("", "--threads", "must be 1..64");
+  if (s.iters < 1) throw core::InputError("", "--iters", "must be >= 1");
   for (std::int64_t P : s.sp_sizes)
-    if (P > 64) throw InputError("", "--sp-sizes", "thread-ranks are limited to 64");
+    if (P > 64) throw core::InputError("", "--sp-sizes", "thread-ranks are limited to 64");
   if (s.heads < 1 || s.kv_heads < 1 || s.heads % s.kv_heads != 0 || s.head_dim < 1)
-    throw InputError("", "--heads-per-rank", "heads and kv heads per rank must be positive, heads a multiple of kv heads");
+    throw core::InputError("", "--heads-per-rank", "heads and kv heads per rank must be positive, heads a multiple of kv heads");
 
   const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());  // InputError on a bad profile
   const calib::cpu::Result r = calib::cpu::calibrate(s, hw, command_line(argc, argv, 0));
   std::cout << r.report << "\n";
   print_profile_out(vm, hw.name, r.c);
-  return kExitOk;
+  return core::kExitOk;
 }
 
 const RegisterCommand reg{"calibrate", "microbenchmarks -> the calibrated: section of a hardware profile", &run_calibrate};

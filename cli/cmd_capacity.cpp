@@ -27,7 +27,7 @@
 #include "reports/table.hpp"
 #include "reports/version.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 #include "sim/predict.hpp"
 #include "sim/tokens.hpp"
@@ -43,22 +43,22 @@ namespace {
 using reports::Json;
 
 // The memory the block may use per rank: HBM minus the fixed costs (calibrated when present).
-bytes_t usable_bytes(const Scenario& sc) {
+core::bytes_t usable_bytes(const Scenario& sc) {
   const Calibration& c = sc.hw.calibrated;
   const bool cal = sc.hw.has_calibration;
-  const bytes_t ctx = cal && c.cuda_context_bytes >= 0 ? c.cuda_context_bytes : sc.hw.cuda_context_bytes;
-  const bytes_t nccl = cal && c.nccl_buffer_bytes >= 0 ? c.nccl_buffer_bytes : sc.hw.nccl_buffer_bytes;
+  const core::bytes_t ctx = cal && c.cuda_context_bytes >= 0 ? c.cuda_context_bytes : sc.hw.cuda_context_bytes;
+  const core::bytes_t nccl = cal && c.nccl_buffer_bytes >= 0 ? c.nccl_buffer_bytes : sc.hw.nccl_buffer_bytes;
   return sc.hw.hbm_bytes - ctx - (sc.plan.sp_size > 1 ? nccl : 0);
 }
 
-bytes_t predicted_peak(Scenario sc, std::int64_t S) {
+core::bytes_t predicted_peak(Scenario sc, std::int64_t S) {
   sc.plan.seq_len = S;
   return predict(sc).block_peak_bytes;
 }
 
 // Largest multiple of g whose predicted block peak fits `usable` (0 when even g does not).
 std::int64_t predicted_max_S(const Scenario& sc, std::int64_t g) {
-  const bytes_t usable = usable_bytes(sc);
+  const core::bytes_t usable = usable_bytes(sc);
   if (predicted_peak(sc, g) > usable) return 0;
   const std::int64_t k_max = limits::kMaxSeqLen / g;  // g >= 1 (load_record, --granularity)
   std::int64_t lo = 1, hi = 2;  // in units of g
@@ -76,7 +76,7 @@ struct CapacityCase {
   Keys keys;
   Scenario sc;
   std::int64_t predicted_S = 0, measured_S = 0;
-  bytes_t predicted_usable = 0;
+  core::bytes_t predicted_usable = 0;
   Json detail;
 };
 
@@ -97,7 +97,7 @@ int report(const std::vector<CapacityCase>& cs, double max_err, const std::strin
   std::cout << title << "\n" << t.render()
             << fmt::format("target: predicted longest S within {}% of the measured one: {}\n", max_err, missed.empty() ? "met" : "MISSED");
   for (const auto& m : missed) std::cout << "  missed: " << m << "\n";
-  return missed.empty() ? kExitOk : kExitFailure;
+  return missed.empty() ? core::kExitOk : core::kExitFailure;
 }
 
 int run_stored(const po::variables_map& vm) {
@@ -117,10 +117,10 @@ int run_stored(const po::variables_map& vm) {
       k.predicted_S = predicted_max_S(k.sc, g);
       k.measured_S = c.at("measured_S").get<std::int64_t>();
       cs.push_back(std::move(k));
-    } catch (const InputError&) {
+    } catch (const core::InputError&) {
       throw;
     } catch (const std::exception& e) {
-      throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored case (") + e.what() + ")");
+      throw core::InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored case (") + e.what() + ")");
     }
   }
   return report(cs, pct_option(vm, "max-error-pct"),
@@ -167,14 +167,14 @@ std::int64_t measured_max_S(CapacityCase& c, std::int64_t g, double timeout_s) {
 }
 
 int run_set(const po::variables_map& vm, int argc, char** argv) {
-  if (!vm.count("out")) throw InputError("", "--out", "required with --set");
-  if (backend_of(vm) != "cuda") throw InputError("", "--backend", "capacity bisects on GPUs: --backend cuda or deepspeed");
+  if (!vm.count("out")) throw core::InputError("", "--out", "required with --set");
+  if (backend_of(vm) != "cuda") throw core::InputError("", "--backend", "capacity bisects on GPUs: --backend cuda or deepspeed");
   const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
   // predictions use --profile when given; the record names the set's profile, which --stored
   // loads by default on any machine (commit the calibrated profile under that name)
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
-  if (g < 2 || g % 128 != 0) throw InputError("", "--granularity", "must be a positive multiple of 128");
+  if (g < 2 || g % 128 != 0) throw core::InputError("", "--granularity", "must be a positive multiple of 128");
   const double max_run_s = vm["max-run-s"].as<double>();
   std::vector<CapacityCase> cs;
   for (const auto& c : set.cases) {
@@ -261,7 +261,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
 }
 #else
 int run_set(const po::variables_map&, int, char**) {
-  throw InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend");
+  throw core::InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend");
 }
 #endif
 
@@ -280,9 +280,9 @@ int run_capacity(int argc, char** argv) {
   if (vm.count("help")) {
     print_help(argv[0], "--set FILE --backend cuda|deepspeed --out FILE.json | --stored FILE.json",
                "The longest S of the attention block found on the GPUs (allocation bisection) next to the model's.", d);
-    return kExitOk;
+    return core::kExitOk;
   }
-  if (vm.count("set") == vm.count("stored")) throw InputError("", "--set", "give exactly one of --set FILE and --stored FILE");
+  if (vm.count("set") == vm.count("stored")) throw core::InputError("", "--set", "give exactly one of --set FILE and --stored FILE");
   if (vm.count("set") && vm["backend"].as<std::string>() == "deepspeed") {
     std::string cmd = argv[0];
     for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];

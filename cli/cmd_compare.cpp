@@ -17,7 +17,7 @@
 #include "reports/table.hpp"
 #include "reports/trace.hpp"
 #include "reports/version.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/predict.hpp"
 
 namespace ulysses::cli {
@@ -116,7 +116,7 @@ Json trace_of(const Prediction& p, const runtime::Measurement& m, const Json& cm
       it = track_of.emplace(e.track, meas.threads.size()).first;
       meas.threads.push_back({e.track, {}});
     }
-    const bool is_phase = std::find(kBlockPhaseNames.begin(), kBlockPhaseNames.end(), e.name) != kBlockPhaseNames.end();
+    const bool is_phase = std::find(core::kBlockPhaseNames.begin(), core::kBlockPhaseNames.end(), e.name) != core::kBlockPhaseNames.end();
     meas.threads[it->second].spans.push_back({e.name, e.start_us, e.dur_us, is_phase ? "phase" : "segment", {{"rank", e.rank}}});
   }
   // parents before children: by start, longer first, a phase before a segment of equal extent
@@ -164,7 +164,7 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
               << step_compare_table(c);
   }
   if (!m.correct()) std::cerr << "ulysses compare: the measured run's loss is not finite\n";
-  return m.correct() ? kExitOk : kExitFailure;
+  return m.correct() ? core::kExitOk : core::kExitFailure;
 }
 
 int run_compare(int argc, char** argv) {
@@ -184,10 +184,10 @@ int run_compare(int argc, char** argv) {
                "JSON: phases [{name, predicted_s, measured_s, error_pct}], peak_memory {predicted_bytes,\n"
                "measured_bytes, error_pct}, correct. Exit 1 when a correctness check fails.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
   const Format format = format_of(vm);
-  if (format == Format::csv) throw InputError("", "--format", "compare writes table or json");
+  if (format == Format::csv) throw core::InputError("", "--format", "compare writes table or json");
   const std::string backend = backend_of(vm);
   refuse_step_options(vm, backend);
   if (is_step_backend(backend)) return compare_step_scenario(vm, format);
@@ -214,7 +214,7 @@ int run_compare(int argc, char** argv) {
   if (vm.count("trace")) reports::write_file_atomic(vm["trace"].as<std::string>(), trace_of(p, m, j).dump(1) + "\n");
   if (format == Format::json) std::cout << j.dump(2) << "\n";
   else std::cout << note << compare_table(sp, j);
-  return m.correct ? kExitOk : kExitFailure;
+  return m.correct ? core::kExitOk : core::kExitFailure;
 }
 
 const RegisterCommand reg{"compare", "predict and run one scenario: predicted vs measured per phase and memory", &run_compare};

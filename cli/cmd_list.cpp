@@ -7,7 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/preset_list.hpp"
 
 namespace ulysses::cli {
@@ -25,14 +25,14 @@ int run_list(int argc, char** argv) {
                "Lists the model presets (--model NAME) or hardware profiles (--profile NAME) found in the\n"
                "data folder (docs/INPUTS.md \"Where presets are found\"), one line each.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
-  if (!vm.count("what")) throw InputError("", "models|profiles", "say what to list: ulysses list models (or profiles)");
+  if (!vm.count("what")) throw core::InputError("", "models|profiles", "say what to list: ulysses list models (or profiles)");
   const std::string what = vm["what"].as<std::string>();
   if (what != "models" && what != "profiles")
-    throw InputError("", "models|profiles", "'" + what + "' is not one of models, profiles");
+    throw core::InputError("", "models|profiles", "'" + what + "' is not one of models, profiles");
   const Format format = format_of(vm);
-  if (format == Format::csv) throw InputError("", "--format", "'csv' is not one of table, json (for list)");
+  if (format == Format::csv) throw core::InputError("", "--format", "'csv' is not one of table, json (for list)");
 
   reports::Json j = reports::Json::array();
   if (what == "models") {
@@ -61,7 +61,7 @@ int run_list(int argc, char** argv) {
     }
   }
   if (format == Format::json) std::cout << j.dump(2) << "\n";
-  return kExitOk;
+  return core::kExitOk;
 }
 
 const RegisterCommand reg{"list", "the model presets or hardware profiles found", &run_list};

@@ -15,7 +15,7 @@
 #include "reports/run_config_out.hpp"
 #include "reports/table.hpp"
 #include "sim/capacity.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/feature_search.hpp"
 #include "sim/predict.hpp"
 #include "sim/tokens.hpp"
@@ -31,8 +31,8 @@ void print_table(const Scenario& sc, const CapacityResult& r, const Prediction& 
     std::cout << fmt::format("longest sequence: {} tokens ({}), S_local {} (multiple of {}, {} evaluations)\n",
                              r.max_seq_len, reports::human_tokens(r.max_seq_len), p.s_local, r.step, r.evaluations);
     std::cout << fmt::format("binds first: {} (at S = {}: GPU {:.3f} of {:.3f} GiB, host {:.1f} of {:.1f} GiB/node)\n",
-                             to_string(r.binding), q.seq_len, to_GiB(q.gpu.total()), to_GiB(q.gpu_capacity_bytes),
-                             to_GiB(q.host.total()), to_GiB(q.host_capacity_bytes));
+                             to_string(r.binding), q.seq_len, core::to_GiB(q.gpu.total()), core::to_GiB(q.gpu_capacity_bytes),
+                             core::to_GiB(q.host.total()), core::to_GiB(q.host_capacity_bytes));
   } else {
     std::cout << fmt::format("nothing fits: even S = {} exceeds {} (breakdown below is at S = {})\n", r.step,
                              to_string(r.binding), p.seq_len);
@@ -49,10 +49,10 @@ bool given(const po::variables_map& vm, const char* name) { return vm.count(name
 // plan --target-seq-len: the fewest GPUs and the fastest rung sets reaching it (exit 3 when none does).
 int run_target(const po::variables_map& vm, Format format, std::int64_t granularity) {
   const std::int64_t target = parse_tokens(vm["target-seq-len"].as<std::string>(), "", "--target-seq-len");
-  if (given(vm, "seq-len")) throw InputError("", "--target-seq-len", "conflicts with --seq-len (give one)");
-  if (vm["explain"].as<bool>()) throw InputError("", "--target-seq-len", "conflicts with --explain (explain a plan at a GPU count)");
+  if (given(vm, "seq-len")) throw core::InputError("", "--target-seq-len", "conflicts with --seq-len (give one)");
+  if (vm["explain"].as<bool>()) throw core::InputError("", "--target-seq-len", "conflicts with --explain (explain a plan at a GPU count)");
   if (given(vm, "sp-size") && vm["sp-size"].as<std::string>() != "auto" && !given(vm, "gpus"))
-    throw InputError("", "--sp-size", "with --target-seq-len a fixed sp size needs --gpus (or use --sp-size auto)");
+    throw core::InputError("", "--sp-size", "with --target-seq-len a fixed sp size needs --gpus (or use --sp-size auto)");
   RunConfigRead run_configs;
   const Scenario base = base_scenario_from_options(vm, false, true, &run_configs);
   const RungSet free = kAllRungs & ~fixed_rungs(vm, &run_configs);
@@ -68,7 +68,7 @@ int run_target(const po::variables_map& vm, Format format, std::int64_t granular
     print_machine_readable(j, format);
   }
   reports::check_stdout();
-  return t.reached ? kExitOk : kExitNotReachable;
+  return t.reached ? core::kExitOk : core::kExitNotReachable;
 }
 
 int run_plan(int argc, char** argv) {
@@ -100,12 +100,12 @@ int run_plan(int argc, char** argv) {
                "chose and why. --target-seq-len S inverts the question. Exit status: 0, 2 bad input, 3 the\n"
                "--target-seq-len is not reached with up to 4096 GPUs (the longest found is printed).",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
   const Format format = format_of(vm);
   const std::int64_t granularity = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
   if (vm.count("target-seq-len")) {
-    if (vm.count("emit")) throw InputError("", "--emit", "conflicts with --target-seq-len (emit the plan at a GPU count)");
+    if (vm.count("emit")) throw core::InputError("", "--emit", "conflicts with --target-seq-len (emit the plan at a GPU count)");
     return run_target(vm, format, granularity);
   }
   const bool all = vm["all-features"].as<bool>();
@@ -127,7 +127,7 @@ int run_plan(int argc, char** argv) {
   const Prediction q = r.max_seq_len > 0 ? predict(next) : r.at_max;
   sc.plan.seq_len = r.max_seq_len > 0 ? r.max_seq_len : r.at_max.seq_len;  // the scenario as planned
   std::vector<std::string> emitted;  // --emit DIR: the run configs of the plan found
-  if (vm.count("emit") && r.max_seq_len <= 0) throw InputError("", "--emit", "nothing fits: no run config written");
+  if (vm.count("emit") && r.max_seq_len <= 0) throw core::InputError("", "--emit", "nothing fits: no run config written");
   if (vm.count("emit")) emitted = reports::emit_run_configs(vm["emit"].as<std::string>(), sc);
 
   const bool sp_fixed = given(vm, "sp-size") && vm["sp-size"].as<std::string>() != "auto";
@@ -141,7 +141,7 @@ int run_plan(int argc, char** argv) {
     if (vm["explain"].as<bool>()) std::cout << reports::explain_text(r, q, effects);
     for (const auto& f : emitted) std::cout << "wrote " << f << "\n";
     reports::check_stdout();  // e.g. `> /dev/full`: exit 1, not 0 with nothing written
-    return kExitOk;
+    return core::kExitOk;
   }
   reports::Json j = reports::plan_result_json(sc, r, granularity);
   if (vm.count("label")) j["label"] = vm["label"].as<std::string>();
@@ -157,7 +157,7 @@ int run_plan(int argc, char** argv) {
   if (vm["explain"].as<bool>()) j["explain"] = reports::explain_json(r, q, effects);
   print_machine_readable(j, format);
   reports::check_stdout();
-  return kExitOk;
+  return core::kExitOk;
 }
 
 const RegisterCommand reg{"plan", "longest sequence that fits GPU HBM and host RAM, and what binds", &run_plan};

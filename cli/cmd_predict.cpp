@@ -11,7 +11,7 @@
 #include "reports/json_out.hpp"
 #include "reports/run_config_out.hpp"
 #include "reports/table.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/predict.hpp"
 
 namespace ulysses::cli {
@@ -21,16 +21,16 @@ void print_table(const Scenario& sc, const Prediction& p) {
   std::cout << reports::describe_scenario(sc);
   std::cout << fmt::format("S = {} ({}; padded {}, S_local {}): GPU {} ({:.2f} of {:.2f} GiB), host {} ({:.2f} of {:.2f} GiB/node)\n",
                            p.seq_len, reports::human_tokens(p.seq_len), p.padded_seq_len, p.s_local, p.fits_gpu ? "fits" : "DOES NOT FIT",
-                           to_GiB(p.gpu.total()), to_GiB(p.gpu_capacity_bytes), p.fits_host ? "fits" : "DOES NOT FIT",
-                           to_GiB(p.host.total()), to_GiB(p.host_capacity_bytes));
+                           core::to_GiB(p.gpu.total()), core::to_GiB(p.gpu_capacity_bytes), p.fits_host ? "fits" : "DOES NOT FIT",
+                           core::to_GiB(p.host.total()), core::to_GiB(p.host_capacity_bytes));
   std::cout << fmt::format("\nGPU peak at: {}\n", p.gpu_peak_at ? p.gpu_peak_at : "");
   std::cout << reports::memory_table(p.gpu, p.gpu_capacity_bytes, "GPU");
   std::cout << "\n" << reports::memory_table(p.host, p.host_capacity_bytes, "host/node");
   std::cout << "\n" << reports::phase_table(p.step);
   PhaseTimes block;
-  for (int i = 0; i < static_cast<int>(BlockPhase::count); ++i) block.add(kBlockPhaseNames[i].data(), p.block[i]);
+  for (int i = 0; i < static_cast<int>(core::BlockPhase::count); ++i) block.add(core::kBlockPhaseNames[i].data(), p.block[i]);
   std::cout << fmt::format("\none layer's Ulysses attention block (q exchange {} B/rank, k+v {} B/rank, peak {:.3f} GiB):\n",
-                           p.a2a_q_bytes_per_rank, p.a2a_kv_bytes_per_rank, to_GiB(p.block_peak_bytes))
+                           p.a2a_q_bytes_per_rank, p.a2a_kv_bytes_per_rank, core::to_GiB(p.block_peak_bytes))
             << reports::phase_table(block, false);
   std::cout << "\n" << reports::throughput_lines(p);
 }
@@ -52,14 +52,14 @@ int run_predict(int argc, char** argv) {
                "Exit status: 0, also when the scenario does not fit (the output says so: binding, DOES NOT FIT);\n"
                "3 with --fail-if-not-fits when it does not fit; 2 on bad input. --seq-len takes 131072, 128K, 1M, 128Ki.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
   const Format format = format_of(vm);
   RunConfigRead run_configs;
   const Scenario sc = scenario_from_options(vm, true, &run_configs);
   const Prediction p = predict(sc);
   const bool fits = p.fits_gpu && p.fits_host;
-  const int exit_code = !fits && vm["fail-if-not-fits"].as<bool>() ? kExitDoesNotFit : kExitOk;
+  const int exit_code = !fits && vm["fail-if-not-fits"].as<bool>() ? core::kExitDoesNotFit : core::kExitOk;
 
   if (format == Format::table) {
     if (vm.count("label")) std::cout << "label: " << vm["label"].as<std::string>() << "\n";

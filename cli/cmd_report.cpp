@@ -19,7 +19,7 @@
 #include "reports/json_out.hpp"
 #include "reports/report_md.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::cli {
 namespace {
@@ -31,7 +31,7 @@ using Inputs = reports::ReportInputs;
 
 void load_input(const fs::path& p, Inputs& in) {
   Json j = reports::read_json_file(p.string());  // depth- and size-checked: one line, never a crash
-  if (!j.is_object()) throw InputError(p.string(), "JSON", "expected an object written by ulysses plan, predict or sweep");
+  if (!j.is_object()) throw core::InputError(p.string(), "JSON", "expected an object written by ulysses plan, predict or sweep");
   if (j.contains("command")) {
     reports::check_result_json(j, p.string());
     reports::check_memory_terms(j, p.string());
@@ -42,12 +42,12 @@ void load_input(const fs::path& p, Inputs& in) {
     fs::path csv = j["csv"].get<std::string>();
     std::error_code ec;
     if (!fs::exists(csv, ec)) csv = p.parent_path() / csv.filename();  // moved together with its summary
-    if (!fs::exists(csv, ec)) throw InputError(p.string(), "csv", "'" + csv.string() + "' does not exist");
+    if (!fs::exists(csv, ec)) throw core::InputError(p.string(), "csv", "'" + csv.string() + "' does not exist");
     j["csv"] = csv.string();
     j["summary_file"] = p.string();
     in.sweeps.push_back(std::move(j));
   } else {
-    throw InputError(p.string(), "command", "not the JSON of ulysses plan/predict (--format json) or a sweep summary");
+    throw core::InputError(p.string(), "command", "not the JSON of ulysses plan/predict (--format json) or a sweep summary");
   }
 }
 
@@ -65,13 +65,13 @@ Inputs load_inputs(const std::vector<std::string>& args) {
       if (p.extension() == ".csv") {
         fs::path summary = p;
         summary.replace_extension(".summary.json");
-        if (!fsq::exists(summary)) throw InputError(p.string(), "summary", "needs its sweep summary " + summary.string());
+        if (!fsq::exists(summary)) throw core::InputError(p.string(), "summary", "needs its sweep summary " + summary.string());
         load_input(summary, in);
       } else {
         load_input(p, in);
       }
     } else {
-      throw InputError(a, "input", "no such file or folder");
+      throw core::InputError(a, "input", "no such file or folder");
     }
   }
   return in;
@@ -108,15 +108,15 @@ int run_report(int argc, char** argv) {
                "and tokens/s, memory at that length by family (sim/memory_families.hpp) and by term, and sweep\n"
                "plots, embedded in DIR/summary.md by paths relative to DIR. Plots need a python3 with matplotlib.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
-  if (!vm.count("inputs")) throw InputError("", "INPUT", "at least one input file or folder is required");
+  if (!vm.count("inputs")) throw core::InputError("", "INPUT", "at least one input file or folder is required");
   const Inputs in = load_inputs(vm["inputs"].as<std::vector<std::string>>());
-  if (in.results.empty() && in.sweeps.empty()) throw InputError("", "INPUT", "no plan/predict JSON or sweep summary found");
+  if (in.results.empty() && in.sweeps.empty()) throw core::InputError("", "INPUT", "no plan/predict JSON or sweep summary found");
   const fs::path dir = vm["out"].as<std::string>();
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
+  if (ec) throw core::InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
 
   // A failed report leaves no summary.md: an older one goes first (the plots are rewritten below).
   const fs::path summary_path = dir / "summary.md";
@@ -153,7 +153,7 @@ int run_report(int argc, char** argv) {
   reports::write_file_atomic(summary_path.string(), md);
   std::cout << md;
   reports::check_stdout();
-  return kExitOk;
+  return core::kExitOk;
 }
 
 const RegisterCommand reg{"report", "PNG plots and a Markdown summary from plan/predict JSON and sweep results", &run_report};

@@ -6,7 +6,7 @@
 #include "cli/runtime_common.hpp"
 #include "cli/step_common.hpp"
 #include "reports/version.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::cli {
 namespace {
@@ -29,10 +29,10 @@ int run_run(int argc, char** argv) {
                "--backend deepspeed runs whole training steps of the scenario on HF Transformers + Accelerate +\n"
                "DeepSpeed (docs/DEEPSPEED_BACKEND.md): time and memory per phase, step time, peak allocated/reserved.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
   const Format format = format_of(vm);
-  if (format == Format::csv) throw InputError("", "--format", "run writes table or json");
+  if (format == Format::csv) throw core::InputError("", "--format", "run writes table or json");
   const std::string backend = backend_of(vm);
   refuse_step_options(vm, backend);
   if (is_step_backend(backend)) {  // a whole training step on HF + Accelerate + DeepSpeed
@@ -46,7 +46,7 @@ int run_run(int argc, char** argv) {
     } else {
       std::cout << "scenario " << sc.name << "\n" << step_table(m);
     }
-    return m.correct() ? kExitOk : kExitFailure;
+    return m.correct() ? core::kExitOk : core::kExitFailure;
   }
   auto be = open_backend(backend);
   const Scenario sc = scenario_from_options(vm, true);
@@ -60,7 +60,7 @@ int run_run(int argc, char** argv) {
   } else {
     std::cout << "scenario " << sc.name << "\n" << measurement_table(m);
   }
-  return m.correct ? kExitOk : kExitFailure;
+  return m.correct ? core::kExitOk : core::kExitFailure;
 }
 
 const RegisterCommand reg{"run", "run one layer's Ulysses attention block on a backend, checked", &run_run};

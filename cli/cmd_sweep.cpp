@@ -24,7 +24,7 @@
 #include "reports/json_out.hpp"
 #include "reports/sweep_out.hpp"
 #include "reports/version.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 #include "sim/predict.hpp"
 #include "sim/sweep.hpp"
@@ -104,8 +104,8 @@ class RowWriter {
     put_int(out, pt.seq_len), out += ',';
     put_int(out, pt.seq_len > 0 ? p.padded_seq_len : 0), out += ',';
     put_int(out, pt.seq_len > 0 ? p.s_local : 0), out += ',';
-    put_double(out, to_GiB(p.gpu.total())), out += ',';
-    put_double(out, to_GiB(p.host.total())), out += ',';
+    put_double(out, core::to_GiB(p.gpu.total())), out += ',';
+    put_double(out, core::to_GiB(p.host.total())), out += ',';
     out += pt.fits ? "true," : "false,";
     out += to_string(pt.binding), out += ',';
     put_double(out, p.step_time_s), out += ',';
@@ -175,10 +175,10 @@ Shard shard_of(const std::string& text) {
     std::int64_t k = -1;
     const std::string rs = r;
     if (!rs.empty() && rs.size() < 8 && rs.find_first_not_of("0123456789") == std::string::npos) k = std::stoll(rs);
-    if (k < 0) throw InputError("", "--shard auto", fmt::format("{}='{}' is not a rank (0, 1, ...)", rank, rs));
+    if (k < 0) throw core::InputError("", "--shard auto", fmt::format("{}='{}' is not a rank (0, 1, ...)", rank, rs));
     return parse_shard(std::to_string(k + 1) + "/" + n, fmt::format("--shard auto ({}={}, {}={})", rank, r, size, n));
   }
-  throw InputError("", "--shard auto", "needs SLURM_PROCID and SLURM_NTASKS (srun) or RANK and WORLD_SIZE (torchrun)");
+  throw core::InputError("", "--shard auto", "needs SLURM_PROCID and SLURM_NTASKS (srun) or RANK and WORLD_SIZE (torchrun)");
 }
 
 int run_merge_cmd(int argc, char** argv) {
@@ -196,16 +196,16 @@ int run_merge_cmd(int argc, char** argv) {
                "elapsed_s, points_per_s and threads: summed compute time, its rate, the most threads of a shard).\n"
                "Every shard 1..N must be present exactly once, of the same spec fingerprint and tool version.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
-  if (!vm.count("dirs")) throw InputError("", "DIR", "at least one folder of shard outputs is required");
-  if (!vm.count("out")) throw InputError("", "--out", "required (the folder for the merged CSV and summary)");
+  if (!vm.count("dirs")) throw core::InputError("", "DIR", "at least one folder of shard outputs is required");
+  if (!vm.count("out")) throw core::InputError("", "--out", "required (the folder for the merged CSV and summary)");
   const auto r = reports::merge_sweep_shards(vm["dirs"].as<std::vector<std::string>>(), vm["out"].as<std::string>());
   std::cout << fmt::format("merged {} shards of sweep {}: {} points, {} valid\nwrote {} and {}\n", r.shards,
                            r.summary["name"].get<std::string>(), r.points, r.summary["valid"].get<std::int64_t>(),
                            r.csv_path, r.summary_path);
   reports::check_stdout();
-  return kExitOk;
+  return core::kExitOk;
 }
 
 int run_sweep_cmd(int argc, char** argv) {
@@ -237,13 +237,13 @@ int run_sweep_cmd(int argc, char** argv) {
                "On a cluster: one `--shard K/N` per task, then `ulysses sweep merge DIR... --out DIR`\n"
                "(`ulysses sweep merge --help`).",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
-  if (!vm.count("spec")) throw InputError("", "SPEC", "a sweep spec file is required (ulysses sweep SPEC.yaml)");
+  if (!vm.count("spec")) throw core::InputError("", "SPEC", "a sweep spec file is required (ulysses sweep SPEC.yaml)");
   const Format format = format_of(vm);
   const int threads = vm["threads"].as<int>();
   if (threads < 0 || threads > limits::kMaxThreads)
-    throw InputError("", "--threads", fmt::format("must be 0 (all cores) .. {} (got {})", limits::kMaxThreads, threads));
+    throw core::InputError("", "--threads", fmt::format("must be 0 (all cores) .. {} (got {})", limits::kMaxThreads, threads));
   const bool sharded = vm.count("shard") > 0;
   const Shard shard = sharded ? shard_of(vm["shard"].as<std::string>()) : Shard{};
 
@@ -254,7 +254,7 @@ int run_sweep_cmd(int argc, char** argv) {
   const std::filesystem::path dir = vm["out"].as<std::string>();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
+  if (ec) throw core::InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
   const std::string stem = reports::sweep_output_stem(spec.name, sharded ? &shard : nullptr);
   const auto csv_path = dir / (stem + ".csv");
   const auto summary_path = dir / (stem + ".summary.json");
@@ -335,7 +335,7 @@ int run_sweep_cmd(int argc, char** argv) {
   if (format == Format::json) {
     std::cout << text;
     reports::check_stdout();
-    return kExitOk;
+    return core::kExitOk;
   }
   if (format == Format::csv) {  // the summary's counts as one row (the points are in the CSV file)
     std::vector<std::string> header, row;
@@ -345,7 +345,7 @@ int run_sweep_cmd(int argc, char** argv) {
     }
     std::cout << reports::csv_row(header) << reports::csv_row(row);
     reports::check_stdout();
-    return kExitOk;
+    return core::kExitOk;
   }
   std::cout << fmt::format("sweep {}{} (mode {}): {} points, {} valid, {} skipped in {} ({:.0f} points/s on {} threads)\n",
                            spec.name, sharded ? fmt::format(" shard {}/{} ({} of {} points from point {})", shard.index, shard.count, end - first, total, first) : "",
@@ -354,7 +354,7 @@ int run_sweep_cmd(int argc, char** argv) {
   for (const auto& [reason, n] : stats.skipped) std::cout << fmt::format("  skipped {:>8}: {}\n", n, reason);
   std::cout << "wrote " << csv_path.string() << " and " << summary_path.string() << "\n";
   reports::check_stdout();
-  return kExitOk;
+  return core::kExitOk;
 }
 
 const RegisterCommand reg{"sweep", "predict or plan over the cartesian product of a spec's axes (CSV + summary)",

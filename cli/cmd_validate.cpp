@@ -25,7 +25,7 @@
 #include "cli/validate_step.hpp"
 #include "cli/step_common.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/predict.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
@@ -74,7 +74,7 @@ int report(const std::vector<CaseResult>& results, const Targets& t, const std::
   std::cout << fmt::format("targets: per phase median |error| <= {}%, max |error| <= {}%; peak memory |error| <= {}%: {}\n",
                            t.max_median_error_pct, t.max_error_pct, t.max_memory_error_pct, missed.empty() ? "met" : "MISSED");
   for (const auto& m : missed) std::cout << "  missed: " << m << "\n";
-  return missed.empty() ? kExitOk : kExitFailure;
+  return missed.empty() ? core::kExitOk : core::kExitFailure;
 }
 
 int run_stored(const po::variables_map& vm) {
@@ -95,17 +95,17 @@ int run_stored(const po::variables_map& vm) {
       r.predicted_peak_bytes = predicted_block_peak(r.p, j.value("backend", ""));
       const Json& ph = c.at("phases");
       for (std::size_t k = 0; k < 6; ++k) {
-        if (ph.at(k).at("name").get<std::string>() != kBlockPhaseNames[k]) throw std::runtime_error("phase order");
+        if (ph.at(k).at("name").get<std::string>() != core::kBlockPhaseNames[k]) throw std::runtime_error("phase order");
         r.m.phase_s[k] = ph.at(k).at("measured_s").get<double>();
         r.m.phase_min_s[k] = ph.at(k).value("measured_min_s", 0.0), r.m.phase_max_s[k] = ph.at(k).value("measured_max_s", 0.0);
       }
       r.m.peak_bytes = c.at("peak_memory").at("measured_bytes").get<std::int64_t>();
       r.m.correct = c.at("correct").get<bool>();
       results.push_back(std::move(r));
-    } catch (const InputError&) {
+    } catch (const core::InputError&) {
       throw;
     } catch (const std::exception& e) {
-      throw InputError(path, where, std::string("is not a stored case (") + e.what() + ")");
+      throw core::InputError(path, where, std::string("is not a stored case (") + e.what() + ")");
     }
   }
   const std::string title = fmt::format(
@@ -122,7 +122,7 @@ int run_stored(const po::variables_map& vm) {
 }
 
 int run_set(const po::variables_map& vm, int argc, char** argv) {
-  if (!vm.count("out")) throw InputError("", "--out", "required with --set (where the validation record is written)");
+  if (!vm.count("out")) throw core::InputError("", "--out", "required with --set (where the validation record is written)");
   const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
   // predictions use --profile when given; the record names the set's profile, which --stored
   // loads by default on any machine (commit the calibrated profile under that name)
@@ -144,7 +144,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
     r.sc = case_scenario(set.model, profile, r.keys, set.path, c.name);
     todo.push_back(std::move(r));
   }
-  if (todo.empty()) throw InputError("", "--case", "selects no case of the set");
+  if (todo.empty()) throw core::InputError("", "--case", "selects no case of the set");
   std::vector<runtime::BlockShape> shapes;
   for (const auto& r : todo) shapes.push_back(block_shape_checked(r.sc, vm, backend));
   auto be = open_backend(backend);
@@ -195,7 +195,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   std::cout << "wrote " << out_path << "\n";
   const int rc = report(done, targets_of(vm), fmt::format("validation set {} on backend {} ({}), profile {}", set.path, backend,
                                                           rec["device"].get<std::string>(), profile));
-  return done.size() == todo.size() ? rc : kExitFailure;
+  return done.size() == todo.size() ? rc : core::kExitFailure;
 }
 
 int run_validate(int argc, char** argv) {
@@ -221,9 +221,9 @@ int run_validate(int argc, char** argv) {
                "--backend deepspeed: whole training steps (docs/DEEPSPEED_BACKEND.md); record format\n"
                "ulysses-step-validation/1, targets: peak allocated/reserved median |err| <= 3 %, max <= 6 %, step <= 10 %.",
                d);
-    return kExitOk;
+    return core::kExitOk;
   }
-  if (vm.count("set") == vm.count("stored")) throw InputError("", "--set", "give exactly one of --set FILE and --stored FILE");
+  if (vm.count("set") == vm.count("stored")) throw core::InputError("", "--set", "give exactly one of --set FILE and --stored FILE");
   refuse_step_options(vm, backend_of(vm));
   if (vm.count("set") && is_step_backend(backend_of(vm))) return run_step_set(vm, utc_now(), command_line(argc, argv));
   return vm.count("stored") ? run_stored(vm) : run_set(vm, argc, argv);

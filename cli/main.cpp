@@ -7,7 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "reports/version.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::cli {
 std::vector<CommandInfo>& registry() {
@@ -26,11 +26,11 @@ static void usage(FILE* f) {
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? ulysses::kExitInput : ulysses::kExitOk;
+    return argc < 2 ? ulysses::core::kExitInput : ulysses::core::kExitOk;
   }
   if (!std::strcmp(argv[1], "--version")) {
     std::printf("%s\n", ulysses::reports::version_line().c_str());
-    return std::fflush(stdout) == 0 && !std::ferror(stdout) ? ulysses::kExitOk : ulysses::kExitFailure;
+    return std::fflush(stdout) == 0 && !std::ferror(stdout) ? ulysses::core::kExitOk : ulysses::core::kExitFailure;
   }
   for (auto& c : ulysses::cli::registry()) {
     if (std::strcmp(c.name, argv[1]) != 0) continue;
@@ -38,15 +38,15 @@ int main(int argc, char** argv) {
     argv[1] = prog.data();
     try {
       return c.fn(argc - 1, argv + 1);
-    } catch (const ulysses::InputError& e) {
+    } catch (const ulysses::core::InputError& e) {
       std::fprintf(stderr, "ulysses: error: %s\n", e.what());
-      return ulysses::kExitInput;
+      return ulysses::core::kExitInput;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "ulysses %s: error: %s\n", c.name, e.what());
-      return ulysses::kExitFailure;
+      return ulysses::core::kExitFailure;
     }
   }
   std::fprintf(stderr, "ulysses: error: unknown command '%s'\n", argv[1]);
   usage(stderr);
-  return ulysses::kExitInput;
+  return ulysses::core::kExitInput;
 }

@@ -10,7 +10,7 @@
 #include "reports/csv.hpp"
 #include "reports/file_out.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/feature_search.hpp"
 #include "sim/run_config.hpp"
 
@@ -67,7 +67,7 @@ Format format_of(const po::variables_map& vm) {
   if (f == "table") return Format::table;
   if (f == "json") return Format::json;
   if (f == "csv") return Format::csv;
-  throw InputError("", "--format", "'" + f + "' is not one of table, json, csv");
+  throw core::InputError("", "--format", "'" + f + "' is not one of table, json, csv");
 }
 
 void add_scenario_options(po::options_description& d) {
@@ -103,7 +103,7 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
   for (int i = 1; i < argc; ++i)
     for (const char* token : {"%canonical_option%", "%option%", "%value%", "%prefix_option%", "%original_token%"})
       if (std::string_view(argv[i]).find(token) != std::string_view::npos)
-        throw InputError("", "arguments", fmt::format("a word may not contain '{}' (argument {})", token, i));
+        throw core::InputError("", "arguments", fmt::format("a word may not contain '{}' (argument {})", token, i));
   try {
     po::command_line_parser parser(argc, argv);
     // no prefix guessing (--sp for --sp-size), and a word that is no option is an error unless the
@@ -115,9 +115,9 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
     po::notify(vm);
   } catch (const po::error_with_option_name& e) {
     std::string name = e.get_option_name();
-    throw InputError("", name.empty() ? "arguments" : name, e.what());
+    throw core::InputError("", name.empty() ? "arguments" : name, e.what());
   } catch (const po::error& e) {
-    throw InputError("", "arguments", e.what());
+    throw core::InputError("", "arguments", e.what());
   }
   return vm;
 }
@@ -126,22 +126,22 @@ void check_output_option(const std::string& flag, const std::string& path) {
   try {
     reports::check_can_write(path);
   } catch (const std::exception& e) {
-    throw InputError("", flag, e.what());
+    throw core::InputError("", flag, e.what());
   }
 }
 
 double pct_option(const po::variables_map& vm, const char* name) {
   const double v = vm[name].as<double>();
-  if (!std::isfinite(v)) throw InputError("", std::string("--") + name, fmt::format("must be a finite percentage, or < 0 for off (got {})", v));
+  if (!std::isfinite(v)) throw core::InputError("", std::string("--") + name, fmt::format("must be a finite percentage, or < 0 for off (got {})", v));
   return v;
 }
 
 std::uint64_t seed_of(const po::variables_map& vm) {
   const std::string s = vm["seed"].as<std::string>();
   const bool digits = !s.empty() && s.size() <= 19 && s.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits) throw InputError("", "--seed", fmt::format("must be an integer in 0..{} (got '{}')", kMaxSeed, s));
+  if (!digits) throw core::InputError("", "--seed", fmt::format("must be an integer in 0..{} (got '{}')", kMaxSeed, s));
   const std::uint64_t v = std::stoull(s);
-  if (v > kMaxSeed) throw InputError("", "--seed", fmt::format("must be an integer in 0..{} (got '{}')", kMaxSeed, s));
+  if (v > kMaxSeed) throw core::InputError("", "--seed", fmt::format("must be an integer in 0..{} (got '{}')", kMaxSeed, s));
   return v;
 }
 
@@ -174,7 +174,7 @@ Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_l
     origin = str(vm, "scenario");
     sc = load_scenario(origin);
   } else {
-    if (!given(vm, "model")) throw InputError("", "--model", "required without --scenario (e.g. --model llama-3.1-8b)");
+    if (!given(vm, "model")) throw core::InputError("", "--model", "required without --scenario (e.g. --model llama-3.1-8b)");
     sc.name = "cli";
     if (!given(vm, "profile")) set_key(sc, "profile", "h100-sxm-80gb", "--profile (default)");
     sc.gpus = 1;
@@ -189,9 +189,9 @@ Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_l
   const bool configs = !rc.empty();
 
   if (given(vm, "activation-checkpointing") && vm["no-activation-checkpointing"].as<bool>())
-    throw InputError("", "--no-activation-checkpointing", "conflicts with --activation-checkpointing");
+    throw core::InputError("", "--no-activation-checkpointing", "conflicts with --activation-checkpointing");
   if (given(vm, "causal") && vm["no-causal"].as<bool>())
-    throw InputError("", "--no-causal", "conflicts with --causal");
+    throw core::InputError("", "--no-causal", "conflicts with --causal");
 
   // The world size first: --all-features looks at it.
   if (given(vm, "gpus")) set_key(sc, "gpus", str(vm, "gpus"), "--gpus");
@@ -240,7 +240,7 @@ Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_l
   if (derive_shard) {
     const std::int64_t taken = p.sp_size * p.dp_replicate_size;
     if (sc.gpus % taken != 0)
-      throw InputError("", "--gpus",
+      throw core::InputError("", "--gpus",
                        "gpus (" + std::to_string(sc.gpus) + ") must be divisible by sp_size * dp_replicate_size (" +
                            std::to_string(p.sp_size) + " * " + std::to_string(p.dp_replicate_size) +
                            "); GPUs not taken by them form dp_shard_size");
@@ -249,17 +249,17 @@ Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_l
     p.dp_shard_auto = true;
   }
   if (sc.plan.seq_len <= 0) {
-    if (need_seq_len) throw InputError("", "--seq-len", "required (the scenario sets no plan.seq_len)");
+    if (need_seq_len) throw core::InputError("", "--seq-len", "required (the scenario sets no plan.seq_len)");
     sc.plan.seq_len = sc.plan.sp_size;  // placeholder: plan searches the length
   }
   if (run_configs != nullptr) *run_configs = rc;
   try {
     validate(sc, from_file ? origin + (overridden || all || given(vm, "gpus") ? " (with command-line overrides)" : "") : "");
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     throw_if_from_run_config(e, rc);  // a key a run config set: its file and key
     if (from_file) throw;
     for (const auto& f : kFlags)      // name the flag of the key: "--sp-size (plan.sp_size)"
-      if (e.key() == f.key) throw InputError("", std::string("--") + f.flag + " (" + f.key + ")", e.rule());
+      if (e.key() == f.key) throw core::InputError("", std::string("--") + f.flag + " (" + f.key + ")", e.rule());
     throw;
   }
   if (configs) check_run_configs(rc, sc);

@@ -7,7 +7,7 @@
 #include "reports/table.hpp"
 #include "runtime/backend_registry.hpp"
 #include "runtime/cpu/cpu_backend.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 
 namespace ulysses::cli {
@@ -34,9 +34,9 @@ runtime::RunOptions run_options_of(const po::variables_map& vm) {
   o.iters = vm["iters"].as<int>();
   o.seed = seed_of(vm);
   if (o.warmup < 0 || o.warmup > kMaxIterations)
-    throw InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
+    throw core::InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
   if (o.iters < 1 || o.iters > kMaxIterations)
-    throw InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
+    throw core::InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
   o.verify = true;  // always on for run and compare
   return o;
 }
@@ -47,21 +47,21 @@ std::string origin_of(const po::variables_map& vm) { return vm.count("scenario")
 
 runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_map& vm, const std::string& backend) {
   const std::string origin = origin_of(vm);
-  if (sc.plan.seq_len <= 0) throw InputError(origin, "plan.seq_len", "required to run the block (or pass --seq-len)");
+  if (sc.plan.seq_len <= 0) throw core::InputError(origin, "plan.seq_len", "required to run the block (or pass --seq-len)");
   const runtime::BlockShape s = runtime::block_shape_of(sc);
-  if (const std::string why = runtime::validate(s); !why.empty()) throw InputError(origin, "plan", why);
+  if (const std::string why = runtime::validate(s); !why.empty()) throw core::InputError(origin, "plan", why);
   if (backend == "cpu" && s.P > limits::kMaxThreads)
-    throw InputError(origin, "plan.sp_size", fmt::format("the cpu backend runs one thread per rank: at most {} (got {})",
+    throw core::InputError(origin, "plan.sp_size", fmt::format("the cpu backend runs one thread per rank: at most {} (got {})",
                                                          limits::kMaxThreads, s.P));
   if (backend == "cpu" && s.B * s.S > kCpuMaxTokens)
-    throw InputError(origin, "plan.seq_len",
+    throw core::InputError(origin, "plan.seq_len",
                      fmt::format("the cpu backend runs up to {} tokens (micro_batch_size * seq_len; got {}): its "
                                  "attention is O(S^2) on one thread per rank; use --backend cuda",
                                  kCpuMaxTokens, s.B * s.S));
   if (backend == "cpu") {  // before any allocation: what the run needs against what the host has
     const std::int64_t need = runtime::cpu::memory_estimate_bytes(s), have = runtime::cpu::available_ram_bytes();
     if (have >= 0 && need > have)
-      throw InputError(origin, "plan", fmt::format("the cpu backend needs about {:.1f} GiB for this block (ranks' buffers and "
+      throw core::InputError(origin, "plan", fmt::format("the cpu backend needs about {:.1f} GiB for this block (ranks' buffers and "
                                                    "the fp64 oracle), {:.1f} GiB of host memory is available",
                                                    double(need) / double(1LL << 30), double(have) / double(1LL << 30)));
   }
@@ -76,7 +76,7 @@ std::unique_ptr<runtime::Backend> open_backend(const std::string& name) {
   try {
     return runtime::make_backend(name);
   } catch (const std::runtime_error& e) {
-    throw InputError("", "--backend", e.what());
+    throw core::InputError("", "--backend", e.what());
   }
 }
 

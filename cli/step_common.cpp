@@ -7,7 +7,7 @@
 #include "cli/validation.hpp"
 #include "reports/table.hpp"
 #include "reports/trace.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::cli {
 
@@ -25,14 +25,14 @@ void refuse_step_options(const po::variables_map& vm, const std::string& backend
   if (is_step_backend(backend)) return;
   for (const char* k : {"layers"})
     if (vm.count(k))
-      throw InputError("", std::string("--") + k, fmt::format("only the deepspeed backend runs whole steps (got --backend {})", backend));
+      throw core::InputError("", std::string("--") + k, fmt::format("only the deepspeed backend runs whole steps (got --backend {})", backend));
 }
 
 Scenario with_layers(Scenario sc, const po::variables_map& vm) {
   if (!vm.count("layers")) return sc;
   const std::int64_t n = vm["layers"].as<std::int64_t>();
   if (n < 1 || n > sc.model.layers)
-    throw InputError("", "--layers", fmt::format("must be 1..{} (the model's layers; got {})", sc.model.layers, n));
+    throw core::InputError("", "--layers", fmt::format("must be 1..{} (the model's layers; got {})", sc.model.layers, n));
   sc.model.layers = n;
   return sc;
 }
@@ -42,9 +42,9 @@ rd::StepOptions step_options_of(const po::variables_map& vm) {
   o.warmup = vm["warmup"].as<int>();
   o.iters = vm["iters"].as<int>();
   if (o.warmup < 0 || o.warmup > kMaxIterations)
-    throw InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
+    throw core::InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
   if (o.iters < 1 || o.iters > kMaxIterations)
-    throw InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
+    throw core::InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
   o.seed = seed_of(vm);
   return o;
 }

@@ -12,7 +12,7 @@
 #include "eval/step_record.hpp"
 #include "reports/file_out.hpp"
 #include "reports/version.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/predict.hpp"
 
 namespace ulysses::cli {
@@ -35,21 +35,21 @@ int report(const std::vector<eval::StepCase>& cases, const std::string& title) {
   const auto missed = eval::missed_step_targets(s);
   for (const auto& m : missed) std::cout << "missed: " << m << "\n";
   if (missed.empty()) std::cout << "all targets met\n";
-  return missed.empty() ? kExitOk : kExitFailure;
+  return missed.empty() ? core::kExitOk : core::kExitFailure;
 }
 }  // namespace
 
 bool is_step_record(const Json& j) { return j.value("format", "") == kFormat; }
 
 int run_step_set(const po::variables_map& vm, const std::string& measured_at, const std::string& command) {
-  if (!vm.count("out")) throw InputError("", "--out", "required with --set (where the validation record is written)");
+  if (!vm.count("out")) throw core::InputError("", "--out", "required with --set (where the validation record is written)");
   const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::string out_path = vm["out"].as<std::string>();
   const std::string tmp_path = out_path + ".partial";
   {  // a bad path fails before the first run; nothing is left behind
     std::ofstream probe(tmp_path);
-    if (!probe) throw InputError("", "--out", "cannot write '" + out_path + "'");
+    if (!probe) throw core::InputError("", "--out", "cannot write '" + out_path + "'");
   }
   std::remove(tmp_path.c_str());
   std::vector<std::string> only;
@@ -61,7 +61,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
     keys.insert(keys.end(), c.keys.begin(), c.keys.end());
     todo.push_back(step_case_of(step_set_case(set.model, profile, c.name, keys, set.path)));
   }
-  if (todo.empty()) throw InputError("", "--case", "selects no case of the set");
+  if (todo.empty()) throw core::InputError("", "--case", "selects no case of the set");
   runtime::deepspeed::StepOptions base = step_options_of(vm);
   Json rec{{"format", kFormat}, {"set", set.path}, {"set_name", set.name}, {"model", set.model}, {"profile", set.profile},
            {"profile_used", profile}, {"backend", "deepspeed"}, {"measured_at", measured_at}, {"command", command},
@@ -77,7 +77,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
     const Prediction p = predict(r.sc);
     try {
       r.m = runtime::deepspeed::run_step(r.sc, o, set.path);
-    } catch (const InputError&) {
+    } catch (const core::InputError&) {
       throw;
     } catch (const std::exception& e) {
       std::cerr << fmt::format("case {}: run failed: {}\n", r.name, e.what());
@@ -104,7 +104,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
   }
   std::cout << "wrote " << (done.size() == todo.size() ? out_path : tmp_path) << "\n";
   const int rc = report(done, fmt::format("step validation set {} on backend deepspeed, profile {}", set.path, profile));
-  return done.size() == todo.size() ? rc : kExitFailure;
+  return done.size() == todo.size() ? rc : core::kExitFailure;
 }
 
 int run_step_stored(const po::variables_map& vm, const Json& rec, const std::string& path) {
@@ -120,10 +120,10 @@ int run_step_stored(const po::variables_map& vm, const Json& rec, const std::str
       r.m = eval::measurement_from_case(c);
       r.c = eval::compare_step(predict(r.sc), r.m);
       cases.push_back(std::move(r));
-    } catch (const InputError&) {
+    } catch (const core::InputError&) {
       throw;
     } catch (const std::exception& e) {
-      throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored step case (") + e.what() + ")");
+      throw core::InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored step case (") + e.what() + ")");
     }
   }
   if (vm.count("json")) {

@@ -11,8 +11,8 @@
 #include "reports/table.hpp"
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
-#include "sim/errors.hpp"
-#include "sim/phases.hpp"
+#include "core/errors.hpp"
+#include "core/phases.hpp"
 
 namespace ulysses::cli {
 namespace {
@@ -29,8 +29,8 @@ Keys keys_of(const YAML::Node& n, const cfg::Where& w, std::string* name) {
 }
 
 bool is_exchange(int phase) {
-  const auto p = static_cast<BlockPhase>(phase);
-  return p != BlockPhase::attn_fwd && p != BlockPhase::attn_bwd;
+  const auto p = static_cast<core::BlockPhase>(phase);
+  return p != core::BlockPhase::attn_fwd && p != core::BlockPhase::attn_bwd;
 }
 
 std::string pct(double v) { return fmt::format("{:+.1f}", v); }
@@ -93,7 +93,7 @@ Scenario case_scenario(const std::string& model, const std::string& profile, con
   if (!gpus_given) {
     std::int64_t g = 0;
     if (__builtin_mul_overflow(sc.plan.sp_size, sc.plan.dp_replicate_size, &g) || __builtin_mul_overflow(g, sc.plan.dp_shard_size, &g))
-      throw InputError(origin, "cases." + name + ".gpus",
+      throw core::InputError(origin, "cases." + name + ".gpus",
                        "plan.sp_size * dp_replicate_size * dp_shard_size does not fit in 64 bits");
     sc.gpus = g;
   }
@@ -105,8 +105,8 @@ CaseMeasurement measurement_of(const runtime::Measurement& m) {
   CaseMeasurement c;
   for (std::size_t i = 0; i < m.phases.size() && i < 6; ++i) {
     // phases are in BlockPhase order; look them up by name all the same
-    const auto it = std::find(kBlockPhaseNames.begin(), kBlockPhaseNames.end(), m.phases[i].name);
-    const auto k = static_cast<std::size_t>(it - kBlockPhaseNames.begin());
+    const auto it = std::find(core::kBlockPhaseNames.begin(), core::kBlockPhaseNames.end(), m.phases[i].name);
+    const auto k = static_cast<std::size_t>(it - core::kBlockPhaseNames.begin());
     if (k >= 6) continue;
     c.phase_s[k] = m.phases[i].median_s, c.phase_min_s[k] = m.phases[i].min_s, c.phase_max_s[k] = m.phases[i].max_s;
   }
@@ -150,7 +150,7 @@ std::string ErrorStats::worst_case() const {
 
 Summary summarize(const std::vector<CaseResult>& r) {
   Summary s;
-  for (int k = 0; k < 6; ++k) s.phases.push_back(ErrorStats{std::string(kBlockPhaseNames[k]), {}, {}});
+  for (int k = 0; k < 6; ++k) s.phases.push_back(ErrorStats{std::string(core::kBlockPhaseNames[k]), {}, {}});
   s.block_total.name = "block total";
   s.memory.name = "peak memory";
   s.all_phases.name = "every phase";
@@ -204,7 +204,7 @@ std::string summary_table(const Summary& s) {
 
 std::string cases_table(const std::vector<CaseResult>& r) {
   std::vector<reports::Column> cols{{"case", "", reports::Align::left}, {"P", ""}, {"S", ""}, {"H/H_kv/D", ""}, {"mask", ""}};
-  for (auto n : kBlockPhaseNames) cols.push_back({std::string(n), "us pred/meas err%"});
+  for (auto n : core::kBlockPhaseNames) cols.push_back({std::string(n), "us pred/meas err%"});
   cols.push_back({"peak", "GiB pred/meas err%"});
   reports::Table t(cols);
   for (const auto& c : r) {
@@ -229,7 +229,7 @@ reports::Json case_json(const CaseResult& r, const runtime::Measurement* raw) {
   for (const auto& [k, v] : r.keys) keys.push_back({k, v});
   Json phases = Json::array();
   for (int k = 0; k < 6; ++k)
-    phases.push_back({{"name", kBlockPhaseNames[k]}, {"measured_s", r.m.phase_s[k]}, {"measured_min_s", r.m.phase_min_s[k]},
+    phases.push_back({{"name", core::kBlockPhaseNames[k]}, {"measured_s", r.m.phase_s[k]}, {"measured_min_s", r.m.phase_min_s[k]},
                       {"measured_max_s", r.m.phase_max_s[k]}, {"predicted_s", r.p.block[k]},
                       {"error_pct", error_pct(r.p.block[k], r.m.phase_s[k])}, {"scored", phase_scored(k, r.sc.plan.sp_size)}});
   Json j{{"name", r.name},
@@ -335,8 +335,8 @@ void check_block_case(const reports::JsonIn& c) {
   ph.array(6);
   for (std::size_t k = 0; k < 6; ++k) {
     const reports::JsonIn p = ph.at(k);
-    if (p.at("name").str() != kBlockPhaseNames[k])
-      p.at("name").fail(fmt::format("must be '{}' (the six block phases in order)", kBlockPhaseNames[k]));
+    if (p.at("name").str() != core::kBlockPhaseNames[k])
+      p.at("name").fail(fmt::format("must be '{}' (the six block phases in order)", core::kBlockPhaseNames[k]));
     p.at("measured_s").number_in(0, true, 1e6, false, "a time in seconds > 0");
     for (const char* opt : {"measured_min_s", "measured_max_s"})
       if (p.has(opt)) p.at(opt).number_in(0, false, 1e6, false, "a time in seconds >= 0");
@@ -359,7 +359,7 @@ reports::Json load_record(const std::string& path, const std::string& producer) 
   for (const char* k : {"format", "model", "profile", "backend", "device", "measured_at", "set_name"})
     if (r.has(k)) r.at(k).str();
   if (!r.has("cases") || !j["cases"].is_array() || j["cases"].empty())
-    throw InputError(path, "cases", "missing or empty: not a record of `" + producer + "`");
+    throw core::InputError(path, "cases", "missing or empty: not a record of `" + producer + "`");
   r.integer_or("granularity", 1024, 1, std::int64_t{1} << 24);
   const std::string format = r.str_or("format", "");
   const bool capacity = producer.find("capacity") != std::string::npos;

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "reports/table.hpp"
-#include "sim/errors.hpp"
-#include "sim/stats.hpp"
+#include "core/errors.hpp"
+#include "core/stats.hpp"
 
 namespace ulysses::eval {
 
@@ -30,10 +30,10 @@ RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string&
       } catch (const std::exception&) {
         used = 0;
       }
-      if (used != v.size() || !(g >= 0 && g < 1024)) throw InputError(origin, where, fmt::format("must be a number of GiB in [0, 1024) (got '{}')", v));
+      if (used != v.size() || !(g >= 0 && g < 1024)) throw core::InputError(origin, where, fmt::format("must be a number of GiB in [0, 1024) (got '{}')", v));
       r.ballast_bytes = static_cast<std::int64_t>(g * double(1ULL << 30));
     } else if (k.rfind("run.", 0) == 0) {
-      throw InputError(origin, where, "unknown run option (run.ballast_GiB)");
+      throw core::InputError(origin, where, "unknown run option (run.ballast_GiB)");
     } else {
       kept.emplace_back(k, v);
     }
@@ -58,7 +58,7 @@ rd::StepMeasurement measurement_from_case(const Json& c) { return rd::measuremen
 double Stat::median_abs() const {
   std::vector<double> a;
   for (double e : errors) a.push_back(std::fabs(e));
-  return median(a);
+  return core::median(a);
 }
 double Stat::max_abs() const {
   double m = 0;

@@ -17,6 +17,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "core/attn_impls.hpp"
+
 namespace ulysses::kernels {
 
 struct AttnFwdParams {
@@ -48,7 +50,7 @@ struct AttnBwdParams {
 
 // Implementations: "reference" (simple tiled kernel, correct first) and "flash" (fast path).
 // Each returns cudaSuccess or the launch error; unsupported shapes return cudaErrorInvalidValue.
-enum class AttnKernel { reference, flash };
+using AttnKernel = core::AttnKernel;  // the kernels of the table core/attn_impls.hpp
 
 std::size_t attn_bwd_workspace_bytes(AttnKernel kind, std::int64_t B, std::int64_t S, std::int64_t Hq,
                                      std::int64_t Hkv, std::int64_t D);

@@ -1,5 +1,5 @@
 // Direct peer-to-peer Ulysses exchange kernel. Layouts, index maps and the synchronisation
-// protocol: kernels/p2p_exchange.cuh (maps from runtime/layout.hpp).
+// protocol: kernels/p2p_exchange.cuh (maps from core/layout.hpp).
 //
 // Work: job j (q, k, v), destination c, n_j = B * S_l * H_l * Dv vectors per destination
 // (Dv = D / 8, one uint4 = 8 bf16). A tile is kTile = kThreads * kVec vectors; the tiles of a
@@ -12,7 +12,7 @@
 namespace ulysses::kernels {
 namespace {
 
-using layout::Dims;
+using core::Dims;
 
 constexpr int kThreads = 256;
 constexpr int kVec = 4;                       // vectors in flight per thread
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) p2p_exchange_kernel(Jobs jobs, int n
     const P2pJob& jb = jobs.job[j];
     const Dims xv{jb.x.B, jb.x.S, jb.x.P, jb.x.H, jb.x.D / 8};
     const std::uint32_t S_l = static_cast<std::uint32_t>(xv.S / xv.P);
-    const std::uint32_t H_l = static_cast<std::uint32_t>(layout::heads_per_rank(xv.H, xv.P));
+    const std::uint32_t H_l = static_cast<std::uint32_t>(core::heads_per_rank(xv.H, xv.P));
     const std::uint32_t Dv = static_cast<std::uint32_t>(xv.D);
     const std::uint32_t n = static_cast<std::uint32_t>(xv.B) * S_l * H_l * Dv;
     const std::int64_t tiles = static_cast<std::int64_t>((n + kTile - 1) / kTile) * P;
@@ -107,11 +107,11 @@ __global__ void __launch_bounds__(kThreads) p2p_exchange_kernel(Jobs jobs, int n
           const Idx x = decompose(i, S_l, H_l, Dv);
           std::int64_t from;
           if constexpr (kSeqToHead) {
-            from = layout::seq_index(xv, x.b, x.s_l, layout::source_head(xv, c, x.h_l), x.v);
-            at[u] = layout::head_index(xv, x.b, layout::global_pos(xv, rank, x.s_l), x.h_l, x.v);
+            from = core::seq_index(xv, x.b, x.s_l, core::source_head(xv, c, x.h_l), x.v);
+            at[u] = core::head_index(xv, x.b, core::global_pos(xv, rank, x.s_l), x.h_l, x.v);
           } else {
-            from = layout::head_index(xv, x.b, layout::global_pos(xv, c, x.s_l), x.h_l, x.v);
-            at[u] = layout::seq_index(xv, x.b, x.s_l, static_cast<std::int64_t>(rank) * H_l + x.h_l, x.v);
+            from = core::head_index(xv, x.b, core::global_pos(xv, c, x.s_l), x.h_l, x.v);
+            at[u] = core::seq_index(xv, x.b, x.s_l, static_cast<std::int64_t>(rank) * H_l + x.h_l, x.v);
           }
           val[u] = src[from];
         }
@@ -139,7 +139,7 @@ cudaError_t p2p_exchange(bool seq_to_head, const P2pJob* jobs, int n_jobs, int r
     if (x.P != P || x.D % 8 || x.S % P || !jobs[j].src) return cudaErrorInvalidValue;
     if (!seq_to_head && x.H < P) return cudaErrorInvalidValue;  // the summed kv gradient: NCCL path
     // 32-bit vector indices within one destination's share
-    if (x.B * (x.S / P) * layout::heads_per_rank(x.H, P) * (x.D / 8) >= (1LL << 32) - kTile) return cudaErrorInvalidValue;
+    if (x.B * (x.S / P) * core::heads_per_rank(x.H, P) * (x.D / 8) >= (1LL << 32) - kTile) return cudaErrorInvalidValue;
     for (int c = 0; c < P; ++c)
       if (!jobs[j].dst[c] || !sync.peer[c]) return cudaErrorInvalidValue;
     js.job[j] = jobs[j];

@@ -4,7 +4,7 @@
 // itself - in one kernel. The pack is fused into the transfer and nothing is unpacked: no
 // send/recv staging buffers, no NCCL kernel. Plain C++ header, usable from .cpp and .cu.
 //
-// Index maps (runtime/layout.hpp; on rank r, destination rank c, x the travelling tensor):
+// Index maps (core/layout.hpp; on rank r, destination rank c, x the travelling tensor):
 //   seq -> head (a2a.qkv.fwd, a2a.out.bwd), src = x_seq on r [B,S_l,H,D], dst = x_head on c [B,S,H_l,D]:
 //     x_head_c[b][r*S_l + s_l][h_l][d] = x_seq_r[b][s_l][source_head(c, h_l)][d]
 //   head -> seq (a2a.out.fwd, a2a.qkv.bwd), src = x_head on r, dst = x_seq on c, H >= P only:
@@ -27,7 +27,7 @@
 
 #include <cuda_runtime.h>
 
-#include "runtime/layout.hpp"
+#include "core/layout.hpp"
 
 namespace ulysses::kernels {
 
@@ -40,7 +40,7 @@ inline constexpr std::int64_t kP2pFlagWords = 2LL * kP2pMaxBlocks * kP2pMaxPeers
 struct P2pJob {
   const void* src = nullptr;              // on this rank
   void* dst[kP2pMaxPeers] = {};           // dst[c]: the destination tensor on rank c (peer address)
-  layout::Dims x{};                       // the travelling tensor (layout.hpp Dims)
+  core::Dims x{};                       // the travelling tensor (layout.hpp Dims)
 };
 
 struct P2pSync {

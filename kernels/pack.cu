@@ -1,4 +1,4 @@
-// Pack/unpack kernels of the Ulysses exchange. Layouts and index maps: runtime/layout.hpp
+// Pack/unpack kernels of the Ulysses exchange. Layouts and index maps: core/layout.hpp
 // (the same functions the CPU reference calls). Summary, on rank r, chunk c = peer rank:
 //   x_seq  [B, S_l, H, D]     sequence-sharded
 //   x_head [B, S, H_l, D]     head-sharded
@@ -19,7 +19,7 @@
 namespace ulysses::kernels {
 namespace {
 
-using layout::Dims;
+using core::Dims;
 
 constexpr int kThreads = 256;
 
@@ -58,12 +58,12 @@ __global__ void pack_seq_to_head_kernel(const uint4* __restrict__ x_seq, ChunkPt
   const int c = blockIdx.y;
   uint4* __restrict__ dst = static_cast<uint4*>(chunks.p[c]);
   if (dst == nullptr) return;
-  const std::int64_t H_l = layout::heads_per_rank(xv.H, xv.P);
+  const std::int64_t H_l = core::heads_per_rank(xv.H, xv.P);
   const std::int64_t n = xv.B * n_s * H_l * xv.D;
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
     const SliceIdx t = decompose(i, n_s, H_l, xv.D, s_lo);
-    const std::int64_t h = layout::source_head(xv, c, t.h_l);
-    dst[layout::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)] = x_seq[layout::seq_index(xv, t.b, t.s_l, h, t.v)];
+    const std::int64_t h = core::source_head(xv, c, t.h_l);
+    dst[core::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)] = x_seq[core::seq_index(xv, t.b, t.s_l, h, t.v)];
   }
 }
 
@@ -81,12 +81,12 @@ __global__ void pack_multi_kernel(MultiJobs jobs, int P, std::int64_t s_lo,
   if (dst == nullptr) return;
   const Dims xv = jobs.xv[j];
   const uint4* __restrict__ x_seq = jobs.src[j];
-  const std::int64_t H_l = layout::heads_per_rank(xv.H, xv.P);
+  const std::int64_t H_l = core::heads_per_rank(xv.H, xv.P);
   const std::int64_t n = xv.B * n_s * H_l * xv.D;
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
     const SliceIdx t = decompose(i, n_s, H_l, xv.D, s_lo);
-    const std::int64_t h = layout::source_head(xv, c, t.h_l);
-    dst[layout::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)] = x_seq[layout::seq_index(xv, t.b, t.s_l, h, t.v)];
+    const std::int64_t h = core::source_head(xv, c, t.h_l);
+    dst[core::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)] = x_seq[core::seq_index(xv, t.b, t.s_l, h, t.v)];
   }
 }
 
@@ -95,12 +95,12 @@ __global__ void unpack_seq_to_head_kernel(ChunkPtrs chunks, uint4* __restrict__ 
   const int c = blockIdx.y;
   const uint4* __restrict__ src = static_cast<const uint4*>(chunks.p[c]);
   if (src == nullptr) return;
-  const std::int64_t H_l = layout::heads_per_rank(xv.H, xv.P);
+  const std::int64_t H_l = core::heads_per_rank(xv.H, xv.P);
   const std::int64_t n = xv.B * n_s * H_l * xv.D;
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
     const SliceIdx t = decompose(i, n_s, H_l, xv.D, s_lo);
-    x_head[layout::head_index(xv, t.b, layout::global_pos(xv, c, t.s_l), t.h_l, t.v)] =
-        src[layout::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)];
+    x_head[core::head_index(xv, t.b, core::global_pos(xv, c, t.s_l), t.h_l, t.v)] =
+        src[core::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)];
   }
 }
 
@@ -109,12 +109,12 @@ __global__ void pack_head_to_seq_kernel(const uint4* __restrict__ x_head, ChunkP
   const int c = blockIdx.y;
   uint4* __restrict__ dst = static_cast<uint4*>(chunks.p[c]);
   if (dst == nullptr) return;
-  const std::int64_t H_l = layout::heads_per_rank(xv.H, xv.P);
+  const std::int64_t H_l = core::heads_per_rank(xv.H, xv.P);
   const std::int64_t n = xv.B * n_s * H_l * xv.D;
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
     const SliceIdx t = decompose(i, n_s, H_l, xv.D, s_lo);
-    dst[layout::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)] =
-        x_head[layout::head_index(xv, t.b, layout::global_pos(xv, c, t.s_l), t.h_l, t.v)];
+    dst[core::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)] =
+        x_head[core::head_index(xv, t.b, core::global_pos(xv, c, t.s_l), t.h_l, t.v)];
   }
 }
 
@@ -123,12 +123,12 @@ __global__ void unpack_head_to_seq_kernel(ChunkPtrs chunks, uint4* __restrict__ 
   const int c = blockIdx.y;
   const uint4* __restrict__ src = static_cast<const uint4*>(chunks.p[c]);
   if (src == nullptr) return;
-  const std::int64_t H_l = layout::heads_per_rank(xv.H, xv.P);
+  const std::int64_t H_l = core::heads_per_rank(xv.H, xv.P);
   const std::int64_t n = xv.B * n_s * H_l * xv.D;
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
     const SliceIdx t = decompose(i, n_s, H_l, xv.D, s_lo);
-    x_seq[layout::seq_index(xv, t.b, t.s_l, layout::source_head(xv, c, t.h_l), t.v)] =
-        src[layout::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)];
+    x_seq[core::seq_index(xv, t.b, t.s_l, core::source_head(xv, c, t.h_l), t.v)] =
+        src[core::buf_index(xv, 0, t.b, t.s_l, t.h_l, t.v)];
   }
 }
 
@@ -159,8 +159,8 @@ __global__ void unpack_reduce_kernel(ChunkPtrs chunks, uint4* __restrict__ x_seq
     const SliceIdx t = decompose(i, n_s, xv.H, xv.D, s_lo);  // t.h_l is the kv head g here
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (std::int64_t c = t.h_l * R; c < (t.h_l + 1) * R; ++c)
-      add_bf16x8(acc, static_cast<const uint4*>(chunks.p[c])[layout::buf_index(xv, 0, t.b, t.s_l, 0, t.v)]);
-    x_seq[layout::seq_index(xv, t.b, t.s_l, t.h_l, t.v)] = to_bf16x8(acc);
+      add_bf16x8(acc, static_cast<const uint4*>(chunks.p[c])[core::buf_index(xv, 0, t.b, t.s_l, 0, t.v)]);
+    x_seq[core::seq_index(xv, t.b, t.s_l, t.h_l, t.v)] = to_bf16x8(acc);
   }
 }
 
@@ -171,7 +171,7 @@ __global__ void replicate_kernel(const uint4* __restrict__ x_seq, uint4* __restr
   const std::int64_t n = xv.B * S_l * xv.P * xv.D;
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
     const SliceIdx t = decompose(i, S_l, xv.P, xv.D, 0);  // t.h_l is the replica head j
-    x_rep[layout::seq_index(rep, t.b, t.s_l, t.h_l, t.v)] = x_seq[layout::seq_index(xv, t.b, t.s_l, t.h_l / R, t.v)];
+    x_rep[core::seq_index(rep, t.b, t.s_l, t.h_l, t.v)] = x_seq[core::seq_index(xv, t.b, t.s_l, t.h_l / R, t.v)];
   }
 }
 
@@ -182,8 +182,8 @@ __global__ void reduce_replicas_kernel(const uint4* __restrict__ dx_rep, uint4* 
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
     const SliceIdx t = decompose(i, S_l, xv.H, xv.D, 0);  // t.h_l is the kv head g
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (std::int64_t j = t.h_l * R; j < (t.h_l + 1) * R; ++j) add_bf16x8(acc, dx_rep[layout::seq_index(rep, t.b, t.s_l, j, t.v)]);
-    dx_seq[layout::seq_index(xv, t.b, t.s_l, t.h_l, t.v)] = to_bf16x8(acc);
+    for (std::int64_t j = t.h_l * R; j < (t.h_l + 1) * R; ++j) add_bf16x8(acc, dx_rep[core::seq_index(rep, t.b, t.s_l, j, t.v)]);
+    dx_seq[core::seq_index(xv, t.b, t.s_l, t.h_l, t.v)] = to_bf16x8(acc);
   }
 }
 
@@ -214,7 +214,7 @@ cudaError_t launch_chunked(Kernel k, Src src, Dst dst, const Dims& x, int elem_b
   if (!vector_dims(x, elem_bytes, xv) || !slice_ok(x, s_lo, s_hi)) return cudaErrorInvalidValue;
   const std::int64_t n_s = s_hi - s_lo;
   if (n_s == 0) return cudaSuccess;
-  const std::int64_t units = xv.B * n_s * layout::heads_per_rank(xv.H, xv.P) * xv.D;
+  const std::int64_t units = xv.B * n_s * core::heads_per_rank(xv.H, xv.P) * xv.D;
   k<<<grid_for(units, static_cast<int>(x.P)), kThreads, 0, stream>>>(src, dst, xv, s_lo, n_s);
   return cudaGetLastError();
 }
@@ -238,7 +238,7 @@ cudaError_t pack_seq_to_head_multi(const PackJob* jobs, int n_jobs, int elem_byt
       return cudaErrorInvalidValue;
     m.src[j] = static_cast<const uint4*>(jobs[j].src);
     m.chunks[j] = jobs[j].chunks;
-    units = std::max(units, m.xv[j].B * (s_hi - s_lo) * layout::heads_per_rank(m.xv[j].H, P) * m.xv[j].D);
+    units = std::max(units, m.xv[j].B * (s_hi - s_lo) * core::heads_per_rank(m.xv[j].H, P) * m.xv[j].D);
   }
   if (s_hi == s_lo) return cudaSuccess;
   dim3 grid = grid_for(units, static_cast<int>(P * n_jobs));

@@ -16,25 +16,25 @@ unsigned grid_for(std::int64_t n) {
 __device__ __forceinline__ std::uint16_t bits(__nv_bfloat16 x) { return __bfloat16_as_ushort(x); }
 
 // x_seq[b][s_l][h][d], global s = r*S_l + s_l
-__global__ void fill_seq_kernel(__nv_bfloat16* x_seq, layout::Dims x, int r, std::uint64_t seed, std::uint32_t t) {
+__global__ void fill_seq_kernel(__nv_bfloat16* x_seq, core::Dims x, int r, std::uint64_t seed, std::uint32_t t) {
   const std::int64_t S_l = x.S / x.P, n = x.B * S_l * x.H * x.D;
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
     const std::int64_t d = i % x.D, h = (i / x.D) % x.H, s_l = (i / (x.D * x.H)) % S_l, b = i / (x.D * x.H * S_l);
-    const std::int64_t s = layout::global_pos(x, r, s_l);
+    const std::int64_t s = core::global_pos(x, r, s_l);
     x_seq[i] = __float2bfloat16_rn(seeded_value(seed, t, static_cast<std::uint64_t>(((b * x.S + s) * x.H + h) * x.D + d)));
   }
 }
 
-__global__ void count_head_kernel(const __nv_bfloat16* x_head, layout::Dims x, int r, std::uint64_t seed, std::uint32_t t,
+__global__ void count_head_kernel(const __nv_bfloat16* x_head, core::Dims x, int r, std::uint64_t seed, std::uint32_t t,
                                   unsigned long long* wrong) {
-  const std::int64_t H_l = layout::heads_per_rank(x.H, x.P), n = x.B * x.S * H_l * x.D;
+  const std::int64_t H_l = core::heads_per_rank(x.H, x.P), n = x.B * x.S * H_l * x.D;
   unsigned long long local = 0;
   for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < n; i += (std::int64_t)gridDim.x * blockDim.x) {
     const std::int64_t d = i % x.D, h_l = (i / x.D) % H_l, s = (i / (x.D * H_l)) % x.S, b = i / (x.D * H_l * x.S);
-    const std::int64_t h = layout::source_head(x, r, h_l);
+    const std::int64_t h = core::source_head(x, r, h_l);
     const __nv_bfloat16 want =
         __float2bfloat16_rn(seeded_value(seed, t, static_cast<std::uint64_t>(((b * x.S + s) * x.H + h) * x.D + d)));
-    local += bits(x_head[layout::head_index(x, b, s, h_l, d)]) != bits(want);
+    local += bits(x_head[core::head_index(x, b, s, h_l, d)]) != bits(want);
   }
   if (local) atomicAdd(wrong, local);
 }
@@ -88,7 +88,7 @@ cudaError_t count_wrong_a2a_bf16(const void* recv, std::int64_t count, int P, in
   return cudaGetLastError();
 }
 
-cudaError_t fill_seq_shard_bf16(void* x_seq, const layout::Dims& x, int r, std::uint64_t seed, std::uint32_t t,
+cudaError_t fill_seq_shard_bf16(void* x_seq, const core::Dims& x, int r, std::uint64_t seed, std::uint32_t t,
                                 cudaStream_t stream) {
   if (x.P < 1 || x.S % x.P != 0 || r < 0 || r >= x.P) return cudaErrorInvalidValue;
   fill_seq_kernel<<<grid_for(x.B * (x.S / x.P) * x.H * x.D), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(x_seq), x, r,
@@ -96,10 +96,10 @@ cudaError_t fill_seq_shard_bf16(void* x_seq, const layout::Dims& x, int r, std::
   return cudaGetLastError();
 }
 
-cudaError_t count_wrong_head_bf16(const void* x_head, const layout::Dims& x, int r, std::uint64_t seed, std::uint32_t t,
+cudaError_t count_wrong_head_bf16(const void* x_head, const core::Dims& x, int r, std::uint64_t seed, std::uint32_t t,
                                   unsigned long long* wrong, cudaStream_t stream) {
   if (x.P < 1 || x.S % x.P != 0 || r < 0 || r >= x.P) return cudaErrorInvalidValue;
-  count_head_kernel<<<grid_for(x.B * x.S * layout::heads_per_rank(x.H, x.P) * x.D), kThreads, 0, stream>>>(
+  count_head_kernel<<<grid_for(x.B * x.S * core::heads_per_rank(x.H, x.P) * x.D), kThreads, 0, stream>>>(
       static_cast<const __nv_bfloat16*>(x_head), x, r, seed, t, wrong);
   return cudaGetLastError();
 }

@@ -10,7 +10,7 @@
 
 #include <cuda_runtime.h>
 
-#include "runtime/layout.hpp"
+#include "core/layout.hpp"
 
 namespace ulysses::kernels {
 
@@ -31,13 +31,13 @@ ULYSSES_HD float seeded_value(std::uint64_t seed, std::uint32_t t, std::uint64_t
 }
 
 // Fill rank r's sequence shard x_seq [B, S_l, Hx, D] of global tensor t: x_seq[b][s_l] = global[b][r*S_l + s_l].
-cudaError_t fill_seq_shard_bf16(void* x_seq, const layout::Dims& x, int r, std::uint64_t seed, std::uint32_t t,
+cudaError_t fill_seq_shard_bf16(void* x_seq, const core::Dims& x, int r, std::uint64_t seed, std::uint32_t t,
                                 cudaStream_t stream);
 
 // Count elements of rank r's head-sharded x_head [B, S, H_l, D] whose bits differ from the direct
 // gather x_head[b][s][h_l][d] = global[b][s][source_head(r, h_l)][d]  (x.H = heads of the global
 // tensor; x.H < x.P: the kv head r/R). Adds the count to *wrong (device int64).
-cudaError_t count_wrong_head_bf16(const void* x_head, const layout::Dims& x, int r, std::uint64_t seed, std::uint32_t t,
+cudaError_t count_wrong_head_bf16(const void* x_head, const core::Dims& x, int r, std::uint64_t seed, std::uint32_t t,
                                   unsigned long long* wrong, cudaStream_t stream);
 
 // Adds to *wrong the number of 16-bit words that differ between a and b (n words).

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "sim/units.hpp"
+#include "core/units.hpp"
 
 namespace ulysses::reports {
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::reports {
 
@@ -47,13 +47,13 @@ void check_limits(const std::string& text, const std::string& file) {
       in_string = true;
     } else if (c == '{' || c == '[') {
       if (stack.size() >= static_cast<std::size_t>(kMaxJsonDepth))
-        throw InputError(file, "file", fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth));
+        throw core::InputError(file, "file", fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth));
       stack.push_back({c == '{', 1});
     } else if (c == '}' || c == ']') {
       if (!stack.empty()) stack.pop_back();
     } else if (c == ',' && !stack.empty() && stack.back().object) {
       if (++stack.back().members > kMaxJsonKeys)
-        throw InputError(file, "file", fmt::format("a JSON object with more than {} keys", kMaxJsonKeys));
+        throw core::InputError(file, "file", fmt::format("a JSON object with more than {} keys", kMaxJsonKeys));
     }
   }
 }
@@ -74,20 +74,20 @@ Json parse_json_text(const std::string& text, const std::string& file) {
   } catch (const Json::exception& e) {  // parse errors, and numbers past double's range (out_of_range 406)
     std::string msg = e.what();
     if (const auto p = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && p != std::string::npos) msg = msg.substr(p + 2);
-    throw InputError(file, "file", "is not JSON (" + one_line(msg, 200) + ")");
+    throw core::InputError(file, "file", "is not JSON (" + one_line(msg, 200) + ")");
   }
 }
 
 Json read_json_file(const std::string& path, const std::string& open_key) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path, open_key, "cannot open the file");
+  if (!f) throw core::InputError(path, open_key, "cannot open the file");
   std::stringstream ss;
   ss << f.rdbuf();
-  if (f.bad()) throw InputError(path, open_key, "cannot read the file");
+  if (f.bad()) throw core::InputError(path, open_key, "cannot read the file");
   return parse_json_text(ss.str(), path);
 }
 
-void JsonIn::fail(const std::string& rule) const { throw InputError(file_, key_.empty() ? "file" : key_, rule); }
+void JsonIn::fail(const std::string& rule) const { throw core::InputError(file_, key_.empty() ? "file" : key_, rule); }
 
 bool JsonIn::has(const std::string& k) const { return j_->is_object() && j_->contains(k); }
 
@@ -95,14 +95,14 @@ JsonIn JsonIn::at(const std::string& k) const {
   const Json& o = object();
   const std::string key = key_.empty() ? k : key_ + "." + k;
   const auto it = o.find(k);
-  if (it == o.end()) throw InputError(file_, key, "missing required key");
+  if (it == o.end()) throw core::InputError(file_, key, "missing required key");
   return JsonIn(*it, file_, key);
 }
 
 JsonIn JsonIn::at(std::size_t i) const {
   const Json& a = array();
   const std::string key = fmt::format("{}[{}]", key_, i);
-  if (i >= a.size()) throw InputError(file_, key, "missing (the list is too short)");
+  if (i >= a.size()) throw core::InputError(file_, key, "missing (the list is too short)");
   return JsonIn(a[i], file_, key);
 }
 

@@ -13,7 +13,7 @@
 #include "reports/json_in.hpp"
 #include "reports/version.hpp"
 #include "sim/config.hpp"
-#include "sim/phases.hpp"
+#include "core/phases.hpp"
 
 namespace ulysses::reports {
 
@@ -106,7 +106,7 @@ Json scenario_json(const Scenario& sc) {
   const YAML::Node y = YAML::Load(to_yaml(sc));
   Json j = yaml_to_json(y);
   j["gpus_per_node"] = resolved_gpus_per_node(sc);
-  j["host_mem_GiB"] = to_GiB(resolved_host_ram_bytes(sc));
+  j["host_mem_GiB"] = core::to_GiB(resolved_host_ram_bytes(sc));
   j["host_ram_bytes_per_node"] = resolved_host_ram_bytes(sc);
   Json& prof = j["profile"];
   prof.erase("sources");  // provenance text, no input to the model
@@ -123,7 +123,7 @@ Json scenario_json(const Scenario& sc) {
 
 Json breakdown_json(const MemoryBreakdown& m) {
   Json j = Json::object();
-  for (int i = 0; i < m.n; ++i) j[m.terms[i].name] = j.value(m.terms[i].name, bytes_t{0}) + m.terms[i].bytes;
+  for (int i = 0; i < m.n; ++i) j[m.terms[i].name] = j.value(m.terms[i].name, core::bytes_t{0}) + m.terms[i].bytes;
   j["total"] = m.total();
   return j;
 }
@@ -149,8 +149,8 @@ Json prediction_json(const Prediction& p) {
   j["host_memory_bytes_per_node"] = breakdown_json(p.host);
   j["phases_s"] = phases_json(p.step);
   Json block = Json::object();
-  for (int i = 0; i < static_cast<int>(BlockPhase::count); ++i)
-    block[std::string(kBlockPhaseNames[i])] = p.block[i];
+  for (int i = 0; i < static_cast<int>(core::BlockPhase::count); ++i)
+    block[std::string(core::kBlockPhaseNames[i])] = p.block[i];
   j["block_s"] = block;
   j["block_peak_bytes"] = p.block_peak_bytes;
   j["a2a_q_bytes_per_rank"] = p.a2a_q_bytes_per_rank;

@@ -104,10 +104,10 @@ std::string explain_text(const CapacityResult& r, const Prediction& q, const std
   if (r.binding == Binding::none) out += "nothing binds below the longest length searched\n";
   else {
     const auto& m = bound(r, q);
-    out += fmt::format("{} at S = {} ({:.2f} of {:.2f} GiB{}); largest terms:", binds(r.binding), q.seq_len, to_GiB(m.total()),
-                       to_GiB(r.binding == Binding::host_ram ? q.host_capacity_bytes : q.gpu_capacity_bytes),
+    out += fmt::format("{} at S = {} ({:.2f} of {:.2f} GiB{}); largest terms:", binds(r.binding), q.seq_len, core::to_GiB(m.total()),
+                       core::to_GiB(r.binding == Binding::host_ram ? q.host_capacity_bytes : q.gpu_capacity_bytes),
                        r.binding == Binding::host_ram ? " per node" : " per GPU");
-    for (const auto& t : top_terms(m, 3)) out += fmt::format(" {} {:.2f} GiB,", t.name, to_GiB(t.bytes));
+    for (const auto& t : top_terms(m, 3)) out += fmt::format(" {} {:.2f} GiB,", t.name, core::to_GiB(t.bytes));
     out.back() = '\n';
   }
   Table t({{"change", "", Align::left}, {"longest S", "tokens"}, {"", ""}, {"step", "s"}, {"binds", "", Align::left},

@@ -12,9 +12,9 @@
 
 #include "reports/format.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/memory_families.hpp"
-#include "sim/units.hpp"
+#include "core/units.hpp"
 
 namespace ulysses::reports {
 
@@ -90,7 +90,7 @@ std::string speed_cell(const Json& j) {
 }
 
 double gib(const Json& breakdown, const std::string& term) {
-  return static_cast<double>(breakdown.value(term, std::int64_t{0})) / kGiB;
+  return static_cast<double>(breakdown.value(term, std::int64_t{0})) / core::kGiB;
 }
 
 // Memory at the longest sequence, one column per label at 8 GPUs (or the largest count planned):
@@ -132,13 +132,13 @@ std::string memory_markdown(const std::string& group, const Group& rows) {
     md += terms;
   }
   md += row("**GPU total (per GPU)**", [](const Json& j) { return fmt::format("**{:.2f}**", gib(j["gpu_memory_bytes"], "total")); });
-  md += row("GPU capacity (HBM)", [](const Json& j) { return fmt::format("{:.2f}", j["gpu_capacity_bytes"].get<double>() / kGiB); });
+  md += row("GPU capacity (HBM)", [](const Json& j) { return fmt::format("{:.2f}", j["gpu_capacity_bytes"].get<double>() / core::kGiB); });
   for (int f = 0; f < static_cast<int>(kMemoryFamilyNames.size()); ++f) {
     const bool any = std::any_of(cols.begin(), cols.end(), [&](const Json* j) { return family_sum((*j)["host_memory_bytes_per_node"], f) > 0; });
     if (any) md += row(fmt::format("host: {}", kMemoryFamilyNames[f]), [&](const Json& j) { return fmt::format("{:.1f}", family_sum(j["host_memory_bytes_per_node"], f)); });
   }
   md += row("**host RAM per node (total)**", [](const Json& j) { return fmt::format("**{:.1f}**", gib(j["host_memory_bytes_per_node"], "total")); });
-  md += row("host RAM capacity per node", [](const Json& j) { return fmt::format("{:.1f}", j["host_capacity_bytes_per_node"].get<double>() / kGiB); });
+  md += row("host RAM capacity per node", [](const Json& j) { return fmt::format("{:.1f}", j["host_capacity_bytes_per_node"].get<double>() / core::kGiB); });
   return md;
 }
 
@@ -165,8 +165,8 @@ std::string predict_markdown(const std::vector<Json>& results) {
     md += fmt::format("| {} | {} | {} | {} | {} | {:.2f} | {:.1f} | {} | {} | {} | {:.1f} |\n",
                       j.value("label", sc["name"].get<std::string>()), sc["model"]["name"].get<std::string>(),
                       sc["profile"]["name"].get<std::string>(), sc["gpus"].get<std::int64_t>(),
-                      human_tokens(std::llround(j["seq_len"].get<double>())), j["gpu_memory_bytes"]["total"].get<double>() / kGiB,
-                      j["host_memory_bytes_per_node"]["total"].get<double>() / kGiB, j["binding"].get<std::string>(),
+                      human_tokens(std::llround(j["seq_len"].get<double>())), j["gpu_memory_bytes"]["total"].get<double>() / core::kGiB,
+                      j["host_memory_bytes_per_node"]["total"].get<double>() / core::kGiB, j["binding"].get<std::string>(),
                       human_time(j["step_time_s"].get<double>()), human_tokens(std::llround(j.value("tokens_per_s", 0.0))),
                       j["megatron_tflops_per_gpu"].get<double>());
   }
@@ -194,7 +194,7 @@ void check_memory_terms(const Json& result, const std::string& file) {
   for (const char* field : {"gpu_memory_bytes", "host_memory_bytes_per_node"})
     for (auto it = result[field].begin(); it != result[field].end(); ++it)
       if (it.key() != "total" && !memory_family_name(it.key()))
-        throw InputError(file, std::string(field) + "." + it.key(),
+        throw core::InputError(file, std::string(field) + "." + it.key(),
                          "unknown memory term (not in the family table sim/memory_families.hpp)");
 }
 

@@ -10,7 +10,7 @@
 
 #include "reports/file_out.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::reports {
 
@@ -68,20 +68,20 @@ Json deepspeed_config_json(const Scenario& sc) {
 void check_emittable(const Scenario& sc, const std::string& dir) {
   namespace fs = std::filesystem;
   if (fsq::exists(dir) && !fsq::is_dir(dir))
-    throw InputError("", "--emit", fmt::format("'{}' exists and is not a folder", dir));
+    throw core::InputError("", "--emit", fmt::format("'{}' exists and is not a folder", dir));
   if (fsq::is_dir(dir)) {
     try {
       check_can_write((fs::path(dir) / kDeepSpeedConfigName).string());
     } catch (const std::exception& e) {
-      throw InputError("", "--emit", e.what());
+      throw core::InputError("", "--emit", e.what());
     }
   }
   const std::int64_t gpn = resolved_gpus_per_node(sc);
   if (sc.gpus > gpn && sc.gpus % gpn != 0)
-    throw InputError("", "--emit", fmt::format("gpus ({}) must be a multiple of gpus_per_node ({}): Accelerate starts "
+    throw core::InputError("", "--emit", fmt::format("gpus ({}) must be a multiple of gpus_per_node ({}): Accelerate starts "
                                                "num_processes / num_machines processes per node", sc.gpus, gpn));
   if (sc.plan.sp_size > 1 && !sp_attn_ok(sc.plan.attn_implementation))
-    throw InputError("", "--emit", fmt::format("Accelerate's parallelism_config_sp_attn_implementation cannot be '{}' "
+    throw core::InputError("", "--emit", fmt::format("Accelerate's parallelism_config_sp_attn_implementation cannot be '{}' "
                                                "(sdpa, flash_attention_2 or flash_attention_3)", sc.plan.attn_implementation));
 }
 

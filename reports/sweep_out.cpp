@@ -14,7 +14,7 @@
 
 #include "reports/file_out.hpp"
 #include "reports/json_in.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::reports {
 
@@ -70,7 +70,7 @@ ShardFile read_shard(const fs::path& summary_path, const std::string& name, cons
   const auto expect = shard_points(f.total, Shard{f.index, f.count});
   if (expect.first != f.first || expect.second != f.end || in.at("points").integer(0, INT64_MAX) != f.end - f.first)
     sh.fail(fmt::format("points {}..{} are not slice {} of {} of {} points", f.first, f.end, f.index, f.count, f.total));
-  if (!fsq::is_file(f.csv_path)) throw InputError(f.csv_path, "file", "missing: the CSV of " + f.summary_path);
+  if (!fsq::is_file(f.csv_path)) throw core::InputError(f.csv_path, "file", "missing: the CSV of " + f.summary_path);
   return f;
 }
 
@@ -78,9 +78,9 @@ ShardFile read_shard(const fs::path& summary_path, const std::string& name, cons
 void copy_rows(const ShardFile& f, const std::string& header, AtomicFile& out, bool with_header) {
   std::ifstream in(f.csv_path, std::ios::binary);
   std::string first_line;
-  if (!in || !std::getline(in, first_line)) throw InputError(f.csv_path, "file", "cannot read, or empty");
+  if (!in || !std::getline(in, first_line)) throw core::InputError(f.csv_path, "file", "cannot read, or empty");
   first_line += '\n';
-  if (first_line != header) throw InputError(f.csv_path, "header", "differs from the first shard's CSV header");
+  if (first_line != header) throw core::InputError(f.csv_path, "header", "differs from the first shard's CSV header");
   if (with_header) out.write(header);
   std::int64_t rows = 0;
   std::string buf(1 << 20, '\0');
@@ -93,10 +93,10 @@ void copy_rows(const ShardFile& f, const std::string& header, AtomicFile& out, b
     last = buf[got - 1];
     out.write(std::string_view(buf.data(), got));
   }
-  if (in.bad()) throw InputError(f.csv_path, "file", "read error");
+  if (in.bad()) throw core::InputError(f.csv_path, "file", "read error");
   const std::int64_t points = f.end - f.first;
   if (last != '\n' || rows != points)
-    throw InputError(f.csv_path, "rows", fmt::format("holds {} complete rows, its summary {} points (a truncated file?)", rows, points));
+    throw core::InputError(f.csv_path, "rows", fmt::format("holds {} complete rows, its summary {} points (a truncated file?)", rows, points));
 }
 
 }  // namespace
@@ -105,7 +105,7 @@ MergedSweep merge_sweep_shards(const std::vector<std::string>& dirs, const std::
   static const std::regex kShardName(R"((.+)\.shard-([0-9]+)-of-([0-9]+)\.summary\.json)");
   std::vector<ShardFile> found;
   for (const auto& d : dirs) {
-    if (!fsq::is_dir(d)) throw InputError(d, "DIR", "no such folder (sweep merge takes the folders of the shards)");
+    if (!fsq::is_dir(d)) throw core::InputError(d, "DIR", "no such folder (sweep merge takes the folders of the shards)");
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(d)) files.push_back(e.path());
     std::sort(files.begin(), files.end());
@@ -117,7 +117,7 @@ MergedSweep merge_sweep_shards(const std::vector<std::string>& dirs, const std::
   }
   std::string where;
   for (const auto& d : dirs) where += (where.empty() ? "" : " ") + d;
-  if (found.empty()) throw InputError(where, "shard files", "no <name>.shard-K-of-N.summary.json found");
+  if (found.empty()) throw core::InputError(where, "shard files", "no <name>.shard-K-of-N.summary.json found");
   const ShardFile& ref = found.front();
   const std::string name = ref.j["name"];
   std::map<std::int64_t, const ShardFile*> by_index;
@@ -142,11 +142,11 @@ MergedSweep merge_sweep_shards(const std::vector<std::string>& dirs, const std::
   for (std::int64_t k = 1; k <= ref.count; ++k)
     if (!by_index.count(k)) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
   if (!missing.empty())
-    throw InputError(where, "shard files", fmt::format("missing shard(s) {} of {} of sweep '{}'", missing, ref.count, name));
+    throw core::InputError(where, "shard files", fmt::format("missing shard(s) {} of {} of sweep '{}'", missing, ref.count, name));
 
   std::error_code ec;
   fs::create_directories(out_dir, ec);
-  if (ec) throw InputError("", "--out", "cannot create '" + out_dir + "': " + ec.message());
+  if (ec) throw core::InputError("", "--out", "cannot create '" + out_dir + "': " + ec.message());
   MergedSweep r;
   r.csv_path = (fs::path(out_dir) / (name + ".csv")).string();
   r.summary_path = (fs::path(out_dir) / (name + ".summary.json")).string();
@@ -155,7 +155,7 @@ MergedSweep merge_sweep_shards(const std::vector<std::string>& dirs, const std::
   std::string header;
   {
     std::ifstream in(ref.csv_path, std::ios::binary);
-    if (!std::getline(in, header)) throw InputError(ref.csv_path, "file", "cannot read, or empty");
+    if (!std::getline(in, header)) throw core::InputError(ref.csv_path, "file", "cannot read, or empty");
     header += '\n';
   }
   AtomicFile csv(r.csv_path);

@@ -74,21 +74,21 @@ std::string describe_scenario(const Scenario& sc) {
   return fmt::format(
       "model {} on {} x {} ({} GPUs/node), HBM {:.1f} GiB/GPU, host RAM {:.0f} GiB/node\n"
       "plan: sp {} x dp_replicate {} x dp_shard {}, ZeRO-{}, {}, {}, B={}, {}{}\n",
-      sc.model.name, sc.gpus, sc.hw.name, resolved_gpus_per_node(sc), to_GiB(sc.hw.hbm_bytes),
-      to_GiB(resolved_host_ram_bytes(sc)), p.sp_size, p.dp_replicate_size, p.dp_shard_size, p.zero_stage,
+      sc.model.name, sc.gpus, sc.hw.name, resolved_gpus_per_node(sc), core::to_GiB(sc.hw.hbm_bytes),
+      core::to_GiB(resolved_host_ram_bytes(sc)), p.sp_size, p.dp_replicate_size, p.dp_shard_size, p.zero_stage,
       features, p.attn_implementation, p.micro_batch_size, sc.workload.causal ? "causal" : "non-causal",
       p.kv_strategy == KvStrategy::send_once ? ", kv sent once" : "");
 }
 
-std::string memory_table(const MemoryBreakdown& m, bytes_t capacity, const std::string& where) {
+std::string memory_table(const MemoryBreakdown& m, core::bytes_t capacity, const std::string& where) {
   Table t({{where + " memory term", "", Align::left}, {"size", "GiB"}, {"share", "%"}});
-  const bytes_t total = m.total();
-  auto share = [&](bytes_t b) { return total > 0 ? fmt::format("{:.1f}", 100.0 * b / total) : "-"; };
+  const core::bytes_t total = m.total();
+  auto share = [&](core::bytes_t b) { return total > 0 ? fmt::format("{:.1f}", 100.0 * b / total) : "-"; };
   for (int i = 0; i < m.n; ++i)
     if (m.terms[i].bytes != 0)
-      t.add_row({m.terms[i].name, fmt::format("{:.3f}", to_GiB(m.terms[i].bytes)), share(m.terms[i].bytes)});
-  t.add_row({"total", fmt::format("{:.3f}", to_GiB(total)), share(total)});
-  t.add_row({"capacity", fmt::format("{:.3f}", to_GiB(capacity)),
+      t.add_row({m.terms[i].name, fmt::format("{:.3f}", core::to_GiB(m.terms[i].bytes)), share(m.terms[i].bytes)});
+  t.add_row({"total", fmt::format("{:.3f}", core::to_GiB(total)), share(total)});
+  t.add_row({"capacity", fmt::format("{:.3f}", core::to_GiB(capacity)),
              capacity > 0 ? fmt::format("{:.1f}", 100.0 * total / capacity) : "-"});
   return t.render();
 }

@@ -42,7 +42,7 @@ namespace ulysses::reports {
 std::string describe_scenario(const Scenario& sc);
 // term | GiB | share of total | plus a total row and the capacity. Terms of 0 bytes are left out
 // (the JSON lists every term).
-std::string memory_table(const MemoryBreakdown& m, bytes_t capacity, const std::string& where);
+std::string memory_table(const MemoryBreakdown& m, core::bytes_t capacity, const std::string& where);
 // phase | time (human_time: us, ms, s, h:mm:ss) | share of the step; phases of 0 s left out when omit_zero.
 std::string phase_table(const PhaseTimes& p, bool omit_zero = true);
 // step time, tokens/s, TFLOP/s (hardware count, Megatron-style count), each labelled.

@@ -5,15 +5,21 @@
 
 #include <fmt/format.h>
 
+#include "core/heads.hpp"
+
 namespace ulysses::runtime {
 
 std::string validate(const BlockShape& s) {
   if (s.B <= 0 || s.S <= 0 || s.H <= 0 || s.H_kv <= 0 || s.D <= 0 || s.P <= 0)
     return "B, S, H, H_kv, D and P must be positive";
-  if (s.H % s.H_kv != 0) return fmt::format("heads ({}) must be a multiple of kv_heads ({})", s.H, s.H_kv);
-  if (s.H % s.P != 0) return fmt::format("heads ({}) must be divisible by sp_size ({})", s.H, s.P);
-  if (s.H_kv % s.P != 0 && s.P % s.H_kv != 0)
-    return fmt::format("kv_heads ({}) must divide or be divisible by sp_size ({})", s.H_kv, s.P);
+  switch (core::head_rule(s.H, s.H_kv, s.P)) {
+    case core::HeadRule::kv_heads_divide_heads:
+      return fmt::format("heads ({}) must be a multiple of kv_heads ({})", s.H, s.H_kv);
+    case core::HeadRule::heads_divisible_by_sp: return fmt::format("heads ({}) must be divisible by sp_size ({})", s.H, s.P);
+    case core::HeadRule::kv_heads_split_or_replicated:
+      return fmt::format("kv_heads ({}) must divide or be divisible by sp_size ({})", s.H_kv, s.P);
+    case core::HeadRule::ok: break;
+  }
   if (s.S % s.P != 0) return fmt::format("seq_len ({}) must be divisible by sp_size ({})", s.S, s.P);
   return "";
 }

@@ -10,11 +10,6 @@
 
 namespace ulysses::runtime {
 
-double attention_fwd_flops(const AttnDims& a) {
-  const double f = 4.0 * a.B * double(a.S) * double(a.S) * a.H * a.D;
-  return a.causal ? 0.5 * f : f;
-}
-
 namespace {
 
 // x . y over D elements with 8 independent partial sums (vectorizes without -ffast-math).

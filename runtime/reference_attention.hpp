@@ -5,7 +5,7 @@
 // T = float (fp32 accumulation, what the CPU backend runs) or double (fp64 oracle).
 // Plain C++17 (no CUDA, no fmt): nvcc-compiled files may include it.
 //
-// Shapes (head-sharded layout of runtime/layout.hpp with P = 1, i.e. the full tensors):
+// Shapes (head-sharded layout of core/layout.hpp with P = 1, i.e. the full tensors):
 //   q, o, dout, dq: [B, S, H, D]      k, v, dk, dv: [B, S, H_kv, D]      lse: [B, H, S]
 // q head h reads kv head h / (H / H_kv). scale = 1/sqrt(D).
 //   s_ij = scale * q_i . k_j  (j <= i when causal)        lse_i = log sum_j exp(s_ij)
@@ -19,6 +19,8 @@
 
 #include "core/bf16.hpp"
 
+#include "core/flops.hpp"
+
 namespace ulysses::runtime {
 
 struct AttnDims {
@@ -26,9 +28,9 @@ struct AttnDims {
   bool causal = true;
 };
 
-// FLOPs of the forward as docs/DESIGN.md counts them: 4*B*S^2*H*D, half when causal.
-double attention_fwd_flops(const AttnDims& a);
-inline double attention_bwd_flops(const AttnDims& a) { return 2.5 * attention_fwd_flops(a); }
+// FLOPs of the forward and the backward (core/flops.hpp).
+inline double attention_fwd_flops(const AttnDims& a) { return core::attention_flops(a.B, a.S, a.H, a.D, a.causal); }
+inline double attention_bwd_flops(const AttnDims& a) { return core::attention_flops(a.B, a.S, a.H, a.D, a.causal, core::Pass::bwd); }
 
 // threads > 1: the (b, h) pairs of the forward and the (b, kv head) groups of the backward are
 // spread over that many threads; every element is computed in the same order as with one, so

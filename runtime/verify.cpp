@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 
 #include "runtime/checks.hpp"
-#include "runtime/layout.hpp"
+#include "core/layout.hpp"
 #include "runtime/reference_attention.hpp"
 
 namespace ulysses::runtime {
@@ -29,12 +29,12 @@ namespace {
 using core::bf16;
 using core::bf16_to_float;
 using core::float_to_bf16;
-using layout::Dims;
-using layout::global_pos;
-using layout::head_index;
-using layout::heads_per_rank;
-using layout::seq_index;
-using layout::source_head;
+using core::Dims;
+using core::global_pos;
+using core::head_index;
+using core::heads_per_rank;
+using core::seq_index;
+using core::source_head;
 
 // Expected x_head on rank r, straight from the global [B,S,H,D] tensor:
 //   x_head[b][s][h_l][d] = global[b][s][source_head(x, r, h_l)][d]

@@ -16,7 +16,7 @@ struct BlockInputs {
   std::vector<core::bf16> q, k, v, dout;
 };
 
-// What rank r kept from the validating iteration (layouts of runtime/layout.hpp:
+// What rank r kept from the validating iteration (layouts of core/layout.hpp:
 // x_seq [B,S_l,H,D], x_head [B,S,H_l,D]; k, v and their gradients with H_kv heads).
 struct RankResult {
   std::vector<core::bf16> q_head, k_head, v_head, o_head, o_seq, dout_head;

@@ -21,12 +21,12 @@
 
 namespace ulysses::sim {
 
-bytes_t block_peak_bytes_freeing(const Dims& d) {
-  const bytes_t tok = d.B * d.S_local;
-  const bytes_t q = tok * d.H * d.D * 2, kvs = tok * d.H_kv * d.D * 2, kw = tok * d.kv_wire * d.D * 2;
-  const bytes_t rep = d.kv_replica ? tok * d.P * d.D * 2 : 0, lse = tok * d.H * 4;
-  const bytes_t ex = d.B > 1 ? 1 : 0, base = q + 2 * kvs;
-  const bytes_t phase[6] = {
+core::bytes_t block_peak_bytes_freeing(const Dims& d) {
+  const core::bytes_t tok = d.B * d.S_local;
+  const core::bytes_t q = tok * d.H * d.D * 2, kvs = tok * d.H_kv * d.D * 2, kw = tok * d.kv_wire * d.D * 2;
+  const core::bytes_t rep = d.kv_replica ? tok * d.P * d.D * 2 : 0, lse = tok * d.H * 4;
+  const core::bytes_t ex = d.B > 1 ? 1 : 0, base = q + 2 * kvs;
+  const core::bytes_t phase[6] = {
       base + 2 * rep + (q + 2 * kw) + ex * (q + 2 * kw) + (q + 2 * kw),  // a2a.qkv.fwd
       base + (q + 2 * kw) + q + lse,                                     // attn.fwd
       base + (q + 2 * kw) + q + lse + ex * q + q + q,                    // a2a.out.fwd

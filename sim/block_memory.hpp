@@ -7,6 +7,6 @@
 
 namespace ulysses::sim {
 
-bytes_t block_peak_bytes_freeing(const Dims& d);
+core::bytes_t block_peak_bytes_freeing(const Dims& d);
 
 }  // namespace ulysses::sim

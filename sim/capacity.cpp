@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "sim/checked.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 #include "sim/memory.hpp"
 #include "sim/predict.hpp"
@@ -37,7 +37,7 @@ CapacityResult find_max_seq_len(const Scenario& sc, std::int64_t granularity) {
   Scenario s = sc;  // one copy per search (the only allocation)
   const auto step = checked::lcm(s.plan.sp_size, granularity);
   if (!step || *step > kMaxTokens)
-    throw InputError("", "granularity", fmt::format("lcm(granularity, sp_size) must be 1..{} (granularity {}, sp_size {})",
+    throw core::InputError("", "granularity", fmt::format("lcm(granularity, sp_size) must be 1..{} (granularity {}, sp_size {})",
                                                     kMaxTokens, granularity, s.plan.sp_size));
   r.step = *step;
   const std::int64_t k_max = kMaxTokens / r.step;

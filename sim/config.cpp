@@ -12,7 +12,7 @@
 
 #include "sim/config.hpp"
 #include "sim/fs_query.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses {
 
@@ -75,7 +75,7 @@ std::string repo_dir() {
   }();
   static const DataDir found = find_data_dir(exe);
   if (found.path.empty())
-    throw InputError(exe.string(), "ULYSSES_HOME",
+    throw core::InputError(exe.string(), "ULYSSES_HOME",
                      "not set, and no ulysses data (scenarios/models/, profiles/) next to the executable (looked in " +
                          found.looked + "); set ULYSSES_HOME to a checkout or to <prefix>/share/ulysses");
   return found.path;

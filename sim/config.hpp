@@ -1,7 +1,7 @@
 #pragma once
 // YAML inputs, strictly validated: model presets (scenarios/models/*.yaml), hardware profiles
 // (profiles/*.yaml), scenarios (scenarios/*.yaml) and sweep specs. Every error is an
-// InputError naming file, key and rule (sim/errors.hpp). Format: docs/INPUTS.md.
+// InputError naming file, key and rule (core/errors.hpp). Format: docs/INPUTS.md.
 #include <filesystem>
 #include <string>
 #include <vector>

@@ -5,9 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "core/heads.hpp"
 #include "sim/checked.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 
 namespace ulysses {
@@ -54,7 +55,7 @@ std::optional<Violation> first_violation(const Scenario& sc) {
   if (m.heads * m.head_dim > limits::kMaxHidden)
     return Violation{"model.head_dim", fmt::format("heads * head_dim must be at most {} (docs/INPUTS.md \"Limits\")", limits::kMaxHidden),
                      fmt::format("heads {}, head_dim {}", m.heads, m.head_dim)};
-  if (m.heads % m.kv_heads != 0)
+  if (!core::kv_heads_divide(m.heads, m.kv_heads))
     return Violation{"model.kv_heads", "must divide model.heads", fmt::format("heads {}, kv_heads {}", m.heads, m.kv_heads)};
 
   // Hardware profile.
@@ -121,9 +122,10 @@ std::optional<Violation> first_violation(const Scenario& sc) {
                                  p.dp_replicate_size * p.dp_shard_size * p.sp_size)};
 
   // Ulysses head rules (docs/DESIGN.md): heads split over sp ranks; kv heads split or replicated.
-  if (m.heads % p.sp_size != 0)
+  const core::HeadRule heads = core::sp_head_rule(m.heads, m.kv_heads, p.sp_size);
+  if (heads == core::HeadRule::heads_divisible_by_sp)
     return Violation{"plan.sp_size", "model.heads must be divisible by sp_size", fmt::format("heads {}, sp_size {}", m.heads, p.sp_size)};
-  if (m.kv_heads % p.sp_size != 0 && p.sp_size % m.kv_heads != 0)
+  if (heads == core::HeadRule::kv_heads_split_or_replicated)
     return Violation{"plan.sp_size", "model.kv_heads must divide or be divisible by sp_size",
                      fmt::format("kv_heads {}, sp_size {}", m.kv_heads, p.sp_size)};
   if (p.pad_to_multiple_of == 0 && p.seq_len % p.sp_size != 0)
@@ -152,7 +154,7 @@ void validate(const Scenario& sc, const std::string& origin) {
   if (!v) return;
   const bool is_flag = !origin.empty() && origin[0] == '-';
   const std::string rule = v->detail.empty() ? v->rule : v->rule + " (" + v->detail + ")";
-  throw InputError(is_flag ? "" : origin, v->key, rule);  // command-line scenarios: "command line: ..."
+  throw core::InputError(is_flag ? "" : origin, v->key, rule);  // command-line scenarios: "command line: ..."
 }
 
 }  // namespace ulysses

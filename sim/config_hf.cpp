@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/heads.hpp"
 #include "sim/config_internal.hpp"
 #include "sim/fs_query.hpp"
 
@@ -167,22 +168,22 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
   try {
     root = json::parse(text, cb);
   } catch (const json::parse_error& e) {
-    throw InputError(path, fmt::format("byte {}", e.byte), "JSON syntax error");
+    throw core::InputError(path, fmt::format("byte {}", e.byte), "JSON syntax error");
   }
-  if (!twice.empty()) throw InputError(path, twice, "given twice");
-  if (!root.is_object()) throw InputError(path, "(top level)", "must be a JSON object (a Hugging Face config.json)");
+  if (!twice.empty()) throw core::InputError(path, twice, "given twice");
+  if (!root.is_object()) throw core::InputError(path, "(top level)", "must be a JSON object (a Hugging Face config.json)");
 
   // Gemma 3 multimodal checkpoints keep the language model under text_config.
   const auto mt = root.find("model_type");
   if (mt == root.end() || !mt->is_string())
-    throw InputError(path, "model_type", fmt::format("missing or not a string (supported: {})", family_list()));
+    throw core::InputError(path, "model_type", fmt::format("missing or not a string (supported: {})", family_list()));
   std::string model_type = mt->get<std::string>();
   const json* obj = &root;
   std::string prefix;
   std::vector<std::string> archs = {"Gemma3ForConditionalGeneration"};
   if (model_type == "gemma3") {
     const auto tc = root.find("text_config");
-    if (tc == root.end() || !tc->is_object()) throw InputError(path, "text_config", "must be a map (the language model of Gemma 3)");
+    if (tc == root.end() || !tc->is_object()) throw core::InputError(path, "text_config", "must be a map (the language model of Gemma 3)");
     obj = &*tc;
     prefix = "text_config.";
   }
@@ -191,20 +192,20 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
     for (auto it = o->begin(); it != o->end(); ++it) {
       const std::string where = (o == &root ? "" : prefix) + it.key();
       if (is_moe_key(it.key()) && is_set(it.value()))
-        throw InputError(path, where, fmt::format("{} marks a mixture-of-experts model: not supported (ulysses models dense decoders)", it.value().dump()));
+        throw core::InputError(path, where, fmt::format("{} marks a mixture-of-experts model: not supported (ulysses models dense decoders)", it.value().dump()));
       if (is_mla_key(it.key()) && is_set(it.value()))
-        throw InputError(path, where, fmt::format("{} marks multi-head latent attention: not supported (ulysses models dense decoders)", it.value().dump()));
+        throw core::InputError(path, where, fmt::format("{} marks multi-head latent attention: not supported (ulysses models dense decoders)", it.value().dump()));
     }
   const std::string family_type = model_type == "gemma3" ? "gemma3_text" : model_type;
   const auto fam = std::find_if(families().begin(), families().end(), [&](const Family& f) { return family_type == f.model_type; });
   if (fam == families().end())
-    throw InputError(path, "model_type", fmt::format("'{}' is not supported (supported: {})", model_type, family_list()));
+    throw core::InputError(path, "model_type", fmt::format("'{}' is not supported (supported: {})", model_type, family_list()));
   if (model_type != "gemma3") archs.assign(fam->architectures.begin(), fam->architectures.end());
   if (const auto a = root.find("architectures"); a != root.end() && !a->is_null()) {
-    if (!a->is_array()) throw InputError(path, "architectures", "must be a list of class names");
+    if (!a->is_array()) throw core::InputError(path, "architectures", "must be a list of class names");
     for (const auto& name : *a)
       if (!name.is_string() || std::find(archs.begin(), archs.end(), name.get<std::string>()) == archs.end())
-        throw InputError(path, "architectures", fmt::format("{} is not supported for model_type {} (supported: {})", name.dump(), model_type, archs.front()));
+        throw core::InputError(path, "architectures", fmt::format("{} is not supported for model_type {} (supported: {})", name.dump(), model_type, archs.front()));
   }
 
   const Reader r{*obj, path, prefix};
@@ -219,7 +220,7 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
   if (fam->head_dim == kHiddenOverHeads && r.get("head_dim") == nullptr && m.hidden % m.heads != 0)
     r.at("head_dim").fail(fmt::format("missing, and hidden_size ({}) is not divisible by num_attention_heads ({})", m.hidden, m.heads));
   m.head_dim = r.integer("head_dim", limits::kMaxHeadDim, fam->head_dim == kHiddenOverHeads ? m.hidden / m.heads : fam->head_dim);
-  if (m.heads % m.kv_heads != 0)
+  if (!core::kv_heads_divide(m.heads, m.kv_heads))
     r.at("num_key_value_heads").fail(fmt::format("must divide num_attention_heads (heads {}, kv_heads {})", m.heads, m.kv_heads));
   // Gemma 3 multimodal: the top-level key ties the language model's head (HF default true).
   const Reader top{root, path, ""};

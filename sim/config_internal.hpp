@@ -9,7 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 #include "sim/scenario.hpp"
 
@@ -21,7 +21,7 @@ struct Where {
   std::string file;
   std::string key;
   std::string dir;
-  [[noreturn]] void fail(const std::string& rule) const { throw InputError(file, key, rule); }
+  [[noreturn]] void fail(const std::string& rule) const { throw core::InputError(file, key, rule); }
   Where child(const std::string& k) const { return {file, key.empty() ? k : key + "." + k, dir}; }
 };
 
@@ -131,8 +131,8 @@ std::string calibration_yaml(const Calibration& c, int indent);  // the lines un
 
 // Scaled units: the file says GiB / TFLOP/s / microseconds; the structs hold bytes, FLOP/s, s.
 inline constexpr double kUs = 1e-6;
-bytes_t gib_to_bytes(double gib);
-double bytes_to_gib(bytes_t b);
-std::string gib_text(bytes_t b);  // shortest GiB text t with gib_to_bytes(parse(t)) == b
+core::bytes_t gib_to_bytes(double gib);
+double bytes_to_gib(core::bytes_t b);
+std::string gib_text(core::bytes_t b);  // shortest GiB text t with gib_to_bytes(parse(t)) == b
 
 }  // namespace ulysses::cfg

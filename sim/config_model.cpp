@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/heads.hpp"
 #include "sim/config.hpp"
 #include "sim/fs_query.hpp"
 #include "sim/config_internal.hpp"
@@ -115,7 +116,7 @@ ModelSpec parse_model(const YAML::Node& n, const Where& w, const std::string& de
       w.child("head_dim").fail(fmt::format("missing, and hidden ({}) is not divisible by heads ({})", m.hidden, m.heads));
     m.head_dim = m.hidden / m.heads;
   }
-  if (m.heads % m.kv_heads != 0)
+  if (!core::kv_heads_divide(m.heads, m.kv_heads))
     w.child("kv_heads").fail(fmt::format("must divide heads (heads {}, kv_heads {})", m.heads, m.kv_heads));
   return m;
 }
@@ -129,7 +130,7 @@ std::string folder_config(const std::string& name, const Where& w) {
   if (name.empty() || !here) return "";
   try {
     if (fsq::is_file(fs::path(repo_dir()) / "scenarios/models" / (name + ".yaml"))) return "";
-  } catch (const InputError&) {  // no preset tree at all: the folder is what was meant
+  } catch (const core::InputError&) {  // no preset tree at all: the folder is what was meant
   }
   return hf_config_file("./" + name, w);
 }

@@ -1,6 +1,6 @@
 // Hardware profiles (profiles/*.yaml) and inline `profile:` maps. Format: docs/INPUTS.md.
 // File keys carry their unit (hbm_GiB, bf16_dense_TFLOPs, a2a_alpha_us); the struct holds
-// bytes, FLOP/s and seconds (sim/units.hpp).
+// bytes, FLOP/s and seconds (core/units.hpp).
 #include <map>
 #include <mutex>
 
@@ -30,8 +30,8 @@ const std::vector<ProfileField>& profile_fields() {
       {"gpu", [](P& p, const S& s, const W& w) { p.gpu = parse_string(s, w); }, [](const P& p) { return quote(p.gpu); }},
       {"hbm_GiB", [](P& p, const S& s, const W& w) { p.hbm_bytes = gib_to_bytes(positive_gib(s, w)); },
        [](const P& p) { return gib_text(p.hbm_bytes); }},
-      {"bf16_dense_TFLOPs", [](P& p, const S& s, const W& w) { p.bf16_dense_flops = positive_number(s, w) * kTFLOP; },
-       [](const P& p) { return scaled(p.bf16_dense_flops, kTFLOP); }},
+      {"bf16_dense_TFLOPs", [](P& p, const S& s, const W& w) { p.bf16_dense_flops = positive_number(s, w) * core::kTFLOP; },
+       [](const P& p) { return scaled(p.bf16_dense_flops, core::kTFLOP); }},
       {"hbm_GBps", [](P& p, const S& s, const W& w) { p.hbm_GBps = positive_number(s, w); },
        [](const P& p) { return number(p.hbm_GBps); }},
       {"nvlink_GBps", [](P& p, const S& s, const W& w) { p.nvlink_GBps = positive_number(s, w); },

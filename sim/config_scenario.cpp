@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/attn_impls.hpp"
 #include "sim/config.hpp"
 #include "sim/fs_query.hpp"
 #include "sim/config_internal.hpp"
@@ -186,8 +187,12 @@ const std::vector<std::string>& settable_keys() {
 }
 
 const std::vector<std::string>& attn_implementations() {
-  static const std::vector<std::string> impls = {"flash_attention_2", "flash_attention_3", "sdpa", "eager",
-                                                 "flex_attention", "ulysses_flash", "ulysses_reference"};
+  static const std::vector<std::string> impls = [] {
+    std::vector<std::string> v;
+    for (const core::AttnImpl& a : core::kAttnImpls)
+      if (a.plan_name) v.emplace_back(a.name);
+    return v;
+  }();
   return impls;
 }
 

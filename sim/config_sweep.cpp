@@ -68,8 +68,8 @@ SweepSpec load_sweep(const std::string& path) {
         spec.base = cfg::parse_scenario(v, wk, spec.name);
         try {
           validate(spec.base, path);
-        } catch (const InputError& e) {
-          throw InputError(path, "base." + e.key(), e.rule());
+        } catch (const core::InputError& e) {
+          throw core::InputError(path, "base." + e.key(), e.rule());
         }
       } else {
         const std::string ref = cfg::scalar_of(v, wk, "a scenario file or an inline scenario map").text;

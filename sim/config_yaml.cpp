@@ -161,7 +161,7 @@ void require_keys(const std::vector<std::pair<std::string, YAML::Node>>& items,
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   if (!in || fsq::is_dir(path))
-    throw InputError(path, "file", std::string("cannot be read (") + (fsq::is_dir(path) ? "a directory" : std::strerror(errno)) + ")");
+    throw core::InputError(path, "file", std::string("cannot be read (") + (fsq::is_dir(path) ? "a directory" : std::strerror(errno)) + ")");
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -173,7 +173,7 @@ YAML::Node parse_text(const std::string& text, const std::string& path) {
   try {
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw InputError(path, fmt::format("line {}, column {}", e.mark.line + 1, e.mark.column + 1),
+    throw core::InputError(path, fmt::format("line {}, column {}", e.mark.line + 1, e.mark.column + 1),
                      "YAML syntax error: " + e.msg);
   }
 }
@@ -240,10 +240,10 @@ std::string scaled(double v, double scale) {
   return fmt::format("{}", v / scale);
 }
 
-bytes_t gib_to_bytes(double gib) { return static_cast<bytes_t>(std::llround(gib * kGiB)); }
-double bytes_to_gib(bytes_t b) { return static_cast<double>(b) / kGiB; }
+core::bytes_t gib_to_bytes(double gib) { return static_cast<core::bytes_t>(std::llround(gib * core::kGiB)); }
+double bytes_to_gib(core::bytes_t b) { return static_cast<double>(b) / core::kGiB; }
 
-std::string gib_text(bytes_t b) {
+std::string gib_text(core::bytes_t b) {
   for (int digits = 1; digits <= 17; ++digits) {
     const std::string t = fmt::format("{:.{}g}", bytes_to_gib(b), digits);
     if (gib_to_bytes(std::strtod(t.c_str(), nullptr)) == b) return t;

@@ -17,7 +17,7 @@ struct RungCandidate {
   std::string invalid;  // "" when the scenario with this set passes check(); else the rule
   CapacityResult cap;   // when valid
   bool valid() const { return invalid.empty(); }
-  seconds_t step_time_s() const { return cap.at_max.step_time_s; }
+  core::seconds_t step_time_s() const { return cap.at_max.step_time_s; }
 };
 
 // a better than b: valid, then longer S, then faster step at that S, then fewer rungs, then the lower set.

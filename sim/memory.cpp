@@ -7,15 +7,16 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/attn_impls.hpp"
 #include "sim/reduce_flush.hpp"
 
 namespace ulysses::sim {
 namespace {
 
-bytes_t sat(double x) {
+core::bytes_t sat(double x) {
   if (!(x > 0)) return 0;
   if (x >= static_cast<double>(kMaxTermBytes)) return kMaxTermBytes;
-  return static_cast<bytes_t>(std::llround(x));
+  return static_cast<core::bytes_t>(std::llround(x));
 }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 double ceil_div_d(double a, double b) { return std::ceil(a / b); }
@@ -208,13 +209,13 @@ Dims derive_dims(const Scenario& sc) {
   return d;
 }
 
-bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.H * d.D * 2); }
-bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.kv_wire * d.D * 2); }
+core::bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.H * d.D * 2); }
+core::bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.kv_wire * d.D * 2); }
 
 constexpr double kLossBytesPerLogit = 12;
 constexpr double kSubGroupSize = 1e9;  // DeepSpeed ZeRO-3 sub_group_size default (zero/config.py)
 
-bytes_t logits_loss_bytes(const Dims& d) {
+core::bytes_t logits_loss_bytes(const Dims& d) {
   const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
   const double th = tok * d.h * 2;
   // torch.chunk over the B*S_local tokens: the largest shard has ceil(tokens / shards) tokens
@@ -264,8 +265,8 @@ double largest_sub_group(const ModelSpec& mo, double N) {
   return std::max(best, cur);  // the last parameter closes the last group
 }
 
-bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
-bytes_t host_capacity_bytes(const Scenario& sc) { return resolved_host_ram_bytes(sc); }
+core::bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
+core::bytes_t host_capacity_bytes(const Scenario& sc) { return resolved_host_ram_bytes(sc); }
 
 const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) {
   const Plan& pl = sc.plan;
@@ -347,10 +348,10 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   // the process's own: PyTorch (calibrated.pytorch_*) or our runtime (calibrated.cuda_context/nccl_buffer);
   // the profile's assumption when that runtime is not calibrated
   const bool pt = pl.runtime == Runtime::pytorch;
-  const bytes_t ctx_cal = pt ? cal.pytorch_context_bytes : cal.cuda_context_bytes;
-  const bytes_t nccl_cal = pt ? cal.pytorch_nccl_buffer_bytes : cal.nccl_buffer_bytes;
-  const bytes_t ctx = calib && ctx_cal > 0 ? ctx_cal : sc.hw.cuda_context_bytes;
-  const bytes_t nccl = d.gpus <= 1 ? 0 : calib && nccl_cal > 0 ? nccl_cal : sc.hw.nccl_buffer_bytes;
+  const core::bytes_t ctx_cal = pt ? cal.pytorch_context_bytes : cal.cuda_context_bytes;
+  const core::bytes_t nccl_cal = pt ? cal.pytorch_nccl_buffer_bytes : cal.nccl_buffer_bytes;
+  const core::bytes_t ctx = calib && ctx_cal > 0 ? ctx_cal : sc.hw.cuda_context_bytes;
+  const core::bytes_t nccl = d.gpus <= 1 ? 0 : calib && nccl_cal > 0 ? nccl_cal : sc.hw.nccl_buffer_bytes;
 
   const double gathered = at_optimizer ? 0 : at_logits ? gathered_logits : gathered_layer;
   const double ckpt_live = at_optimizer ? 0 : checkpoints;
@@ -405,7 +406,7 @@ void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host) {
   host.add("process_overhead", sat(static_cast<double>(kHostProcessOverheadBytes) * g));
 }
 
-bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
+core::bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
   // The CUDA backend's BlockRunner (runtime/cuda/block_runner.cpp) allocates every buffer of
   // the block once, up front; its arena peak is their sum (docs/MODEL.md "Block peak").
   const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
@@ -417,13 +418,14 @@ bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
   // attention backward workspace: the reference kernel keeps delta [B, H_l, S] fp32; the flash
   // kernel fp32 dq_accum [B, S, H_l, D] plus lse2 and delta [B, H_l, S padded to 128], each
   // allocation rounded up to 256 bytes. The runner sizes it for the larger unless the reference
-  // kernel is chosen (ulysses_reference, reference, eager: block_runner.cpp parse_kernel_choice).
+  // kernel is chosen (core/attn_impls.hpp: ulysses_reference, reference, eager).
   auto r256 = [](double b) { return std::ceil(b / 256) * 256; };
   const double S_pad = std::ceil(static_cast<double>(d.S) / 128) * 128;
   const double ws_ref = lse;
   const double ws_flash = r256(tok * d.H * d.D * 4) + 2 * r256(static_cast<double>(d.B) * d.H_local * S_pad * 4);
   const std::string& impl = sc.plan.attn_implementation;
-  const bool reference = impl == "ulysses_reference" || impl == "reference" || impl == "eager";
+  const core::AttnImpl* kernel = core::find_attn_impl(impl);
+  const bool reference = kernel && kernel->kernel == core::AttnKernel::reference;
   const double ws = reference ? ws_ref : std::max(ws_ref, ws_flash);
   // exchanger: one send and one receive buffer for the largest group (q, k, v together)
   const double exchange = d.P > 1 ? 2 * (q + 2 * kvh) : 0;

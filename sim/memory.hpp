@@ -15,11 +15,11 @@ inline constexpr double kFragmentationFraction = 0.05;        // of the transien
                                                               // expandable segments (stated, not derived)
 // With expandable segments: what stays mapped under memory pressure besides the live blocks, the 20 MiB
 // granules that live blocks only partly cover (measured from the allocator's history, docs/MODEL.md)
-inline constexpr bytes_t kExpandableGranuleSlackBytes = bytes_t{8} * (bytes_t{20} << 20);
-inline constexpr bytes_t kHostProcessOverheadBytes = bytes_t{4} << 30;  // per GPU process
+inline constexpr core::bytes_t kExpandableGranuleSlackBytes = core::bytes_t{8} * (core::bytes_t{20} << 20);
+inline constexpr core::bytes_t kHostProcessOverheadBytes = core::bytes_t{4} << 30;  // per GPU process
 inline constexpr double kLogitsTileBytes = 1073741824.0;      // ALST: fp32 logits per tile <= 1 GiB
 inline constexpr int kZero3LiveLayers = 2;                    // current layer + one prefetched
-inline constexpr bytes_t kMaxTermBytes = bytes_t{1} << 57;    // saturation of one term (128 PiB)
+inline constexpr core::bytes_t kMaxTermBytes = core::bytes_t{1} << 57;    // saturation of one term (128 PiB)
 
 // Everything predict() derives once from a scenario: dimension letters of docs/DESIGN.md plus
 // the group sizes of the plan. All counts are int64 (elements, ranks, tokens).
@@ -47,8 +47,8 @@ std::int64_t padded_seq_len(std::int64_t S, std::int64_t pad_to_multiple_of, std
 Dims derive_dims(const Scenario& sc);
 
 // Bytes of one exchanged tensor per rank (bf16): q (or o) and one of k, v.
-bytes_t q_bytes_per_rank(const Dims& d);   // B * S_local * H * D * 2
-bytes_t kv_bytes_per_rank(const Dims& d);  // B * S_local * max(H_kv, P) * D * 2
+core::bytes_t q_bytes_per_rank(const Dims& d);   // B * S_local * H * D * 2
+core::bytes_t kv_bytes_per_rank(const Dims& d);  // B * S_local * max(H_kv, P) * D * 2
 
 // Fills p.gpu (per GPU peak), p.host (per node) and their capacities / fit flags.
 // Returns the moment at which the GPU peak happens (a string literal, docs/MODEL.md).
@@ -57,12 +57,12 @@ void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host);
 // Logits + loss working set: 14 bytes per logit of one tile (the whole B*S_local*V when untiled)
 // plus three [B, S_local, h] bf16 tensors (final norm input and output, grad of the hidden state);
 // with eager RMSNorm five (the norm keeps an fp32 input copy and the bf16 normalized tensor).
-bytes_t logits_loss_bytes(const Dims& d);
+core::bytes_t logits_loss_bytes(const Dims& d);
 // Peak bytes of one Ulysses attention block alone, fwd + bwd, as `ulysses run --backend cuda`
 // allocates it (every buffer up front; docs/MODEL.md "Block peak").
-bytes_t block_peak_bytes(const Scenario& sc, const Dims& d);
+core::bytes_t block_peak_bytes(const Scenario& sc, const Dims& d);
 
-bytes_t gpu_capacity_bytes(const Scenario& sc);
-bytes_t host_capacity_bytes(const Scenario& sc);
+core::bytes_t gpu_capacity_bytes(const Scenario& sc);
+core::bytes_t host_capacity_bytes(const Scenario& sc);
 
 }  // namespace ulysses::sim

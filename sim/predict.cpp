@@ -35,12 +35,12 @@ Prediction predict(const Scenario& sc) {
   const double B = static_cast<double>(d.B), S = static_cast<double>(d.S_req);
   if (p.step_time_s > 0) {
     p.tokens_per_s = B * S * (gpus / P) / p.step_time_s;
-    p.hw_tflops_per_gpu = flops_per_gpu / p.step_time_s / kTFLOP;
+    p.hw_tflops_per_gpu = flops_per_gpu / p.step_time_s / core::kTFLOP;
     // papers' (Megatron-style) count: per sample 2cNS + 4cLhS^2, attention non-causal
     const double c = d.ckpt ? 4 : 3, N = static_cast<double>(d.total_params);
     const double L = static_cast<double>(d.L), h = static_cast<double>(d.h);
     const double per_sample = 2 * c * N * S + 4 * c * L * h * S * S;
-    p.megatron_tflops_per_gpu = B * per_sample * (gpus / P) / (p.step_time_s * gpus) / kTFLOP;
+    p.megatron_tflops_per_gpu = B * per_sample * (gpus / P) / (p.step_time_s * gpus) / core::kTFLOP;
   }
   return p;
 }

@@ -4,22 +4,22 @@
 
 namespace ulysses {
 
-bytes_t MemoryBreakdown::get(const char* name) const {
+core::bytes_t MemoryBreakdown::get(const char* name) const {
   for (int i = 0; i < n; ++i)
     if (std::strcmp(terms[i].name, name) == 0) return terms[i].bytes;
   return 0;
 }
 
-seconds_t PhaseTimes::get(const char* name) const {
+core::seconds_t PhaseTimes::get(const char* name) const {
   for (int i = 0; i < n; ++i)
     if (std::strcmp(phases[i].name, name) == 0) return phases[i].time_s;
   return 0;
 }
 
-bytes_t predicted_reserved_bytes(const Prediction& p) {
+core::bytes_t predicted_reserved_bytes(const Prediction& p) {
   return p.gpu.total() - p.gpu.get("cuda_context") - p.gpu.get("nccl_buffers");
 }
 
-bytes_t predicted_allocated_bytes(const Prediction& p) { return predicted_reserved_bytes(p) - p.gpu.get("fragmentation"); }
+core::bytes_t predicted_allocated_bytes(const Prediction& p) { return predicted_reserved_bytes(p) - p.gpu.get("fragmentation"); }
 
 }  // namespace ulysses

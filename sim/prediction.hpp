@@ -4,14 +4,14 @@
 #include <array>
 #include <cstdint>
 
-#include "sim/phases.hpp"
-#include "sim/units.hpp"
+#include "core/phases.hpp"
+#include "core/units.hpp"
 
 namespace ulysses {
 
 struct NamedBytes {
   const char* name = "";
-  bytes_t bytes = 0;
+  core::bytes_t bytes = 0;
 };
 
 // A named breakdown that sums to its total.
@@ -19,31 +19,31 @@ struct MemoryBreakdown {
   static constexpr int kMax = 32;
   std::array<NamedBytes, kMax> terms{};
   int n = 0;
-  void add(const char* name, bytes_t b) { terms[n++] = {name, b}; }
-  bytes_t total() const {
-    bytes_t t = 0;
+  void add(const char* name, core::bytes_t b) { terms[n++] = {name, b}; }
+  core::bytes_t total() const {
+    core::bytes_t t = 0;
     for (int i = 0; i < n; ++i) t += terms[i].bytes;
     return t;
   }
-  bytes_t get(const char* name) const;  // 0 when absent; defined in sim/prediction.cpp
+  core::bytes_t get(const char* name) const;  // 0 when absent; defined in sim/prediction.cpp
 };
 
 struct NamedTime {
   const char* name = "";
-  seconds_t time_s = 0;
+  core::seconds_t time_s = 0;
 };
 
 struct PhaseTimes {
   static constexpr int kMax = 48;
   std::array<NamedTime, kMax> phases{};
   int n = 0;
-  void add(const char* name, seconds_t t) { phases[n++] = {name, t}; }
-  seconds_t total() const {
-    seconds_t t = 0;
+  void add(const char* name, core::seconds_t t) { phases[n++] = {name, t}; }
+  core::seconds_t total() const {
+    core::seconds_t t = 0;
     for (int i = 0; i < n; ++i) t += phases[i].time_s;
     return t;
   }
-  seconds_t get(const char* name) const;  // 0 when absent
+  core::seconds_t get(const char* name) const;  // 0 when absent
 };
 
 enum class Binding { none, gpu_hbm, host_ram };
@@ -57,19 +57,19 @@ struct Prediction {
   std::int64_t s_local = 0;         // padded S / P
   MemoryBreakdown gpu;              // per GPU (peak)
   MemoryBreakdown host;             // host RAM per node
-  bytes_t gpu_capacity_bytes = 0;   // HBM per GPU
-  bytes_t host_capacity_bytes = 0;  // host RAM per node
+  core::bytes_t gpu_capacity_bytes = 0;   // HBM per GPU
+  core::bytes_t host_capacity_bytes = 0;  // host RAM per node
   bool fits_gpu = false;
   bool fits_host = false;
   PhaseTimes step;                  // one optimizer step, all layers (phase -> seconds)
-  std::array<seconds_t, 6> block{}; // one layer's Ulysses attention block, indexed by BlockPhase
-  bytes_t block_peak_bytes = 0;     // peak bytes of the block alone (what `ulysses run` measures)
-  bytes_t block_peak_bytes_freeing = 0;  // same block when each buffer is freed after its last use
+  std::array<core::seconds_t, 6> block{}; // one layer's Ulysses attention block, indexed by BlockPhase
+  core::bytes_t block_peak_bytes = 0;     // peak bytes of the block alone (what `ulysses run` measures)
+  core::bytes_t block_peak_bytes_freeing = 0;  // same block when each buffer is freed after its last use
                                         // (the cpu backend; block_peak_bytes: all up front, the cuda backend)
-  bytes_t a2a_q_bytes_per_rank = 0; // bytes one rank sends+keeps in the q exchange (nccl-tests "size")
-  bytes_t a2a_kv_bytes_per_rank = 0;// same, k and v together (after GQA replication if any)
+  core::bytes_t a2a_q_bytes_per_rank = 0; // bytes one rank sends+keeps in the q exchange (nccl-tests "size")
+  core::bytes_t a2a_kv_bytes_per_rank = 0;// same, k and v together (after GQA replication if any)
   const char* gpu_peak_at = "";    // the moment of the GPU peak, e.g. "backward.mlp", "logits_loss" (docs/MODEL.md)
-  seconds_t step_time_s = 0;
+  core::seconds_t step_time_s = 0;
   double tokens_per_s = 0;          // global tokens per second
   double hw_tflops_per_gpu = 0;     // FLOPs actually executed (causal halved, recompute counted)
   double megatron_tflops_per_gpu = 0;  // papers' count: (2cNS + 4cLhS^2)*B, c=4 w/ ckpt else 3
@@ -78,7 +78,7 @@ struct Prediction {
 // What PyTorch's caching allocator holds at the peak (docs/MODEL.md "Fixed costs and fragmentation"):
 // reserved = the GPU total less the fixed costs (cuda_context, nccl_buffers); allocated = that less
 // fragmentation. An out-of-memory is decided by reserved + the fixed costs (= total).
-bytes_t predicted_reserved_bytes(const Prediction& p);
-bytes_t predicted_allocated_bytes(const Prediction& p);
+core::bytes_t predicted_reserved_bytes(const Prediction& p);
+core::bytes_t predicted_allocated_bytes(const Prediction& p);
 
 }  // namespace ulysses

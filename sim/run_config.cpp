@@ -69,7 +69,7 @@ RunConfigRead apply_run_configs(Scenario& sc, const std::string& accelerate_yaml
     if (!fsq::exists(deepspeed_json)) cfg::read_text(deepspeed_json);  // the one-line "cannot be read"
     std::error_code ec;
     if (!fs::equivalent(deepspeed_json, named, ec))
-      throw InputError("", "--deepspeed-config",
+      throw core::InputError("", "--deepspeed-config",
                        fmt::format("'{}' is not the DeepSpeed config that {} names ('{}'): give one of them",
                                    deepspeed_json, accelerate_yaml, named));
   }
@@ -110,10 +110,10 @@ void check_run_configs(const RunConfigRead& rc, const Scenario& sc) {
                        micro, gas, world, sp, want, rc.train_batch_size));
 }
 
-void throw_if_from_run_config(const InputError& e, const RunConfigRead& rc) {
+void throw_if_from_run_config(const core::InputError& e, const RunConfigRead& rc) {
   for (auto it = rc.keys.rbegin(); it != rc.keys.rend(); ++it)
     if (it->target == e.key() && it->note.find("overridden by") == std::string::npos)
-      throw InputError(it->file, it->key + " (" + e.key() + ")", e.rule());
+      throw core::InputError(it->file, it->key + " (" + e.key() + ")", e.rule());
 }
 
 }  // namespace ulysses

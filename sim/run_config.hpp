@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses {
@@ -50,6 +50,6 @@ void mark_overridden(RunConfigRead& rc, const std::string& target, const std::st
 
 // An error of validate() whose key a run config set (and no flag overrode): throws the same error
 // naming that file and key. Returns otherwise.
-void throw_if_from_run_config(const InputError& e, const RunConfigRead& rc);
+void throw_if_from_run_config(const core::InputError& e, const RunConfigRead& rc);
 
 }  // namespace ulysses

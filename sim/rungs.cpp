@@ -6,7 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
+#include "core/heads.hpp"
 
 namespace ulysses {
 namespace {
@@ -45,8 +46,7 @@ const RungInfo& rung_info(Rung r) { return kRungs[static_cast<std::size_t>(r)]; 
 
 std::int64_t largest_valid_sp(const ModelSpec& m, std::int64_t ranks) {
   for (std::int64_t p = ranks; p > 1; --p) {
-    if (ranks % p != 0 || m.heads % p != 0) continue;
-    if (m.kv_heads % p == 0 || p % m.kv_heads == 0) return p;
+    if (ranks % p == 0 && core::sp_head_rule(m.heads, m.kv_heads, p) == core::HeadRule::ok) return p;
   }
   return 1;
 }
@@ -118,8 +118,8 @@ RungSet parse_rung_set(std::string_view names, const std::string& origin, const 
     const std::string_view word = names.substr(start, comma - start);
     const auto it = std::find_if(kRungs.begin(), kRungs.end(), [&](const RungInfo& r) { return word == r.name; });
     if (it == kRungs.end())
-      throw InputError(origin, key, fmt::format("'{}' is not a feature (one of: {}; or none)", word, all));
-    if (s & bit(it->rung)) throw InputError(origin, key, fmt::format("'{}' is listed twice", word));
+      throw core::InputError(origin, key, fmt::format("'{}' is not a feature (one of: {}; or none)", word, all));
+    if (s & bit(it->rung)) throw core::InputError(origin, key, fmt::format("'{}' is listed twice", word));
     s |= bit(it->rung);
     start = comma + 1;
   }

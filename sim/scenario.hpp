@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/units.hpp"
+#include "core/units.hpp"
 
 namespace ulysses {
 
@@ -52,8 +52,8 @@ struct Calibration {
   Curve gemm_eff;                        // x: M*N*K (flops/2), y: fraction of peak
   double host_link_h2d_GBps = -1;
   double host_link_d2h_GBps = -1;
-  bytes_t cuda_context_bytes = -1;
-  bytes_t nccl_buffer_bytes = -1;
+  core::bytes_t cuda_context_bytes = -1;
+  core::bytes_t nccl_buffer_bytes = -1;
   double pack_GBps = -1;                 // layout pack/unpack copy bandwidth (bytes moved r+w)
   // (added by issue 6's validation) fixed cost per tensor of an exchange (kernel launches, one
   // NCCL send/recv per peer and tensor): when >= 0 an exchange of n tensors costs n * this
@@ -74,19 +74,19 @@ struct Calibration {
   // (added with the deepspeed backend) the PyTorch process's device memory outside its caching
   // allocator (CUDA context with torch's kernels, cuBLAS/cuDNN workspaces) and its NCCL buffers,
   // measured by `ulysses calibrate --backend deepspeed`; used when plan.runtime is pytorch
-  bytes_t pytorch_context_bytes = -1;
-  bytes_t pytorch_nccl_buffer_bytes = -1;
+  core::bytes_t pytorch_context_bytes = -1;
+  core::bytes_t pytorch_nccl_buffer_bytes = -1;
 };
 
 struct HardwareProfile {
   std::string name;                  // e.g. h200-sxm-141gb
   std::string gpu;                   // marketing name
-  bytes_t hbm_bytes = 0;             // per GPU
+  core::bytes_t hbm_bytes = 0;             // per GPU
   double bf16_dense_flops = 0;       // FLOP/s per GPU, dense (no sparsity)
   double hbm_GBps = 0;
   double nvlink_GBps = 0;            // per GPU per direction
   std::int64_t gpus_per_node = 0;
-  bytes_t host_ram_bytes = 0;        // per node
+  core::bytes_t host_ram_bytes = 0;        // per node
   double host_link_GBps = 0;         // PCIe per GPU per direction
   double nic_GBps = 0;               // per GPU per direction
   // uncalibrated defaults for efficiencies (fractions of peak); documented per profile
@@ -95,8 +95,8 @@ struct HardwareProfile {
   double gemm_eff = 0;
   double a2a_link_eff = 0;           // achievable busbw / link bandwidth at large sizes
   double a2a_alpha_s = 0;            // all-to-all latency
-  bytes_t cuda_context_bytes = 0;
-  bytes_t nccl_buffer_bytes = 0;
+  core::bytes_t cuda_context_bytes = 0;
+  core::bytes_t nccl_buffer_bytes = 0;
   std::vector<std::pair<std::string, std::string>> sources;  // field -> where it comes from
   bool has_calibration = false;
   Calibration calibrated;
@@ -153,14 +153,14 @@ struct Scenario {
   Workload workload;
   std::int64_t gpus = 1;          // world size = dp_replicate * dp_shard * sp
   std::int64_t gpus_per_node = 0; // 0 = the profile's
-  bytes_t host_ram_bytes = 0;     // per node; 0 = the profile's
+  core::bytes_t host_ram_bytes = 0;     // per node; 0 = the profile's
 };
 
 // The scenario's own node size and host RAM, else the profile's (the one rule for "0 = the profile's").
 inline std::int64_t resolved_gpus_per_node(const Scenario& sc) {
   return sc.gpus_per_node > 0 ? sc.gpus_per_node : sc.hw.gpus_per_node;
 }
-inline bytes_t resolved_host_ram_bytes(const Scenario& sc) {
+inline core::bytes_t resolved_host_ram_bytes(const Scenario& sc) {
   return sc.host_ram_bytes > 0 ? sc.host_ram_bytes : sc.hw.host_ram_bytes;
 }
 

@@ -15,7 +15,7 @@
 
 #include "sim/capacity.hpp"
 #include "sim/config_internal.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/predict.hpp"
 
 namespace ulysses {
@@ -23,9 +23,9 @@ namespace ulysses {
 std::int64_t sweep_points(const SweepSpec& spec) {
   std::int64_t n = 1;
   for (const auto& a : spec.axes) {
-    if (a.values.empty()) throw InputError(spec.path, "axes." + a.key, "an axis needs at least one value");
+    if (a.values.empty()) throw core::InputError(spec.path, "axes." + a.key, "an axis needs at least one value");
     if (n > (std::int64_t{1} << 40) / static_cast<std::int64_t>(a.values.size()))
-      throw InputError(spec.path, "axes", "more than 2^40 points");
+      throw core::InputError(spec.path, "axes", "more than 2^40 points");
     n *= static_cast<std::int64_t>(a.values.size());
   }
   return n;
@@ -52,7 +52,7 @@ void check_sweep_name(const SweepSpec& spec) {
   const std::string rule = sweep_name_rule(spec.name);
   if (rule.empty()) return;
   const bool from_stem = spec.name == cfg::stem_of(spec.path);
-  throw InputError(spec.path, "name", rule + (from_stem ? " (without `name:` the name is the file stem)" : ""));
+  throw core::InputError(spec.path, "name", rule + (from_stem ? " (without `name:` the name is the file stem)" : ""));
 }
 
 void sort_skipped(std::vector<std::pair<std::string, std::int64_t>>& skipped) {
@@ -72,7 +72,7 @@ Shard parse_shard(const std::string& text, const std::string& key) {
                   number(text.substr(slash + 1), s.count) && s.count >= 1 && s.count <= kMaxShards &&
                   s.index >= 1 && s.index <= s.count;
   if (!ok)
-    throw InputError("", key, fmt::format("must be K/N with 1 <= K <= N <= {} (the K-th of N slices, e.g. 2/8; got '{}')",
+    throw core::InputError("", key, fmt::format("must be K/N with 1 <= K <= N <= {} (the K-th of N slices, e.g. 2/8; got '{}')",
                                           kMaxShards, text.size() > 40 ? text.substr(0, 40) + "..." : text));
   return s;
 }
@@ -249,7 +249,7 @@ SweepStats run_sweep(const SweepSpec& spec, const SweepOptions& opt) {
   const std::int64_t total = sweep_points(spec);
   const Preloaded pre = preload(spec);
   if (spec.mode != "predict" && spec.mode != "plan")
-    throw InputError(spec.path, "mode", "'" + spec.mode + "' is not one of predict, plan");
+    throw core::InputError(spec.path, "mode", "'" + spec.mode + "' is not one of predict, plan");
 
   const std::int64_t first = opt.first, end = opt.end < 0 ? total : opt.end;
   if (first < 0 || first > end || end > total) throw std::invalid_argument("run_sweep: point range outside the product");

@@ -2,6 +2,7 @@
 // bandwidth or a FLOP rate; calibrated curves override datasheet figures when present.
 #include "sim/timing.hpp"
 
+#include "core/flops.hpp"
 #include "sim/attn_key.hpp"
 
 #include <algorithm>
@@ -21,7 +22,7 @@ double ring_busbw_GBps(const Scenario& sc, bool spans_nodes) {
   return spans_nodes ? std::min(nvl, sc.hw.a2a_link_eff * sc.hw.nic_GBps) : nvl;
 }
 // all-gather / reduce-scatter of a buffer of `bytes` (whole buffer) over n ranks
-seconds_t ring_time_s(const Scenario& sc, double n, double bytes, bool spans_nodes) {
+core::seconds_t ring_time_s(const Scenario& sc, double n, double bytes, bool spans_nodes) {
   if (n <= 1) return 0;
   return (n - 1) / n * bytes / (ring_busbw_GBps(sc, spans_nodes) * kGBps);
 }
@@ -48,7 +49,7 @@ const Curve* find_curve(const std::vector<std::pair<std::int64_t, Curve>>& v, st
 
 // Per-layer GEMM times of one pass (forward). M = tokens per call (TiledMLP: per shard).
 struct LayerGemms {
-  seconds_t qkv, o, mlp;
+  core::seconds_t qkv, o, mlp;
   double flops_qkv, flops_o, flops_mlp;
 };
 LayerGemms layer_gemms(const Scenario& sc, const Dims& d) {
@@ -67,12 +68,7 @@ LayerGemms layer_gemms(const Scenario& sc, const Dims& d) {
 
 }  // namespace
 
-double attn_fwd_flops(const Dims& d) {
-  const double S = static_cast<double>(d.S);
-  return 4.0 * d.B * S * S * d.H_local * d.D * (d.causal ? 0.5 : 1.0);
-}
-
-seconds_t a2a_alpha_s(const Scenario& sc) {
+core::seconds_t a2a_alpha_s(const Scenario& sc) {
   const Calibration& c = sc.hw.calibrated;
   return sc.hw.has_calibration && c.a2a_alpha_s >= 0 ? c.a2a_alpha_s : sc.hw.a2a_alpha_s;
 }
@@ -88,18 +84,18 @@ double a2a_busbw_GBps(const Scenario& sc, const Dims& d, double bytes_per_rank) 
   return busbw;
 }
 
-seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank) {
+core::seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank) {
   return a2a_time_s(sc, d, bytes_per_rank, 1);
 }
 
-seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank, int tensors) {
+core::seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank, int tensors) {
   if (d.P <= 1) return 0;
   const double P = static_cast<double>(d.P);
   const Calibration& c = sc.hw.calibrated;
   const double wire = (P - 1) / P * bytes_per_rank / (a2a_busbw_GBps(sc, d, bytes_per_rank) * kGBps);
   // pack and unpack are copies (read + write = 2x bytes); for B = 1 one side is the identity
   const double copies = (d.B == 1 ? 1 : 2) * 2 * bytes_per_rank / (copy_GBps(sc) * kGBps);
-  const seconds_t alpha = sc.hw.has_calibration && c.a2a_alpha_per_tensor_s >= 0 ? tensors * c.a2a_alpha_per_tensor_s
+  const core::seconds_t alpha = sc.hw.has_calibration && c.a2a_alpha_per_tensor_s >= 0 ? tensors * c.a2a_alpha_per_tensor_s
                                                                                   : a2a_alpha_s(sc);
   return alpha + wire + copies;
 }
@@ -172,19 +168,19 @@ double gemm_eff(const Scenario& sc, double mnk) {
   return sc.hw.has_calibration && !c.empty() ? c.at(mnk) : sc.hw.gemm_eff;
 }
 
-seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K) {
+core::seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
   return 2 * M * N * K / (sc.hw.bf16_dense_flops * gemm_eff(sc, M * N * K));
 }
 
-seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped) {
+core::seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped) {
   if (d.P <= 1) return 0;
   const double T = tokens(d);
   const double q = T * d.H * d.D * 2, kv = T * d.kv_wire * d.D * 2;
   // kv replica: read k (H_kv heads), write the replica (P heads), for k and v; the backward
   // sums the replica gradients back (same bytes)
   const double replica = d.kv_replica ? 2 * (T * d.H_kv * d.D * 2 + T * d.P * d.D * 2) / (copy_GBps(sc) * kGBps) : 0;
-  const seconds_t x = grouped ? a2a_time_s(sc, d, q + 2 * kv, 3) : a2a_time_s(sc, d, q, 1) + 2 * a2a_time_s(sc, d, kv, 1);
+  const core::seconds_t x = grouped ? a2a_time_s(sc, d, q + 2 * kv, 3) : a2a_time_s(sc, d, q, 1) + 2 * a2a_time_s(sc, d, kv, 1);
   return x + replica;
 }
 
@@ -205,7 +201,7 @@ const Curve* phase_curve(const Scenario& sc, std::string_view phase, std::int64_
 
 int exchange_launches(const Calibration& c, int tensors) { return c.a2a_transport == "p2p" ? 1 : tensors; }
 
-seconds_t exchange_idle_penalty_s(const Scenario& sc, const Dims& d, seconds_t idle_s) {
+core::seconds_t exchange_idle_penalty_s(const Scenario& sc, const Dims& d, core::seconds_t idle_s) {
   const Curve& c = sc.hw.calibrated.a2a_idle_penalty_us;
   if (d.P <= 1 || !sc.hw.has_calibration || c.empty() || !(idle_s > 0)) return 0;
   return c.at(idle_s * 1e3) * 1e-6;  // x in ms, y in us
@@ -216,7 +212,7 @@ namespace {
 // One block exchange phase of `bytes` per rank in `tensors` tensors: from its own calibrated
 // curve when present (launches * alpha + bytes / GBps(bytes); launches = 1 for the p2p
 // transport's single kernel, else one per tensor), else the generic exchange formula.
-seconds_t exchange_phase_s(const Scenario& sc, const Dims& d, BlockPhase p, double bytes, int tensors) {
+core::seconds_t exchange_phase_s(const Scenario& sc, const Dims& d, core::BlockPhase p, double bytes, int tensors) {
   if (d.P <= 1) return 0;
   const Curve* c = phase_curve(sc, name(p), d.P);
   if (!c) return a2a_time_s(sc, d, bytes, tensors);
@@ -226,60 +222,60 @@ seconds_t exchange_phase_s(const Scenario& sc, const Dims& d, BlockPhase p, doub
 
 }  // namespace
 
-void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& block) {
+void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 6>& block) {
   // `ulysses run` exchanges q, k and v in one grouped exchange (runtime/cuda/exchange.hpp)
   const double T = tokens(d), q = T * d.H * d.D * 2, kv = T * d.kv_wire * d.D * 2;
   // kv replica copies (P > H_kv, replicate): read k (H_kv heads), write the replica (P heads),
   // for k and v; the backward sums the replica gradients back (same bytes)
   const double replica = d.P > 1 && d.kv_replica ? 2 * (T * d.H_kv * d.D * 2 + T * d.P * d.D * 2) / (copy_GBps(sc) * kGBps) : 0;
-  const double flops = attn_fwd_flops(d), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
-  block[static_cast<int>(BlockPhase::a2a_qkv_fwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_qkv_fwd, q + 2 * kv, 3) + replica;
-  block[static_cast<int>(BlockPhase::attn_fwd)] = flops / (peak * attn_eff(sc, true, S));
-  block[static_cast<int>(BlockPhase::a2a_out_fwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_out_fwd, q, 1);
-  block[static_cast<int>(BlockPhase::a2a_out_bwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_out_bwd, q, 1);
-  block[static_cast<int>(BlockPhase::attn_bwd)] = kAttnBwdFlopsFactor * flops / (peak * attn_eff(sc, false, S));
-  block[static_cast<int>(BlockPhase::a2a_qkv_bwd)] = exchange_phase_s(sc, d, BlockPhase::a2a_qkv_bwd, q + 2 * kv, 3) + replica;
+  const double flops = core::attention_flops(d.B, d.S, d.H_local, d.D, d.causal), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
+  block[static_cast<int>(core::BlockPhase::a2a_qkv_fwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_qkv_fwd, q + 2 * kv, 3) + replica;
+  block[static_cast<int>(core::BlockPhase::attn_fwd)] = flops / (peak * attn_eff(sc, true, S));
+  block[static_cast<int>(core::BlockPhase::a2a_out_fwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_out_fwd, q, 1);
+  block[static_cast<int>(core::BlockPhase::a2a_out_bwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_out_bwd, q, 1);
+  block[static_cast<int>(core::BlockPhase::attn_bwd)] = core::kAttnBwdFlopsFactor * flops / (peak * attn_eff(sc, false, S));
+  block[static_cast<int>(core::BlockPhase::a2a_qkv_bwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_qkv_bwd, q + 2 * kv, 3) + replica;
   // the exchanges right after attention find the links idle for the attention's duration
-  block[static_cast<int>(BlockPhase::a2a_out_fwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(BlockPhase::attn_fwd)]);
-  block[static_cast<int>(BlockPhase::a2a_qkv_bwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(BlockPhase::attn_bwd)]);
+  block[static_cast<int>(core::BlockPhase::a2a_out_fwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(core::BlockPhase::attn_fwd)]);
+  block[static_cast<int>(core::BlockPhase::a2a_qkv_bwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(core::BlockPhase::attn_bwd)]);
 }
 
 double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   const Plan& pl = sc.plan;
   const double L = static_cast<double>(d.L), T = tokens(d);
-  std::array<seconds_t, 6> blk{};
+  std::array<core::seconds_t, 6> blk{};
   block_times(sc, d, blk);
-  auto at = [&](BlockPhase p) { return blk[static_cast<int>(p)]; };
+  auto at = [&](core::BlockPhase p) { return blk[static_cast<int>(p)]; };
   const LayerGemms g = layer_gemms(sc, d);
   const bool ck = d.ckpt, tm = pl.tiled_mlp;
   // DeepSpeed's Ulysses layer runs one all-to-all per tensor: q, k, v separately
-  const seconds_t a2a_qkv = qkv_exchange_s(sc, d, /*grouped=*/false);
+  const core::seconds_t a2a_qkv = qkv_exchange_s(sc, d, /*grouped=*/false);
 
   // logits: GEMM T x V x h (tiled: per shard) + cross-entropy elementwise traffic at HBM speed
   const double n_log = static_cast<double>(d.logits_shards), M_log = std::ceil(T / n_log);
-  const seconds_t logits_gemm = n_log * gemm_time_s(sc, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
-  const seconds_t loss_pass = kLossBytesPerElement * T * d.V / (sc.hw.hbm_GBps * kGBps);
+  const core::seconds_t logits_gemm = n_log * gemm_time_s(sc, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
+  const core::seconds_t loss_pass = kLossBytesPerElement * T * d.V / (sc.hw.hbm_GBps * kGBps);
 
   step.n = 0;
   step.add("a2a.qkv.fwd", L * a2a_qkv);
-  step.add("attn.fwd", L * at(BlockPhase::attn_fwd));
-  step.add("a2a.out.fwd", L * at(BlockPhase::a2a_out_fwd));
+  step.add("attn.fwd", L * at(core::BlockPhase::attn_fwd));
+  step.add("a2a.out.fwd", L * at(core::BlockPhase::a2a_out_fwd));
   step.add("gemm.qkv.fwd", L * g.qkv);
   step.add("gemm.o.fwd", L * g.o);
   step.add("mlp.fwd", L * g.mlp);
   step.add("logits.fwd", logits_gemm + loss_pass);
   step.add("logits.bwd", 2 * logits_gemm + loss_pass);
   step.add("a2a.qkv.recompute", ck ? L * a2a_qkv : 0);
-  step.add("attn.recompute", ck ? L * at(BlockPhase::attn_fwd) : 0);
-  step.add("a2a.out.recompute", ck ? L * at(BlockPhase::a2a_out_fwd) : 0);
+  step.add("attn.recompute", ck ? L * at(core::BlockPhase::attn_fwd) : 0);
+  step.add("a2a.out.recompute", ck ? L * at(core::BlockPhase::a2a_out_fwd) : 0);
   step.add("gemm.qkv.recompute", ck ? L * g.qkv : 0);
   step.add("gemm.o.recompute", ck ? L * g.o : 0);
   step.add("mlp.recompute", ck ? L * g.mlp : 0);
   step.add("mlp.tiled_recompute", tm ? L * g.mlp : 0);  // TiledMLP reruns each shard's forward in backward
   step.add("mlp.bwd", L * 2 * g.mlp);
   step.add("gemm.o.bwd", L * 2 * g.o);
-  step.add("a2a.out.bwd", L * at(BlockPhase::a2a_out_bwd));
-  step.add("attn.bwd", L * at(BlockPhase::attn_bwd));
+  step.add("a2a.out.bwd", L * at(core::BlockPhase::a2a_out_bwd));
+  step.add("attn.bwd", L * at(core::BlockPhase::attn_bwd));
   step.add("a2a.qkv.bwd", L * a2a_qkv);
   step.add("gemm.qkv.bwd", L * 2 * g.qkv);
 
@@ -289,7 +285,7 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   const double grad_bytes = d.P > 1 ? 4 : 2;  // DeepSpeed reduces SP gradients in fp32
   const bool zero_spans = d.zero_group > d.gpus_per_node, world_spans = d.gpus > d.gpus_per_node;
   const double alpha = a2a_alpha_s(sc);
-  seconds_t allgather = 0, reduce_scatter = 0, allreduce = 0;
+  core::seconds_t allgather = 0, reduce_scatter = 0, allreduce = 0;
   if (pl.zero_stage >= 3) {  // params gathered in forward and again in backward
     allgather = 2 * (ring_time_s(sc, N, 2 * Pn, zero_spans) + (N > 1 ? alpha * (L + 2) : 0));
   } else if (pl.zero_stage >= 1) {  // updated bf16 params gathered after the step
@@ -321,10 +317,10 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
                                  : local_params * kAdamBytesPerParam / (sc.hw.hbm_GBps * kGBps));
 
   // --- FLOPs executed per GPU (causal halved, recompute counted)
-  const double attn = attn_fwd_flops(d);
+  const double attn = core::attention_flops(d.B, d.S, d.H_local, d.D, d.causal);
   const double layer_gemm = g.flops_qkv + g.flops_o;
   const double fwd_passes = 1 + (ck ? 1 : 0);
-  double flops = L * (attn * (fwd_passes + kAttnBwdFlopsFactor) + layer_gemm * (fwd_passes + 2) +
+  double flops = L * (attn * (fwd_passes + core::kAttnBwdFlopsFactor) + layer_gemm * (fwd_passes + 2) +
                       g.flops_mlp * (fwd_passes + (tm ? 1 : 0) + 2));
   flops += 3 * 2 * T * d.h * static_cast<double>(d.V);  // logits fwd + bwd
   return flops;

@@ -11,36 +11,34 @@
 namespace ulysses::sim {
 
 // Stated constants (docs/MODEL.md "Assumptions"); not fitted to any published result.
-inline constexpr double kAttnBwdFlopsFactor = 2.5;       // backward FLOPs / forward FLOPs
 inline constexpr double kAdamBytesPerParam = 30;         // fused Adam traffic per parameter
 inline constexpr double kHostAdamParamsPerS = 3e9;       // CPU Adam throughput per node (all processes)
 inline constexpr double kLossBytesPerElement = 14;       // cross-entropy elementwise traffic per logit, per pass
 
 // --- building blocks (exposed for tests) ---
-double attn_fwd_flops(const Dims& d);                    // 4*B*S^2*H_local*D (x0.5 causal)
 double a2a_busbw_GBps(const Scenario& sc, const Dims& d, double bytes_per_rank);
-seconds_t a2a_alpha_s(const Scenario& sc);
+core::seconds_t a2a_alpha_s(const Scenario& sc);
 // One exchange of a tensor of bytes_per_rank: alpha + (P-1)/P*bytes/busbw + pack/unpack copies.
-seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank);
+core::seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank);
 // Same for an exchange of `tensors` tensors (fixed cost per tensor when calibrated:
 // Calibration::a2a_alpha_per_tensor_s). block_times prefers the calibrated per-phase curves.
-seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank, int tensors);
+core::seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_rank, int tensors);
 // Fixed costs (alphas) of one block exchange phase of `tensors` tensors under the calibrated
 // transport: 1 for "p2p" (one kernel), else `tensors` (one NCCL send/recv per tensor and peer).
 int exchange_launches(const Calibration& c, int tensors);
 // Extra time of an exchange phase that follows idle_s of computation without NVLink traffic
 // (Calibration::a2a_idle_penalty_us; 0 when not calibrated or P = 1).
-seconds_t exchange_idle_penalty_s(const Scenario& sc, const Dims& d, seconds_t idle_s);
+core::seconds_t exchange_idle_penalty_s(const Scenario& sc, const Dims& d, core::seconds_t idle_s);
 
 double attn_eff(const Scenario& sc, bool forward, double S);
 double gemm_eff(const Scenario& sc, double mnk);
-seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K);
+core::seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K);
 
 // q, k, v exchange (+ kv replica copies): grouped = one exchange of all three (`ulysses run`),
 // else three all-to-alls (DeepSpeed's Ulysses layer, used in the step).
-seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped);
+core::seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped);
 // The six block phases of one layer (indexed by BlockPhase), forward and backward once.
-void block_times(const Scenario& sc, const Dims& d, std::array<seconds_t, 6>& block);
+void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 6>& block);
 // Every step phase (docs/DESIGN.md names), in a fixed order; returns FLOPs executed per GPU.
 double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step);
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 
 namespace ulysses {
@@ -31,7 +31,7 @@ constexpr Suffix kSuffixes[] = {{"", 1},
 std::int64_t parse_tokens(const std::string& text, const std::string& file, const std::string& key) {
   auto fail = [&](const std::string& why) -> std::int64_t {
     const std::string shown = text.size() > 40 ? text.substr(0, 40) + "..." : text;
-    throw InputError(file, key, fmt::format("must be {}{} (got '{}')", kForm, why, shown));
+    throw core::InputError(file, key, fmt::format("must be {}{} (got '{}')", kForm, why, shown));
   };
   std::size_t i = 0;
   const std::size_t n = text.size();

@@ -13,7 +13,7 @@
 #include "reports/format.hpp"
 #include "reports/table.hpp"
 #include "runtime/cpu/cpu_backend.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::calib::cpu {
 namespace {
@@ -82,7 +82,7 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
       const double ff = runtime::attention_fwd_flops(a) / tm.fwd_s, fb = runtime::attention_bwd_flops(a) / tm.bwd_s;
       const double ef = ff / hw.bf16_dense_flops, eb = fb / hw.bf16_dense_flops;
       if (ef > 1 || eb > 1)
-        throw InputError(hw.name, "bf16_dense_TFLOPs",
+        throw core::InputError(hw.name, "bf16_dense_TFLOPs",
                          fmt::format("the measured attention rate ({:.1f} GFLOP/s per thread) exceeds the profile's peak; "
                                      "raise the peak so that efficiencies are fractions",
                                      std::max(ff, fb) / 1e9));

@@ -9,7 +9,7 @@
 
 #include "runtime/cpu/exchange.hpp"
 #include "runtime/cpu/tracked.hpp"
-#include "sim/stats.hpp"
+#include "core/stats.hpp"
 
 namespace ulysses::calib::cpu {
 
@@ -42,7 +42,7 @@ double timed_on_threads(int threads, int iters, Prepare prepare, Body body) {
   std::vector<double> per_iter(iters, 0);
   for (int i = 0; i < iters; ++i)
     for (int r = 0; r < threads; ++r) per_iter[i] = std::max(per_iter[i], t[r][i]);
-  return median(per_iter);
+  return core::median(per_iter);
 }
 template <class Body>
 double timed_on_threads(int threads, int iters, Body body) {
@@ -75,7 +75,7 @@ double exchange_time_s(int P, std::int64_t bytes_per_rank, int iters) {
   const std::int64_t H = 4 * P, D = 64;  // 4 heads per rank after the exchange
   const std::int64_t S_l = std::max<std::int64_t>(1, bytes_per_rank / kBf16Bytes / (H * D));
   const Dims x{1, S_l * P, P, H, D};
-  const std::int64_t n = S_l * H * D, chunk = layout::chunk_elems(x);
+  const std::int64_t n = S_l * H * D, chunk = core::chunk_elems(x);
   std::vector<std::vector<bf16>> x_seq(P, std::vector<bf16>(n));
   std::vector<Buffer<bf16>> send(P), x_head(P);
   std::vector<int> round(P, 0);

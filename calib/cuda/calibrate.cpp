@@ -26,8 +26,8 @@
 #include "reports/table.hpp"
 #include "runtime/cuda/cuda_backend.hpp"
 #include "runtime/cuda/device_info.hpp"
-#include "sim/errors.hpp"
-#include "sim/phases.hpp"
+#include "core/errors.hpp"
+#include "core/phases.hpp"
 
 namespace ulysses::calib::cuda {
 namespace {
@@ -139,7 +139,7 @@ void calibrate_a2a(const Setup& s, int P, Calibration& c, Json& raw, std::string
     for (int k : kExchangePhases) row.push_back(fmt::format("{:.1f}", got.GBps[k][i]));
     row.push_back(fmt::format("{:.1f}", got.busbw_GBps[i]));
     Json j{{"P", P}, {"q_bytes_per_rank", smp.q_bytes}, {"qkv_bytes_per_rank", smp.qkv_bytes}, {"busbw_GBps", got.busbw_GBps[i]}};
-    for (int k : kExchangePhases) j[std::string(kBlockPhaseNames[k]) + "_s"] = smp.t_s[k];
+    for (int k : kExchangePhases) j[std::string(core::kBlockPhaseNames[k]) + "_s"] = smp.t_s[k];
     raw["a2a"].push_back(j);
     t.add_row(row);
   }
@@ -263,7 +263,7 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
 
 Result calibrate_idle_only(const HardwareProfile& hw, const std::string& cmd) {
   const rc::DeviceInfo dev = rc::device_info();
-  if (dev.count < 2) throw InputError("", "--only", "a2a-idle needs 2 GPUs");
+  if (dev.count < 2) throw core::InputError("", "--only", "a2a-idle needs 2 GPUs");
   Result r;
   r.c = hw.calibrated;
   r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};

@@ -20,9 +20,9 @@
 #include "runtime/cuda/report.hpp"
 #include "runtime/cuda/tracing.hpp"
 #include "runtime/cuda/device_memory.hpp"
-#include "runtime/layout.hpp"
+#include "core/layout.hpp"
 #include "runtime/reference_attention.hpp"
-#include "sim/stats.hpp"
+#include "core/stats.hpp"
 
 namespace ulysses::calib::cuda {
 
@@ -48,7 +48,7 @@ double time_median(cudaStream_t st, int warmup, int iters, F&& fn) {
     if (it >= warmup) t.push_back(ms * 1e-3);
   }
   cudaEventDestroy(a), cudaEventDestroy(b);
-  return median(t);
+  return core::median(t);
 }
 
 kernels::AttnKernel kernel_of(const std::string& k) {
@@ -86,7 +86,7 @@ AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t 
   DevBuf<std::uint16_t> k(a, B * S * H_kv * D), v(a, B * S * H_kv * D), dk(a, B * S * H_kv * D), dv(a, B * S * H_kv * D);
   DevBuf<float> lse(a, B * H * S);
   DevBuf<std::uint8_t> ws(a, static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(kind, B, S, H, H_kv, D)));
-  const layout::Dims qd{B, S, 1, H, D}, kd{B, S, 1, H_kv, D};  // P = 1: the shard is the whole tensor
+  const core::Dims qd{B, S, 1, H, D}, kd{B, S, 1, H_kv, D};  // P = 1: the shard is the whole tensor
   const std::uint64_t seed = 77;
   CUDA_CHECK(kernels::fill_seq_shard_bf16(q.get(), qd, 0, seed, kernels::kTensorQ, st.s));
   CUDA_CHECK(kernels::fill_seq_shard_bf16(k.get(), kd, 0, seed, kernels::kTensorK, st.s));
@@ -113,11 +113,11 @@ double pack_GBps(std::int64_t bytes, int warmup, int iters, int device) {
   DeviceArena a(device);
   const std::int64_t H = 8, D = 128, P = 2;
   const std::int64_t S_l = std::max<std::int64_t>(1, bytes / (H * D * 2));
-  const layout::Dims x{1, S_l * P, P, H, D};  // this rank's seq shard: [1, S_l, H, D] bf16 = `bytes`
+  const core::Dims x{1, S_l * P, P, H, D};  // this rank's seq shard: [1, S_l, H, D] bf16 = `bytes`
   DevBuf<std::uint16_t> src(a, S_l * H * D), dst(a, S_l * H * D);
   CUDA_CHECK(kernels::fill_seq_shard_bf16(src.get(), x, 0, 5, kernels::kTensorQ, st.s));
   kernels::ChunkPtrs c;  // chunk[c]: [1, S_l, H/P, D]
-  for (int i = 0; i < P; ++i) c.p[i] = dst.get() + i * layout::chunk_elems(x);
+  for (int i = 0; i < P; ++i) c.p[i] = dst.get() + i * core::chunk_elems(x);
   const double t = time_median(st.s, warmup, iters, [&] {
     CUDA_CHECK(kernels::pack_seq_to_head(src.get(), c, x, 2, 0, S_l, st.s));
   });
@@ -176,7 +176,7 @@ std::vector<std::array<double, 6>> exchange_phase_times(const BlockShape& s, int
     }
     for (auto& e : ev) cudaEventDestroy(e);
     Writer w;
-    for (const auto& v : t) w.pod(median(v));
+    for (const auto& v : t) w.pod(core::median(v));
     return w.out;
   });
   std::vector<std::array<double, 6>> out;
@@ -215,7 +215,7 @@ std::vector<double> exchange_after_idle(const BlockShape& s, const std::vector<d
         CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
         if (it >= warmup) t.push_back(ms * 1e-3);
       }
-      w.pod(median(t));
+      w.pod(core::median(t));
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);

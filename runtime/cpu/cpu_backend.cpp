@@ -16,16 +16,16 @@
 #include "runtime/cpu/tracked.hpp"
 #include "runtime/reference_attention.hpp"
 #include "sim/block_memory.hpp"
-#include "sim/phases.hpp"
-#include "sim/stats.hpp"
+#include "core/phases.hpp"
+#include "core/stats.hpp"
 
 namespace ulysses::runtime::cpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using layout::chunk_elems;
-using layout::heads_per_rank;
-constexpr int kPhases = static_cast<int>(BlockPhase::count);
+using core::chunk_elems;
+using core::heads_per_rank;
+constexpr int kPhases = static_cast<int>(core::BlockPhase::count);
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -41,7 +41,7 @@ struct RankCtx {
   std::array<double, kPhases> phase_s{};
   std::array<std::int64_t, kPhases> phase_peak{};
   void begin_phase() { mem.open_window(); }
-  void end_phase(BlockPhase p) { phase_peak[static_cast<int>(p)] = std::max(phase_peak[static_cast<int>(p)], mem.window_peak); }
+  void end_phase(core::BlockPhase p) { phase_peak[static_cast<int>(p)] = std::max(phase_peak[static_cast<int>(p)], mem.window_peak); }
   std::vector<TraceEvent>* trace = nullptr;  // set on the traced iteration
   std::array<double, kPhases> span_begin_us{}, span_end_us{};  // traced iteration: first..last segment
   bool timing = true;                        // false for the untimed inverse check
@@ -60,7 +60,7 @@ bool kv_fewer_than_ranks_replicate(const RankCtx& c) {
 // Two barriers: the first may put early ranks to sleep (waking them costs up to a scheduler
 // slice on a busy host); the second finds every rank awake, so the clocks start together.
 template <class F>
-void timed(RankCtx& c, BlockPhase p, const std::string& what, F&& fn) {
+void timed(RankCtx& c, core::BlockPhase p, const std::string& what, F&& fn) {
   c.ex.barrier();
   c.ex.barrier();
   const auto t0 = Clock::now();
@@ -80,13 +80,13 @@ void timed(RankCtx& c, BlockPhase p, const std::string& what, F&& fn) {
 void add_phase_spans(RankCtx& c) {
   for (int p = 0; p < kPhases; ++p)
     if (c.span_end_us[p] > 0)
-      c.trace->push_back({std::string(kBlockPhaseNames[p]), c.r, fmt::format("rank {}", c.r), c.span_begin_us[p],
+      c.trace->push_back({std::string(core::kBlockPhaseNames[p]), c.r, fmt::format("rank {}", c.r), c.span_begin_us[p],
                           c.span_end_us[p] - c.span_begin_us[p]});
 }
 
-// With B = 1 one side of each exchange is the identity (runtime/layout.hpp): seq->head receives
+// With B = 1 one side of each exchange is the identity (core/layout.hpp): seq->head receives
 // straight into x_head, head->seq sends straight from x_head; no buffer, no copy.
-Buffer<bf16> seq_to_head(RankCtx& c, BlockPhase p, const std::string& what, const Dims& x, const bf16* x_seq) {
+Buffer<bf16> seq_to_head(RankCtx& c, core::BlockPhase p, const std::string& what, const Dims& x, const bf16* x_seq) {
   const std::int64_t chunk = chunk_elems(x);
   const bool direct = x.B == 1;
   Buffer<bf16> send(&c.mem, x.P * chunk), recv(&c.mem, direct ? 0 : x.P * chunk);
@@ -99,7 +99,7 @@ Buffer<bf16> seq_to_head(RankCtx& c, BlockPhase p, const std::string& what, cons
   return x_head;
 }
 
-Buffer<bf16> head_to_seq(RankCtx& c, BlockPhase p, const std::string& what, const Dims& x, const bf16* x_head) {
+Buffer<bf16> head_to_seq(RankCtx& c, core::BlockPhase p, const std::string& what, const Dims& x, const bf16* x_head) {
   const std::int64_t chunk = chunk_elems(x);
   const bool direct = x.B == 1;
   Buffer<bf16> send(&c.mem, direct ? 0 : x.P * chunk), recv(&c.mem, x.P * chunk);
@@ -133,7 +133,7 @@ void qkv_seq_to_head(RankCtx& c, const bf16* q_seq, const bf16* k_seq, const bf1
   q_head = Buffer<bf16>(&c.mem, s.B * s.S * heads_per_rank(qx.H, s.P) * s.D);  // [B,S,H_l,D]
   k_head = Buffer<bf16>(&c.mem, s.B * s.S * heads_per_rank(kx.H, s.P) * s.D);  // [B,S,H_kv_l,D]
   v_head = Buffer<bf16>(&c.mem, k_head.size());
-  timed(c, BlockPhase::a2a_qkv_fwd, "q,k,v seq->head", [&] {
+  timed(c, core::BlockPhase::a2a_qkv_fwd, "q,k,v seq->head", [&] {
     if (rep) replicate_heads(c.kv_dims(), k_seq, k_rep.data()), replicate_heads(c.kv_dims(), v_seq, v_rep.data());
     pack_seq_to_head(qx, q_seq, q_send.data());
     pack_seq_to_head(kx, rep ? k_rep.data() : k_seq, k_send.data());
@@ -180,7 +180,7 @@ void dqkv_head_to_seq(RankCtx& c, const bf16* dq_head, const bf16* dk_head, cons
   dq_seq = Buffer<bf16>(&c.mem, s.B * s.S_l() * s.H * s.D);
   dk_seq = Buffer<bf16>(&c.mem, n_kv);
   dv_seq = Buffer<bf16>(&c.mem, n_kv);
-  timed(c, BlockPhase::a2a_qkv_bwd, "dq,dk,dv head->seq", [&] {
+  timed(c, core::BlockPhase::a2a_qkv_bwd, "dq,dk,dv head->seq", [&] {
     if (!direct) {
       pack_head_to_seq(qx, dq_head, q_send.data());
       pack_head_to_seq(kx, dk_head, k_send.data());
@@ -227,31 +227,31 @@ void iteration(RankCtx& c, const BlockInputs& in, RankResult* keep_out) {
   c.begin_phase();
   Buffer<bf16> q_head, k_head, v_head;
   qkv_seq_to_head(c, q_seq.data(), k_seq.data(), v_seq.data(), q_head, k_head, v_head);
-  c.end_phase(BlockPhase::a2a_qkv_fwd);
+  c.end_phase(core::BlockPhase::a2a_qkv_fwd);
 
   c.begin_phase();
 
   Buffer<bf16> o_head(&c.mem, a.B * a.S * a.H * a.D);  // [B,S,H_l,D]
   Buffer<float> lse(&c.mem, a.B * a.H * a.S);          // [B,H_l,S]
-  timed(c, BlockPhase::attn_fwd, fmt::format("attention fwd ({} heads)", a.H), [&] {
+  timed(c, core::BlockPhase::attn_fwd, fmt::format("attention fwd ({} heads)", a.H), [&] {
     const std::vector<float> q = widen(q_head), k = widen(k_head), v = widen(v_head);
     std::vector<float> o(o_head.size());
     attention_forward<float>(a, q.data(), k.data(), v.data(), o.data(), lse.data());
     round_to_bf16(o.data(), o_head.data(), o_head.size());
   });
-  c.end_phase(BlockPhase::attn_fwd);
+  c.end_phase(core::BlockPhase::attn_fwd);
   c.begin_phase();
-  Buffer<bf16> o_seq = head_to_seq(c, BlockPhase::a2a_out_fwd, "o head->seq", qx, o_head.data());
+  Buffer<bf16> o_seq = head_to_seq(c, core::BlockPhase::a2a_out_fwd, "o head->seq", qx, o_head.data());
 
-  c.end_phase(BlockPhase::a2a_out_fwd);
+  c.end_phase(core::BlockPhase::a2a_out_fwd);
 
   Buffer<bf16> dout_seq = shard_of(c, in.dout, s.H);  // the incoming gradient, owned by the caller
   c.begin_phase();
-  Buffer<bf16> dout_head = seq_to_head(c, BlockPhase::a2a_out_bwd, "dout seq->head", qx, dout_seq.data());
-  c.end_phase(BlockPhase::a2a_out_bwd);
+  Buffer<bf16> dout_head = seq_to_head(c, core::BlockPhase::a2a_out_bwd, "dout seq->head", qx, dout_seq.data());
+  c.end_phase(core::BlockPhase::a2a_out_bwd);
   c.begin_phase();
   Buffer<bf16> dq_head(&c.mem, q_head.size()), dk_head(&c.mem, k_head.size()), dv_head(&c.mem, v_head.size());
-  timed(c, BlockPhase::attn_bwd, fmt::format("attention bwd ({} heads)", a.H), [&] {
+  timed(c, core::BlockPhase::attn_bwd, fmt::format("attention bwd ({} heads)", a.H), [&] {
     const std::vector<float> q = widen(q_head), k = widen(k_head), v = widen(v_head), o = widen(o_head),
                              dout = widen(dout_head);
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
@@ -261,7 +261,7 @@ void iteration(RankCtx& c, const BlockInputs& in, RankResult* keep_out) {
     round_to_bf16(dk.data(), dk_head.data(), dk.size());
     round_to_bf16(dv.data(), dv_head.data(), dv.size());
   });
-  c.end_phase(BlockPhase::attn_bwd);
+  c.end_phase(core::BlockPhase::attn_bwd);
   if (keep_out) {
     keep_out->q_head = keep(q_head), keep_out->k_head = keep(k_head), keep_out->v_head = keep(v_head);
     keep_out->o_head = keep(o_head), keep_out->o_seq = keep(o_seq), keep_out->dout_head = keep(dout_head);
@@ -274,12 +274,12 @@ void iteration(RankCtx& c, const BlockInputs& in, RankResult* keep_out) {
   Buffer<bf16> dq_seq, dk_seq, dv_seq;
   dqkv_head_to_seq(c, dq_head.data(), dk_head.data(), dv_head.data(), dq_seq, dk_seq, dv_seq);
   dq_head.release(), dk_head.release(), dv_head.release();
-  c.end_phase(BlockPhase::a2a_qkv_bwd);
+  c.end_phase(core::BlockPhase::a2a_qkv_bwd);
 
   if (keep_out) {
     keep_out->dq_seq = keep(dq_seq), keep_out->dk_seq = keep(dk_seq), keep_out->dv_seq = keep(dv_seq);
     c.timing = false;  // the inverse identity, off the clock: head_to_seq(seq_to_head(q_seq)) == q_seq
-    Buffer<bf16> back = head_to_seq(c, BlockPhase::a2a_out_fwd, "", qx, keep_out->q_head.data());
+    Buffer<bf16> back = head_to_seq(c, core::BlockPhase::a2a_out_fwd, "", qx, keep_out->q_head.data());
     keep_out->q_roundtrip = keep(back);
     c.timing = true;
   }
@@ -382,11 +382,11 @@ Measurement CpuBackend::run_block(const BlockShape& shape, const RunOptions& opt
                          std::thread::hardware_concurrency());
   m.shape = shape;
   for (int p = 0; p < kPhases; ++p) {
-    PhaseStats st{std::string(kBlockPhaseNames[p]), 0, 1e300, 0};
+    PhaseStats st{std::string(core::kBlockPhaseNames[p]), 0, 1e300, 0};
     for (int r = 0; r < P; ++r) {
       std::vector<double> v;
       for (auto& t : times[r]) v.push_back(t[p]);
-      st.median_s = std::max(st.median_s, median(v));
+      st.median_s = std::max(st.median_s, core::median(v));
       st.min_s = std::min(st.min_s, *std::min_element(v.begin(), v.end()));
       st.max_s = std::max(st.max_s, *std::max_element(v.begin(), v.end()));
     }

@@ -1,6 +1,6 @@
 #pragma once
 // The CPU reference backend: P ranks as std::threads of one process, the exchange through
-// shared memory with the index maps of runtime/layout.hpp, attention in fp32 accumulation
+// shared memory with the index maps of core/layout.hpp, attention in fp32 accumulation
 // (runtime/reference_attention.hpp), tensors stored as bf16 bits (core/bf16.hpp).
 // The validating iteration's results are checked by runtime/verify.hpp, as the CUDA backend's.
 //

@@ -5,12 +5,12 @@
 
 namespace ulysses::runtime::cpu {
 
-using layout::buf_index;
-using layout::global_pos;
-using layout::head_index;
-using layout::heads_per_rank;
-using layout::seq_index;
-using layout::source_head;
+using core::buf_index;
+using core::global_pos;
+using core::head_index;
+using core::heads_per_rank;
+using core::seq_index;
+using core::source_head;
 
 void pack_seq_to_head(const Dims& x, const bf16* x_seq, bf16* send) {
   const std::int64_t S_l = x.S / x.P, H_l = heads_per_rank(x.H, x.P);

@@ -1,9 +1,9 @@
 #pragma once
 // The Ulysses exchange on the CPU: pack / unpack written with the index maps of
-// runtime/layout.hpp (the same functions the CUDA kernels call), and an all-to-all of equal
+// core/layout.hpp (the same functions the CUDA kernels call), and an all-to-all of equal
 // chunks among P threads through shared memory.
 //
-// Layouts (runtime/layout.hpp, x = Dims{B, S, P, H, D}, S_l = S/P, H_l = heads_per_rank(H, P)):
+// Layouts (core/layout.hpp, x = Dims{B, S, P, H, D}, S_l = S/P, H_l = heads_per_rank(H, P)):
 //   x_seq  [B, S_l, H, D]   on rank r, positions r*S_l ..
 //   x_head [B, S, H_l, D]   on rank r, heads r*H_l .. (H < P: the one head source_head(x, r, 0))
 //   send, recv [P, B, S_l, H_l, D]   chunk c goes to / came from rank c
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "core/bf16.hpp"
-#include "runtime/layout.hpp"
+#include "core/layout.hpp"
 
 namespace ulysses::runtime::cpu {
 
-using layout::Dims;
+using core::Dims;
 using core::bf16;  // the CPU backend's tensors are bf16 bits (core/bf16.hpp)
 using core::bf16_to_float;
 using core::float_to_bf16;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/attn_impls.hpp"
 #include "kernels/attention_flash.hpp"
 #include "kernels/pack.cuh"
 #include "kernels/testdata.cuh"
@@ -22,12 +23,8 @@ std::vector<u16> to_host(const DevBuf<u16>& b) {
 }  // namespace
 
 KernelChoice parse_kernel_choice(const std::string& a) {
-  // plan.attn_implementation values (docs/INPUTS.md): the ulysses_* ones name a kernel exactly;
-  // the PyTorch ones stand for "the fast kernel": flash, or reference when flash is unavailable.
-  if (a == "ulysses_flash" || a == "flash") return {kernels::AttnKernel::flash, false};
-  if (a == "ulysses_reference" || a == "reference" || a == "eager") return {kernels::AttnKernel::reference, false};
-  if (a.empty() || a == "flash_attention_2" || a == "flash_attention_3" || a == "sdpa" || a == "flex_attention" || a == "fa2")
-    return {kernels::AttnKernel::flash, true};
+  // plan.attn_implementation values and aliases: the one table, core/attn_impls.hpp.
+  if (const core::AttnImpl* impl = core::find_attn_impl(a)) return {impl->kernel, impl->fallback};
   throw std::invalid_argument("attn_implementation '" + a +
                               "' is not a CUDA backend kernel (ulysses_flash, ulysses_reference, or a PyTorch name: "
                               "flash_attention_2, flash_attention_3, sdpa, flex_attention -> ulysses_flash)");
@@ -36,11 +33,11 @@ KernelChoice parse_kernel_choice(const std::string& a) {
 BlockRunner::BlockRunner(RankCtx& ctx, DeviceArena& a, const BlockShape& s, KernelChoice kernel, int slices)
     : ctx_(ctx), s_(s), kernel_(kernel), slices_(slices) {
   const std::int64_t P = s.P;
-  S_l_ = s.S / P, H_l_ = s.H / P, H_kv_l_ = layout::heads_per_rank(s.H_kv, P);
+  S_l_ = s.S / P, H_l_ = s.H / P, H_kv_l_ = core::heads_per_rank(s.H_kv, P);
   rep_ = s.H_kv < P && s.kv_strategy == KvStrategy::replicate;
   qx_ = {s.B, s.S, P, s.H, s.D};
   kv_seq_dims_ = {s.B, s.S, P, s.H_kv, s.D};
-  kvx_ = rep_ ? layout::Dims{s.B, s.S, P, P, s.D} : kv_seq_dims_;  // what travels
+  kvx_ = rep_ ? core::Dims{s.B, s.S, P, P, s.D} : kv_seq_dims_;  // what travels
   const std::int64_t q_seq = s.B * S_l_ * s.H * s.D, kv_seq = s.B * S_l_ * s.H_kv * s.D, rep = s.B * S_l_ * P * s.D;
   const std::int64_t q_head = s.B * s.S * H_l_ * s.D, kv_head = s.B * s.S * H_kv_l_ * s.D;
   for (auto* b : {&q_seq_, &dout_seq_, &o_seq_, &dq_seq_}) *b = DevBuf<u16>(a, q_seq);
@@ -56,7 +53,7 @@ BlockRunner::BlockRunner(RankCtx& ctx, DeviceArena& a, const BlockShape& s, Kern
   if (kernel_.kind == kernels::AttnKernel::flash)
     ws = std::max(ws, kernels::attn_bwd_workspace_bytes(kernels::AttnKernel::flash, s.B, s.S, H_l_, H_kv_l_, s.D));
   workspace_ = DevBuf<std::uint8_t>(a, static_cast<std::int64_t>(ws));
-  const std::int64_t cap = P * (layout::chunk_elems(qx_) + 2 * layout::chunk_elems(kvx_));
+  const std::int64_t cap = P * (core::chunk_elems(qx_) + 2 * core::chunk_elems(kvx_));
   ex_ = std::make_unique<Exchanger>(ctx, a, cap);
   // every tensor an exchange writes into (phase() and device_checks()), same order on every rank
   std::vector<void*> dsts = {q_head_.get(), k_head_.get(), v_head_.get(), dout_head_.get(), o_seq_.get(), dq_seq_.get()};

@@ -25,10 +25,10 @@
 
 namespace ulysses::runtime::cuda {
 
-// ulysses_flash / flash: the flash kernel; ulysses_reference / reference / eager: the reference
-// kernel; "" and the PyTorch names (flash_attention_2, flash_attention_3, sdpa, flex_attention):
-// flash, falling back to reference when flash refuses the shape or is not built.
-// Throws std::invalid_argument otherwise.
+// The kernel of an attn_implementation, from the table core/attn_impls.hpp: ulysses_flash / flash:
+// the flash kernel; ulysses_reference / reference / eager: the reference kernel; "" and the PyTorch
+// names (flash_attention_2, flash_attention_3, sdpa, flex_attention): flash, falling back to
+// reference when flash refuses the shape or is not built. Throws std::invalid_argument otherwise.
 struct KernelChoice {
   kernels::AttnKernel kind = kernels::AttnKernel::flash;
   bool fallback = true;
@@ -58,7 +58,7 @@ class BlockRunner {
   BlockShape s_;
   KernelChoice kernel_;
   int slices_;
-  layout::Dims qx_, kvx_, kv_seq_dims_;
+  core::Dims qx_, kvx_, kv_seq_dims_;
   bool rep_;
   std::int64_t S_l_, H_l_, H_kv_l_;
   DevBuf<std::uint16_t> q_seq_, k_seq_, v_seq_, dout_seq_, o_seq_, dq_seq_, dk_seq_, dv_seq_;

@@ -11,7 +11,7 @@
 
 #include "runtime/cuda/bootstrap.hpp"
 #include "runtime/cuda/cuda_check.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::runtime::cuda {
 namespace {
@@ -175,18 +175,18 @@ void Cluster::init(int P) {
                              (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) +
                              "); the cuda backend needs a GPU - use --backend cpu here");
   if (launch_.launched && launch_.world != P)
-    throw InputError("", "sp_size", "is " + std::to_string(P) + " but " + launch_.launcher + " started WORLD_SIZE=" +
+    throw core::InputError("", "sp_size", "is " + std::to_string(P) + " but " + launch_.launcher + " started WORLD_SIZE=" +
                                         std::to_string(launch_.world) + " processes (they must be equal)");
   if (launch_.launched && P > 1) {
     if (launch_.world != P)
-      throw InputError("", "sp_size", "is " + std::to_string(P) + " but " + launch_.launcher + " started WORLD_SIZE=" +
+      throw core::InputError("", "sp_size", "is " + std::to_string(P) + " but " + launch_.launcher + " started WORLD_SIZE=" +
                                           std::to_string(launch_.world) + " processes (they must be equal)");
     world_ = P;
     const int dev = launch_.local_rank % n_dev;
     devices_ = {dev};
   } else {
     if (P > n_dev)
-      throw InputError("", "sp_size", "is " + std::to_string(P) + " but this process sees " + std::to_string(n_dev) +
+      throw core::InputError("", "sp_size", "is " + std::to_string(P) + " but this process sees " + std::to_string(n_dev) +
                                           " GPU(s) (single-process mode drives one GPU per rank; use a launcher for more nodes)");
     world_ = P;
     for (int d = 0; d < P; ++d) devices_.push_back(launch_.launched ? (launch_.local_rank + d) % n_dev : d);

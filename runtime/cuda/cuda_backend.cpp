@@ -25,9 +25,9 @@
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/tracing.hpp"
 #include "runtime/verify.hpp"
-#include "sim/errors.hpp"
-#include "sim/phases.hpp"
-#include "sim/stats.hpp"
+#include "core/errors.hpp"
+#include "core/phases.hpp"
+#include "core/stats.hpp"
 
 namespace ulysses::runtime::cuda {
 namespace {
@@ -69,7 +69,7 @@ std::optional<double> env_number(const char* name, double lo, double hi, const c
   if (!t) return std::nullopt;
   char* end = nullptr;
   const double v = std::strtod(t, &end);
-  if (end == t || *end || !(v >= lo && v <= hi)) throw InputError("", std::string("environment ") + name, std::string("must be ") + rule);
+  if (end == t || *end || !(v >= lo && v <= hi)) throw core::InputError("", std::string("environment ") + name, std::string("must be ") + rule);
   return v;
 }
 
@@ -93,7 +93,7 @@ std::string rank_main(RankCtx& ctx, const BlockShape& s, const RunOptions& opt, 
     run.poison_outputs();
     run.barrier();
     for (int p = 0; p < kPhases; ++p) {
-      NvtxRange r(std::string(kBlockPhaseNames[p]).c_str());
+      NvtxRange r(std::string(core::kBlockPhaseNames[p]).c_str());
       run.phase(p);
     }
     ctx.wait(ctx.stream, "the validating iteration");
@@ -117,7 +117,7 @@ std::string rank_main(RankCtx& ctx, const BlockShape& s, const RunOptions& opt, 
         std::this_thread::sleep_for(std::chrono::microseconds(static_cast<std::int64_t>(cfg.exchange_gap_ms * 1000)));
       }
       if (is_exchange_phase(p)) run.barrier();
-      NvtxRange r(std::string(kBlockPhaseNames[p]).c_str());
+      NvtxRange r(std::string(core::kBlockPhaseNames[p]).c_str());
       CUDA_CHECK(cudaEventRecord(ev0[p], ctx.stream));
       run.phase(p);
       CUDA_CHECK(cudaEventRecord(ev1[p], ctx.stream));
@@ -147,16 +147,16 @@ std::string rank_main(RankCtx& ctx, const BlockShape& s, const RunOptions& opt, 
   for (int p = 0; p < kPhases; ++p) {
     win[p].first = Cupti::now_ns();
     {
-      NvtxRange r(std::string(kBlockPhaseNames[p]).c_str());
+      NvtxRange r(std::string(core::kBlockPhaseNames[p]).c_str());
       run.phase(p);
-      ctx.wait(ctx.stream, std::string("phase ") + std::string(kBlockPhaseNames[p]));
+      ctx.wait(ctx.stream, std::string("phase ") + std::string(core::kBlockPhaseNames[p]));
     }
     win[p].second = Cupti::now_ns();
   }
   const std::string rank_track = fmt::format("rank {}", ctx.rank);
   auto us = [&](std::uint64_t ns) { return (static_cast<double>(ns) - static_cast<double>(rep.origin_ns)) * 1e-3; };
   for (int p = 0; p < kPhases; ++p)
-    rep.trace.push_back({std::string(kBlockPhaseNames[p]), ctx.rank, rank_track, us(win[p].first),
+    rep.trace.push_back({std::string(core::kBlockPhaseNames[p]), ctx.rank, rank_track, us(win[p].first),
                          (win[p].second - win[p].first) * 1e-3});
   if (cupti.enabled()) {
     const auto recs = cupti.take(static_cast<std::uint32_t>(ctx.device), win[0].first, win[kPhases - 1].second);
@@ -242,19 +242,19 @@ Measurement CudaBackend::run_block_ex(const BlockShape& shape, const RunOptions&
   m.attn_kernel = reps[0].kernel.rfind("flash", 0) == 0 ? "ulysses_flash" : "ulysses_reference";
   m.shape = shape;
   for (int p = 0; p < kPhases; ++p) {
-    PhaseStats st{std::string(kBlockPhaseNames[p]), 0, 1e300, 0};
+    PhaseStats st{std::string(core::kBlockPhaseNames[p]), 0, 1e300, 0};
     for (const auto& r : reps) {
       std::vector<double> v;
       for (const auto& t : r.phase_s) v.push_back(t[p]);
-      st.median_s = std::max(st.median_s, median(v));
+      st.median_s = std::max(st.median_s, core::median(v));
       st.min_s = std::min(st.min_s, *std::min_element(v.begin(), v.end()));
       st.max_s = std::max(st.max_s, *std::max_element(v.begin(), v.end()));
     }
     m.phases.push_back(st);
   }
   for (const auto& r : reps) m.peak_bytes_per_rank.push_back(r.arena_peak_bytes);
-  const std::int64_t q_chunk = layout::chunk_elems({shape.B, shape.S, shape.P, shape.H, shape.D});
-  const std::int64_t kv_chunk = layout::chunk_elems({shape.B, shape.S, shape.P, shape.H_kv, shape.D});
+  const std::int64_t q_chunk = core::chunk_elems({shape.B, shape.S, shape.P, shape.H, shape.D});
+  const std::int64_t kv_chunk = core::chunk_elems({shape.B, shape.S, shape.P, shape.H_kv, shape.D});
   m.a2a_q_bytes_per_rank = shape.P * q_chunk * 2;
   m.a2a_kv_bytes_per_rank = 2 * shape.P * kv_chunk * 2;
   m.checks = merge_checks(reps);

@@ -12,7 +12,7 @@ namespace ulysses::runtime::cuda {
 namespace {
 
 using kernels::ChunkPtrs;
-using layout::chunk_elems;
+using core::chunk_elems;
 constexpr int kBf16 = 2;
 constexpr int kOverlapBlocks = 32;  // grid of a pack that overlaps an NCCL transfer
 
@@ -37,7 +37,7 @@ bool Exchanger::run_p2p(Direction dir, const std::vector<XTensor>& xs) {
   if (force_nccl_ || !p2p_->available() || xs.size() > static_cast<std::size_t>(kernels::kP2pMaxJobs)) return false;
   std::vector<const void*> srcs;
   std::vector<void*> dsts;
-  std::vector<layout::Dims> dims;
+  std::vector<core::Dims> dims;
   for (const auto& x : xs) {
     if (x.reduce || (dir == Direction::head_to_seq && x.dims.H < x.dims.P)) return false;  // summed gradient: NCCL
     srcs.push_back(x.src), dsts.push_back(x.dst), dims.push_back(x.dims);

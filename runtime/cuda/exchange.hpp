@@ -1,6 +1,6 @@
 #pragma once
 // The Ulysses exchange on one rank: pack (kernels/pack.cuh), one grouped ncclSend/ncclRecv
-// over every tensor and peer, unpack. Layouts and index maps: runtime/layout.hpp.
+// over every tensor and peer, unpack. Layouts and index maps: core/layout.hpp.
 //
 // Copies that are not needed are not made: with B = 1 a head-sharded tensor is already the
 // concatenation of the P chunks, so
@@ -28,14 +28,14 @@
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/device_memory.hpp"
 #include "runtime/cuda/p2p.hpp"
-#include "runtime/layout.hpp"
+#include "core/layout.hpp"
 
 namespace ulysses::runtime::cuda {
 
 enum class Direction { seq_to_head, head_to_seq };
 
 struct XTensor {
-  layout::Dims dims;     // the tensor that travels: H = its heads as held sequence-sharded (P for kv replicas)
+  core::Dims dims;     // the tensor that travels: H = its heads as held sequence-sharded (P for kv replicas)
   const void* src = nullptr;  // seq_to_head: x_seq [B,S_l,H,D]; head_to_seq: x_head [B,S,H_l,D]
   void* dst = nullptr;        // seq_to_head: x_head; head_to_seq: x_seq
   bool reduce = false;        // head_to_seq with H < P: dst[g] = fp32 sum of the R chunks (send_once gradient)

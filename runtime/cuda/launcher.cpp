@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::runtime::cuda {
 namespace {
@@ -14,7 +14,7 @@ int env_int(const GetEnv& env, const char* name, int fallback, int min_value) {
   char* end = nullptr;
   const long v = std::strtol(s, &end, 10);
   if (*end != '\0' || v < min_value || v > 1 << 20)
-    throw InputError("", std::string("environment ") + name,
+    throw core::InputError("", std::string("environment ") + name,
                      std::string("'") + s + "' is not an integer >= " + std::to_string(min_value));
   return static_cast<int>(v);
 }
@@ -49,14 +49,14 @@ LaunchInfo detect_launch(const GetEnv& env) {
   }
   li.launched = true;
   if (li.rank >= li.world)
-    throw InputError("", "environment " + li.launcher + " rank",
+    throw core::InputError("", "environment " + li.launcher + " rank",
                      "rank " + std::to_string(li.rank) + " is not below the world size " + std::to_string(li.world));
   if (has(env, "MASTER_ADDR")) li.master_addr = env("MASTER_ADDR");
   else if (li.launcher == "srun" && has(env, "SLURM_LAUNCH_NODE_IPADDR")) li.master_addr = env("SLURM_LAUNCH_NODE_IPADDR");
   const int master_port = env_int(env, "MASTER_PORT", 29500, 1);
   li.bootstrap_port = env_int(env, "ULYSSES_BOOTSTRAP_PORT", master_port + 1, 1);
   if (li.bootstrap_port > 65535)
-    throw InputError("", "environment ULYSSES_BOOTSTRAP_PORT/MASTER_PORT", "the bootstrap port must be below 65536");
+    throw core::InputError("", "environment ULYSSES_BOOTSTRAP_PORT/MASTER_PORT", "the bootstrap port must be below 65536");
   li.nccl_comm_id = has(env, "NCCL_COMM_ID");
   return li;
 }

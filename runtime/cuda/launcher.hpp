@@ -26,7 +26,7 @@ struct LaunchInfo {
 
 using GetEnv = std::function<const char*(const char*)>;
 
-// Throws ulysses::InputError naming the variable when one is malformed or inconsistent.
+// Throws ulysses::core::InputError naming the variable when one is malformed or inconsistent.
 LaunchInfo detect_launch(const GetEnv& getenv_fn);
 LaunchInfo detect_launch();  // from the process environment
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "runtime/cuda/cuda_check.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::runtime::cuda {
 namespace {
@@ -16,7 +16,7 @@ std::string transport_wanted() {
   const char* e = std::getenv("ULYSSES_A2A_TRANSPORT");
   const std::string v = e ? e : "auto";
   if (v != "auto" && v != "nccl" && v != "p2p")
-    throw InputError("ULYSSES_A2A_TRANSPORT", "ULYSSES_A2A_TRANSPORT", "is '" + v + "'; must be one of auto, nccl, p2p");
+    throw core::InputError("ULYSSES_A2A_TRANSPORT", "ULYSSES_A2A_TRANSPORT", "is '" + v + "'; must be one of auto, nccl, p2p");
   return v;
 }
 
@@ -192,7 +192,7 @@ void* P2pTransport::peer_address(const void* mine, int c) const {
 }
 
 bool P2pTransport::exchange(bool seq_to_head, const std::vector<const void*>& srcs, const std::vector<void*>& dsts,
-                            const std::vector<layout::Dims>& dims, cudaStream_t stream) {
+                            const std::vector<core::Dims>& dims, cudaStream_t stream) {
   if (!available_ || srcs.empty() || srcs.size() > static_cast<std::size_t>(kernels::kP2pMaxJobs)) return false;
   std::vector<kernels::P2pJob> jobs(srcs.size());
   for (std::size_t j = 0; j < srcs.size(); ++j) {

@@ -45,7 +45,7 @@ class P2pTransport {
   // Enqueues one exchange of the jobs (dst[] filled here from peer_address of each job's dst).
   // Returns false (nothing enqueued) when a destination is not registered.
   bool exchange(bool seq_to_head, const std::vector<const void*>& srcs, const std::vector<void*>& dsts,
-                const std::vector<layout::Dims>& dims, cudaStream_t stream);
+                const std::vector<core::Dims>& dims, cudaStream_t stream);
 
  private:
   RankCtx& ctx_;

@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
-#include "sim/stats.hpp"
+#include "core/errors.hpp"
+#include "core/stats.hpp"
 
 namespace ulysses::runtime::deepspeed {
 
@@ -107,7 +107,7 @@ std::vector<Json> launch(const Scenario& sc, const StepOptions& opt, const std::
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   const std::string why = last_line(log, "deepspeed backend:");
-  if (rc == 2) throw InputError(origin, "plan", why);
+  if (rc == 2) throw core::InputError(origin, "plan", why);
   if (rc == 3) throw StackMissing(why);
   // the rank files that exist: under torchrun a rank that ran out of memory exits at once (exit 4),
   // torchrun ends its peers (their files are missing) and reports its own failure code
@@ -138,25 +138,25 @@ std::vector<Json> launch(const Scenario& sc, const StepOptions& opt, const std::
 Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out_prefix, const std::string& origin) {
   const Plan& p = sc.plan;
   if (p.kv_strategy != KvStrategy::replicate)
-    throw InputError(origin, "plan.kv_strategy",
+    throw core::InputError(origin, "plan.kv_strategy",
                      "the deepspeed backend runs DeepSpeed's UlyssesSPAttentionHF, which replicates kv heads: only "
                      "'replicate' (got send_once)");
   if (std::find(std::begin(kAttn), std::end(kAttn), p.attn_implementation) == std::end(kAttn))
-    throw InputError(origin, "plan.attn_implementation",
+    throw core::InputError(origin, "plan.attn_implementation",
                      fmt::format("the deepspeed backend runs sdpa, flash_attention_2, flash_attention_3 or flex_attention "
                                  "(got '{}')", p.attn_implementation));
   if (p.attn_implementation == "flex_attention" && p.sp_size > 1)
-    throw InputError(origin, "plan.attn_implementation",
+    throw core::InputError(origin, "plan.attn_implementation",
                      "Accelerate 1.15 refuses flex_attention for sequence parallelism; use sdpa or flash_attention_2");
   if (p.dp_replicate_size > 1)
-    throw InputError(origin, "plan.dp_replicate_size",
+    throw core::InputError(origin, "plan.dp_replicate_size",
                      fmt::format("DeepSpeed ZeRO shards over every data-parallel rank (no replicate groups): the "
                                  "deepspeed backend runs dp_replicate_size 1 (got {})", p.dp_replicate_size));
   if (p.pad_to_multiple_of > 0)
-    throw InputError(origin, "plan.pad_to_multiple_of", "the deepspeed backend runs unpadded sequences (set 0)");
+    throw core::InputError(origin, "plan.pad_to_multiple_of", "the deepspeed backend runs unpadded sequences (set 0)");
   if (p.rmsnorm_implementation != RmsNormImpl::eager)
-    throw InputError(origin, "plan.rmsnorm_implementation", "the deepspeed backend runs HF's eager RMSNorm (set eager)");
-  if (p.seq_len <= 0) throw InputError(origin, "plan.seq_len", "required to run a step (or pass --seq-len)");
+    throw core::InputError(origin, "plan.rmsnorm_implementation", "the deepspeed backend runs HF's eager RMSNorm (set eager)");
+  if (p.seq_len <= 0) throw core::InputError(origin, "plan.seq_len", "required to run a step (or pass --seq-len)");
   const ModelSpec& m = sc.model;
   Json j;
   j["schema"] = 1;
@@ -215,7 +215,7 @@ StepMeasurement measurement_of(const std::vector<Json>& ranks) {
       const Json ph = r.value("phases", Json::object());
       if (ph.contains(name)) {
         const auto v = ph[name].get<std::vector<double>>();
-        s.median_s = std::max(s.median_s, median(v));
+        s.median_s = std::max(s.median_s, core::median(v));
         const double lo = *std::min_element(v.begin(), v.end()), hi = *std::max_element(v.begin(), v.end());
         s.min_s = first ? lo : std::min(s.min_s, lo);
         s.max_s = std::max(s.max_s, hi);
@@ -237,7 +237,7 @@ StepMeasurement measurement_of(const std::vector<Json>& ranks) {
     std::vector<double> st;
     for (const auto& s : r.value("steps", Json::array())) st.push_back(s.value("step_s", 0.0));
     if (!st.empty()) {
-      m.step_median_s = std::max(m.step_median_s, median(st));
+      m.step_median_s = std::max(m.step_median_s, core::median(st));
       const double lo = *std::min_element(st.begin(), st.end()), hi = *std::max_element(st.begin(), st.end());
       m.step_min_s = first ? lo : std::min(m.step_min_s, lo);
       m.step_max_s = std::max(m.step_max_s, hi);

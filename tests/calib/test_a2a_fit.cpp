@@ -13,7 +13,7 @@
 #include "calib/a2a_fit.hpp"
 #include "calib/raw_file.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/timing.hpp"
 #include "tests/cli/run_cli.hpp"
 
@@ -155,7 +155,7 @@ TEST_CASE("a raw file re-derived onto a profile: curves, provenance, idle sample
   try {
     (void)calib::rederive_from_raw(raw, hw, "p", "t", out);
     FAIL("a profile without pack_GBps must be refused");
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(e.key() == "calibrated");
   }
 }
@@ -182,7 +182,7 @@ TEST_CASE("read_calibration_raw names the file and key of what is wrong", "[cali
     std::ofstream(dir / "bad.json") << text;
     try {
       (void)calib::read_calibration_raw(dir / "bad.json");
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       CHECK(e.file() == dir / "bad.json");
       return e.key();
     }

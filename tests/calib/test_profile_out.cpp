@@ -8,7 +8,7 @@
 
 #include "calib/profile_out.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "tests/cli/run_cli.hpp"
 
 using namespace ulysses;
@@ -94,7 +94,7 @@ TEST_CASE("write_calibration splices the section into a profile and it loads bac
   bad.gemm_eff = Curve{{{1e9, 0.5}, {1e8, 0.6}}};  // x not increasing
   CHECK_THROWS_WITH(calib::write_calibration(mid, bad), Catch::Contains("calibrated.gemm_eff[1]: x must increase strictly"));
   CHECK(load_profile(mid).calibrated.provenance == "second run");
-  CHECK_THROWS_AS(calib::write_calibration(d / "none.yaml", c2), InputError);
+  CHECK_THROWS_AS(calib::write_calibration(d / "none.yaml", c2), core::InputError);
 }
 
 TEST_CASE("calibration_to_yaml: an empty section is written as an empty map", "[calib][profile_out]") {
@@ -133,13 +133,13 @@ TEST_CASE("write_profile_out: the section printed, or the base profile copied wi
   try {
     calib::write_profile_out("no-such-profile", d / "x.yaml", "x", c);
     FAIL("an unknown base profile must throw");
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(e.key() == "--profile");
   }
   try {
     calib::write_profile_out("h100-sxm-80gb", d / "missing-dir/x.yaml", "x", c);
     FAIL("an output in a missing folder must throw");
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(e.key() == "--profile-out");
   }
 }

@@ -8,7 +8,7 @@
 #include "bench/attn_points.hpp"
 #include "tests/cli/run_cli.hpp"
 
-using ulysses::InputError;
+using ulysses::core::InputError;
 using ulysses::bench::AttnPoint;
 using ulysses::bench::parse_attn_points;
 

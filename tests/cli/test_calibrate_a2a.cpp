@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/memory.hpp"
-#include "sim/phases.hpp"
+#include "core/phases.hpp"
 #include "sim/timing.hpp"
 #include "tests/cli/run_cli.hpp"
 
@@ -90,20 +90,20 @@ TEST_CASE("the model adds the idle-link penalty to the exchanges after long atte
                       {"plan.attn_implementation", "ulysses_flash"}})
     set_key(sc, k, v, "test");
   const sim::Dims d = sim::derive_dims(sc);
-  std::array<seconds_t, 6> with{}, without{};
+  std::array<core::seconds_t, 6> with{}, without{};
   sim::block_times(sc, d, with);
   Scenario bare = sc;
   bare.hw.calibrated.a2a_idle_penalty_us = Curve{};
   sim::block_times(bare, d, without);
-  const auto at = [](const std::array<seconds_t, 6>& b, BlockPhase p) { return b[static_cast<int>(p)]; };
-  REQUIRE(at(with, BlockPhase::attn_fwd) > 0.05);  // S = 96K, 16 heads per rank: attention > 50 ms
-  const double pen = sc.hw.calibrated.a2a_idle_penalty_us.at(at(with, BlockPhase::attn_fwd) * 1e3) * 1e-6;
+  const auto at = [](const std::array<core::seconds_t, 6>& b, core::BlockPhase p) { return b[static_cast<int>(p)]; };
+  REQUIRE(at(with, core::BlockPhase::attn_fwd) > 0.05);  // S = 96K, 16 heads per rank: attention > 50 ms
+  const double pen = sc.hw.calibrated.a2a_idle_penalty_us.at(at(with, core::BlockPhase::attn_fwd) * 1e3) * 1e-6;
   CHECK(pen > 50e-6);
-  CHECK(at(with, BlockPhase::a2a_out_fwd) - at(without, BlockPhase::a2a_out_fwd) == Approx(pen));
-  CHECK(at(with, BlockPhase::a2a_qkv_bwd) > at(without, BlockPhase::a2a_qkv_bwd) + 50e-6);
+  CHECK(at(with, core::BlockPhase::a2a_out_fwd) - at(without, core::BlockPhase::a2a_out_fwd) == Approx(pen));
+  CHECK(at(with, core::BlockPhase::a2a_qkv_bwd) > at(without, core::BlockPhase::a2a_qkv_bwd) + 50e-6);
   // the exchanges that follow an exchange get nothing
-  CHECK(at(with, BlockPhase::a2a_out_bwd) == at(without, BlockPhase::a2a_out_bwd));
-  CHECK(at(with, BlockPhase::a2a_qkv_fwd) == at(without, BlockPhase::a2a_qkv_fwd));
+  CHECK(at(with, core::BlockPhase::a2a_out_bwd) == at(without, core::BlockPhase::a2a_out_bwd));
+  CHECK(at(with, core::BlockPhase::a2a_qkv_fwd) == at(without, core::BlockPhase::a2a_qkv_fwd));
   // short attention (S = 8K): below the step, (almost) nothing
   set_key(sc, "plan.seq_len", "8192", "test");
   const sim::Dims d8 = sim::derive_dims(sc);
@@ -111,7 +111,7 @@ TEST_CASE("the model adds the idle-link penalty to the exchanges after long atte
   bare.hw.calibrated.a2a_idle_penalty_us = Curve{};
   sim::block_times(sc, d8, with);
   sim::block_times(bare, d8, without);
-  CHECK(at(with, BlockPhase::a2a_out_fwd) - at(without, BlockPhase::a2a_out_fwd) < 2e-6);
+  CHECK(at(with, core::BlockPhase::a2a_out_fwd) - at(without, core::BlockPhase::a2a_out_fwd) < 2e-6);
   // P = 1: no exchange, no penalty
   CHECK(sim::exchange_idle_penalty_s(sc, sim::Dims{}, 1.0) == 0);
 }

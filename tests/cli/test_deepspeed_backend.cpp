@@ -12,7 +12,7 @@
 #include <algorithm>
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/predict.hpp"
 
 using namespace ulysses;
@@ -71,7 +71,7 @@ TEST_CASE("deepspeed job: plans the stack cannot run are refused naming the key"
   CHECK_THROWS_WITH(rd::job_json(sc, {}, "/tmp/x", "f.yaml"), Catch::Contains("plan.attn_implementation"));
   sc = llama2(16384);
   sc.plan.pad_to_multiple_of = 128;
-  CHECK_THROWS_AS(rd::job_json(sc, {}, "/tmp/x", "f.yaml"), InputError);
+  CHECK_THROWS_AS(rd::job_json(sc, {}, "/tmp/x", "f.yaml"), core::InputError);
   sc = llama2(16384);
   sc.plan.dp_replicate_size = 2;
   sc.gpus = 2;

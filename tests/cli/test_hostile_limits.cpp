@@ -12,7 +12,7 @@
 #include "sim/capacity.hpp"
 #include "sim/checked.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 #include "sim/predict.hpp"
 #include "tests/cli/run_cli.hpp"
@@ -148,7 +148,7 @@ TEST_CASE("hostile numbers: at the limits every prediction is finite and in rang
   m.ffn_hidden = limits::kMaxFfn;
   Scenario sc = test::make_scenario(m, test::h100_sxm(), 1024, 8, limits::kMaxSeqLen);
   sc.plan.pad_to_multiple_of = 3;  // pads 2^40 up past the limit: refused, not wrapped
-  CHECK_THROWS_AS(validate(sc, "t.yaml"), InputError);
+  CHECK_THROWS_AS(validate(sc, "t.yaml"), core::InputError);
   sc.plan.pad_to_multiple_of = 0;
   validate(sc, "t.yaml");
   const Prediction p = predict(sc);
@@ -163,6 +163,6 @@ TEST_CASE("hostile numbers: at the limits every prediction is finite and in rang
   const CapacityResult r = find_max_seq_len(test::make_scenario(test::llama31_8b(), test::h100_sxm(), 8, 8, 4096), 1);
   CHECK(r.max_seq_len > 0);
   CHECK(r.max_seq_len <= limits::kMaxSeqLen);
-  CHECK_THROWS_AS(find_max_seq_len(sc, 0), InputError);
-  CHECK_THROWS_AS(find_max_seq_len(sc, limits::kMaxSeqLen + 1), InputError);
+  CHECK_THROWS_AS(find_max_seq_len(sc, 0), core::InputError);
+  CHECK_THROWS_AS(find_max_seq_len(sc, limits::kMaxSeqLen + 1), core::InputError);
 }

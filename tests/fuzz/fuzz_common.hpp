@@ -1,7 +1,7 @@
 #pragma once
 // Shared by the libFuzzer targets of tests/fuzz/: the input written to a temp file (the loaders
 // take paths), stdout silenced, and the one rule of every target: bad input may end in an
-// InputError (sim/errors.hpp); any other exception escaping is a bug and aborts (a crash report).
+// InputError (core/errors.hpp); any other exception escaping is a bug and aborts (a crash report).
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <fstream>
 #include <string>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace ulysses::fuzz {
 
@@ -52,7 +52,7 @@ template <class F>
 void expect_input_errors_only(F&& f) {
   try {
     f();
-  } catch (const InputError&) {
+  } catch (const core::InputError&) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz: exception other than InputError escaped: %s\n", e.what());
     std::abort();

@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     { std::ofstream(again) << to_yaml(sc); }
     try {
       (void)load_scenario(again);
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       std::fprintf(stderr, "fuzz: to_yaml of a loaded scenario does not load back: %s\n", e.what());
       std::abort();
     }

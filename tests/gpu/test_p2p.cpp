@@ -96,9 +96,9 @@ TEST_CASE("p2p: a rank that never arrives ends in an error within the timeout", 
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(cl->run([](RankCtx& ctx) -> std::string {
                       DeviceArena a(ctx.device);
-                      const layout::Dims x{1, 256, 2, 4, 64};
+                      const core::Dims x{1, 256, 2, 4, 64};
                       DevBuf<std::uint16_t> src(a, 128 * 4 * 64), dst(a, 256 * 2 * 64);
-                      Exchanger ex(ctx, a, 2 * layout::chunk_elems(x));
+                      Exchanger ex(ctx, a, 2 * core::chunk_elems(x));
                       ex.register_destinations({dst.get()});
                       if (ex.transport() != "p2p") throw std::runtime_error("p2p unavailable: " + ex.p2p_unavailable_reason());
                       if (ctx.rank == 1) {  // never arrives; keeps its buffers alive past rank 0's timeout

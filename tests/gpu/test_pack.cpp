@@ -1,4 +1,4 @@
-// Pack/unpack kernels (kernels/pack.cuh) against the index maps of runtime/layout.hpp evaluated
+// Pack/unpack kernels (kernels/pack.cuh) against the index maps of core/layout.hpp evaluated
 // on the host: every element is coded by its position, so a misplaced element is caught.
 #include <catch2/catch.hpp>
 
@@ -7,12 +7,12 @@
 
 #include "core/bf16.hpp"
 #include "kernels/pack.cuh"
-#include "runtime/layout.hpp"
+#include "core/layout.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
 using namespace ulysses;
 using gputest::Dev;
-using layout::Dims;
+using core::Dims;
 using u16 = std::uint16_t;
 
 namespace {
@@ -26,7 +26,7 @@ std::vector<u16> coded(std::int64_t n, u16 salt) {
 // seq -> head pack then unpack on the chunks of one rank r, as the exchange does with P = 1
 // transport (chunk c of rank r); checks pack output against the host map and the unpack's.
 void check_seq_head(const Dims& x, std::int64_t s_lo, std::int64_t s_hi) {
-  const std::int64_t S_l = x.S / x.P, H_l = layout::heads_per_rank(x.H, x.P), ch = layout::chunk_elems(x);
+  const std::int64_t S_l = x.S / x.P, H_l = core::heads_per_rank(x.H, x.P), ch = core::chunk_elems(x);
   const auto x_seq = coded(x.B * S_l * x.H * x.D, 3);
   Dev<u16> src(x_seq), buf(x.P * ch);
   buf.fill_bytes(0xFF);
@@ -40,9 +40,9 @@ void check_seq_head(const Dims& x, std::int64_t s_lo, std::int64_t s_hi) {
       for (std::int64_t s = 0; s < S_l; ++s)
         for (std::int64_t h = 0; h < H_l; ++h)
           for (std::int64_t d = 0; d < x.D; ++d) {
-            const u16 g = got[layout::buf_index(x, c, b, s, h, d)];
+            const u16 g = got[core::buf_index(x, c, b, s, h, d)];
             const bool in = s >= s_lo && s < s_hi;
-            const u16 want = in ? x_seq[layout::seq_index(x, b, s, layout::source_head(x, c, h), d)] : u16(0xFFFF);
+            const u16 want = in ? x_seq[core::seq_index(x, b, s, core::source_head(x, c, h), d)] : u16(0xFFFF);
             wrong += g != want;
           }
   CHECK(wrong == 0);
@@ -57,12 +57,12 @@ void check_seq_head(const Dims& x, std::int64_t s_lo, std::int64_t s_hi) {
       for (std::int64_t s = s_lo; s < s_hi; ++s)
         for (std::int64_t h = 0; h < H_l; ++h)
           for (std::int64_t d = 0; d < x.D; ++d)
-            wrong += xh[layout::head_index(x, b, layout::global_pos(x, c, s), h, d)] != got[layout::buf_index(x, c, b, s, h, d)];
+            wrong += xh[core::head_index(x, b, core::global_pos(x, c, s), h, d)] != got[core::buf_index(x, c, b, s, h, d)];
   CHECK(wrong == 0);
 }
 
 void check_head_seq(const Dims& x) {
-  const std::int64_t S_l = x.S / x.P, H_l = layout::heads_per_rank(x.H, x.P), ch = layout::chunk_elems(x);
+  const std::int64_t S_l = x.S / x.P, H_l = core::heads_per_rank(x.H, x.P), ch = core::chunk_elems(x);
   const auto x_head = coded(x.B * x.S * H_l * x.D, 5);
   Dev<u16> src(x_head), buf(x.P * ch), seq(x.B * S_l * x.H * x.D);
   kernels::ChunkPtrs ptrs;
@@ -75,7 +75,7 @@ void check_head_seq(const Dims& x) {
       for (std::int64_t s = 0; s < S_l; ++s)
         for (std::int64_t h = 0; h < H_l; ++h)
           for (std::int64_t d = 0; d < x.D; ++d)
-            wrong += got[layout::buf_index(x, c, b, s, h, d)] != x_head[layout::head_index(x, b, layout::global_pos(x, c, s), h, d)];
+            wrong += got[core::buf_index(x, c, b, s, h, d)] != x_head[core::head_index(x, b, core::global_pos(x, c, s), h, d)];
   CHECK(wrong == 0);
   CUDA_CHECK(kernels::unpack_head_to_seq(ptrs, seq.p, x, 2, 0, S_l, nullptr));
   const auto xs = seq.download();
@@ -85,7 +85,7 @@ void check_head_seq(const Dims& x) {
       for (std::int64_t s = 0; s < S_l; ++s)
         for (std::int64_t h = 0; h < H_l; ++h)
           for (std::int64_t d = 0; d < x.D; ++d)
-            wrong += xs[layout::seq_index(x, b, s, c * H_l + h, d)] != got[layout::buf_index(x, c, b, s, h, d)];
+            wrong += xs[core::seq_index(x, b, s, c * H_l + h, d)] != got[core::buf_index(x, c, b, s, h, d)];
   CHECK(wrong == 0);
 }
 
@@ -120,7 +120,7 @@ TEST_CASE("kv replication, replica reduction and the send_once reduce-unpack", "
   for (cpu b = 0; b < x.B; ++b)
     for (cpu s = 0; s < S_l; ++s)
       for (cpu j = 0; j < x.P; ++j)
-        for (cpu d = 0; d < x.D; ++d) wrong += r[layout::seq_index(rd, b, s, j, d)] != kv[layout::seq_index(x, b, s, j / R, d)];
+        for (cpu d = 0; d < x.D; ++d) wrong += r[core::seq_index(rd, b, s, j, d)] != kv[core::seq_index(x, b, s, j / R, d)];
   CHECK(wrong == 0);
   // gradient of the replication: the sum of the R replicas (exact here: small multiples of 0.25)
   CUDA_CHECK(kernels::reduce_replicas_bf16(rep.p, back.p, x, nullptr));
@@ -129,7 +129,7 @@ TEST_CASE("kv replication, replica reduction and the send_once reduce-unpack", "
   for (std::size_t i = 0; i < g.size(); ++i) wrong += core::bf16_to_float(g[i]) != R * core::bf16_to_float(kv[i]);
   CHECK(wrong == 0);
   // send_once reduce-unpack: chunks c hold head c/R; every chunk = the kv tensor's head -> sum = R*value
-  const std::int64_t ch = layout::chunk_elems(x);
+  const std::int64_t ch = core::chunk_elems(x);
   Dev<u16> chunks(x.P * ch);
   kernels::ChunkPtrs ptrs;
   for (int c = 0; c < x.P; ++c) ptrs.p[c] = chunks.p + c * ch;

@@ -14,7 +14,7 @@
 #include "runtime/cuda/bootstrap.hpp"
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/launcher.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
 using namespace ulysses;
@@ -55,8 +55,8 @@ TEST_CASE("launcher environment: torchrun, mpirun, srun, none", "[.gpu][gpu][lau
   CHECK(s.master_addr == "10.1.1.1");
   CHECK_FALSE(detect({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}).launched);  // sbatch script without srun
   CHECK_FALSE(detect({}).launched);
-  CHECK_THROWS_AS(detect({{"RANK", "x"}, {"WORLD_SIZE", "2"}}), InputError);
-  CHECK_THROWS_AS(detect({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), InputError);
+  CHECK_THROWS_AS(detect({{"RANK", "x"}, {"WORLD_SIZE", "2"}}), core::InputError);
+  CHECK_THROWS_AS(detect({{"RANK", "2"}, {"WORLD_SIZE", "2"}}), core::InputError);
 }
 
 TEST_CASE("bootstrap: a missing rank ends in an error within the timeout", "[.gpu][gpu][watchdog]") {

@@ -8,7 +8,7 @@
 #include "reports/table.hpp"
 #include "reports/version.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/tokens.hpp"
 
 using namespace ulysses;

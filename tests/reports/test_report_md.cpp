@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/report_md.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "tests/cli/run_cli.hpp"
 
 using namespace ulysses;

@@ -5,7 +5,7 @@
 
 #include "reports/run_config_out.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "tests/cli/run_cli.hpp"
 #include "tests/sim/fixtures.hpp"
 
@@ -87,14 +87,14 @@ TEST_CASE("emit: what Accelerate cannot express is refused naming --emit", "[run
   Scenario a = base(12);  // 12 GPUs on 8-GPU nodes
   a.plan.sp_size = 4;
   a.plan.dp_shard_size = 3;
-  CHECK_THROWS_AS(reports::check_emittable(a, d.path.string()), InputError);
+  CHECK_THROWS_AS(reports::check_emittable(a, d.path.string()), core::InputError);
   Scenario b = base(8);
   b.plan.sp_size = 8;
   b.plan.attn_implementation = "ulysses_flash";
   try {
     reports::check_emittable(b, d.path.string());
     FAIL("no error");
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(e.key() == "--emit");
   }
   b.plan.attn_implementation = "sdpa";

@@ -77,9 +77,9 @@ TEST_CASE("flatten gives dotted keys in document order", "[reports]") {
 
 TEST_CASE("memory and phase tables carry total rows", "[reports]") {
   MemoryBreakdown m;
-  m.add("weights", kGiBytes);
-  m.add("grads", kGiBytes);
-  const std::string mt = memory_table(m, 4 * kGiBytes, "GPU");
+  m.add("weights", core::kGiBytes);
+  m.add("grads", core::kGiBytes);
+  const std::string mt = memory_table(m, 4 * core::kGiBytes, "GPU");
   CHECK(mt.find("total") != std::string::npos);
   CHECK(mt.find("2.000") != std::string::npos);
   CHECK(mt.find("50.0") != std::string::npos);  // each term's share and the capacity use

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/config.hpp"
-#include "sim/phases.hpp"
+#include "core/phases.hpp"
 
 namespace {
 
@@ -52,7 +52,7 @@ TEST_CASE("compare --format json holds every phase on both sides, peak memory an
   REQUIRE(j["phases"].size() == 6);
   for (int i = 0; i < 6; ++i) {
     const auto& p = j["phases"][i];
-    CHECK(p["name"] == std::string(ulysses::kBlockPhaseNames[i]));
+    CHECK(p["name"] == std::string(ulysses::core::kBlockPhaseNames[i]));
     CHECK(p["predicted_s"].get<double>() > 0);
     CHECK(p["measured_s"].get<double>() > 0);
     const double err = 100 * (p["predicted_s"].get<double>() - p["measured_s"].get<double>()) / p["measured_s"].get<double>();
@@ -82,7 +82,7 @@ TEST_CASE("run prints the phase table and the checks; json says correct", "[runt
   const Result t = sh("run --backend cpu " + kSmall);
   INFO(t.err);
   REQUIRE(t.rc == 0);
-  for (auto name : ulysses::kBlockPhaseNames) CHECK(t.out.find(std::string(name)) != std::string::npos);
+  for (auto name : ulysses::core::kBlockPhaseNames) CHECK(t.out.find(std::string(name)) != std::string::npos);
   CHECK(t.out.find("#wrong") != std::string::npos);
   CHECK(t.out.find("correct: true") != std::string::npos);
   const Result j = sh("run --backend cpu " + kSmall + " --format json --sp-size 1 --gpus 1");

@@ -7,7 +7,7 @@
 #include "runtime/backend.hpp"
 #include "runtime/checks.hpp"
 #include "runtime/cpu/cpu_backend.hpp"
-#include "sim/phases.hpp"
+#include "core/phases.hpp"
 
 using namespace ulysses;
 using namespace ulysses::runtime;
@@ -75,7 +75,7 @@ TEST_CASE("measurement holds the six phases, timing and trace", "[runtime]") {
   const Measurement m = run(2, 4, 2, true, KvStrategy::replicate);
   REQUIRE(m.phases.size() == 6);
   for (int i = 0; i < 6; ++i) {
-    CHECK(m.phases[i].name == kBlockPhaseNames[i]);
+    CHECK(m.phases[i].name == core::kBlockPhaseNames[i]);
     CHECK(m.phases[i].median_s > 0);
     CHECK(m.phases[i].min_s <= m.phases[i].median_s);
     CHECK(m.phases[i].median_s <= m.phases[i].max_s);

@@ -9,7 +9,7 @@
 
 #include "sim/attn_key.hpp"
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/timing.hpp"
 
 using namespace ulysses;
@@ -129,10 +129,10 @@ TEST_CASE("profiles accept keyed attention curves and reject malformed keys", "[
   try {
     load_profile(bad);
     FAIL("a malformed key was accepted");
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(std::string(e.what()).find("ulysses_flash@d128.sideways") != std::string::npos);
   }
   const std::string unknown = write("unknown.yaml", "  attn_fwd_eff:\n    nosuchkernel@d128.causal: [[2048, 0.3]]\n");
-  CHECK_THROWS_AS(load_profile(unknown), InputError);
+  CHECK_THROWS_AS(load_profile(unknown), core::InputError);
   std::filesystem::remove_all(dir);
 }

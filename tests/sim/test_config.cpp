@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace fs = std::filesystem;
 using namespace ulysses;
@@ -46,7 +46,7 @@ std::string scenario_error(const std::string& text) {
   const std::string path = write(temp_dir() / "x.yaml", text);
   try {
     load_scenario(path);
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     std::string m = e.what();
     if (m.rfind(path, 0) == 0) m = "x.yaml" + m.substr(path.size());
     return m;
@@ -116,10 +116,10 @@ TEST_CASE("dp_shard_size auto takes the GPUs sp and dp_replicate leave", "[confi
 
 TEST_CASE("error: file not found", "[config]") {
   const std::string missing = (temp_dir() / "nope.yaml").string();
-  REQUIRE_THROWS_AS(load_scenario(missing), InputError);
+  REQUIRE_THROWS_AS(load_scenario(missing), core::InputError);
   try {
     load_scenario(missing);
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(e.file() == missing);
     CHECK(e.key() == "file");
     CHECK(std::string(e.what()).find("cannot be read") != std::string::npos);
@@ -331,7 +331,7 @@ TEST_CASE("set_key sets every kind of key and rejects bad ones", "[config]") {
   CHECK_THROWS_WITH(set_key(sc, "model.head", "2", "--x"), "command line: --x: unknown key (did you mean 'model.heads'?)");
   CHECK_THROWS_WITH(set_key(sc, "plan.offload_params", "on", "--offload-params"),
                     "command line: --offload-params: must be true or false (got on)");
-  CHECK_THROWS_AS(set_key(sc, "model", "nonexistent-model", "--model"), InputError);
+  CHECK_THROWS_AS(set_key(sc, "model", "nonexistent-model", "--model"), core::InputError);
   // every advertised key is wired to a typed setter: a bad value is a value error, not "unknown key"
   const std::vector<std::string> text_keys = {"name", "model.name", "model.source", "profile.name", "profile.gpu"};
   for (const std::string& key : settable_keys()) {
@@ -341,7 +341,7 @@ TEST_CASE("set_key sets every kind of key and rejects bad ones", "[config]") {
     try {
       set_key(s, key, "-1.5x", "--x");
       FAIL("accepted -1.5x");
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       CHECK(e.rule().find("unknown key") == std::string::npos);
     }
   }
@@ -531,7 +531,7 @@ TEST_CASE("calibrated section: parsed and validated, bad keys named", "[config]"
     const std::string f = write(d / "c.yaml", before + "calibrated:\n" + cal);
     try {
       load_profile(f);
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       return e.key() + ": " + e.rule();
     }
     return std::string();
@@ -551,7 +551,7 @@ TEST_CASE("profile files: every figure required, sources checked", "[config]") {
     const std::string f = write(d / "p.yaml", t);
     try {
       load_profile(f);
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       return e.key() + ": " + e.rule();
     }
     return std::string();
@@ -588,7 +588,7 @@ TEST_CASE("sweep specs: base, list and geometric axes, validated against set_key
     const std::string f = write(d / "sw.yaml", t);
     try {
       load_sweep(f);
-    } catch (const InputError& e) {
+    } catch (const core::InputError& e) {
       return e.key() + ": " + e.rule();
     }
     return std::string();

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/model.hpp"
 
 namespace fs = std::filesystem;
@@ -46,7 +46,7 @@ std::string refusal(const std::string& text) {
   const std::string path = write(temp_dir() / "m" / "config.json", text);
   try {
     load_model(path);
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(e.file() == path);
     return e.key() + "|" + e.rule();
   }
@@ -179,7 +179,7 @@ TEST_CASE("config.json refusals name the file and the key", "[hf]") {
   try {  // a real MoE config
     load_model(hf("mixtral-8x7b-v0.1"));
     FAIL("Mixtral accepted");
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(e.file() == hf("mixtral-8x7b-v0.1"));
     CHECK(e.key() == "num_experts_per_tok");
     CHECK_THAT(e.rule(), Catch::StartsWith("2 marks a mixture-of-experts model"));

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 
 namespace fs = std::filesystem;
 using namespace ulysses;
@@ -27,7 +27,7 @@ double load_seconds(const fs::path& dir, int keys, std::string& what) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
     (void)load_scenario(path);
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     what = e.what();
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/memory.hpp"
 #include "sim/predict.hpp"
 #include "tests/sim/fixtures.hpp"
@@ -18,8 +18,8 @@ using test::make_scenario;
 
 namespace {
 
-bytes_t sum_terms(const MemoryBreakdown& m) {
-  bytes_t s = 0;
+core::bytes_t sum_terms(const MemoryBreakdown& m) {
+  core::bytes_t s = 0;
   for (int i = 0; i < m.n; ++i) s += m.terms[i].bytes;
   return s;
 }
@@ -196,10 +196,10 @@ TEST_CASE("memory: GPU memory grows with S", "[sim][memory][monotone]") {
   for (int features = 0; features < 2; ++features) {
     Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 0);
     if (features) sc = test::all_features(sc);
-    bytes_t prev = 0;
+    core::bytes_t prev = 0;
     for (std::int64_t S = 8192; S <= (std::int64_t{1} << 24); S *= 2) {
       sc.plan.seq_len = S;
-      const bytes_t m = predict(sc).gpu.total();
+      const core::bytes_t m = predict(sc).gpu.total();
       INFO("S = " << S << " features " << features);
       CHECK(m > prev);
       prev = m;
@@ -209,11 +209,11 @@ TEST_CASE("memory: GPU memory grows with S", "[sim][memory][monotone]") {
 
 TEST_CASE("memory: GPU memory falls with sp at fixed GPU count", "[sim][memory][monotone]") {
   for (bool tiled : {false, true}) {
-    bytes_t prev = INT64_MAX;
+    core::bytes_t prev = INT64_MAX;
     for (int sp : {1, 2, 4, 8}) {
       Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, sp, 65536);
       sc.plan.tiled_logits = tiled;
-      const bytes_t m = predict(sc).gpu.total();
+      const core::bytes_t m = predict(sc).gpu.total();
       INFO("sp = " << sp << " tiled " << tiled);
       CHECK(m < prev);
       prev = m;
@@ -272,7 +272,7 @@ TEST_CASE("memory: fragmentation is the stated fraction of the transient terms",
   // without them (or on our runtime): the stated fraction
   sc.plan.expandable_segments = false;
   const Prediction p = predict(sc);
-  bytes_t transient = 0;
+  core::bytes_t transient = 0;
   for (int i = 0; i < p.gpu.n; ++i) {
     const std::string n = p.gpu.terms[i].name;
     if (n.rfind("layer.", 0) == 0 || n == "logits_loss" || n == "checkpoints" || n == "saved_activations" ||
@@ -334,12 +334,12 @@ TEST_CASE("memory: the optimizer step on the GPU (ZeRO-3): fp32 sub-group gradie
   REQUIRE(std::string(p.gpu_peak_at) == "optimizer_step");
   // sub-group = min(shard, 1e9 + lm_head 525336576) = Pn here (1.49e9 < 1.53e9): FusedAdam 4 B/param
   // (logits moment: 12 B x 2048 x 128256 + 5 th + gathered lm_head, its grad and a layer = 5.8e9 < 5.9e9)
-  CHECK(p.gpu.get("optimizer_step") == static_cast<bytes_t>(4 * Pn));
+  CHECK(p.gpu.get("optimizer_step") == static_cast<core::bytes_t>(4 * Pn));
   CHECK(p.gpu.get("logits_loss") == 0);
   CHECK(p.gpu.get("zero3_gathered_params") == 0);
   CHECK(p.gpu.get("checkpoints") == 0);
   sc.plan.torch_adam = true;  // torch's foreach AdamW: + sqrt(exp_avg_sq), 4 B/param
-  CHECK(predict(sc).gpu.get("optimizer_step") == static_cast<bytes_t>(8 * Pn));
+  CHECK(predict(sc).gpu.get("optimizer_step") == static_cast<core::bytes_t>(8 * Pn));
   sc.plan.offload_optimizer = true;  // CPU Adam: nothing of the step on the GPU
   CHECK(predict(sc).gpu.get("optimizer_step") == 0);
 
@@ -426,5 +426,5 @@ TEST_CASE("config: plan.rmsnorm_implementation set_key, to_yaml, bad value", "[c
   set_key(sc, "plan.rmsnorm_implementation", "eager", "--rmsnorm-implementation");
   CHECK(sc.plan.rmsnorm_implementation == RmsNormImpl::eager);
   CHECK(to_yaml(sc).find("  rmsnorm_implementation: eager\n") != std::string::npos);
-  CHECK_THROWS_AS(set_key(sc, "plan.rmsnorm_implementation", "liger", "--rmsnorm-implementation"), InputError);
+  CHECK_THROWS_AS(set_key(sc, "plan.rmsnorm_implementation", "liger", "--rmsnorm-implementation"), core::InputError);
 }

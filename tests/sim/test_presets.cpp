@@ -109,12 +109,12 @@ TEST_CASE("every hardware profile names a source for every figure", "[presets]")
 
 TEST_CASE("profile figures are converted to the struct's units", "[presets]") {
   const HardwareProfile h200 = load_profile("h200-sxm-141gb");
-  CHECK(h200.hbm_bytes == static_cast<bytes_t>(std::llround(140.4 * kGiB)));  // 143771 MiB
+  CHECK(h200.hbm_bytes == static_cast<core::bytes_t>(std::llround(140.4 * core::kGiB)));  // 143771 MiB
   CHECK(h200.bf16_dense_flops == Approx(989.4e12));
   CHECK(h200.nvlink_GBps == 450);
   CHECK(h200.a2a_alpha_s == Approx(25e-6));
-  CHECK(h200.cuda_context_bytes == kGiBytes);
-  CHECK(h200.host_ram_bytes == 2048 * kGiBytes);
+  CHECK(h200.cuda_context_bytes == core::kGiBytes);
+  CHECK(h200.host_ram_bytes == 2048 * core::kGiBytes);
   // ANCHORS.md efficiencies: FA2 338/317 TFLOP/s, GEMM ~790, a2a 331.4 of 450 GB/s
   CHECK(h200.attn_fwd_eff * 989.4 == Approx(338).epsilon(0.01));
   CHECK(h200.attn_bwd_eff * 989.4 == Approx(317).epsilon(0.01));
@@ -124,7 +124,7 @@ TEST_CASE("profile figures are converted to the struct's units", "[presets]") {
   CHECK(h200.has_calibration);
   CHECK(h200.calibrated.provenance.find("NVIDIA H200") != std::string::npos);
   const HardwareProfile a100 = load_profile("a100-sxm-80gb");
-  CHECK(a100.hbm_bytes == 80 * kGiBytes);
+  CHECK(a100.hbm_bytes == 80 * core::kGiBytes);
   CHECK(a100.bf16_dense_flops == Approx(312e12));
 }
 

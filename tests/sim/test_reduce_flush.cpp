@@ -142,10 +142,10 @@ TEST_CASE("reduce flush: the epilogue binds where the flush moment exceeds every
   sc.plan.tiled_logits = sc.plan.tiled_mlp = sc.plan.offload_checkpoints = true;
   const Prediction p = predict(sc);
   CHECK(std::string(p.gpu_peak_at) == "backward.mlp+reduce");
-  bytes_t reduce = 0;
+  core::bytes_t reduce = 0;
   for (int i = 0; i < p.gpu.n; ++i)
     if (std::string(p.gpu.terms[i].name) == "grad_reduce_buffers") reduce = p.gpu.terms[i].bytes;
-  CHECK(reduce == bytes_t(1000000000) + bytes_t(979779072) + bytes_t(777912320) + bytes_t(2000000000));
+  CHECK(reduce == core::bytes_t(1000000000) + core::bytes_t(979779072) + core::bytes_t(777912320) + core::bytes_t(2000000000));
   // without optimizer offload the epilogue is the flat buffer only and the norm backward binds again
   sc.plan.offload_optimizer = false;
   CHECK(std::string(predict(sc).gpu_peak_at) != "backward.mlp+reduce");

@@ -49,7 +49,7 @@ Err error_of(const std::string& yaml, const std::string& json) {
   Scenario sc = base();
   try {
     apply_run_configs(sc, yaml.empty() ? "" : y, json.empty() ? "" : j);
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     const std::string f = e.file();
     return {f.substr(f.rfind('/') + 1), e.key(), e.what()};
   }
@@ -132,7 +132,7 @@ TEST_CASE("DeepSpeed's batch rule is checked with the world size and sp of the c
   try {
     check_run_configs(rc, s2);
     FAIL("no error");
-  } catch (const InputError& e) {
+  } catch (const core::InputError& e) {
     CHECK(e.key() == "train_batch_size");
     CHECK(std::string(e.what()).find("= 4 (got 8") != std::string::npos);
   }

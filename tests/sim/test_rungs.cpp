@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "sim/config.hpp"
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/feature_search.hpp"
 #include "sim/predict.hpp"
 #include "sim/tokens.hpp"
@@ -68,9 +68,9 @@ TEST_CASE("rungs: one table, names round-trip, bad names refused", "[sim][rungs]
     std::replace(commas.begin(), commas.end(), '+', ',');
     CHECK(parse_rung_set(commas, "", "--features") == s);
   }
-  CHECK_THROWS_AS(parse_rung_set("tiled", "", "--features"), InputError);
-  CHECK_THROWS_AS(parse_rung_set("ulysses,ulysses", "", "--features"), InputError);
-  CHECK_THROWS_AS(parse_rung_set("ulysses,", "", "--features"), InputError);
+  CHECK_THROWS_AS(parse_rung_set("tiled", "", "--features"), core::InputError);
+  CHECK_THROWS_AS(parse_rung_set("ulysses,ulysses", "", "--features"), core::InputError);
+  CHECK_THROWS_AS(parse_rung_set("ulysses,", "", "--features"), core::InputError);
 }
 
 TEST_CASE("rungs: sp auto follows the head rules; with_rungs and rungs_of agree", "[sim][rungs]") {

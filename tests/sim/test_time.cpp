@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/flops.hpp"
 #include "sim/predict.hpp"
 #include "sim/timing.hpp"
 #include "tests/sim/fixtures.hpp"
@@ -18,7 +19,7 @@ using test::make_scenario;
 
 namespace {
 
-seconds_t blk(const Prediction& p, BlockPhase ph) { return p.block[static_cast<int>(ph)]; }
+core::seconds_t blk(const Prediction& p, core::BlockPhase ph) { return p.block[static_cast<int>(ph)]; }
 
 Curve constant(double x0, double x1, double y) {
   Curve c;
@@ -32,14 +33,14 @@ TEST_CASE("time: attention FLOPs and time, Llama-3.1-8B S=128K P=8", "[sim][time
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
   const sim::Dims d = sim::derive_dims(sc);
   // forward: 4 * B * S^2 * H_local * D * 0.5 (causal) = 4 * 131072^2 * 4 * 128 * 0.5 = 2^44
-  CHECK(sim::attn_fwd_flops(d) == 17592186044416.0);
+  CHECK(core::attention_flops(d.B, d.S, d.H_local, d.D, d.causal) == 17592186044416.0);
   const Prediction p = predict(sc);
   // over bf16 dense peak x forward efficiency: 2^44 / (989.4e12 * 0.34)
-  CHECK(blk(p, BlockPhase::attn_fwd) == Approx(17592186044416.0 / (989.4e12 * 0.34)));
+  CHECK(blk(p, core::BlockPhase::attn_fwd) == Approx(17592186044416.0 / (989.4e12 * 0.34)));
   // backward: 2.5x the FLOPs over the backward efficiency
-  CHECK(blk(p, BlockPhase::attn_bwd) == Approx(2.5 * 17592186044416.0 / (989.4e12 * 0.33)));
+  CHECK(blk(p, core::BlockPhase::attn_bwd) == Approx(2.5 * 17592186044416.0 / (989.4e12 * 0.33)));
   // step: L layers, forward + recompute (checkpointing)
-  CHECK(p.step.get("attn.fwd") == Approx(32 * blk(p, BlockPhase::attn_fwd)));
+  CHECK(p.step.get("attn.fwd") == Approx(32 * blk(p, core::BlockPhase::attn_fwd)));
   CHECK(p.step.get("attn.recompute") == Approx(p.step.get("attn.fwd")));
 }
 
@@ -49,11 +50,11 @@ TEST_CASE("time: causal halves attention time", "[sim][time]") {
   const Prediction c = predict(sc);
   sc.workload.causal = false;
   const Prediction n = predict(sc);
-  CHECK(blk(c, BlockPhase::attn_fwd) == Approx(0.5 * blk(n, BlockPhase::attn_fwd)));
-  CHECK(blk(c, BlockPhase::attn_bwd) == Approx(0.5 * blk(n, BlockPhase::attn_bwd)));
+  CHECK(blk(c, core::BlockPhase::attn_fwd) == Approx(0.5 * blk(n, core::BlockPhase::attn_fwd)));
+  CHECK(blk(c, core::BlockPhase::attn_bwd) == Approx(0.5 * blk(n, core::BlockPhase::attn_bwd)));
   CHECK(c.step.get("attn.bwd") == Approx(0.5 * n.step.get("attn.bwd")));
   // the exchanges do not depend on causality
-  CHECK(blk(c, BlockPhase::a2a_qkv_fwd) == blk(n, BlockPhase::a2a_qkv_fwd));
+  CHECK(blk(c, core::BlockPhase::a2a_qkv_fwd) == blk(n, core::BlockPhase::a2a_qkv_fwd));
 }
 
 TEST_CASE("time: all-to-all alpha-beta with pack/unpack copies", "[sim][time][golden]") {
@@ -62,24 +63,24 @@ TEST_CASE("time: all-to-all alpha-beta with pack/unpack copies", "[sim][time][go
   // one exchange of X bytes, B = 1: alpha + (P-1)/P * X / (a2a_link_eff * nvlink) + 2X / hbm
   auto t = [](double X) { return 20e-6 + 7.0 / 8.0 * X / (0.7 * 450e9) + 2 * X / 3350e9; };
   const double q = 134217728, kv = 33554432;  // q: 16384*32*128*2, k or v: 16384*8*128*2
-  CHECK(blk(p, BlockPhase::a2a_out_fwd) == Approx(t(q)));
+  CHECK(blk(p, core::BlockPhase::a2a_out_fwd) == Approx(t(q)));
   // the block (`ulysses run`) sends q, k, v in one grouped exchange: one alpha
-  CHECK(blk(p, BlockPhase::a2a_qkv_fwd) == Approx(t(q + 2 * kv)));
-  CHECK(blk(p, BlockPhase::a2a_qkv_bwd) == Approx(blk(p, BlockPhase::a2a_qkv_fwd)));
+  CHECK(blk(p, core::BlockPhase::a2a_qkv_fwd) == Approx(t(q + 2 * kv)));
+  CHECK(blk(p, core::BlockPhase::a2a_qkv_bwd) == Approx(blk(p, core::BlockPhase::a2a_qkv_fwd)));
   // the step (DeepSpeed's layer) runs three all-to-alls per layer: three alphas
   CHECK(p.step.get("a2a.qkv.fwd") == Approx(32 * (t(q) + 2 * t(kv))));
-  CHECK(p.step.get("a2a.qkv.fwd") - 32 * blk(p, BlockPhase::a2a_qkv_fwd) == Approx(32 * 2 * 20e-6));
+  CHECK(p.step.get("a2a.qkv.fwd") - 32 * blk(p, core::BlockPhase::a2a_qkv_fwd) == Approx(32 * 2 * 20e-6));
   // kv replication (P = 32 > H_kv = 8) adds the replica copies: read k (8 heads), write 32 heads,
   // for k and v: 2 * (4096*8*128*2 + 4096*32*128*2) bytes over HBM
   Scenario rep = make_scenario(llama31_8b(), h100_sxm(), 32, 32, 131072);
   Scenario once = rep;
   once.plan.kv_strategy = KvStrategy::send_once;
-  CHECK(blk(predict(rep), BlockPhase::a2a_qkv_fwd) - blk(predict(once), BlockPhase::a2a_qkv_fwd) ==
+  CHECK(blk(predict(rep), core::BlockPhase::a2a_qkv_fwd) - blk(predict(once), core::BlockPhase::a2a_qkv_fwd) ==
         Approx(2.0 * (4096 * 8 * 128 * 2 + 4096 * 32 * 128 * 2) / 3350e9));
   // sp = 1: nothing is exchanged
   Scenario one = make_scenario(llama31_8b(), h100_sxm(), 8, 1, 131072);
   const Prediction p1 = predict(one);
-  CHECK(blk(p1, BlockPhase::a2a_qkv_fwd) == 0);
+  CHECK(blk(p1, core::BlockPhase::a2a_qkv_fwd) == 0);
   CHECK(p1.step.get("a2a.out.bwd") == 0);
 }
 
@@ -99,19 +100,19 @@ TEST_CASE("time: calibrated curves override the datasheet figures", "[sim][time]
   sc.hw.has_calibration = true;
   // attention efficiency curve for another implementation: ignored
   sc.hw.calibrated.attn_fwd_eff.push_back({"sdpa", constant(1024, 1 << 24, 0.9)});
-  CHECK(blk(predict(sc), BlockPhase::attn_fwd) == Approx(blk(datasheet, BlockPhase::attn_fwd)));
+  CHECK(blk(predict(sc), core::BlockPhase::attn_fwd) == Approx(blk(datasheet, core::BlockPhase::attn_fwd)));
   // ... for the plan's implementation: used
   sc.hw.calibrated.attn_fwd_eff.push_back({"flash_attention_2", constant(1024, 1 << 24, 0.5)});
   const Prediction cal = predict(sc);
-  CHECK(blk(cal, BlockPhase::attn_fwd) == Approx(17592186044416.0 / (989.4e12 * 0.5)));
-  CHECK(blk(cal, BlockPhase::attn_bwd) == Approx(blk(datasheet, BlockPhase::attn_bwd)));  // no bwd curve
+  CHECK(blk(cal, core::BlockPhase::attn_fwd) == Approx(17592186044416.0 / (989.4e12 * 0.5)));
+  CHECK(blk(cal, core::BlockPhase::attn_bwd) == Approx(blk(datasheet, core::BlockPhase::attn_bwd)));  // no bwd curve
   // a2a busbw curve for another sp size: ignored; for this one: used
   sc.hw.calibrated.a2a_busbw_GBps.push_back({2, constant(1 << 20, 1 << 30, 100)});
-  CHECK(blk(predict(sc), BlockPhase::a2a_out_fwd) == Approx(blk(datasheet, BlockPhase::a2a_out_fwd)));
+  CHECK(blk(predict(sc), core::BlockPhase::a2a_out_fwd) == Approx(blk(datasheet, core::BlockPhase::a2a_out_fwd)));
   sc.hw.calibrated.a2a_busbw_GBps.push_back({8, constant(1 << 20, 1 << 30, 200)});
   sc.hw.calibrated.a2a_alpha_s = 5e-6;
   const double q = 134217728;
-  CHECK(blk(predict(sc), BlockPhase::a2a_out_fwd) == Approx(5e-6 + 7.0 / 8.0 * q / 200e9 + 2 * q / 3350e9));
+  CHECK(blk(predict(sc), core::BlockPhase::a2a_out_fwd) == Approx(5e-6 + 7.0 / 8.0 * q / 200e9 + 2 * q / 3350e9));
   // GEMM efficiency curve
   sc.hw.calibrated.gemm_eff = constant(1, 1e15, 0.4);
   CHECK(predict(sc).step.get("gemm.o.fwd") == Approx(2.0 * datasheet.step.get("gemm.o.fwd")));  // 0.8 -> 0.4
@@ -196,7 +197,7 @@ TEST_CASE("time: step is the sum of phases; throughput and TFLOP/s", "[sim][time
   CHECK(p.hw_tflops_per_gpu > 0);
   CHECK(p.hw_tflops_per_gpu * 1e12 < 989.4e12);
   // every phase name of the block vocabulary appears in the step
-  for (auto n : kBlockPhaseNames) CHECK(p.step.get(std::string(n).c_str()) > 0);
+  for (auto n : core::kBlockPhaseNames) CHECK(p.step.get(std::string(n).c_str()) > 0);
 }
 
 TEST_CASE("time: step time grows with S and falls with sp", "[sim][time][monotone]") {

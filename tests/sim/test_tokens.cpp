@@ -2,11 +2,11 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
-#include "sim/errors.hpp"
+#include "core/errors.hpp"
 #include "sim/limits.hpp"
 #include "sim/tokens.hpp"
 
-using ulysses::InputError;
+using ulysses::core::InputError;
 using ulysses::parse_tokens;
 
 namespace {

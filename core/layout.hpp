@@ -1,4 +1,5 @@
 #pragma once
+// core/ (namespace ulysses::core), the ground floor: standard library only; every library may include it.
 // Ulysses layouts and the index maps of the exchange. The CPU reference backend and the
 // CUDA kernels both call these functions, so the two cannot disagree. Header-only, no
 // dependencies, usable from .cu files (ULYSSES_HD marks host+device).
@@ -41,7 +42,7 @@
 #define ULYSSES_HD inline
 #endif
 
-namespace ulysses::layout {
+namespace ulysses::core {
 
 struct Dims {
   std::int64_t B, S, P, H, D;  // H: heads of the tensor as held sequence-sharded (before replication)
@@ -74,4 +75,4 @@ ULYSSES_HD std::int64_t source_head(const Dims& x, std::int64_t c, std::int64_t 
 // Global sequence position of chunk c, local position s_l (head -> seq pack / seq->head unpack).
 ULYSSES_HD std::int64_t global_pos(const Dims& x, std::int64_t c, std::int64_t s_l) { return c * (x.S / x.P) + s_l; }
 
-}  // namespace ulysses::layout
+}  // namespace ulysses::core

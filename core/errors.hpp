@@ -1,10 +1,11 @@
 #pragma once
+// core/ (namespace ulysses::core), the ground floor: standard library only; every library may include it.
 // User-input errors: one line naming the file, the key and the rule. The CLI prints
 // "ulysses: error: <what()>" and exits with kExitInput. Never assert on user input.
 #include <stdexcept>
 #include <string>
 
-namespace ulysses {
+namespace ulysses::core {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;   // a run failed (wrong results, CUDA/NCCL error, timeout)
@@ -26,4 +27,4 @@ class InputError : public std::runtime_error {
   std::string file_, key_, rule_;
 };
 
-}  // namespace ulysses
+}  // namespace ulysses::core
