@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/calibration_out.hpp"
-#include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "sim/config.hpp"
 #include "sim/errors.hpp"

@@ -13,7 +13,6 @@
 
 #include "reports/format.hpp"
 
-#include "cli/commands.hpp"
 #include "cli/calibrate_a2a.hpp"
 #include "cli/calibration_out.hpp"
 #include "cli/options.hpp"

@@ -1,24 +1,19 @@
 #pragma once
-// What `run`, `compare` and `calibrate` share: the backend and iteration flags, the block shape
-// of a scenario (checked, with user errors as InputError), opening a backend, and the
-// measurement as a table and as JSON.
+// What running the attention block on a backend needs and gives (`run`, `compare`, `validate`,
+// `bench`): the block shape of a scenario (checked, with user errors as InputError), opening a
+// backend, and the measurement as a table and as JSON.
 #include <memory>
 #include <string>
 
-#include "cli/options.hpp"
 #include "reports/json_out.hpp"
 #include "runtime/backend.hpp"
+#include "sim/scenario.hpp"
 
-namespace ulysses::cli {
+namespace ulysses::eval {
 
-// --backend cpu|cuda, --warmup N, --iters N, --seed N
-void add_runtime_options(po::options_description& d);
-runtime::RunOptions run_options_of(const po::variables_map& vm);  // InputError on bad counts
-std::string backend_of(const po::variables_map& vm);
-
-// The block shape of a validated scenario; InputError naming the scenario file (or flag) and key
-// when the runtime rules or the backend's size limit refuse it.
-runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_map& vm, const std::string& backend);
+// The block shape of a validated scenario; InputError naming origin (the scenario file, or "" for
+// the command line) and the key when the runtime rules or the backend's size limit refuse it.
+runtime::BlockShape block_shape_checked(const Scenario& sc, const std::string& origin, const std::string& backend);
 
 // make_backend() with the CUDA backend registered when this binary has it; unknown or
 // unavailable names become an InputError on --backend.
@@ -29,6 +24,4 @@ std::unique_ptr<runtime::Backend> open_backend(const std::string& name);
 std::string measurement_table(const runtime::Measurement& m);
 reports::Json measurement_json(const runtime::Measurement& m);
 
-std::string origin_of(const po::variables_map& vm);  // the --scenario file, or "" (command line)
-
-}  // namespace ulysses::cli
+}  // namespace ulysses::eval

@@ -8,6 +8,7 @@
 
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
+#include "sim/predict.hpp"
 #include "sim/stats.hpp"
 
 namespace ulysses::eval {
@@ -15,30 +16,11 @@ namespace ulysses::eval {
 namespace rd = runtime::deepspeed;
 using Json = rd::Json;
 
-RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string& name) {
-  RunKeys r;
-  Keys kept;
-  for (const auto& [k, v] : keys) {
-    const std::string where = fmt::format("cases.{}.{}", name, k);
-    if (k == "run.expandable_segments") {  // the records' earlier spelling of plan.expandable_segments
-      kept.emplace_back("plan.expandable_segments", v);
-    } else if (k == "run.ballast_GiB") {
-      double g = 0;
-      std::size_t used = 0;
-      try {
-        g = std::stod(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != v.size() || !(g >= 0 && g < 1024)) throw InputError(origin, where, fmt::format("must be a number of GiB in [0, 1024) (got '{}')", v));
-      r.ballast_bytes = static_cast<std::int64_t>(g * double(1ULL << 30));
-    } else if (k.rfind("run.", 0) == 0) {
-      throw InputError(origin, where, "unknown run option (run.ballast_GiB)");
-    } else {
-      kept.emplace_back(k, v);
-    }
-  }
-  keys = kept;
+StepCase step_case_of(StepSetCase s) {
+  StepCase r;
+  r.name = std::move(s.name);
+  r.keys = std::move(s.keys);
+  r.sc = std::move(s.sc);
   return r;
 }
 
@@ -54,6 +36,27 @@ Json step_case_json(const StepCase& c) {
 }
 
 rd::StepMeasurement measurement_from_case(const Json& c) { return rd::measurement_from_json(c.at("measured")); }
+
+std::vector<StepCase> repredict_step_record(const Json& rec, const std::string& path, const std::string& profile) {
+  const std::string model = rec.value("model", "");
+  std::vector<StepCase> cases;
+  for (std::size_t i = 0; i < rec["cases"].size(); ++i) {
+    const Json& c = rec["cases"][i];
+    try {
+      Keys keys;
+      for (const auto& kv : c.at("keys")) keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+      StepCase r = step_case_of(step_set_case(model, profile, c.at("name").get<std::string>(), keys, path));
+      r.m = measurement_from_case(c);
+      r.c = compare_step(predict(r.sc), r.m);
+      cases.push_back(std::move(r));
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored step case (") + e.what() + ")");
+    }
+  }
+  return cases;
+}
 
 double Stat::median_abs() const {
   std::vector<double> a;
