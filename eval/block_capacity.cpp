@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "eval/block_validation.hpp"
+#include "eval/record_in.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
 #include "sim/limits.hpp"
@@ -87,22 +88,15 @@ BlockCapacityCase predicted_block_capacity_case(const ValidationSet& set, const 
 std::vector<BlockCapacityCase> repredict_block_capacity_record(const Json& rec, const std::string& path, const std::string& profile) {
   const std::int64_t g = rec.value("granularity", std::int64_t{1024});  // 1..2^24: load_record checked it
   std::vector<BlockCapacityCase> cs;
-  for (std::size_t i = 0; i < rec["cases"].size(); ++i) {
-    const Json& c = rec["cases"][i];
-    try {
-      BlockCapacityCase k;
-      k.name = c.at("name").get<std::string>();
-      for (const auto& kv : c.at("keys")) k.keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
-      k.sc = case_scenario(rec.value("model", ""), profile, k.keys, path, k.name);
-      k.predicted_S = predicted_max_S(k.sc, g);
-      k.measured_S = c.at("measured_S").get<std::int64_t>();
-      cs.push_back(std::move(k));
-    } catch (const InputError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored case (") + e.what() + ")");
-    }
-  }
+  for_each_stored_case(rec, path, "stored case", [&](const Json& c) {
+    BlockCapacityCase k;
+    k.name = c.at("name").get<std::string>();
+    k.keys = stored_keys(c);
+    k.sc = case_scenario(rec.value("model", ""), profile, k.keys, path, k.name);
+    k.predicted_S = predicted_max_S(k.sc, g);
+    k.measured_S = c.at("measured_S").get<std::int64_t>();
+    cs.push_back(std::move(k));
+  });
   return cs;
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "eval/record_in.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
 #include "sim/phases.hpp"
@@ -78,32 +79,23 @@ double block_total_s(const CaseMeasurement& m) {
 }
 
 std::vector<CaseResult> repredict_block_record(const reports::Json& rec, const std::string& path, const std::string& profile) {
-  const std::string model = rec.value("model", "");
   std::vector<CaseResult> results;
-  for (std::size_t i = 0; i < rec["cases"].size(); ++i) {
-    const reports::Json& c = rec["cases"][i];
-    const std::string where = fmt::format("cases[{}]", i);
-    try {
-      CaseResult r;
-      r.name = c.at("name").get<std::string>();
-      for (const auto& kv : c.at("keys")) r.keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
-      r.sc = case_scenario(model, profile, r.keys, path, r.name);
-      predict_case(r, rec.value("backend", ""));
-      const reports::Json& ph = c.at("phases");
-      for (std::size_t k = 0; k < 6; ++k) {
-        if (ph.at(k).at("name").get<std::string>() != kBlockPhaseNames[k]) throw std::runtime_error("phase order");
-        r.m.phase_s[k] = ph.at(k).at("measured_s").get<double>();
-        r.m.phase_min_s[k] = ph.at(k).value("measured_min_s", 0.0), r.m.phase_max_s[k] = ph.at(k).value("measured_max_s", 0.0);
-      }
-      r.m.peak_bytes = c.at("peak_memory").at("measured_bytes").get<std::int64_t>();
-      r.m.correct = c.at("correct").get<bool>();
-      results.push_back(std::move(r));
-    } catch (const InputError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw InputError(path, where, std::string("is not a stored case (") + e.what() + ")");
+  for_each_stored_case(rec, path, "stored case", [&](const reports::Json& c) {
+    CaseResult r;
+    r.name = c.at("name").get<std::string>();
+    r.keys = stored_keys(c);
+    r.sc = case_scenario(rec.value("model", ""), profile, r.keys, path, r.name);
+    predict_case(r, rec.value("backend", ""));
+    const reports::Json& ph = c.at("phases");
+    for (std::size_t k = 0; k < 6; ++k) {
+      if (ph.at(k).at("name").get<std::string>() != kBlockPhaseNames[k]) throw std::runtime_error("phase order");
+      r.m.phase_s[k] = ph.at(k).at("measured_s").get<double>();
+      r.m.phase_min_s[k] = ph.at(k).value("measured_min_s", 0.0), r.m.phase_max_s[k] = ph.at(k).value("measured_max_s", 0.0);
     }
-  }
+    r.m.peak_bytes = c.at("peak_memory").at("measured_bytes").get<std::int64_t>();
+    r.m.correct = c.at("correct").get<bool>();
+    results.push_back(std::move(r));
+  });
   return results;
 }
 

@@ -90,6 +90,12 @@ void check_capacity_case(const reports::JsonIn& c, bool step) {
 
 }  // namespace
 
+Keys stored_keys(const reports::Json& c) {
+  Keys keys;
+  for (const auto& kv : c.at("keys")) keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+  return keys;
+}
+
 reports::Json load_record(const std::string& path, const std::string& producer) {
   const reports::Json j = reports::read_json_file(path, "--stored");
   const reports::JsonIn r(j, path);

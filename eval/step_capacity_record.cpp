@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "eval/record_in.hpp"
 #include "eval/step_compare.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
@@ -69,22 +70,13 @@ Json step_capacity_case_json(const StepCapacityCase& c) {
 std::vector<StepCapacityCase> repredict_step_capacity_record(const Json& rec, const std::string& path, const std::string& profile) {
   const std::int64_t g = rec.value("granularity", std::int64_t{1024});  // 1..2^24: load_record checked it
   std::vector<StepCapacityCase> cases;
-  for (std::size_t i = 0; i < rec["cases"].size(); ++i) {
-    const Json& j = rec["cases"][i];
-    try {
-      Keys keys;
-      for (const auto& kv : j.at("keys")) keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
-      StepCapacityCase c =
-          predicted_step_capacity_case(step_set_case(rec.value("model", ""), profile, j.at("name").get<std::string>(), keys, path), g);
-      c.measured_S = j.at("measured_S").get<std::int64_t>();
-      c.failed_S = j.value("first_oom_S", std::int64_t{0});
-      cases.push_back(std::move(c));
-    } catch (const InputError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored step capacity case (") + e.what() + ")");
-    }
-  }
+  for_each_stored_case(rec, path, "stored step capacity case", [&](const Json& j) {
+    StepCapacityCase c = predicted_step_capacity_case(
+        step_set_case(rec.value("model", ""), profile, j.at("name").get<std::string>(), stored_keys(j), path), g);
+    c.measured_S = j.at("measured_S").get<std::int64_t>();
+    c.failed_S = j.value("first_oom_S", std::int64_t{0});
+    cases.push_back(std::move(c));
+  });
   return cases;
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "eval/record_in.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
@@ -38,23 +39,13 @@ Json step_case_json(const StepCase& c) {
 rd::StepMeasurement measurement_from_case(const Json& c) { return rd::measurement_from_json(c.at("measured")); }
 
 std::vector<StepCase> repredict_step_record(const Json& rec, const std::string& path, const std::string& profile) {
-  const std::string model = rec.value("model", "");
   std::vector<StepCase> cases;
-  for (std::size_t i = 0; i < rec["cases"].size(); ++i) {
-    const Json& c = rec["cases"][i];
-    try {
-      Keys keys;
-      for (const auto& kv : c.at("keys")) keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
-      StepCase r = step_case_of(step_set_case(model, profile, c.at("name").get<std::string>(), keys, path));
-      r.m = measurement_from_case(c);
-      r.c = compare_step(predict(r.sc), r.m);
-      cases.push_back(std::move(r));
-    } catch (const InputError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored step case (") + e.what() + ")");
-    }
-  }
+  for_each_stored_case(rec, path, "stored step case", [&](const Json& c) {
+    StepCase r = step_case_of(step_set_case(rec.value("model", ""), profile, c.at("name").get<std::string>(), stored_keys(c), path));
+    r.m = measurement_from_case(c);
+    r.c = compare_step(predict(r.sc), r.m);
+    cases.push_back(std::move(r));
+  });
   return cases;
 }
 

@@ -19,13 +19,13 @@ using namespace ulysses;
 namespace rd = ulysses::runtime::deepspeed;
 
 namespace {
-Scenario llama2(std::int64_t S) {
+// Two layers of Llama 3.1 8B at S on one H200, attention through sdpa.
+Scenario two_layers(std::int64_t S) {
   Scenario sc;
-  sc.model = load_model("llama-3.1-8b");
-  sc.hw = load_profile("h200-sxm-141gb");
-  sc.model.layers = 2;
+  for (const auto& [k, v] : eval::Keys{{"model", "llama-3.1-8b"}, {"profile", "h200-sxm-141gb"}, {"model.layers", "2"},
+                                       {"plan.attn_implementation", "sdpa"}})
+    set_key(sc, k, v, "test");
   sc.plan.seq_len = S;
-  sc.plan.attn_implementation = "sdpa";
   sc.name = "t";
   return sc;
 }
@@ -67,7 +67,7 @@ TEST_CASE("deepspeed results: ranks merged, phases grouped against the step mode
   CHECK(m.phases.front().name == "gemm.qkv.fwd");  // memory-step order first
   CHECK(m.phases.front().peak_reserved_bytes == 300);
 
-  Scenario sc = llama2(16384);
+  Scenario sc = two_layers(16384);
   sc.plan.tiled_mlp = true;
   const Prediction p = predict(sc);
   const auto c = eval::compare_step(p, m);
