@@ -137,7 +137,7 @@ std::int64_t measured_max_S(BlockCapacityCase& c, std::int64_t g, double timeout
   return lo;
 }
 
-std::int64_t warm_up_exchanges(const Scenario& sc, std::int64_t g) {
+std::vector<std::int64_t> warm_up_exchanges(const Scenario& sc, std::int64_t g) {
   runtime::BlockShape small = runtime::block_shape_of(sc);
   small.S = 8 * g;
   return runtime::cuda::probe_block_fit(small, {0, 1, 2, 3, 4, 5}, 120).free_after_bytes;

@@ -49,8 +49,9 @@ std::vector<BlockCapacityCase> repredict_block_capacity_record(const reports::Js
 // c.probes. Throws when no bracket is found.
 std::int64_t measured_max_S(BlockCapacityCase& c, std::int64_t g, double timeout_s, std::ostream& log);
 // NCCL connects lazily on first use: a small block (S = 8 g) run once at P so that its buffers exist
-// before the bisection (they are part of the fixed costs, not of the block). Returns the free bytes after.
-std::int64_t warm_up_exchanges(const Scenario& sc, std::int64_t g);
+// before the bisection (they are part of the fixed costs, not of the block). Returns the free bytes
+// after, per rank.
+std::vector<std::int64_t> warm_up_exchanges(const Scenario& sc, std::int64_t g);
 // At the measured longest S: the block's phases run once (all six when the model predicts the block
 // under max_run_s, else the exchanges) and the stored case with that run.
 reports::Json measured_case_json(const BlockCapacityCase& c, double max_run_s, std::ostream& log);
