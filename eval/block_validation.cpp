@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "eval/abs_errors.hpp"
 #include "eval/record_in.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
 #include "sim/phases.hpp"
 #include "sim/predict.hpp"
-#include "sim/stats.hpp"
 
 namespace ulysses::eval {
 namespace {
@@ -47,16 +47,8 @@ double block_error_pct(double predicted, double measured) {
   return measured > 0 ? (predicted - measured) / measured * 100.0 : (predicted > 0 ? 1e9 : 0.0);
 }
 
-double ErrorStats::median_abs() const {
-  std::vector<double> a;
-  for (double e : errors_pct) a.push_back(std::fabs(e));
-  return median(a);
-}
-double ErrorStats::max_abs() const {
-  double m = 0;
-  for (double e : errors_pct) m = std::max(m, std::fabs(e));
-  return m;
-}
+double ErrorStats::median_abs() const { return eval::median_abs(errors_pct); }
+double ErrorStats::max_abs() const { return eval::max_abs(errors_pct); }
 double ErrorStats::mean_signed() const {
   double s = 0;
   for (double e : errors_pct) s += e;

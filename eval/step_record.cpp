@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "eval/abs_errors.hpp"
 #include "eval/record_in.hpp"
 #include "reports/table.hpp"
 #include "sim/errors.hpp"
 #include "sim/predict.hpp"
-#include "sim/stats.hpp"
 
 namespace ulysses::eval {
 
@@ -49,16 +49,8 @@ std::vector<StepCase> repredict_step_record(const Json& rec, const std::string& 
   return cases;
 }
 
-double Stat::median_abs() const {
-  std::vector<double> a;
-  for (double e : errors) a.push_back(std::fabs(e));
-  return median(a);
-}
-double Stat::max_abs() const {
-  double m = 0;
-  for (double e : errors) m = std::max(m, std::fabs(e));
-  return m;
-}
+double Stat::median_abs() const { return eval::median_abs(errors); }
+double Stat::max_abs() const { return eval::max_abs(errors); }
 std::string Stat::worst() const {
   std::size_t w = 0;
   for (std::size_t i = 1; i < errors.size(); ++i)
