@@ -16,9 +16,8 @@
 
 #include "bench/attention_sweep.hpp"
 #include "bench/attn_points.hpp"
-#include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "cli/runtime_common.hpp"
+#include "eval/block_run.hpp"
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "core/errors.hpp"
@@ -210,7 +209,7 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
     const char* rank = std::getenv("RANK");
     if (rank && std::string(rank) != "0") return m.correct ? core::kExitOk : core::kExitFailure;
   }
-  std::cout << "bench block (exchange slices " << cfg.slices << ")\n" << measurement_table(m);
+  std::cout << "bench block (exchange slices " << cfg.slices << ")\n" << eval::measurement_table(m);
   double fwd = 0, bwd = 0;
   for (std::size_t i = 0; i < m.phases.size(); ++i) (i < 3 ? fwd : bwd) += m.phases[i].median_s;
   std::cout << fmt::format("\nblock fwd {:.1f} us, bwd {:.1f} us, fwd+bwd {:.1f} us (sum of phase medians)\n", fwd * 1e6,
@@ -228,7 +227,7 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
                                std::string(backend) == "flash" ? " (target <= 1.5)" : "");
   }
   if (vm.count("json")) {
-    reports::write_file_atomic(vm["json"].as<std::string>(), measurement_json(m).dump(2) + "\n");
+    reports::write_file_atomic(vm["json"].as<std::string>(), eval::measurement_json(m).dump(2) + "\n");
   }
   return m.correct ? core::kExitOk : core::kExitFailure;
 }

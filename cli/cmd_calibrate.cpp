@@ -12,7 +12,6 @@
 #include "calib/deepspeed.hpp"
 #include "calib/profile_out.hpp"
 #include "calib/raw_file.hpp"
-#include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "reports/file_out.hpp"
 #include "sim/config.hpp"

@@ -10,31 +10,25 @@
 //       measurements (no GPU).
 // Exit 1 when a predicted longest S is off the measured one by more than --max-error-pct.
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <ctime>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
-#include "cli/commands.hpp"
-#include "cli/runtime_common.hpp"
-#include "cli/capacity_step.hpp"
-#include "cli/validation.hpp"
+#include "cli/options.hpp"
+#include "eval/block_capacity.hpp"
+#include "eval/record_in.hpp"
+#include "eval/step_capacity_record.hpp"
+#include "eval/validation_set.hpp"
 #include "reports/file_out.hpp"
 #include "reports/format.hpp"
-#include "reports/table.hpp"
 #include "reports/version.hpp"
-#include "sim/config.hpp"
 #include "core/errors.hpp"
-#include "sim/limits.hpp"
-#include "sim/predict.hpp"
 #include "sim/tokens.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
 #include "runtime/cuda/device_info.hpp"
-#include "runtime/cuda/capacity_probe.hpp"
 #endif
 
 namespace ulysses::cli {
@@ -42,151 +36,104 @@ namespace {
 
 using reports::Json;
 
-// The memory the block may use per rank: HBM minus the fixed costs (calibrated when present).
-core::bytes_t usable_bytes(const Scenario& sc) {
-  const Calibration& c = sc.hw.calibrated;
-  const bool cal = sc.hw.has_calibration;
-  const core::bytes_t ctx = cal && c.cuda_context_bytes >= 0 ? c.cuda_context_bytes : sc.hw.cuda_context_bytes;
-  const core::bytes_t nccl = cal && c.nccl_buffer_bytes >= 0 ? c.nccl_buffer_bytes : sc.hw.nccl_buffer_bytes;
-  return sc.hw.hbm_bytes - ctx - (sc.plan.sp_size > 1 ? nccl : 0);
-}
+using eval::BlockCapacityCase;
 
-core::bytes_t predicted_peak(Scenario sc, std::int64_t S) {
-  sc.plan.seq_len = S;
-  return predict(sc).block_peak_bytes;
-}
+// --- the block (cuda backend, format ulysses-capacity/1) ---
 
-// Largest multiple of g whose predicted block peak fits `usable` (0 when even g does not).
-std::int64_t predicted_max_S(const Scenario& sc, std::int64_t g) {
-  const core::bytes_t usable = usable_bytes(sc);
-  if (predicted_peak(sc, g) > usable) return 0;
-  const std::int64_t k_max = limits::kMaxSeqLen / g;  // g >= 1 (load_record, --granularity)
-  std::int64_t lo = 1, hi = 2;  // in units of g
-  while (hi <= k_max && predicted_peak(sc, hi * g) <= usable) lo = hi, hi *= 2;
-  if (hi > k_max) hi = k_max + 1;
-  while (hi - lo > 1) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    (predicted_peak(sc, mid * g) <= usable ? lo : hi) = mid;
-  }
-  return lo * g;
-}
-
-struct CapacityCase {
-  std::string name;
-  Keys keys;
-  Scenario sc;
-  std::int64_t predicted_S = 0, measured_S = 0;
-  core::bytes_t predicted_usable = 0;
-  Json detail;
-};
-
-double err_pct(const CapacityCase& c) { return error_pct(double(c.predicted_S), double(c.measured_S)); }
-
-int report(const std::vector<CapacityCase>& cs, double max_err, const std::string& title) {
-  reports::Table t({{"case", "", reports::Align::left}, {"P", ""}, {"H/H_kv/D", ""}, {"predicted S", "tokens"},
-                    {"measured S", "tokens"}, {"error", "%"}});
-  std::vector<std::string> missed;
-  for (const auto& c : cs) {
-    const double e = err_pct(c);
-    t.add_row({c.name, fmt::format("{}", c.sc.plan.sp_size),
-               fmt::format("{}/{}/{}", c.sc.model.heads, c.sc.model.kv_heads, c.sc.model.head_dim),
-               fmt::format("{}", c.predicted_S), fmt::format("{}", c.measured_S), fmt::format("{:+.2f}", e)});
-    if (max_err >= 0 && (c.measured_S <= 0 || std::fabs(e) > max_err))
-      missed.push_back(fmt::format("{}: predicted {} vs measured {} ({:+.2f}%)", c.name, c.predicted_S, c.measured_S, e));
-  }
-  std::cout << title << "\n" << t.render()
+int report(const std::vector<BlockCapacityCase>& cs, double max_err, const std::string& title) {
+  const std::vector<std::string> missed = eval::missed_block_capacity(cs, max_err);
+  std::cout << title << "\n" << eval::block_capacity_table(cs)
             << fmt::format("target: predicted longest S within {}% of the measured one: {}\n", max_err, missed.empty() ? "met" : "MISSED");
   for (const auto& m : missed) std::cout << "  missed: " << m << "\n";
   return missed.empty() ? core::kExitOk : core::kExitFailure;
 }
 
+// --- whole steps on the deepspeed backend (format ulysses-step-capacity/1) ---
+
+int report_steps(const std::vector<eval::StepCapacityCase>& cases, double max_err, const std::string& title) {
+  const std::vector<std::string> missed = eval::missed_step_capacity(cases, max_err);
+  std::cout << title << "\n\n" << eval::step_capacity_table(cases)
+            << fmt::format("measured S: the longest probed length that ran (the true one is below 'first OOM')\n"
+                           "target: predicted within {} % of measured: {}\n", max_err, missed.empty() ? "met" : "MISSED");
+  for (const auto& m : missed) std::cout << "missed: " << m << "\n";
+  return missed.empty() ? core::kExitOk : core::kExitFailure;
+}
+
+int run_step_capacity_set(const po::variables_map& vm, const std::string& measured_at, const std::string& command) {
+  if (!vm.count("out")) throw core::InputError("", "--out", "required with --set");
+  const eval::ValidationSet set = eval::load_validation_set(vm["set"].as<std::string>());
+  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
+  const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
+  if (g < 256 || g % 256) throw core::InputError("", "--granularity", fmt::format("must be a positive multiple of 256 (got {})", g));
+  const std::string out_path = vm["out"].as<std::string>(), partial = out_path + ".partial";
+  {  // a bad path fails before the first probe; nothing is left behind
+    std::ofstream p(partial);
+    if (!p) throw core::InputError("", "--out", "cannot write '" + out_path + "'");
+  }
+  std::remove(partial.c_str());
+  std::vector<eval::StepCapacityCase> cases;
+  for (const auto& c : set.cases) {
+    eval::StepCapacityCase k =
+        eval::predicted_step_capacity_case(eval::step_set_case(set.model, profile, c.name, eval::case_keys(set, c), set.path), g);
+    if (k.predicted_S <= 0) throw core::InputError(set.path, "cases." + c.name, "the planner fits no length: nothing to bisect");
+    cases.push_back(std::move(k));
+  }
+  Json rec{{"format", eval::kStepCapacityFormat}, {"set", set.path}, {"model", set.model}, {"profile", set.profile},
+           {"profile_used", profile}, {"granularity", g}, {"measured_at", measured_at}, {"command", command},
+           {"version", reports::version_json()}, {"cases", Json::array()}};
+  for (auto& c : cases) {
+    runtime::deepspeed::StepOptions o;
+    o.warmup = 1;  // a probe: one warm-up step and one measured step per length
+    o.iters = 1;
+    o.ballast_bytes = c.set.run.ballast_bytes;
+    const eval::Bisection b = eval::bisect_capacity(
+        c.predicted_S, g,
+        [&](const std::vector<std::int64_t>& ladder) {
+          o.probe_seq_lens = ladder;
+          Scenario s = c.set.sc;
+          s.plan.seq_len = ladder.back();
+          return runtime::deepspeed::run_probes(s, o, set.path);
+        },
+        [&](int round, const eval::Bisection& now) {
+          std::cerr << fmt::format("case {} round {}: fits up to {}, first OOM {}\n", c.set.name, round, now.fits, now.first_oom);
+        });
+    if (!eval::record_bisection(c, b))
+      throw std::runtime_error(fmt::format("case {}: could not bracket the longest S (record so far: {})", c.set.name, partial));
+    rec["cases"].push_back(eval::step_capacity_case_json(c));
+    reports::write_file_atomic(partial, rec.dump(1) + "\n");  // progress, never under the final name
+  }
+  reports::write_file_atomic(out_path, rec.dump(1) + "\n");
+  std::remove(partial.c_str());
+  std::cout << "wrote " << out_path << "\n";
+  return report_steps(cases, pct_option(vm, "max-error-pct"), fmt::format("step capacity set {} (deepspeed), profile {}", set.path, profile));
+}
+
 int run_stored(const po::variables_map& vm) {
   const std::string path = vm["stored"].as<std::string>();
-  const Json j = load_record(path, "ulysses capacity --out");
-  if (is_step_capacity_record(j)) return run_step_capacity_stored(vm, j, path);
+  const Json j = eval::load_record(path, "ulysses capacity --out");
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
-  const std::int64_t g = j.value("granularity", std::int64_t{1024});  // 1..2^24: load_record checked it
-  std::vector<CapacityCase> cs;
-  for (std::size_t i = 0; i < j["cases"].size(); ++i) {
-    const Json& c = j["cases"][i];
-    try {
-      CapacityCase k;
-      k.name = c.at("name").get<std::string>();
-      for (const auto& kv : c.at("keys")) k.keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
-      k.sc = case_scenario(j.value("model", ""), profile, k.keys, path, k.name);
-      k.predicted_S = predicted_max_S(k.sc, g);
-      k.measured_S = c.at("measured_S").get<std::int64_t>();
-      cs.push_back(std::move(k));
-    } catch (const core::InputError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw core::InputError(path, fmt::format("cases[{}]", i), std::string("is not a stored case (") + e.what() + ")");
-    }
-  }
-  return report(cs, pct_option(vm, "max-error-pct"),
+  if (eval::is_step_capacity_record(j))
+    return report_steps(eval::repredict_step_capacity_record(j, path, profile), pct_option(vm, "max-error-pct"),
+                        fmt::format("step capacity record {} (measured {}) re-predicted with profile {}", path,
+                                    j.value("measured_at", "?"), profile));
+  return report(eval::repredict_block_capacity_record(j, path, profile), pct_option(vm, "max-error-pct"),
                 fmt::format("capacity record {} (measured {} on {}) re-predicted with profile {}", path, j.value("measured_at", "?"),
                             j.value("device", "?"), profile));
 }
 
 #ifdef ULYSSES_WITH_CUDA
-// Bisection on the GPUs between a size that fits and one that does not, to granularity g.
-std::int64_t measured_max_S(CapacityCase& c, std::int64_t g, double timeout_s) {
-  runtime::BlockShape shape = runtime::block_shape_of(c.sc);
-  Json probes = Json::array();
-  auto fits = [&](std::int64_t S) {
-    shape.S = S;
-    const auto p = runtime::cuda::probe_block_fit(shape, {}, timeout_s);
-    probes.push_back({{"S", S}, {"fits", p.fits}, {"arena_bytes", p.arena_bytes}, {"free_before_bytes", p.free_before_bytes}});
-    std::cerr << fmt::format("  {} S={}: {}\n", c.name, S, p.fits ? "fits" : "out of memory");
-    return p.fits;
-  };
-  const std::int64_t guess = std::max<std::int64_t>(g, c.predicted_S / g * g);
-  std::int64_t lo = 0, hi = 0;  // lo fits (0: none known), hi does not (0: none known)
-  if (fits(guess)) {
-    lo = guess;
-    for (double f : {1.01, 1.03, 1.1, 1.3, 2.0, 4.0}) {
-      const std::int64_t s = (static_cast<std::int64_t>(guess * f) / g + 1) * g;
-      if (!fits(s)) { hi = s; break; }
-      lo = s;
-    }
-  } else {
-    hi = guess;
-    for (double f : {0.99, 0.97, 0.9, 0.7, 0.5, 0.25, 0.1}) {
-      const std::int64_t s = std::max<std::int64_t>(g, static_cast<std::int64_t>(guess * f) / g * g);
-      if (fits(s)) { lo = s; break; }
-      hi = s;
-    }
-  }
-  if (lo == 0 || hi == 0) throw std::runtime_error(fmt::format("case {}: could not bracket the longest S", c.name));
-  while (hi - lo > g) {
-    const std::int64_t mid = (lo + (hi - lo) / 2) / g * g;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  c.detail["probes"] = probes;
-  return lo;
-}
-
 int run_set(const po::variables_map& vm, int argc, char** argv) {
   if (!vm.count("out")) throw core::InputError("", "--out", "required with --set");
   if (backend_of(vm) != "cuda") throw core::InputError("", "--backend", "capacity bisects on GPUs: --backend cuda or deepspeed");
-  const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
+  const eval::ValidationSet set = eval::load_validation_set(vm["set"].as<std::string>());
   // predictions use --profile when given; the record names the set's profile, which --stored
   // loads by default on any machine (commit the calibrated profile under that name)
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
   if (g < 2 || g % 128 != 0) throw core::InputError("", "--granularity", "must be a positive multiple of 128");
   const double max_run_s = vm["max-run-s"].as<double>();
-  std::vector<CapacityCase> cs;
-  for (const auto& c : set.cases) {
-    CapacityCase k;
-    k.name = c.name;
-    k.keys = set.defaults;
-    k.keys.insert(k.keys.end(), c.keys.begin(), c.keys.end());
-    k.sc = case_scenario(set.model, profile, k.keys, set.path, c.name);
-    k.predicted_S = predicted_max_S(k.sc, g);
-    k.predicted_usable = usable_bytes(k.sc);
-    cs.push_back(std::move(k));
-  }
+  std::vector<BlockCapacityCase> cs;
+  for (const auto& c : set.cases) cs.push_back(eval::predicted_block_capacity_case(set, c, profile, g));
   // P = 1 first: no NCCL communicator exists yet in this process when they are probed
   std::stable_sort(cs.begin(), cs.end(), [](auto& a, auto& b) { return a.sc.plan.sp_size < b.sc.plan.sp_size; });
   const auto info = runtime::cuda::device_info();
@@ -205,16 +152,11 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   for (auto& c : cs) {
     if (c.sc.plan.sp_size > info.count) continue;
     if (c.sc.plan.sp_size > warmed_P) {
-      // NCCL connects lazily on first use: run a small block once so that its buffers exist
-      // before the bisection (they are part of the fixed costs, not of the block)
-      runtime::BlockShape small = runtime::block_shape_of(c.sc);
-      small.S = 8 * g;
-      const auto w = runtime::cuda::probe_block_fit(small, {0, 1, 2, 3, 4, 5}, 120);
-      rec["warmup_free_after_bytes"][std::to_string(c.sc.plan.sp_size)] = w.free_after_bytes;
+      rec["warmup_free_after_bytes"][std::to_string(c.sc.plan.sp_size)] = eval::warm_up_exchanges(c.sc, g);
       warmed_P = c.sc.plan.sp_size;
     }
     try {
-      c.measured_S = measured_max_S(c, g, 120);
+      c.measured_S = eval::measured_max_S(c, g, 120, std::cerr);
     } catch (const std::exception& e) {  // recorded; the other cases still run
       std::cerr << fmt::format("case {}: {}\n", c.name, e.what());
       rec["failed_cases"].push_back({{"name", c.name}, {"error", e.what()}});
@@ -222,39 +164,11 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
       continue;
     }
     // at the longest S: run the phases once (all six if the model says the block is short enough)
-    Scenario at = c.sc;
-    at.plan.seq_len = c.measured_S;
-    const Prediction p = predict(at);
-    double block_s = 0;
-    for (double t : p.block) block_s += t;
-    std::vector<int> phases;
-    if (block_s <= max_run_s) phases = {0, 1, 2, 3, 4, 5};
-    else if (c.sc.plan.sp_size > 1) phases = {0, 2, 3, 5};
-    runtime::BlockShape shape = runtime::block_shape_of(at);
-    Json run{{"phases", phases}, {"predicted_block_s", block_s}};
-    if (!phases.empty()) {
-      try {
-        const auto r = runtime::cuda::probe_block_fit(shape, phases, 600);
-        run["ran"] = r.fits, run["wall_s"] = r.phases_s, run["free_after_bytes"] = r.free_after_bytes;
-        run["arena_bytes"] = r.arena_bytes;
-        std::cerr << fmt::format("  {} at S={}: ran {} phase(s) in {:.2f} s: {}\n", c.name, c.measured_S, phases.size(),
-                                 r.phases_s, r.fits ? "ok" : "out of memory");
-      } catch (const std::exception& e) {
-        run["ran"] = false, run["error"] = e.what();
-        std::cerr << fmt::format("  {} at S={}: the phases failed: {}\n", c.name, c.measured_S, e.what());
-      }
-    }
-    Json keys = Json::array();
-    for (const auto& [k, v] : c.keys) keys.push_back({k, v});
-    rec["cases"].push_back({{"name", c.name}, {"keys", keys}, {"P", c.sc.plan.sp_size}, {"measured_S", c.measured_S},
-                            {"predicted_S", c.predicted_S}, {"error_pct", err_pct(c)},
-                            {"predicted_usable_bytes", c.predicted_usable},
-                            {"predicted_peak_bytes_at_measured_S", p.block_peak_bytes}, {"run_at_measured_S", run},
-                            {"probes", c.detail["probes"]}});
+    rec["cases"].push_back(eval::measured_case_json(c, max_run_s, std::cerr));
     write_record();
   }
   write_record();
-  std::vector<CapacityCase> done;
+  std::vector<BlockCapacityCase> done;
   for (auto& c : cs)
     if (c.measured_S > 0) done.push_back(c);
   return report(done, pct_option(vm, "max-error-pct"), fmt::format("capacity on {} (profile {})", rec["device"].get<std::string>(), profile));

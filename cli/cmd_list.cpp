@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "core/errors.hpp"
 #include "sim/preset_list.hpp"

@@ -10,7 +10,6 @@
 
 #include <fmt/format.h>
 
-#include "cli/commands.hpp"
 #include "sim/fs_query.hpp"
 #include "cli/options.hpp"
 #include "reports/file_out.hpp"

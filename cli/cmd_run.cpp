@@ -2,9 +2,9 @@
 // a backend; print per-phase times, exchanged bytes, peak memory and the correctness checks.
 #include <iostream>
 
-#include "cli/commands.hpp"
-#include "cli/runtime_common.hpp"
-#include "cli/step_common.hpp"
+#include "cli/options.hpp"
+#include "eval/block_run.hpp"
+#include "eval/step_out.hpp"
 #include "reports/version.hpp"
 #include "core/errors.hpp"
 
@@ -44,21 +44,21 @@ int run_run(int argc, char** argv) {
       j["scenario"] = sc.name;
       std::cout << j.dump(2) << "\n";
     } else {
-      std::cout << "scenario " << sc.name << "\n" << step_table(m);
+      std::cout << "scenario " << sc.name << "\n" << eval::step_table(m);
     }
     return m.correct() ? core::kExitOk : core::kExitFailure;
   }
-  auto be = open_backend(backend);
+  auto be = eval::open_backend(backend);
   const Scenario sc = scenario_from_options(vm, true);
   const runtime::BlockShape shape = block_shape_checked(sc, vm, backend);
   const runtime::Measurement m = be->run_block(shape, run_options_of(vm));
   if (format == Format::json) {
-    reports::Json j = measurement_json(m);
+    reports::Json j = eval::measurement_json(m);
     j["version"] = reports::version_json();
     j["scenario"] = sc.name;
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << "scenario " << sc.name << "\n" << measurement_table(m);
+    std::cout << "scenario " << sc.name << "\n" << eval::measurement_table(m);
   }
   return m.correct ? core::kExitOk : core::kExitFailure;
 }

@@ -16,7 +16,6 @@
 
 #include <fmt/format.h>
 
-#include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "reports/csv.hpp"
 #include "reports/file_out.hpp"

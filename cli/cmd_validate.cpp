@@ -8,23 +8,24 @@
 // (per phase: median |error| and max |error|; peak memory: max |error|; a negative target is off).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
+#include "cli/options.hpp"
+#include "eval/block_run.hpp"
+#include "eval/block_validation.hpp"
+#include "eval/record_in.hpp"
+#include "eval/step_record.hpp"
+#include "eval/validation_set.hpp"
 #include "reports/file_out.hpp"
 #include "reports/format.hpp"
 #include "reports/version.hpp"
-
-#include "cli/commands.hpp"
-#include "cli/runtime_common.hpp"
-#include "cli/validation.hpp"
-#include "cli/validate_step.hpp"
-#include "cli/step_common.hpp"
-#include "sim/config.hpp"
 #include "core/errors.hpp"
 #include "sim/predict.hpp"
 
@@ -36,8 +37,10 @@ namespace ulysses::cli {
 namespace {
 
 using reports::Json;
-
 using reports::utc_now;
+using eval::CaseResult;
+using eval::Targets;
+constexpr const char* kStepFormat = "ulysses-step-validation/1";
 
 std::string command_line(int argc, char** argv) {
   std::string s = argv[0];  // "ulysses <command>"
@@ -66,56 +69,121 @@ Targets targets_of(const po::variables_map& vm) {
 }
 
 int report(const std::vector<CaseResult>& results, const Targets& t, const std::string& title) {
-  const Summary s = summarize(results);
-  std::cout << title << "\n" << cases_table(results) << "\n" << summary_table(s);
+  const eval::Summary s = eval::summarize(results);
+  std::cout << title << "\n" << eval::cases_table(results) << "\n" << eval::summary_table(s);
   std::cout << "error = (predicted - measured) / measured; measured = median over iterations, max over ranks; "
                "exchanges at P = 1 are not scored\n";
-  const auto missed = missed_targets(s, t);
+  const auto missed = eval::missed_targets(s, t);
   std::cout << fmt::format("targets: per phase median |error| <= {}%, max |error| <= {}%; peak memory |error| <= {}%: {}\n",
                            t.max_median_error_pct, t.max_error_pct, t.max_memory_error_pct, missed.empty() ? "met" : "MISSED");
   for (const auto& m : missed) std::cout << "  missed: " << m << "\n";
   return missed.empty() ? core::kExitOk : core::kExitFailure;
 }
 
-int run_stored(const po::variables_map& vm) {
-  const std::string path = vm["stored"].as<std::string>();
-  const Json j = load_record(path, "ulysses validate --out");
-  if (is_step_record(j)) return run_step_stored(vm, j, path);
-  const std::string model = j.value("model", ""), profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
-  std::vector<CaseResult> results;
-  for (std::size_t i = 0; i < j["cases"].size(); ++i) {
-    const Json& c = j["cases"][i];
-    const std::string where = fmt::format("cases[{}]", i);
+// --- whole steps on the deepspeed backend (format ulysses-step-validation/1) ---
+
+int report_steps(const std::vector<eval::StepCase>& cases, const std::string& title) {
+  const eval::StepSummary s = eval::summarize_steps(cases);
+  std::cout << title << "\n\n" << eval::step_cases_table(cases) << "\n" << eval::step_summary_table(s);
+  const auto missed = eval::missed_step_targets(s);
+  for (const auto& m : missed) std::cout << "missed: " << m << "\n";
+  if (missed.empty()) std::cout << "all targets met\n";
+  return missed.empty() ? core::kExitOk : core::kExitFailure;
+}
+
+int run_step_set(const po::variables_map& vm, const std::string& measured_at, const std::string& command) {
+  if (!vm.count("out")) throw core::InputError("", "--out", "required with --set (where the validation record is written)");
+  const eval::ValidationSet set = eval::load_validation_set(vm["set"].as<std::string>());
+  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
+  const std::string out_path = vm["out"].as<std::string>();
+  const std::string tmp_path = out_path + ".partial";
+  {  // a bad path fails before the first run; nothing is left behind
+    std::ofstream probe(tmp_path);
+    if (!probe) throw core::InputError("", "--out", "cannot write '" + out_path + "'");
+  }
+  std::remove(tmp_path.c_str());
+  std::vector<std::string> only;
+  if (vm.count("case")) only = vm["case"].as<std::vector<std::string>>();
+  std::vector<eval::StepCase> todo;
+  for (const auto& c : set.cases) {  // every scenario built and checked before anything runs
+    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+    todo.push_back(eval::step_case_of(eval::step_set_case(set.model, profile, c.name, eval::case_keys(set, c), set.path)));
+  }
+  if (todo.empty()) throw core::InputError("", "--case", "selects no case of the set");
+  runtime::deepspeed::StepOptions base = step_options_of(vm);
+  Json rec{{"format", kStepFormat}, {"set", set.path}, {"set_name", set.name}, {"model", set.model}, {"profile", set.profile},
+           {"profile_used", profile}, {"backend", "deepspeed"}, {"measured_at", measured_at}, {"command", command},
+           {"version", reports::version_json()},
+           {"error_pct_convention", "(predicted - measured) / measured * 100; per step, median over timed steps, max over ranks"},
+           {"options", {{"warmup", base.warmup}, {"iters", base.iters}, {"seed", base.seed}}},
+           {"cases", Json::array()}};
+  std::vector<eval::StepCase> done;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    eval::StepCase& r = todo[i];
+    runtime::deepspeed::StepOptions o = base;
+    const Prediction p = predict(r.sc);
     try {
-      CaseResult r;
-      r.name = c.at("name").get<std::string>();
-      for (const auto& kv : c.at("keys")) r.keys.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
-      r.sc = case_scenario(model, profile, r.keys, path, r.name);
-      r.p = predict(r.sc);
-      r.predicted_peak_bytes = predicted_block_peak(r.p, j.value("backend", ""));
-      const Json& ph = c.at("phases");
-      for (std::size_t k = 0; k < 6; ++k) {
-        if (ph.at(k).at("name").get<std::string>() != core::kBlockPhaseNames[k]) throw std::runtime_error("phase order");
-        r.m.phase_s[k] = ph.at(k).at("measured_s").get<double>();
-        r.m.phase_min_s[k] = ph.at(k).value("measured_min_s", 0.0), r.m.phase_max_s[k] = ph.at(k).value("measured_max_s", 0.0);
-      }
-      r.m.peak_bytes = c.at("peak_memory").at("measured_bytes").get<std::int64_t>();
-      r.m.correct = c.at("correct").get<bool>();
-      results.push_back(std::move(r));
+      r.m = runtime::deepspeed::run_step(r.sc, o, set.path);
     } catch (const core::InputError&) {
       throw;
     } catch (const std::exception& e) {
-      throw core::InputError(path, where, std::string("is not a stored case (") + e.what() + ")");
+      std::cerr << fmt::format("case {}: run failed: {}\n", r.name, e.what());
+      rec["failed_cases"].push_back({{"name", r.name}, {"error", e.what()}});
+      continue;
     }
+    r.c = eval::compare_step(p, r.m);
+    rec["device"] = r.m.device;
+    rec["cases"].push_back(eval::step_case_json(r));
+    std::cerr << fmt::format("[{:.0f} s] case {} ({}/{}): step {:.3f} s, allocated {:+.1f} %, reserved {:+.1f} %\n",
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), r.name, i + 1,
+                             todo.size(), r.m.step_median_s, r.c.allocated.error_pct, r.c.reserved.error_pct);
+    done.push_back(r);
+    reports::write_file_atomic(tmp_path, rec.dump(1) + "\n");  // progress so far, never under the final name
   }
+  rec["summary"] = eval::step_summary_json(eval::summarize_steps(done));
+  rec["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (done.size() == todo.size()) {
+    reports::write_file_atomic(out_path, rec.dump(1) + "\n");
+    std::remove(tmp_path.c_str());
+  } else {
+    reports::write_file_atomic(tmp_path, rec.dump(1) + "\n");
+    std::cerr << fmt::format("{} of {} cases failed: the record stays at {}\n", todo.size() - done.size(), todo.size(), tmp_path);
+  }
+  std::cout << "wrote " << (done.size() == todo.size() ? out_path : tmp_path) << "\n";
+  const int rc = report_steps(done, fmt::format("step validation set {} on backend deepspeed, profile {}", set.path, profile));
+  return done.size() == todo.size() ? rc : core::kExitFailure;
+}
+
+int run_step_stored(const po::variables_map& vm, const Json& rec, const std::string& path) {
+  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : rec.value("profile", "");
+  const std::vector<eval::StepCase> cases = eval::repredict_step_record(rec, path, profile);
+  if (vm.count("json")) {
+    Json out{{"record", path}, {"profile", profile}, {"summary", eval::step_summary_json(eval::summarize_steps(cases))},
+             {"cases", Json::array()}};
+    for (const auto& r : cases) out["cases"].push_back(eval::step_case_json(r));
+    reports::write_file_atomic(vm["json"].as<std::string>(), out.dump(1) + "\n");
+  }
+  return report_steps(cases, fmt::format("step validation record {} ({} cases, measured {} on {}) re-predicted with profile {}",
+                                         path, cases.size(), rec.value("measured_at", "?"), rec.value("device", "?"), profile));
+}
+
+// --- the block on the cpu and cuda backends (format ulysses-validation/1) ---
+
+int run_stored(const po::variables_map& vm) {
+  const std::string path = vm["stored"].as<std::string>();
+  const Json j = eval::load_record(path, "ulysses validate --out");
+  if (j.value("format", "") == kStepFormat) return run_step_stored(vm, j, path);
+  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
+  const std::vector<CaseResult> results = eval::repredict_block_record(j, path, profile);
   const std::string title = fmt::format(
       "validation record {} ({} cases, measured {} on {}, backend {}) re-predicted with profile {}", path, results.size(),
       j.value("measured_at", "?"), j.value("device", "?"), j.value("backend", "?"), profile);
   if (vm.count("json")) {
     Json out{{"record", path},           {"set_name", j.value("set_name", "")}, {"device", j.value("device", "")},
-             {"measured_at", j.value("measured_at", "")}, {"profile", profile}, {"summary", summary_json(summarize(results))},
+             {"measured_at", j.value("measured_at", "")}, {"profile", profile}, {"summary", eval::summary_json(eval::summarize(results))},
              {"cases", Json::array()}};
-    for (const auto& r : results) out["cases"].push_back(case_json(r, nullptr));
+    for (const auto& r : results) out["cases"].push_back(eval::case_json(r, nullptr));
     reports::write_file_atomic(vm["json"].as<std::string>(), out.dump(1) + "\n");
   }
   return report(results, targets_of(vm), title);
@@ -123,7 +191,7 @@ int run_stored(const po::variables_map& vm) {
 
 int run_set(const po::variables_map& vm, int argc, char** argv) {
   if (!vm.count("out")) throw core::InputError("", "--out", "required with --set (where the validation record is written)");
-  const ValidationSet set = load_validation_set(vm["set"].as<std::string>());
+  const eval::ValidationSet set = eval::load_validation_set(vm["set"].as<std::string>());
   // predictions use --profile when given; the record names the set's profile, which --stored
   // loads by default on any machine (commit the calibrated profile under that name)
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
@@ -139,15 +207,14 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     CaseResult r;
     r.name = c.name;
-    r.keys = set.defaults;
-    r.keys.insert(r.keys.end(), c.keys.begin(), c.keys.end());
-    r.sc = case_scenario(set.model, profile, r.keys, set.path, c.name);
+    r.keys = eval::case_keys(set, c);
+    r.sc = eval::case_scenario(set.model, profile, r.keys, set.path, c.name);
     todo.push_back(std::move(r));
   }
   if (todo.empty()) throw core::InputError("", "--case", "selects no case of the set");
   std::vector<runtime::BlockShape> shapes;
   for (const auto& r : todo) shapes.push_back(block_shape_checked(r.sc, vm, backend));
-  auto be = open_backend(backend);
+  auto be = eval::open_backend(backend);
   Json rec{{"format", "ulysses-validation/1"},
            {"set", set.path},
            {"set_name", set.name},
@@ -168,8 +235,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < todo.size(); ++i) {
     CaseResult& r = todo[i];
-    r.p = predict(r.sc);
-    r.predicted_peak_bytes = predicted_block_peak(r.p, backend);
+    eval::predict_case(r, backend);
     runtime::Measurement m;
     try {
       m = be->run_block(shapes[i], opt);
@@ -179,17 +245,16 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
       rec["failed_cases"].push_back(failed);
       continue;
     }
-    r.m = measurement_of(m);
+    r.m = eval::measurement_of(m);
     if (shapes[i].P >= widest_P) rec["device"] = m.device, widest_P = shapes[i].P;  // the case with the most GPUs
-    rec["cases"].push_back(case_json(r, &m));
+    rec["cases"].push_back(eval::case_json(r, &m));
     std::cerr << fmt::format("[{:.0f} s] case {} ({}/{}): correct {}, block {:.3f} ms\n",
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), r.name, i + 1,
                              todo.size(), r.m.correct ? "yes" : "NO",
-                             (r.m.phase_s[0] + r.m.phase_s[1] + r.m.phase_s[2] + r.m.phase_s[3] + r.m.phase_s[4] + r.m.phase_s[5]) * 1e3);
+                             eval::block_total_s(r.m) * 1e3);
     done.push_back(r);
   }
-  const Summary s = summarize(done);
-  rec["summary"] = summary_json(s);
+  rec["summary"] = eval::summary_json(eval::summarize(done));
   rec["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   reports::write_file_atomic(out_path, rec.dump(1) + "\n");
   std::cout << "wrote " << out_path << "\n";

@@ -5,7 +5,7 @@
 #include <exception>
 #include <string>
 
-#include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "reports/version.hpp"
 #include "core/errors.hpp"
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "eval/block_run.hpp"
 #include "reports/csv.hpp"
 #include "reports/file_out.hpp"
 #include "sim/config.hpp"
@@ -264,6 +265,71 @@ Scenario base_scenario_from_options(const po::variables_map& vm, bool need_seq_l
   }
   if (configs) check_run_configs(rc, sc);
   return sc;
+}
+
+void add_runtime_options(po::options_description& d) {
+  d.add_options()
+      ("backend", po::value<std::string>()->default_value("cpu"), "cpu | cuda | deepspeed")
+      ("warmup", po::value<int>()->default_value(2), "untimed iterations after the validating one")
+      ("iters", po::value<int>()->default_value(5), "timed iterations (median, min, max over these)")
+      ("seed", po::value<std::string>()->default_value("1234"), "seed of the random inputs (0..2^63-1)");
+}
+
+runtime::RunOptions run_options_of(const po::variables_map& vm) {
+  runtime::RunOptions o;
+  o.warmup = vm["warmup"].as<int>();
+  o.iters = vm["iters"].as<int>();
+  o.seed = seed_of(vm);
+  if (o.warmup < 0 || o.warmup > kMaxIterations)
+    throw core::InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
+  if (o.iters < 1 || o.iters > kMaxIterations)
+    throw core::InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
+  o.verify = true;  // always on for run and compare
+  return o;
+}
+
+std::string backend_of(const po::variables_map& vm) { return vm["backend"].as<std::string>(); }
+
+std::string origin_of(const po::variables_map& vm) { return vm.count("scenario") ? vm["scenario"].as<std::string>() : ""; }
+
+runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_map& vm, const std::string& backend) {
+  return eval::block_shape_checked(sc, origin_of(vm), backend);
+}
+
+void add_step_options(po::options_description& d) {
+  d.add_options()
+      ("layers", po::value<std::int64_t>(), "deepspeed backend: decoder layers to build (default: the model's)")
+;
+}
+
+bool is_step_backend(const std::string& backend) { return backend == "deepspeed"; }
+
+void refuse_step_options(const po::variables_map& vm, const std::string& backend) {
+  if (is_step_backend(backend)) return;
+  for (const char* k : {"layers"})
+    if (vm.count(k))
+      throw core::InputError("", std::string("--") + k, fmt::format("only the deepspeed backend runs whole steps (got --backend {})", backend));
+}
+
+Scenario with_layers(Scenario sc, const po::variables_map& vm) {
+  if (!vm.count("layers")) return sc;
+  const std::int64_t n = vm["layers"].as<std::int64_t>();
+  if (n < 1 || n > sc.model.layers)
+    throw core::InputError("", "--layers", fmt::format("must be 1..{} (the model's layers; got {})", sc.model.layers, n));
+  sc.model.layers = n;
+  return sc;
+}
+
+runtime::deepspeed::StepOptions step_options_of(const po::variables_map& vm) {
+  runtime::deepspeed::StepOptions o;
+  o.warmup = vm["warmup"].as<int>();
+  o.iters = vm["iters"].as<int>();
+  if (o.warmup < 0 || o.warmup > kMaxIterations)
+    throw core::InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
+  if (o.iters < 1 || o.iters > kMaxIterations)
+    throw core::InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
+  o.seed = seed_of(vm);
+  return o;
 }
 
 void print_help(const char* prog, const std::string& synopsis, const std::string& summary,

@@ -1,13 +1,17 @@
 #pragma once
-// Flag handling shared by plan, predict and sweep: the scenario flags (one per plan key, with
-// dashes), --scenario FILE with flags overriding it (through set_key, so the rules and messages
-// are those of the YAML loader), --format table|json|csv, and Boost errors -> InputError.
+// Flag handling shared by the commands: the subcommand registry, the scenario flags (one per plan
+// key, with dashes), --scenario FILE with flags overriding it (through set_key, so the rules and
+// messages are those of the YAML loader), --format table|json|csv, the backend and iteration flags
+// of run/compare/validate/bench, and Boost errors -> InputError.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <boost/program_options.hpp>
 
 #include "reports/json_out.hpp"
+#include "runtime/backend.hpp"
+#include "runtime/deepspeed/step_run.hpp"
 #include "sim/run_config.hpp"
 #include "sim/rungs.hpp"
 #include "sim/scenario.hpp"
@@ -15,6 +19,25 @@
 namespace ulysses::cli {
 
 namespace po = boost::program_options;
+
+// Subcommand registry. Each cli/cmd_<name>.cpp registers itself:
+//   static const ulysses::cli::RegisterCommand reg{"plan", "largest sequence that fits", &run_plan};
+// The function receives argv with argv[0] = "ulysses <name>" and returns the exit code
+// (core/errors.hpp: 0 ok, 1 failure, 2 bad input). main() catches InputError -> exit 2 and
+// any other exception -> exit 1, printing one line.
+using CommandFn = int (*)(int argc, char** argv);
+
+struct CommandInfo {
+  const char* name;
+  const char* summary;
+  CommandFn fn;
+};
+
+std::vector<CommandInfo>& registry();  // defined by cli/main.cpp (and tests/fuzz/registry.cpp)
+
+struct RegisterCommand {
+  RegisterCommand(const char* name, const char* summary, CommandFn fn) { registry().push_back({name, summary, fn}); }
+};
 
 enum class Format { table, json, csv };
 
@@ -71,6 +94,23 @@ void check_output_option(const std::string& flag, const std::string& path);
 inline constexpr int kMaxIterations = 1000;
 inline constexpr std::uint64_t kMaxSeed = (std::uint64_t{1} << 63) - 1;
 std::uint64_t seed_of(const po::variables_map& vm);
+
+// --backend cpu|cuda|deepspeed, --warmup N, --iters N, --seed N
+void add_runtime_options(po::options_description& d);
+runtime::RunOptions run_options_of(const po::variables_map& vm);  // InputError on bad counts
+std::string backend_of(const po::variables_map& vm);
+std::string origin_of(const po::variables_map& vm);  // the --scenario file, or "" (command line)
+// eval::block_shape_checked with errors naming origin_of(vm).
+runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_map& vm, const std::string& backend);
+
+// The deepspeed backend's flags: --layers N.
+void add_step_options(po::options_description& d);
+bool is_step_backend(const std::string& backend);  // "deepspeed"
+// InputError when --layers is given to a block backend.
+void refuse_step_options(const po::variables_map& vm, const std::string& backend);
+// --layers applied to the scenario (InputError when <= 0 or above the model's layers).
+Scenario with_layers(Scenario sc, const po::variables_map& vm);
+runtime::deepspeed::StepOptions step_options_of(const po::variables_map& vm);  // warmup/iters/seed
 
 // Prints "usage: <prog> <positional>\n<summary>\n\n<options>" to stdout.
 void print_help(const char* prog, const std::string& synopsis, const std::string& summary,

@@ -6,39 +6,22 @@
 
 #include <fmt/format.h>
 
+#include "eval/abs_errors.hpp"
+#include "eval/record_in.hpp"
 #include "reports/table.hpp"
 #include "core/errors.hpp"
-#include "core/stats.hpp"
+#include "sim/predict.hpp"
 
 namespace ulysses::eval {
 
 namespace rd = runtime::deepspeed;
 using Json = rd::Json;
 
-RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string& name) {
-  RunKeys r;
-  Keys kept;
-  for (const auto& [k, v] : keys) {
-    const std::string where = fmt::format("cases.{}.{}", name, k);
-    if (k == "run.expandable_segments") {  // the records' earlier spelling of plan.expandable_segments
-      kept.emplace_back("plan.expandable_segments", v);
-    } else if (k == "run.ballast_GiB") {
-      double g = 0;
-      std::size_t used = 0;
-      try {
-        g = std::stod(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != v.size() || !(g >= 0 && g < 1024)) throw core::InputError(origin, where, fmt::format("must be a number of GiB in [0, 1024) (got '{}')", v));
-      r.ballast_bytes = static_cast<std::int64_t>(g * double(1ULL << 30));
-    } else if (k.rfind("run.", 0) == 0) {
-      throw core::InputError(origin, where, "unknown run option (run.ballast_GiB)");
-    } else {
-      kept.emplace_back(k, v);
-    }
-  }
-  keys = kept;
+StepCase step_case_of(StepSetCase s) {
+  StepCase r;
+  r.name = std::move(s.name);
+  r.keys = std::move(s.keys);
+  r.sc = std::move(s.sc);
   return r;
 }
 
@@ -55,16 +38,19 @@ Json step_case_json(const StepCase& c) {
 
 rd::StepMeasurement measurement_from_case(const Json& c) { return rd::measurement_from_json(c.at("measured")); }
 
-double Stat::median_abs() const {
-  std::vector<double> a;
-  for (double e : errors) a.push_back(std::fabs(e));
-  return core::median(a);
+std::vector<StepCase> repredict_step_record(const Json& rec, const std::string& path, const std::string& profile) {
+  std::vector<StepCase> cases;
+  for_each_stored_case(rec, path, "stored step case", [&](const Json& c) {
+    StepCase r = step_case_of(step_set_case(rec.value("model", ""), profile, c.at("name").get<std::string>(), stored_keys(c), path));
+    r.m = measurement_from_case(c);
+    r.c = compare_step(predict(r.sc), r.m);
+    cases.push_back(std::move(r));
+  });
+  return cases;
 }
-double Stat::max_abs() const {
-  double m = 0;
-  for (double e : errors) m = std::max(m, std::fabs(e));
-  return m;
-}
+
+double Stat::median_abs() const { return eval::median_abs(errors); }
+double Stat::max_abs() const { return eval::max_abs(errors); }
 std::string Stat::worst() const {
   std::size_t w = 0;
   for (std::size_t i = 1; i < errors.size(); ++i)

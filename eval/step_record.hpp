@@ -5,25 +5,14 @@
 // (issue 12): peak allocated and, under expandable segments, reserved memory median |error| <= 3 %,
 // max <= 6 %; step time median |error| <= 10 %; phases reported against 5 % / 15 %.
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "eval/step_compare.hpp"
+#include "eval/validation_set.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses::eval {
-
-using Keys = std::vector<std::pair<std::string, std::string>>;
-
-// Case keys of step validation and capacity sets: run.* keys are worker options, removed from `keys`
-// (what remains are set_key keys): run.ballast_GiB X. run.expandable_segments, the earlier spelling of
-// plan.expandable_segments, becomes that key.
-// InputError naming origin, cases.<name>.<key> and the rule.
-struct RunKeys {
-  std::int64_t ballast_bytes = 0;
-};
-RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string& case_name);
 
 struct StepCase {
   std::string name;
@@ -33,11 +22,17 @@ struct StepCase {
   StepComparison c;                            // today's prediction next to the measurement
 };
 
+StepCase step_case_of(StepSetCase s);  // name, keys and scenario; nothing measured yet
+
 // The case as stored: keys, run options, the measurement (step_json-like, with the raw phases).
 runtime::deepspeed::Json step_case_json(const StepCase& c);
 // The measurement back from a stored case (what measurement_of made of the worker's files).
-// cli/validation.cpp load_record checks every field it reads first (one line naming file and key).
+// eval/record_in.cpp load_record checks every field it reads first (one line naming file and key).
 runtime::deepspeed::StepMeasurement measurement_from_case(const runtime::deepspeed::Json& c);
+// Every case of a stored step record (load_record) rebuilt with `profile` and re-predicted against its
+// measurement. InputError naming path and cases[i] when a case is not a stored step case.
+std::vector<StepCase> repredict_step_record(const runtime::deepspeed::Json& rec, const std::string& path,
+                                            const std::string& profile);
 
 struct Stat {
   std::string name;

@@ -7,7 +7,7 @@
 // the linker when nothing references its object file. So the CUDA library defines
 //     void ulysses::runtime::register_cuda_backend();   // calls register_backend("cuda", ...)
 // and every program that links ulysses_runtime_cuda (it gets ULYSSES_WITH_CUDA=1) calls it
-// once before make_backend("cuda"); the CLI does so in cli/runtime_common.cpp.
+// once before make_backend("cuda"); eval/block_run.cpp open_backend does so.
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,5 +1,6 @@
 // The deepspeed backend without a GPU or DeepSpeed: the job file, refusals of what the stack cannot
-// run, the missing-stack message, and reading stored worker results into a comparison.
+// run, the missing-stack message, and the stored records re-predicted through the binary (the eval/
+// functions themselves: tests/eval/test_step_eval.cpp).
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -7,7 +8,6 @@
 #include "tests/cli/run_cli.hpp"
 #include "eval/step_capacity.hpp"
 #include "reports/file_out.hpp"
-#include "eval/step_compare.hpp"
 #include <fmt/format.h>
 #include <algorithm>
 #include "runtime/deepspeed/step_run.hpp"
@@ -113,50 +113,6 @@ TEST_CASE("deepspeed CLI: a missing stack is one line naming the install script,
   CHECK(ulysses::test::count_lines(err) == 1);
 }
 
-TEST_CASE("deepspeed results: ranks merged, phases grouped against the step model", "[deepspeed]") {
-  using Json = rd::Json;
-  Json r0 = Json::parse(R"({"status":"ok","device":"NVIDIA H200","pytorch_cuda_alloc_conf":"expandable_segments:True",
-    "phases":{"gemm.qkv.fwd":[0.010,0.012,0.011],"attn.fwd":[0.020,0.021,0.022],"mlp.bwd":[0.3,0.3,0.3],
-              "logits.fwd":[0.05,0.05,0.05],"logits.bwd":[0.01,0.01,0.01],"optimizer.step":[1,1,1],"norm.fwd":[0.002,0.002,0.002],
-              "mystery":[0.001,0.001,0.001]},
-    "memory_step":{"phases":{"gemm.qkv.fwd":{"start":100,"peak":200,"peak_reserved":300}},"peak_at":"mlp.bwd"},
-    "steps":[{"step_s":2.0},{"step_s":2.2},{"step_s":2.1}],
-    "max_memory_allocated":1000,"max_memory_reserved":1200,"losses":[12.0,11.9]})");
-  Json r1 = r0;
-  r1["phases"]["attn.fwd"] = {0.030, 0.031, 0.032};
-  r1["max_memory_allocated"] = 1100;
-  const rd::StepMeasurement m = rd::measurement_of({r0, r1});
-  CHECK(m.ranks == 2);
-  CHECK(m.max_memory_allocated == 1100);
-  CHECK(m.step_median_s == Approx(2.1));
-  const auto attn = std::find_if(m.phases.begin(), m.phases.end(), [](auto& p) { return p.name == "attn.fwd"; });
-  REQUIRE(attn != m.phases.end());
-  CHECK(attn->median_s == Approx(0.031));  // max over ranks of the per-rank median
-  CHECK(attn->min_s == Approx(0.020));
-  CHECK(m.phases.front().name == "gemm.qkv.fwd");  // memory-step order first
-  CHECK(m.phases.front().peak_reserved_bytes == 300);
-
-  Scenario sc = llama2(16384);
-  sc.plan.tiled_mlp = true;
-  const Prediction p = predict(sc);
-  const auto c = eval::compare_step(p, m);
-  auto find = [&](const std::string& n) {
-    auto it = std::find_if(c.phases.begin(), c.phases.end(), [&](auto& r) { return r.name == n; });
-    REQUIRE(it != c.phases.end());
-    return *it;
-  };
-  CHECK(find("logits").measured == Approx(0.06));
-  CHECK(find("logits").predicted == Approx(p.step.get("logits.fwd") + p.step.get("logits.bwd")));
-  CHECK(find("mlp.bwd").predicted == Approx(p.step.get("mlp.bwd") + p.step.get("mlp.tiled_recompute")));
-  CHECK(find("other").measured == Approx(0.001));  // unknown names land in other
-  CHECK_FALSE(find("norm.fwd").scored);
-  CHECK(find("attn.fwd").scored);
-  CHECK(c.allocated.predicted == Approx(double(p.gpu.total() - p.gpu.get("cuda_context") - p.gpu.get("nccl_buffers") -
-                                               p.gpu.get("fragmentation"))));
-  CHECK(c.reserved.predicted - c.allocated.predicted == Approx(double(p.gpu.get("fragmentation"))));
-  CHECK(c.allocated.error_pct == Approx((c.allocated.predicted - 1100) / 1100 * 100));
-}
-
 TEST_CASE("deepspeed records: the committed H200 step record re-predicts, and follows its measurements", "[deepspeed]") {
   // reports/validation/h200-alst.json: 16 whole-step cases on one H200 (docs/VALIDATION.md "Whole steps")
   const std::string rec = source_path("reports/validation/h200-alst.json");
@@ -213,18 +169,6 @@ TEST_CASE("deepspeed records: the committed capacity record re-predicts the plan
   const auto pr = eval::predicted_step_capacity(sc, c["ballast_bytes"].get<std::int64_t>(), j["granularity"].get<std::int64_t>());
   CHECK(r.out.find(fmt::format(" {} ", pr.max_seq_len)) != std::string::npos);
   CHECK(pr.max_seq_len > 0);
-}
-
-TEST_CASE("deepspeed capacity: ladders", "[deepspeed]") {
-  CHECK(eval::ladder_between(1000, 2000, 3, 100) == std::vector<std::int64_t>{1300, 1500, 1800});  // 1250, 1500, 1750 to multiples of 100
-  CHECK(eval::ladder_between(1000, 1100, 3, 100).empty());
-  const auto l = eval::first_ladder(10000, 512);
-  REQUIRE(!l.empty());
-  CHECK(std::is_sorted(l.begin(), l.end()));
-  CHECK(std::adjacent_find(l.begin(), l.end()) == l.end());
-  for (auto s : l) CHECK(s % 512 == 0);
-  CHECK(l.front() < 10000);
-  CHECK(l.back() > 10000);
 }
 
 TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to the existing calibration", "[deepspeed]") {
@@ -294,34 +238,6 @@ TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measure
   { std::ofstream(dir / "python") << script; }
   const int rc2 = std::system((env + "'" + ULYSSES_BIN + "' run --backend deepspeed " + kFlags + " --layers 2 >/dev/null 2>&1").c_str());
   CHECK(WEXITSTATUS(rc2) == 1);
-}
-
-TEST_CASE("deepspeed capacity: the bisection brackets the limit of a probe within 2 %", "[deepspeed]") {
-  // a stand-in for the worker's probe ladders: every length up to `limit` runs, the next one runs out
-  for (std::int64_t limit : {20000LL, 49999LL, 150000LL}) {
-    int processes = 0;
-    const auto probe = [&](const std::vector<std::int64_t>& ladder) {
-      ++processes;
-      rd::ProbeResult r;
-      for (std::int64_t s : ladder) {
-        if (s > limit) {
-          r.oom_at = s;
-          break;
-        }
-        r.fits.push_back({s, s * 10, s * 11});
-      }
-      return r;
-    };
-    INFO(limit);
-    const eval::Bisection b = eval::bisect_capacity(50000, 512, probe);
-    CHECK(processes <= 3);
-    REQUIRE(b.fits > 0);
-    REQUIRE(b.first_oom > 0);
-    CHECK(b.fits <= limit);
-    CHECK(b.first_oom > limit);
-    CHECK(b.fits % 512 == 0);
-    if (limit == 49999) CHECK(double(b.first_oom - b.fits) <= 0.02 * double(b.fits));
-  }
 }
 
 TEST_CASE("outputs: written whole or not at all", "[deepspeed]") {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 using namespace ulysses;

@@ -1,7 +1,7 @@
 // libFuzzer target for the JSON inputs, chosen at compile time (tests/fuzz/CMakeLists.txt):
 // ULYSSES_FUZZ_KIND 1: stored records, read as `ulysses validate --stored FILE` and
 //   `ulysses capacity --stored FILE` in-process (block and step validation records, block and
-//   step capacity records: cli/validation.cpp load_record, eval/step_record.cpp);
+//   step capacity records: eval/record_in.cpp load_record, eval/step_record.cpp);
 // ULYSSES_FUZZ_KIND 2: calibration raw files of `calibrate --from-raw` (calib/raw_file.cpp),
 //   derived onto the committed H200 calibration.
 // Bad input may only end in an InputError.
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "calib/raw_file.hpp"
-#include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "sim/config.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 

@@ -12,7 +12,7 @@
 #include "sim/run_config.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 #if ULYSSES_FUZZ_KIND == 5
-#include "cli/validation.hpp"
+#include "eval/validation_set.hpp"
 #endif
 
 using namespace ulysses;
@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 #elif ULYSSES_FUZZ_KIND == 4
     (void)load_sweep(path);
 #elif ULYSSES_FUZZ_KIND == 5
-    (void)cli::load_validation_set(path);
+    (void)eval::load_validation_set(path);
 #elif ULYSSES_FUZZ_KIND == 6 || ULYSSES_FUZZ_KIND == 7
     Scenario sc;
     sc.model.hidden = 4096;

@@ -1,6 +1,6 @@
-// The command registry that cli/main.cpp defines, for the fuzz targets that link the CLI's
-// command files without its main().
-#include "cli/commands.hpp"
+// The command registry (cli/options.hpp) that cli/main.cpp defines, for the fuzz targets that
+// link the CLI's command files without its main().
+#include "cli/options.hpp"
 
 namespace ulysses::cli {
 std::vector<CommandInfo>& registry() {

@@ -1,4 +1,5 @@
-#include "cli/runtime_common.hpp"
+// Running the block on a backend: the checked shape, the backend opened, the measurement written.
+#include "eval/block_run.hpp"
 
 #include <stdexcept>
 
@@ -10,7 +11,7 @@
 #include "core/errors.hpp"
 #include "sim/limits.hpp"
 
-namespace ulysses::cli {
+namespace ulysses::eval {
 
 namespace {
 // The CPU reference is O(S^2) single-threaded per rank, plus an fp64 single-rank oracle: beyond
@@ -20,33 +21,7 @@ constexpr std::int64_t kCpuMaxTokens = 16384;
 std::string us(double s) { return fmt::format("{:.1f}", s * 1e6); }
 }  // namespace
 
-void add_runtime_options(po::options_description& d) {
-  d.add_options()
-      ("backend", po::value<std::string>()->default_value("cpu"), "cpu | cuda | deepspeed")
-      ("warmup", po::value<int>()->default_value(2), "untimed iterations after the validating one")
-      ("iters", po::value<int>()->default_value(5), "timed iterations (median, min, max over these)")
-      ("seed", po::value<std::string>()->default_value("1234"), "seed of the random inputs (0..2^63-1)");
-}
-
-runtime::RunOptions run_options_of(const po::variables_map& vm) {
-  runtime::RunOptions o;
-  o.warmup = vm["warmup"].as<int>();
-  o.iters = vm["iters"].as<int>();
-  o.seed = seed_of(vm);
-  if (o.warmup < 0 || o.warmup > kMaxIterations)
-    throw core::InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
-  if (o.iters < 1 || o.iters > kMaxIterations)
-    throw core::InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
-  o.verify = true;  // always on for run and compare
-  return o;
-}
-
-std::string backend_of(const po::variables_map& vm) { return vm["backend"].as<std::string>(); }
-
-std::string origin_of(const po::variables_map& vm) { return vm.count("scenario") ? vm["scenario"].as<std::string>() : ""; }
-
-runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_map& vm, const std::string& backend) {
-  const std::string origin = origin_of(vm);
+runtime::BlockShape block_shape_checked(const Scenario& sc, const std::string& origin, const std::string& backend) {
   if (sc.plan.seq_len <= 0) throw core::InputError(origin, "plan.seq_len", "required to run the block (or pass --seq-len)");
   const runtime::BlockShape s = runtime::block_shape_of(sc);
   if (const std::string why = runtime::validate(s); !why.empty()) throw core::InputError(origin, "plan", why);
@@ -130,4 +105,4 @@ reports::Json measurement_json(const runtime::Measurement& m) {
   return j;
 }
 
-}  // namespace ulysses::cli
+}  // namespace ulysses::eval

@@ -1,64 +1,16 @@
-#include "cli/step_common.hpp"
+// Whole steps on the deepspeed backend written out: the measurement, the comparison, the trace.
+#include "eval/step_out.hpp"
 
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "cli/validation.hpp"
 #include "reports/table.hpp"
 #include "reports/trace.hpp"
-#include "core/errors.hpp"
 
-namespace ulysses::cli {
+namespace ulysses::eval {
 
 namespace rd = runtime::deepspeed;
-
-void add_step_options(po::options_description& d) {
-  d.add_options()
-      ("layers", po::value<std::int64_t>(), "deepspeed backend: decoder layers to build (default: the model's)")
-;
-}
-
-bool is_step_backend(const std::string& backend) { return backend == "deepspeed"; }
-
-void refuse_step_options(const po::variables_map& vm, const std::string& backend) {
-  if (is_step_backend(backend)) return;
-  for (const char* k : {"layers"})
-    if (vm.count(k))
-      throw core::InputError("", std::string("--") + k, fmt::format("only the deepspeed backend runs whole steps (got --backend {})", backend));
-}
-
-Scenario with_layers(Scenario sc, const po::variables_map& vm) {
-  if (!vm.count("layers")) return sc;
-  const std::int64_t n = vm["layers"].as<std::int64_t>();
-  if (n < 1 || n > sc.model.layers)
-    throw core::InputError("", "--layers", fmt::format("must be 1..{} (the model's layers; got {})", sc.model.layers, n));
-  sc.model.layers = n;
-  return sc;
-}
-
-rd::StepOptions step_options_of(const po::variables_map& vm) {
-  rd::StepOptions o;
-  o.warmup = vm["warmup"].as<int>();
-  o.iters = vm["iters"].as<int>();
-  if (o.warmup < 0 || o.warmup > kMaxIterations)
-    throw core::InputError("", "--warmup", fmt::format("must be 0..{} (got {})", kMaxIterations, o.warmup));
-  if (o.iters < 1 || o.iters > kMaxIterations)
-    throw core::InputError("", "--iters", fmt::format("must be 1..{} (got {})", kMaxIterations, o.iters));
-  o.seed = seed_of(vm);
-  return o;
-}
-
-StepSetCase step_set_case(const std::string& model, const std::string& profile, const std::string& name,
-                          std::vector<std::pair<std::string, std::string>> keys, const std::string& origin) {
-  StepSetCase c;
-  c.name = name;
-  c.keys = keys;
-  c.run = eval::split_run_keys(keys, origin, name);
-  c.sc = case_scenario(model, profile, keys, origin, name);
-  (void)rd::job_json(c.sc, {}, "", origin);  // the backend's refusals, before the first run
-  return c;
-}
 
 namespace {
 std::string ms(double s) { return fmt::format("{:.2f}", s * 1e3); }
@@ -91,7 +43,7 @@ std::string step_table(const rd::StepMeasurement& m) {
   return out;
 }
 
-std::string step_compare_table(const eval::StepComparison& c) {
+std::string step_compare_table(const StepComparison& c) {
   reports::Table t({{"phase", "", reports::Align::left}, {"predicted", "ms"}, {"measured", "ms"}, {"error", "%"}, {"scored", ""}});
   for (const auto& r : c.phases)
     t.add_row({r.name, ms(r.predicted), r.measured_seen ? ms(r.measured) : "-",
@@ -125,4 +77,4 @@ reports::Json step_trace(const Prediction& p, const rd::StepMeasurement& m) {
   return reports::chrome_trace({pred, meas});
 }
 
-}  // namespace ulysses::cli
+}  // namespace ulysses::eval

@@ -1,51 +1,22 @@
 #pragma once
-// `ulysses validate` (cli/cmd_validate.cpp): a validation set of block scenarios, each run on a
-// backend next to its prediction; the stored record (JSON) that lets any machine re-predict
-// against the measurements and check the model against its accuracy targets.
-//
-// Validation set (YAML, scenarios/validation/*.yaml):
-//   name: h200
-//   model: llama-3.1-8b          # base preset; the cases override the attention dims
-//   profile: h200-sxm-141gb
-//   defaults: {plan.attn_implementation: ulysses_flash, ...}   # set_key keys for every case
-//   cases:
-//     - {name: mha-s6k-sp2, plan.sp_size: 2, plan.seq_len: 6144, model.heads: 16, ...}
-// Every case key is a dotted key of set_key (sim/config.hpp); `gpus` defaults to plan.sp_size.
+// `ulysses validate` of the attention block (cpu and cuda backends): each case of a validation set
+// (eval/validation_set.hpp) run next to its prediction; error statistics, targets, the tables, and
+// the stored record (JSON) that lets any machine re-predict against the measurements.
 //
 // Error convention: (predicted - measured) / measured * 100, measured = median over timed
 // iterations of the max over ranks (runtime/backend.hpp PhaseStats::median_s).
 #include <array>
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "reports/json_out.hpp"
 #include "runtime/backend.hpp"
 #include "sim/prediction.hpp"
+#include "eval/validation_set.hpp"
 #include "sim/scenario.hpp"
 
-namespace ulysses::cli {
-
-using Keys = std::vector<std::pair<std::string, std::string>>;
-
-struct ValidationCase {
-  std::string name;
-  Keys keys;  // applied after the set's defaults
-};
-
-struct ValidationSet {
-  std::string path, name, model, profile;
-  Keys defaults;
-  std::vector<ValidationCase> cases;
-};
-
-ValidationSet load_validation_set(const std::string& path);  // InputError naming file and key
-
-// The case's scenario: model and profile presets, then defaults, then the case keys (set_key),
-// gpus = sp_size unless given, then validate(). origin names the file in errors.
-Scenario case_scenario(const std::string& model, const std::string& profile, const Keys& keys,
-                       const std::string& origin, const std::string& name);
+namespace ulysses::eval {
 
 // One case measured: the six block phases (median over iterations, max over ranks) and the
 // per-rank peak of the block's device memory; from a run or from a stored record.
@@ -61,7 +32,9 @@ CaseMeasurement measurement_of(const runtime::Measurement& m);
 // A phase is scored unless it is an exchange at P = 1 (no exchange happens: predicted 0).
 bool phase_scored(int phase, std::int64_t P);
 
-double error_pct(double predicted, double measured);
+// The block's error in %: (predicted - measured) / measured * 100; nothing measured: 0 when nothing is
+// predicted either, else 1e9 (whole steps: eval/step_compare.hpp error_pct).
+double block_error_pct(double predicted, double measured);
 
 // Error statistics over cases, per block phase, for the block total and for peak memory.
 struct ErrorStats {
@@ -73,10 +46,6 @@ struct ErrorStats {
   double mean_signed() const;      // bias
   std::string worst_case() const;
 };
-
-// Reads a stored record (`ulysses validate --out`, `ulysses capacity --out`): JSON with a non-empty
-// `cases` array. InputError naming the file otherwise; `producer` names the command that writes it.
-reports::Json load_record(const std::string& path, const std::string& producer);
 
 struct CaseResult {
   std::string name;
@@ -103,6 +72,14 @@ struct Summary {
 };
 Summary summarize(const std::vector<CaseResult>& r);
 
+// The case predicted: p and the block peak under `backend`'s allocation policy.
+void predict_case(CaseResult& r, const std::string& backend);
+double block_total_s(const CaseMeasurement& m);  // the six phases' measured times summed
+
+// Every case of a stored block record (load_record) rebuilt with `profile`, re-predicted (the peak
+// under the record's backend) next to its stored measurement. InputError naming path and cases[i].
+std::vector<CaseResult> repredict_block_record(const reports::Json& rec, const std::string& path, const std::string& profile);
+
 // Targets; a negative value disables that check.
 struct Targets {
   double max_median_error_pct = 5, max_error_pct = 15, max_memory_error_pct = 3;
@@ -117,4 +94,4 @@ std::string cases_table(const std::vector<CaseResult>& r);
 reports::Json case_json(const CaseResult& r, const runtime::Measurement* raw);
 reports::Json summary_json(const Summary& s);
 
-}  // namespace ulysses::cli
+}  // namespace ulysses::eval

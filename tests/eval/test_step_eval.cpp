@@ -1,0 +1,204 @@
+// eval/ for whole steps on the deepspeed backend, called directly: the worker's results grouped
+// against the step model, the step statistics and targets, set and record case keys, and the
+// capacity bisection and its record.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "eval/step_capacity.hpp"
+#include "eval/step_capacity_record.hpp"
+#include "eval/step_compare.hpp"
+#include "eval/step_record.hpp"
+#include "eval/validation_set.hpp"
+#include "runtime/deepspeed/step_run.hpp"
+#include "sim/config.hpp"
+#include "core/errors.hpp"
+#include "sim/predict.hpp"
+
+using namespace ulysses;
+namespace rd = ulysses::runtime::deepspeed;
+
+namespace {
+// Two layers of Llama 3.1 8B at S on one H200, attention through sdpa.
+Scenario two_layers(std::int64_t S) {
+  Scenario sc;
+  for (const auto& [k, v] : eval::Keys{{"model", "llama-3.1-8b"}, {"profile", "h200-sxm-141gb"}, {"model.layers", "2"},
+                                       {"plan.attn_implementation", "sdpa"}})
+    set_key(sc, k, v, "test");
+  sc.plan.seq_len = S;
+  sc.name = "t";
+  return sc;
+}
+std::string source_path(const std::string& rel) { return std::string(ULYSSES_SOURCE_DIR) + "/" + rel; }
+
+eval::StepCase step_case(const std::string& name, double alloc_err, double step_err, bool expandable) {
+  eval::StepCase c;
+  c.name = name;
+  c.sc.plan.expandable_segments = expandable;
+  c.c.allocated.error_pct = alloc_err;
+  c.c.reserved.error_pct = alloc_err;
+  c.c.step.error_pct = step_err;
+  c.c.phases.push_back({"attn.fwd", 1, 1, step_err, true});
+  c.c.phases.push_back({"norm.fwd", 0, 1, -100, false});
+  return c;
+}
+}  // namespace
+
+TEST_CASE("deepspeed results: ranks merged, phases grouped against the step model", "[deepspeed]") {
+  using Json = rd::Json;
+  Json r0 = Json::parse(R"({"status":"ok","device":"NVIDIA H200","pytorch_cuda_alloc_conf":"expandable_segments:True",
+    "phases":{"gemm.qkv.fwd":[0.010,0.012,0.011],"attn.fwd":[0.020,0.021,0.022],"mlp.bwd":[0.3,0.3,0.3],
+              "logits.fwd":[0.05,0.05,0.05],"logits.bwd":[0.01,0.01,0.01],"optimizer.step":[1,1,1],"norm.fwd":[0.002,0.002,0.002],
+              "mystery":[0.001,0.001,0.001]},
+    "memory_step":{"phases":{"gemm.qkv.fwd":{"start":100,"peak":200,"peak_reserved":300}},"peak_at":"mlp.bwd"},
+    "steps":[{"step_s":2.0},{"step_s":2.2},{"step_s":2.1}],
+    "max_memory_allocated":1000,"max_memory_reserved":1200,"losses":[12.0,11.9]})");
+  Json r1 = r0;
+  r1["phases"]["attn.fwd"] = {0.030, 0.031, 0.032};
+  r1["max_memory_allocated"] = 1100;
+  const rd::StepMeasurement m = rd::measurement_of({r0, r1});
+  CHECK(m.ranks == 2);
+  CHECK(m.max_memory_allocated == 1100);
+  CHECK(m.step_median_s == Approx(2.1));
+  const auto attn = std::find_if(m.phases.begin(), m.phases.end(), [](auto& p) { return p.name == "attn.fwd"; });
+  REQUIRE(attn != m.phases.end());
+  CHECK(attn->median_s == Approx(0.031));  // max over ranks of the per-rank median
+  CHECK(attn->min_s == Approx(0.020));
+  CHECK(m.phases.front().name == "gemm.qkv.fwd");  // memory-step order first
+  CHECK(m.phases.front().peak_reserved_bytes == 300);
+
+  Scenario sc = two_layers(16384);
+  sc.plan.tiled_mlp = true;
+  const Prediction p = predict(sc);
+  const auto c = eval::compare_step(p, m);
+  auto find = [&](const std::string& n) {
+    auto it = std::find_if(c.phases.begin(), c.phases.end(), [&](auto& r) { return r.name == n; });
+    REQUIRE(it != c.phases.end());
+    return *it;
+  };
+  CHECK(find("logits").measured == Approx(0.06));
+  CHECK(find("logits").predicted == Approx(p.step.get("logits.fwd") + p.step.get("logits.bwd")));
+  CHECK(find("mlp.bwd").predicted == Approx(p.step.get("mlp.bwd") + p.step.get("mlp.tiled_recompute")));
+  CHECK(find("other").measured == Approx(0.001));  // unknown names land in other
+  CHECK_FALSE(find("norm.fwd").scored);
+  CHECK(find("attn.fwd").scored);
+  CHECK(c.allocated.predicted == Approx(double(p.gpu.total() - p.gpu.get("cuda_context") - p.gpu.get("nccl_buffers") -
+                                               p.gpu.get("fragmentation"))));
+  CHECK(c.reserved.predicted - c.allocated.predicted == Approx(double(p.gpu.get("fragmentation"))));
+  CHECK(c.allocated.error_pct == Approx((c.allocated.predicted - 1100) / 1100 * 100));
+}
+
+
+TEST_CASE("deepspeed capacity: ladders", "[deepspeed]") {
+  CHECK(eval::ladder_between(1000, 2000, 3, 100) == std::vector<std::int64_t>{1300, 1500, 1800});  // 1250, 1500, 1750 to multiples of 100
+  CHECK(eval::ladder_between(1000, 1100, 3, 100).empty());
+  const auto l = eval::first_ladder(10000, 512);
+  REQUIRE(!l.empty());
+  CHECK(std::is_sorted(l.begin(), l.end()));
+  CHECK(std::adjacent_find(l.begin(), l.end()) == l.end());
+  for (auto s : l) CHECK(s % 512 == 0);
+  CHECK(l.front() < 10000);
+  CHECK(l.back() > 10000);
+}
+
+
+TEST_CASE("deepspeed capacity: the bisection brackets the limit of a probe within 2 %", "[deepspeed]") {
+  // a stand-in for the worker's probe ladders: every length up to `limit` runs, the next one runs out
+  for (std::int64_t limit : {20000LL, 49999LL, 150000LL}) {
+    int processes = 0;
+    const auto probe = [&](const std::vector<std::int64_t>& ladder) {
+      ++processes;
+      rd::ProbeResult r;
+      for (std::int64_t s : ladder) {
+        if (s > limit) {
+          r.oom_at = s;
+          break;
+        }
+        r.fits.push_back({s, s * 10, s * 11});
+      }
+      return r;
+    };
+    INFO(limit);
+    const eval::Bisection b = eval::bisect_capacity(50000, 512, probe);
+    CHECK(processes <= 3);
+    REQUIRE(b.fits > 0);
+    REQUIRE(b.first_oom > 0);
+    CHECK(b.fits <= limit);
+    CHECK(b.first_oom > limit);
+    CHECK(b.fits % 512 == 0);
+    if (limit == 49999) CHECK(double(b.first_oom - b.fits) <= 0.02 * double(b.fits));
+  }
+}
+
+
+TEST_CASE("step error convention: nothing measured is 100 % unless nothing is predicted", "[eval][deepspeed]") {
+  CHECK(eval::error_pct(110, 100) == Approx(10));
+  CHECK(eval::error_pct(0, 0) == 0);
+  CHECK(eval::error_pct(5, 0) == 100);
+}
+
+TEST_CASE("step statistics: reserved scored only with expandable segments; the targets name what they miss", "[eval][deepspeed]") {
+  const std::vector<eval::StepCase> cs = {step_case("a", 2, 5, true), step_case("b", -8, 12, false), step_case("c", 1, -20, true)};
+  const eval::StepSummary s = eval::summarize_steps(cs);
+  CHECK(s.allocated.errors.size() == 3);
+  CHECK(s.reserved.errors.size() == 2);  // b ran without expandable segments
+  CHECK(s.allocated.median_abs() == Approx(2));
+  CHECK(s.allocated.max_abs() == Approx(8));
+  CHECK(s.allocated.worst() == "b (-8.0 %)");
+  REQUIRE(s.phases.size() == 1);  // norm.fwd is not scored
+  CHECK(s.phases[0].name == "attn.fwd");
+  const auto missed = eval::missed_step_targets(s);
+  CHECK(missed == std::vector<std::string>{"max_memory_allocated: max |error| 8.00 % > 6 % (b (-8.0 %))",
+                                           "step time: median |error| 12.00 % > 10 %"});
+  CHECK(eval::step_summary_json(s)["missed_targets"].size() == 2);
+  CHECK(eval::missed_step_targets(eval::summarize_steps({step_case("ok", 1, 1, true)})).empty());
+}
+
+TEST_CASE("set case keys: run.* are worker options, split off before set_key", "[eval][deepspeed]") {
+  eval::Keys keys = {{"plan.seq_len", "4096"}, {"run.ballast_GiB", "2"}, {"run.expandable_segments", "true"}};
+  const eval::RunKeys r = eval::split_run_keys(keys, "set.yaml", "c");
+  CHECK(r.ballast_bytes == 2LL << 30);
+  CHECK(keys == eval::Keys{{"plan.seq_len", "4096"}, {"plan.expandable_segments", "true"}});
+  eval::Keys bad = {{"run.ballast_GiB", "-1"}};
+  CHECK_THROWS_WITH(eval::split_run_keys(bad, "set.yaml", "c"), Catch::Contains("cases.c.run.ballast_GiB"));
+  eval::Keys unknown = {{"run.turbo", "1"}};
+  CHECK_THROWS_AS(eval::split_run_keys(unknown, "set.yaml", "c"), core::InputError);
+}
+
+TEST_CASE("validation sets: every case builds its scenario; gpus follow the plan", "[eval][validate]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/cpu-tiny.yaml"));
+  CHECK(set.name == "cpu-tiny");
+  REQUIRE(set.cases.size() == 6);
+  const eval::Keys keys = eval::case_keys(set, set.cases[1]);
+  CHECK(keys.front() == eval::Keys::value_type{"plan.micro_batch_size", "1"});  // defaults first
+  CHECK(keys.back().first == "workload.causal");
+  const Scenario sc = eval::case_scenario(set.model, set.profile, keys, set.path, set.cases[1].name);
+  CHECK(sc.plan.sp_size == 2);
+  CHECK(sc.gpus == 2);
+  CHECK(sc.model.kv_heads == 2);
+  CHECK_THROWS_WITH(eval::case_scenario(set.model, set.profile, {{"model.headz", "8"}}, "x.yaml", "c"), Catch::Contains("model.headz"));
+}
+
+TEST_CASE("step capacity records: the bisection lands in the case; the target is on the longest S", "[eval][deepspeed]") {
+  eval::StepCapacityCase c;
+  c.set.name = "c";
+  c.predicted_S = 10300;
+  eval::Bisection none;
+  CHECK_FALSE(eval::record_bisection(c, none));
+  eval::Bisection b;
+  b.fits = 10000, b.first_oom = 10200;
+  b.ran = {{9000, 1, 2}, {10000, 3, 4}};
+  b.oom = {10200};
+  REQUIRE(eval::record_bisection(c, b));
+  CHECK(c.measured_S == 10000);
+  CHECK(c.failed_S == 10200);
+  CHECK(c.probes.size() == 3);
+  CHECK(c.probes[2]["fits"] == false);
+  CHECK(eval::missed_step_capacity({c}, 3.5).empty());
+  CHECK(eval::missed_step_capacity({c}, 2).size() == 1);
+  CHECK(eval::missed_step_capacity({c}, -1).empty());
+  const auto j = eval::step_capacity_case_json(c);
+  CHECK(j["measured_S"] == 10000);
+  CHECK(j["first_oom_S"] == 10200);
+  CHECK(eval::is_step_capacity_record({{"format", "ulysses-step-capacity/1"}}));
+}
