@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "sim/capacity.hpp"
+#include "sim/config.hpp"
 #include "sim/predict.hpp"
-#include "tests/sim/fixtures.hpp"
 
 using namespace ulysses;
 using Clock = std::chrono::steady_clock;
@@ -31,6 +31,28 @@ struct Case {
   std::string name;
   Scenario sc;
 };
+
+// A scenario from the presets (scenarios/models, profiles) as a user writes it: ZeRO-3, optimizer
+// offload, activation checkpointing; `all`: also tiled logits/loss, TiledMLP, checkpoint offload.
+// The profile's calibrated section is left out (the plain cases time the datasheet path).
+Scenario preset(const char* model, const char* profile, std::int64_t gpus, std::int64_t sp, std::int64_t S, bool all) {
+  Scenario sc;
+  const std::string o = "bench_predict";
+  set_key(sc, "model", model, o);
+  set_key(sc, "profile", profile, o);
+  set_key(sc, "gpus", std::to_string(gpus), o);
+  set_key(sc, "plan.sp_size", std::to_string(sp), o);
+  set_key(sc, "plan.dp_shard_size", std::to_string(gpus / sp), o);
+  set_key(sc, "plan.zero_stage", "3", o);
+  set_key(sc, "plan.offload_optimizer", "true", o);
+  set_key(sc, "plan.activation_checkpointing", "true", o);
+  set_key(sc, "plan.seq_len", std::to_string(S), o);
+  for (const char* k : {"plan.tiled_logits", "plan.tiled_mlp", "plan.offload_checkpoints"})
+    set_key(sc, k, all ? "true" : "false", o);
+  sc.hw.has_calibration = false;
+  validate(sc, o);
+  return sc;
+}
 
 int validate(const Case& c, const Prediction& p) {
   int wrong = 0;
@@ -65,13 +87,13 @@ int validate(const Case& c, const Prediction& p) {
 int main(int argc, char** argv) {
   const long n_calls = argc > 1 ? std::atol(argv[1]) : 2000000;
   std::vector<Case> cases;
-  cases.push_back({"8b 8xH100 sp8 all 1M", test::all_features(test::make_scenario(test::llama31_8b(), test::h100_sxm(), 8, 8, 1 << 20))});
-  cases.push_back({"8b 1xH100 base 32K", test::make_scenario(test::llama31_8b(), test::h100_sxm(), 1, 1, 32768)});
-  cases.push_back({"70b 32xH200 sp32 all 1M", test::all_features(test::make_scenario(test::llama31_70b(), test::h200_sxm(), 32, 32, 1 << 20))});
-  cases.push_back({"70b 64xH100 sp8 dp8 128K", test::make_scenario(test::llama31_70b(), test::h100_sxm(), 64, 8, 131072)});
+  cases.push_back({"8b 8xH100 sp8 all 1M", preset("llama-3.1-8b", "h100-sxm-80gb", 8, 8, 1 << 20, true)});
+  cases.push_back({"8b 1xH100 base 32K", preset("llama-3.1-8b", "h100-sxm-80gb", 1, 1, 32768, false)});
+  cases.push_back({"70b 32xH200 sp32 all 1M", preset("llama-3.1-70b", "h200-sxm-141gb", 32, 32, 1 << 20, true)});
+  cases.push_back({"70b 64xH100 sp8 dp8 128K", preset("llama-3.1-70b", "h100-sxm-80gb", 64, 8, 131072, false)});
 
   {  // with calibrated curves (8 samples each): exercises the curve lookups and interpolation
-    Scenario sc = test::all_features(test::make_scenario(test::llama31_8b(), test::h200_sxm(), 8, 8, 1 << 20));
+    Scenario sc = preset("llama-3.1-8b", "h200-sxm-141gb", 8, 8, 1 << 20, true);
     sc.hw.has_calibration = true;
     Curve bw, fa, fb, gm;
     for (int i = 0; i < 8; ++i) {
