@@ -7,7 +7,7 @@ or the re-predicted `ulysses validate --stored FILE --json OUT.json`; docs/VALID
   <prefix>-phases.png   signed error per scored phase group and the step (each dot a case; bar =
                         median; band = +-5 %; clipped at +-100 %, the clipped ones marked)
 
-Usage: python3 reports/plot_step_validation.py reports/validation/h200-alst-repredicted.json [--prefix P]
+Usage: python3 reports/plot_step_validation.py records/validation/h200-alst-repredicted.json [--prefix P]
 Error = (predicted - measured) / measured * 100.
 """
 import argparse

@@ -6,7 +6,7 @@
   <prefix>-error.png          signed error per phase (each dot a case; bar = median, band = +-5 %)
   <prefix>-memory.png         predicted vs measured peak memory with y = x (and the signed error)
 
-Usage: python3 reports/plot_validation.py reports/validation/h200.json [--prefix reports/validation/h200]
+Usage: python3 reports/plot_validation.py records/validation/h200.json [--prefix records/validation/h200]
 Error = (predicted - measured) / measured * 100; exchanges at P = 1 are not scored.
 """
 import argparse

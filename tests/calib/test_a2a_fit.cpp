@@ -161,7 +161,7 @@ TEST_CASE("a raw file re-derived onto a profile: curves, provenance, idle sample
 }
 
 TEST_CASE("the committed H200 profile is the derivation of the committed raw calibration", "[calib][a2a][raw]") {
-  const calib::CalibrationRaw raw = calib::read_calibration_raw(source_path("reports/validation/h200-calibration.json"));
+  const calib::CalibrationRaw raw = calib::read_calibration_raw(record_path("validation/h200-calibration.json"));
   std::ostringstream out;
   const Calibration now = calib::rederive_from_raw(raw, load_profile("h200-sxm-141gb"), "h200-sxm-141gb", "test", out);
   const Calibration& committed = h200();

@@ -70,6 +70,9 @@ inline CliResult run_cli_env(const std::string& assignments, const std::string& 
 
 inline std::string source_path(const std::string& rel) { return std::string(ULYSSES_SOURCE_DIR) + "/" + rel; }
 
+// A stored run record (records/, docs/DESIGN.md "Run records"): the one place tests name that folder.
+inline std::string record_path(const std::string& rel) { return std::string(ULYSSES_RECORDS_DIR) + "/" + rel; }
+
 inline int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';

@@ -31,7 +31,7 @@ TEST_CASE("sim: one fixed cost per exchange phase for p2p, one per tensor otherw
 
 TEST_CASE("calibrate --from-raw prints the section, or writes the profile with it", "[calibrate][a2a][cli]") {
   TempDir dir;
-  const std::string raw = source_path("reports/validation/h200-calibration.json");
+  const std::string raw = record_path("validation/h200-calibration.json");
   const auto printed = run_cli("calibrate --from-raw '" + raw + "' --profile h200-sxm-141gb");
   INFO(printed.out << printed.err);
   REQUIRE(printed.rc == 0);

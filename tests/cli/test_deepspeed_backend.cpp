@@ -18,6 +18,7 @@
 using namespace ulysses;
 using Keys = std::vector<std::pair<std::string, std::string>>;
 using ulysses::test::run_cli;
+using ulysses::test::record_path;
 using ulysses::test::source_path;
 namespace rd = ulysses::runtime::deepspeed;
 
@@ -114,8 +115,8 @@ TEST_CASE("deepspeed CLI: a missing stack is one line naming the install script,
 }
 
 TEST_CASE("deepspeed records: the committed H200 step record re-predicts, and follows its measurements", "[deepspeed]") {
-  // reports/validation/h200-alst.json: 16 whole-step cases on one H200 (docs/VALIDATION.md "Whole steps")
-  const std::string rec = source_path("reports/validation/h200-alst.json");
+  // records/validation/h200-alst.json: 16 whole-step cases on one H200 (docs/VALIDATION.md "Whole steps")
+  const std::string rec = record_path("validation/h200-alst.json");
   ulysses::test::TempDir dir;
   auto r = run_cli("validate --stored '" + rec + "' --json '" + (dir / "re.json") + "'");
   INFO(r.err);
@@ -150,7 +151,7 @@ TEST_CASE("deepspeed records: the committed H200 step record re-predicts, and fo
 }
 
 TEST_CASE("deepspeed records: the committed capacity record re-predicts the planner under its ballast", "[deepspeed]") {
-  const std::string rec = source_path("reports/validation/h200-alst-capacity.json");
+  const std::string rec = record_path("validation/h200-alst-capacity.json");
   const auto r = run_cli("capacity --stored '" + rec + "' --max-error-pct -1");
   INFO(r.err);
   CHECK(r.rc == 0);  // target off: the table only

@@ -57,10 +57,10 @@ TEST_CASE("hostile numbers: run counts, seeds and targets", "[hostile][cli]") {
   refused(run + "--seed -1", "--seed");                // wrapped to 2^64 - 1 before
   refused(run + "--seed 1e3", "--seed");
   refused(run + "--seed 9223372036854775808", "--seed");
-  const std::string stored = "validate --stored '" + ulysses::test::source_path("reports/validation/h200.json") + "' ";
+  const std::string stored = "validate --stored '" + ulysses::test::record_path("validation/h200.json") + "' ";
   refused(stored + "--max-error-pct nan", "--max-error-pct");  // accepted before: "max |error| <= nan%"
   refused(stored + "--max-median-error-pct inf", "--max-median-error-pct");
-  refused("capacity --stored '" + ulysses::test::source_path("reports/validation/h200-capacity.json") + "' --max-error-pct nan",
+  refused("capacity --stored '" + ulysses::test::record_path("validation/h200-capacity.json") + "' --max-error-pct nan",
           "--max-error-pct");
 }
 
@@ -106,7 +106,7 @@ TEST_CASE("hostile inputs found by the fuzzers", "[hostile][cli]") {
   refused("predict --model llama-3.1-8b '--%canonical_option%x'", "%canonical_option%");
   // fuzz_calibration_raw: a number past double's range escaped as nlohmann's out_of_range (exit 1)
   ulysses::test::TempDir dir;
-  std::string raw = ulysses::test::slurp(ulysses::test::source_path("reports/validation/h200-calibration.json"));
+  std::string raw = ulysses::test::slurp(ulysses::test::record_path("validation/h200-calibration.json"));
   const auto at = raw.find("\"gpus\": 2");
   REQUIRE(at != std::string::npos);
   raw.replace(at, 10, "\"gpus\": 5.18e99761819839");

@@ -11,6 +11,7 @@
 using nlohmann::json;
 using ulysses::test::run_cli;
 using ulysses::test::slurp;
+using ulysses::test::record_path;
 using ulysses::test::source_path;
 using ulysses::test::TempDir;
 
@@ -24,12 +25,12 @@ const std::string kOff = " --max-median-error-pct -1 --max-error-pct -1 --max-me
 //    The record is of the p2p exchange transport (one fixed cost per phase: sim/timing.hpp
 //    exchange_launches); the NCCL-era record is in git history (commit 8a30419);
 //  - every phase's median and max |error| must stay where the committed re-prediction
-//    (reports/validation/h200-repredicted.json) put them, to 0.5 percentage points: a model or
+//    (records/validation/h200-repredicted.json) put them, to 0.5 percentage points: a model or
 //    profile change that moves them is a drift to look at (re-generate that file on purpose:
-//    `ulysses validate --stored reports/validation/h200.json --json reports/validation/h200-repredicted.json`).
+//    `ulysses validate --stored records/validation/h200.json --json records/validation/h200-repredicted.json`).
 // What misses (a2a.qkv.fwd median and max, some max errors) is listed in docs/VALIDATION.md.
 TEST_CASE("the committed H200 validation record: met targets stay met, no drift", "[cli][validate]") {
-  const std::string rec = source_path("reports/validation/h200.json");
+  const std::string rec = record_path("validation/h200.json");
   REQUIRE(std::filesystem::exists(rec));
   const json j = json::parse(slurp(rec));
   CHECK(j["backend"] == "cuda");
@@ -41,7 +42,7 @@ TEST_CASE("the committed H200 validation record: met targets stay met, no drift"
   REQUIRE(r.rc == 0);
   CHECK(r.out.find("a2a.qkv.fwd") != std::string::npos);
   const json now = json::parse(slurp(dir / "re.json"))["summary"];
-  const json base = json::parse(slurp(source_path("reports/validation/h200-repredicted.json")))["summary"];
+  const json base = json::parse(slurp(record_path("validation/h200-repredicted.json")))["summary"];
   for (const char* ph : {"a2a.qkv.fwd", "attn.fwd", "a2a.out.fwd", "a2a.out.bwd", "attn.bwd", "a2a.qkv.bwd", "peak memory"}) {
     INFO(ph);
     CHECK(now[ph]["median_abs_error_pct"].get<double>() == Approx(base[ph]["median_abs_error_pct"].get<double>()).margin(0.5));
@@ -60,7 +61,7 @@ TEST_CASE("the committed H200 validation record: met targets stay met, no drift"
 }
 
 TEST_CASE("the committed H200 capacity record: predicted longest S within 3 %", "[cli][validate]") {
-  const std::string rec = source_path("reports/validation/h200-capacity.json");
+  const std::string rec = record_path("validation/h200-capacity.json");
   REQUIRE(std::filesystem::exists(rec));
   const auto r = run_cli("capacity --stored '" + rec + "' --max-error-pct 3");
   INFO(r.out << r.err);

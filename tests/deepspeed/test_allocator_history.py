@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""reports/validation/allocator_history.py on synthetic histories (torch's memory._snapshot() shape):
+"""eval/scripts/allocator_history.py on synthetic histories (torch's memory._snapshot() shape):
 the reserved and allocated peaks, the per-stream split, the granule slack, the growth list, and one
 line with exit 2 on a file that is not a history."""
 import os
@@ -10,7 +10,7 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOL = os.path.join(HERE, "..", "..", "reports", "validation", "allocator_history.py")
+TOOL = os.path.join(HERE, "..", "..", "eval", "scripts", "allocator_history.py")
 MiB = 1 << 20
 
 

@@ -16,11 +16,10 @@
 #include "tests/cli/run_cli.hpp"
 
 using namespace ulysses;
+using ulysses::test::record_path;
 using ulysses::test::slurp;
 
 namespace {
-std::string source_path(const std::string& rel) { return std::string(ULYSSES_SOURCE_DIR) + "/" + rel; }
-
 // A case with the given block predictions and measurements (seconds), at P.
 eval::CaseResult fake_case(const std::string& name, std::int64_t P, double pred, double meas, bool correct = true) {
   eval::CaseResult r;
@@ -85,7 +84,7 @@ TEST_CASE("the block peak is predicted under the backend's allocation policy", "
 }
 
 TEST_CASE("a stored block record re-predicts; a drifted measurement misses its target", "[eval][validate]") {
-  const std::string path = source_path("reports/validation/h200.json");
+  const std::string path = record_path("validation/h200.json");
   reports::Json j = eval::load_record(path, "ulysses validate --out");
   const auto cases = eval::repredict_block_record(j, path, j["profile"].get<std::string>());
   REQUIRE(cases.size() == j["cases"].size());
@@ -106,7 +105,7 @@ TEST_CASE("stored records: a missing or wrong field is one InputError naming fil
   std::ofstream(dir / "empty.json") << "{}";
   CHECK_THROWS_AS(eval::load_record(dir / "empty.json", "ulysses validate --out"), core::InputError);
   CHECK_THROWS_WITH(eval::load_record(dir / "empty.json", "ulysses validate --out"), Catch::Contains("cases"));
-  reports::Json j = reports::Json::parse(slurp(source_path("reports/validation/h200.json")));
+  reports::Json j = reports::Json::parse(slurp(record_path("validation/h200.json")));
   j["cases"][1]["peak_memory"]["measured_bytes"] = "many";
   std::ofstream(dir / "bad.json") << j.dump();
   CHECK_THROWS_WITH(eval::load_record(dir / "bad.json", "ulysses validate --out"), Catch::Contains("measured_bytes"));

@@ -6,7 +6,7 @@
 - `start_history()` / `dump_history(rank)`: with ULYSSES_MEMORY_HISTORY=PREFIX in the environment,
   every allocation, free and segment map of the run is recorded (torch.cuda.memory._record_memory_history,
   Python stacks) and dumped to PREFIX.rank<R>.pickle at the end: the input of
-  reports/validation/allocator_history.py, which finds the moment the reserved bytes peak and what
+  eval/scripts/allocator_history.py, which finds the moment the reserved bytes peak and what
   was live in each stream then. A diagnostic: slow, off by default.
 """
 import os

@@ -2,7 +2,7 @@
 # Short verification call on 2 GPUs after a small change: GPU tests ([gpu],[flash], then the p2p
 # timeout test alone), compare on the CUDA backend (single process), and two D=128 target points
 # of `ulysses bench attention` with the PyTorch peers. Everything packed into $OUT/verify.tgz.
-# Usage (device machine, repo root, ULYSSES_HOME=$PWD): reports/gpu-runs/run_verify_x2.sh BIN_DIR
+# Usage (device machine, repo root, ULYSSES_HOME=$PWD): bench/runs/run_verify_x2.sh BIN_DIR
 set -u
 B=${1:?usage: run_verify_x2.sh BIN_DIR}
 O=${OUT:-/tmp/verify_out}/verify

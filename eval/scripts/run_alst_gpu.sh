@@ -2,7 +2,7 @@
 # One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
 # Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
-# Usage: reports/validation/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|finish
+# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|finish
 set -u
 cd "$(dirname "$0")/../.."
 mode=${1:?validate|rest|capacity|compare|diagnose|ballast-history|finish}
@@ -54,7 +54,7 @@ case $mode in
       --set $r/set-$c.yaml --out $r/capacity-$c.json > $r/capacity.log 2> $r/capacity.err
     echo "capacity rc $?"; cat $r/capacity.log; grep -E '^case|error' $r/capacity.err | tail -5
     for f in $r/hist-ballast*.pickle; do
-      python3 reports/validation/allocator_history.py $f --growths 8 --frames 5 --blocks 80 > ${f%.pickle}.txt 2>&1; echo "history $f rc $?"
+      python3 eval/scripts/allocator_history.py $f --growths 8 --frames 5 --blocks 80 > ${f%.pickle}.txt 2>&1; echo "history $f rc $?"
       rm -f $f
     done ;;
   finish)  # the fixed costs (calibrate), then FusedAdam (plan.torch_adam false) on one case

@@ -3,7 +3,7 @@
 # calibrate the H200 profile (written into profiles/ of this working copy and copied to $OUT;
 # the full calibration, then the idle-link curve merged into it),
 # then validate the set and measure capacity with the new profile. Logs and JSON under $OUT.
-# Usage (device machine, repo root, LD_LIBRARY_PATH set): reports/validation/run_gpu.sh BIN_DIR
+# Usage (device machine, repo root, LD_LIBRARY_PATH set): eval/scripts/run_gpu.sh BIN_DIR
 set -u
 B=${1:?usage: run_gpu.sh BIN_DIR}
 O=${OUT:-/tmp/validation_out}
