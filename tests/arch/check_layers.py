@@ -4,7 +4,9 @@
 against the table ALLOWED below (the same table as docs/DESIGN.md "Rooms"), plus three rules:
   - a `*_internal.hpp` header is included only from its own folder;
   - nothing outside tests/ includes tests/;
-  - cli/ holds only main.cpp, options.{hpp,cpp} and cmd_*.cpp.
+  - cli/ holds only main.cpp, options.{hpp,cpp} and cmd_*.cpp;
+  - every .cpp/.cu of a room is named in the CMakeLists.txt of its folder or a folder above
+    (explicit source lists: a file no list names would silently not build, or a test not run).
 Prints one line per violation (file:line: rule) and exits 1 if there is any, 0 otherwise.
 
 usage: check_layers.py [ROOT]      (default: the checkout this file is in)
@@ -50,6 +52,19 @@ def room_of(path):
     return None
 
 
+def listed(root, rel):
+    """Whether a CMakeLists.txt in rel's folder or above (inside the room) names rel by its path from there."""
+    parts = rel.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        cm = os.path.join(root, *parts[:i], "CMakeLists.txt")
+        if os.path.exists(cm):
+            name = "/".join(parts[i:])
+            with open(cm, errors="replace") as fh:
+                if re.search(r"(?<![\w/.])" + re.escape(name) + r"(?![\w.])", fh.read()):
+                    return True
+    return False
+
+
 def check(root):
     bad = []
     for dirpath, dirnames, files in os.walk(root):
@@ -66,6 +81,8 @@ def check(root):
             me = room_of(rel)
             if me is None:
                 continue
+            if f.endswith((".cpp", ".cu")) and not listed(root, rel) and not rel.startswith("tests/fuzz/"):
+                bad.append(f"{rel}:0: named by no CMakeLists.txt source list (its folder's or one above)")
             with open(os.path.join(dirpath, f), errors="replace") as fh:
                 for n, line in enumerate(fh, 1):
                     m = INCLUDE.match(line)
@@ -93,16 +110,18 @@ def check(root):
 
 def self_test():
     cases = [  # (files, expected violations)
-        ({"core/a.hpp": "", "sim/b.cpp": '#include "core/a.hpp"\n'}, 0),
+        ({"core/a.hpp": "", "sim/b.cpp": '#include "core/a.hpp"\n', "sim/CMakeLists.txt": "b.cpp"}, 0),
         ({"core/a.hpp": '#include "sim/b.hpp"\n', "sim/b.hpp": ""}, 1),
         ({"kernels/k.cuh": '#include "runtime/layout.hpp"\n', "runtime/layout.hpp": ""}, 1),
-        ({"runtime/cuda/x.cpp": '#include "runtime/cpu/y.hpp"\n', "runtime/cpu/y.hpp": ""}, 1),
-        ({"runtime/registry.cpp": '#include "runtime/cpu/y.hpp"\n', "runtime/cpu/y.hpp": ""}, 0),
-        ({"tests/gpu/t.cpp": '#include "bench/attn/r.hpp"\n', "bench/attn/r.hpp": ""}, 1),
-        ({"bench/b.cpp": '#include "tests/sim/fixtures.hpp"\n', "tests/sim/fixtures.hpp": ""}, 1),
-        ({"cli/validation.cpp": "", "cli/cmd_x.cpp": ""}, 1),
-        ({"cli/cmd_x.cpp": '#include "sim/config_internal.hpp"\n', "sim/config_internal.hpp": ""}, 1),
-        ({"sim/a.cpp": '#include "sim/config_internal.hpp"\n', "sim/config_internal.hpp": ""}, 0),
+        ({"runtime/cuda/x.cpp": '#include "runtime/cpu/y.hpp"\n', "runtime/cpu/y.hpp": "", "runtime/CMakeLists.txt": "cuda/x.cpp"}, 1),
+        ({"runtime/registry.cpp": '#include "runtime/cpu/y.hpp"\n', "runtime/cpu/y.hpp": "", "runtime/CMakeLists.txt": "registry.cpp"}, 0),
+        ({"tests/gpu/t.cpp": '#include "bench/attn/r.hpp"\n', "bench/attn/r.hpp": "", "tests/CMakeLists.txt": "gpu/t.cpp"}, 1),
+        ({"bench/b.cpp": '#include "tests/sim/fixtures.hpp"\n', "tests/sim/fixtures.hpp": "", "bench/CMakeLists.txt": "b.cpp"}, 1),
+        ({"cli/validation.cpp": "", "cli/cmd_x.cpp": "", "cli/CMakeLists.txt": "validation.cpp cmd_x.cpp"}, 1),
+        ({"sim/a.cpp": "", "sim/CMakeLists.txt": "add_library(x b.cpp)"}, 1),
+        ({"tests/sim/t.cpp": "", "tests/CMakeLists.txt": "set(S sim/t.cpp)"}, 0),
+        ({"cli/cmd_x.cpp": '#include "sim/config_internal.hpp"\n', "sim/config_internal.hpp": "", "cli/CMakeLists.txt": "cmd_x.cpp"}, 1),
+        ({"sim/a.cpp": '#include "sim/config_internal.hpp"\n', "sim/config_internal.hpp": "", "sim/CMakeLists.txt": "a.cpp"}, 0),
     ]
     failed = 0
     for files, want in cases:
