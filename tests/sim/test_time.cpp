@@ -283,7 +283,7 @@ TEST_CASE("time: predict() makes no heap allocation", "[sim][time][speed]") {
   CHECK(g_allocs >= 1);
 }
 
-TEST_CASE("time: step phase names are unique, stable and use DESIGN.md's vocabulary", "[sim][time]") {
+TEST_CASE("time: step phase names are unique, stable and use docs/DESIGN.md's vocabulary", "[sim][time]") {
   const char* expected[] = {"a2a.qkv.fwd", "attn.fwd", "a2a.out.fwd", "gemm.qkv.fwd", "gemm.o.fwd", "mlp.fwd",
                             "logits.fwd", "logits.bwd", "a2a.qkv.recompute", "attn.recompute", "a2a.out.recompute",
                             "gemm.qkv.recompute", "gemm.o.recompute", "mlp.recompute", "mlp.tiled_recompute", "mlp.bwd",
