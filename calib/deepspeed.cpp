@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "calib/op_fit.hpp"
 #include "reports/format.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
@@ -36,7 +38,19 @@ Result calibrate(const Setup& s) {
   c = sc.hw.has_calibration ? sc.hw.calibrated : Calibration{};
   if (gpus > 1 && c.pytorch_context_bytes < 0)
     throw core::InputError("", "--gpus", "the profile has no calibrated.pytorch_context_GiB: calibrate with --gpus 1 first");
-  const runtime::deepspeed::FixedCosts f = runtime::deepspeed::run_fixed_costs(sc, "");
+  runtime::deepspeed::StepOptions ops;
+  if (gpus == 1) {
+    for (std::size_t i = 0; i < s.op_seq_lens.size(); ++i) {
+      const std::int64_t S = s.op_seq_lens[i];
+      if (S < 128 || S > (1 << 20) || (i > 0 && S <= s.op_seq_lens[i - 1]))
+        throw core::InputError("", "--op-seq-lens", fmt::format("must increase, each 128..1Mi (got {} at position {})", S, i + 1));
+    }
+    if (s.op_seq_lens.size() > 8) throw core::InputError("", "--op-seq-lens", "at most 8 lengths");
+    for (const auto& [n, flag] : {std::pair{s.op_adam_params, "--op-adam-params"}, {s.op_cpu_adam_params, "--op-cpu-adam-params"}})
+      if (n < 0 || n > 4'000'000'000) throw core::InputError("", flag, fmt::format("must be 0..4G parameters (got {})", n));
+    ops.op_seq_lens = s.op_seq_lens, ops.op_adam_params = s.op_adam_params, ops.op_cpu_adam_params = s.op_cpu_adam_params;
+  }
+  const runtime::deepspeed::FixedCosts f = runtime::deepspeed::run_fixed_costs(sc, "", ops);
   const std::string when = reports::utc_now();
   // what the process cannot allocate, against the profile's HBM (as calibrate --backend cuda counts its
   // cuda_context): used outside the allocator, plus what the driver keeps from the profile's figure
@@ -58,6 +72,12 @@ Result calibrate(const Setup& s) {
                               "- memory_reserved + (profile HBM - cudaMemGetInfo total) after Accelerate + DeepSpeed ZeRO-3 set-up and two steps of {} x{} layers, S={}",
                               c.provenance.empty() ? "" : "; ", what, when, gpus, f.device, f.versions.dump(),
                               sc.model.name, layers, sc.plan.seq_len);
+  if (f.has_ops) {
+    r.ops = apply_op_bench(f.ops, sc.hw.bf16_dense_flops, c);
+    c.provenance += fmt::format("; op bench (attention {} at S={}, GEMMs of its layer, torch AdamW, DeepSpeedCPUAdam): "
+                                "measured {} by the same command (calib/op_fit.hpp)",
+                                sc.plan.attn_implementation, fmt::join(s.op_seq_lens, ","), when);
+  }
   r.profile_name = sc.hw.name;
   return r;
 }

@@ -5,6 +5,7 @@
 // calibrated context), keeping the profile's other calibrated keys (docs/DEEPSPEED_BACKEND.md).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sim/scenario.hpp"
 
@@ -14,12 +15,17 @@ struct Setup {
   std::string model = "llama-3.1-8b", profile = "h200-sxm-141gb";  // presets (names or paths) of the set-up step
   std::int64_t layers = 1, seq_len = 4096;                          // its decoder layers and sequence length
   std::int64_t gpus = 1;  // ranks (torchrun): 1 measures the context, P > 1 the NCCL buffers
+  // with one GPU, after the fixed costs: the op bench (calib/op_fit.hpp) at these S (empty: none) on
+  // the set-up model's heads, torch AdamW and CPU Adam over these many parameters (0: not timed)
+  std::vector<std::int64_t> op_seq_lens = {4096, 16384, 32768, 65536};
+  std::int64_t op_adam_params = 256'000'000, op_cpu_adam_params = 256'000'000;
 };
 
 struct Result {
   Calibration c;             // the profile's calibrated section with the measured key set
   std::string profile_name;  // the profile's name
   std::string what;          // one line: the value and how it was composed
+  std::vector<std::string> ops;  // one line per key the op bench set (calib/op_fit.hpp)
 };
 // Runs the worker; InputError keyed by the flag (--gpus, --layers, --model, ...) on bad setup.
 Result calibrate(const Setup& s);

@@ -10,6 +10,7 @@
 
 #include "calib/cpu/calibrate.hpp"
 #include "calib/deepspeed.hpp"
+#include "sim/tokens.hpp"
 #include "calib/profile_out.hpp"
 #include "calib/raw_file.hpp"
 #include "cli/options.hpp"
@@ -145,13 +146,19 @@ int run_calibrate_deepspeed(int argc, char** argv) {
       ("model", po::value<std::string>()->default_value("llama-3.1-8b"), "model preset of the set-up step")
       ("layers", po::value<std::int64_t>()->default_value(1), "its decoder layers")
       ("seq-len", po::value<std::int64_t>()->default_value(4096), "its sequence length")
-      ("gpus", po::value<std::int64_t>()->default_value(1), "ranks (torchrun): 1 measures the context, P > 1 the NCCL buffers");
+      ("gpus", po::value<std::int64_t>()->default_value(1), "ranks (torchrun): 1 measures the context, P > 1 the NCCL buffers")
+      ("op-seq-lens", po::value<std::string>()->default_value("4Ki,16Ki,32Ki,64Ki"),
+       "one GPU: the op bench's lengths (attention of the model's heads, its GEMMs at S tokens); none: no op bench")
+      ("op-adam-params", po::value<std::string>()->default_value("256M"), "one GPU: torch AdamW step over this many parameters (0: not timed)")
+      ("op-cpu-adam-params", po::value<std::string>()->default_value("256M"), "one GPU: DeepSpeedCPUAdam step over this many parameters (0: not timed)");
   const auto vm = parse_args(argc, argv, d);
   if (vm.count("help")) {
     print_help(argv[0], "--backend deepspeed --profile NAME [--gpus P] [--profile-out FILE]",
                "Measures what the PyTorch process of HF + Accelerate + DeepSpeed holds on the device outside its\n"
                "caching allocator (cudaMemGetInfo used - memory_reserved, after set-up and two ZeRO-3 steps of a\n"
-               "small model): the model's cuda_context (and nccl_buffers) for plan.runtime pytorch.",
+               "small model): the model's cuda_context (and nccl_buffers) for plan.runtime pytorch. With one GPU\n"
+               "also the op bench: the HF attention function, the layer's GEMMs, torch AdamW and CPU Adam, each\n"
+               "timed alone, as attn_*_eff curves, gemm_eff, torch_adamw_ns_per_param and cpu_adam_ns_per_param.",
                d);
     return core::kExitOk;
   }
@@ -161,8 +168,19 @@ int run_calibrate_deepspeed(int argc, char** argv) {
   s.layers = vm["layers"].as<std::int64_t>();
   s.seq_len = vm["seq-len"].as<std::int64_t>();
   s.gpus = vm["gpus"].as<std::int64_t>();
+  s.op_seq_lens.clear();
+  const std::string lens = vm["op-seq-lens"].as<std::string>();
+  if (lens != "none")
+    for (std::size_t a = 0; a <= lens.size();) {
+      const std::size_t b = std::min(lens.find(',', a), lens.size());
+      s.op_seq_lens.push_back(parse_tokens(lens.substr(a, b - a), "", "--op-seq-lens"));
+      a = b + 1;
+    }
+  s.op_adam_params = parse_tokens(vm["op-adam-params"].as<std::string>(), "", "--op-adam-params");
+  s.op_cpu_adam_params = parse_tokens(vm["op-cpu-adam-params"].as<std::string>(), "", "--op-cpu-adam-params");
   const calib::deepspeed::Result r = calib::deepspeed::calibrate(s);
   std::cout << r.what << "\n";
+  for (const std::string& line : r.ops) std::cout << "op bench: " << line << "\n";
   print_profile_out(vm, r.profile_name, r.c);
   return core::kExitOk;
 }

@@ -15,7 +15,7 @@ const std::vector<std::string> kCalibrationKeys = {
     "provenance", "a2a_busbw_GBps", "a2a_alpha_us", "attn_fwd_eff", "attn_bwd_eff", "gemm_eff",
     "host_link_h2d_GBps", "host_link_d2h_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
     "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us",
-    "pytorch_context_GiB", "pytorch_nccl_buffer_GiB"};
+    "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param"};
 
 // A curve: a list of [x, y] pairs, x > 0 strictly increasing; y checked by `y_rule`.
 using YRule = double (*)(const Scalar&, const Where&);
@@ -95,6 +95,10 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
       c.pytorch_context_bytes = gib_to_bytes(nonneg_gib(num("a number"), wk));
     } else if (k == "pytorch_nccl_buffer_GiB") {
       c.pytorch_nccl_buffer_bytes = gib_to_bytes(nonneg_gib(num("a number"), wk));
+    } else if (k == "torch_adamw_ns_per_param") {
+      c.torch_adamw_s_per_param = positive_number(num("a number"), wk) * 1e-9;
+    } else if (k == "cpu_adam_ns_per_param") {
+      c.cpu_adam_s_per_param = positive_number(num("a number"), wk) * 1e-9;
     } else if (k == "pack_GBps") {
       c.pack_GBps = positive_number(num("a number"), wk);
     } else if (k == "a2a_idle_penalty_us") {
@@ -139,6 +143,8 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   if (c.nccl_buffer_bytes >= 0) line("nccl_buffer_GiB", gib_text(c.nccl_buffer_bytes));
   if (c.pytorch_context_bytes >= 0) line("pytorch_context_GiB", gib_text(c.pytorch_context_bytes));
   if (c.pytorch_nccl_buffer_bytes >= 0) line("pytorch_nccl_buffer_GiB", gib_text(c.pytorch_nccl_buffer_bytes));
+  if (c.torch_adamw_s_per_param > 0) line("torch_adamw_ns_per_param", number(c.torch_adamw_s_per_param * 1e9));
+  if (c.cpu_adam_s_per_param > 0) line("cpu_adam_ns_per_param", number(c.cpu_adam_s_per_param * 1e9));
   if (c.pack_GBps > 0) line("pack_GBps", number(c.pack_GBps));
   if (c.a2a_alpha_per_tensor_s >= 0) line("a2a_alpha_per_tensor_us", scaled(c.a2a_alpha_per_tensor_s, kUs));
   if (!c.a2a_transport.empty()) line("a2a_transport", c.a2a_transport);

@@ -76,6 +76,11 @@ struct Calibration {
   // measured by `ulysses calibrate --backend deepspeed`; used when plan.runtime is pytorch
   core::bytes_t pytorch_context_bytes = -1;
   core::bytes_t pytorch_nccl_buffer_bytes = -1;
+  // (added with the op bench of calibrate --backend deepspeed) the optimizer step per parameter:
+  // torch.optim.AdamW on the GPU (plan.torch_adam) and DeepSpeedCPUAdam on the host (one process on
+  // every core; optimizer offload), seconds per parameter; < 0: not measured (sim/timing.cpp)
+  double torch_adamw_s_per_param = -1;
+  double cpu_adam_s_per_param = -1;
 };
 
 struct HardwareProfile {

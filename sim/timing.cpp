@@ -312,8 +312,15 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
                                                            (params_off ? 0 : local_params * 2 / (host_h2d_GBps(sc) * kGBps))
                                                      : 0);
   step.add("offload.params", params_off ? 2 * local_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
-  step.add("optimizer.step", pl.offload_optimizer
-                                 ? local_params * static_cast<double>(d.gpus_on_node) / kHostAdamParamsPerS
+  // the optimizer step: measured per parameter when the profile has it (calibrate --backend deepspeed's
+  // op bench), else CPU Adam at kHostAdamParamsPerS per node / fused Adam at HBM bandwidth
+  const Calibration& cal = sc.hw.calibrated;
+  const bool cal_on = sc.hw.has_calibration;
+  const double host_adam_s_per_param =
+      cal_on && cal.cpu_adam_s_per_param > 0 ? cal.cpu_adam_s_per_param : 1.0 / kHostAdamParamsPerS;
+  step.add("optimizer.step", pl.offload_optimizer ? local_params * static_cast<double>(d.gpus_on_node) * host_adam_s_per_param
+                             : pl.torch_adam && cal_on && cal.torch_adamw_s_per_param > 0
+                                 ? local_params * cal.torch_adamw_s_per_param
                                  : local_params * kAdamBytesPerParam / (sc.hw.hbm_GBps * kGBps));
 
   // --- FLOPs executed per GPU (causal halved, recompute counted)

@@ -1,0 +1,85 @@
+// calib/op_fit.hpp: the op bench's times become the efficiencies and per-parameter times the model reads.
+#include <catch2/catch.hpp>
+
+#include "calib/op_fit.hpp"
+#include "core/flops.hpp"
+#include "sim/model.hpp"
+#include "sim/predict.hpp"
+#include "tests/sim/fixtures.hpp"
+
+using namespace ulysses;
+using runtime::deepspeed::OpBench;
+
+namespace {
+constexpr double kPeak = 1000e12;
+
+OpBench bench() {
+  OpBench b;
+  // forward at 40 % and 50 % of the peak, backward at 30 %: times from the FLOP count
+  for (auto [S, eff] : {std::pair<std::int64_t, double>{4096, 0.4}, {16384, 0.5}}) {
+    const double f = core::attention_flops(1, S, 32, 128, true, core::Pass::fwd);
+    b.attention.push_back({"sdpa", S, 32, 8, 128, true, f / (eff * kPeak), 2.5 * f / (0.3 * kPeak)});
+  }
+  b.gemm.push_back({"q.fwd", 4096, 4096, 4096, 2.0 * 4096 * 4096 * 4096 / (0.7 * kPeak)});
+  b.gemm.push_back({"o.fwd", 4096, 4096, 4096, 2.0 * 4096 * 4096 * 4096 / (0.9 * kPeak)});  // same M*N*K: median
+  b.gemm.push_back({"down.fwd", 16384, 4096, 14336, 2.0 * 16384 * 4096 * 14336 / (0.8 * kPeak)});
+  b.adamw_params = 1000, b.adamw_s = 2e-6;
+  b.cpu_adam_params = 1000, b.cpu_adam_s = 5e-6, b.cpu_adam_threads = 16;
+  return b;
+}
+}  // namespace
+
+TEST_CASE("op bench: attention curves filed per shape, efficiency from the FLOP count", "[calib][opfit]") {
+  Calibration c;
+  c.attn_fwd_eff.push_back({"sdpa@d128.causal.h32", Curve{{{1.0, 0.1}}}});  // replaced, not duplicated
+  const auto lines = calib::apply_op_bench(bench(), kPeak, c);
+  REQUIRE(c.attn_fwd_eff.size() == 1);
+  CHECK(c.attn_fwd_eff[0].first == "sdpa@d128.causal.h32");
+  REQUIRE(c.attn_fwd_eff[0].second.points.size() == 2);
+  CHECK(c.attn_fwd_eff[0].second.points[0].first == 4096);
+  CHECK(c.attn_fwd_eff[0].second.points[0].second == Approx(0.4));
+  CHECK(c.attn_fwd_eff[0].second.points[1].second == Approx(0.5));
+  REQUIRE(c.attn_bwd_eff.size() == 1);
+  CHECK(c.attn_bwd_eff[0].second.points[1].second == Approx(0.3));
+  CHECK(lines.size() == 5);
+}
+
+TEST_CASE("op bench: GEMM curve over M*N*K, equal products merged to their median", "[calib][opfit]") {
+  Calibration c;
+  calib::apply_op_bench(bench(), kPeak, c);
+  REQUIRE(c.gemm_eff.points.size() == 2);
+  CHECK(c.gemm_eff.points[0].first == Approx(4096.0 * 4096 * 4096));
+  CHECK(c.gemm_eff.points[0].second == Approx(0.8));  // median of 0.7 and 0.9
+  CHECK(c.gemm_eff.points[1].second == Approx(0.8));
+  CHECK(c.torch_adamw_s_per_param == Approx(2e-9));
+  CHECK(c.cpu_adam_s_per_param == Approx(5e-9));
+}
+
+TEST_CASE("op bench: an efficiency above the peak is refused", "[calib][opfit]") {
+  OpBench b = bench();
+  b.gemm[0].s /= 2;  // 140 % of the peak
+  Calibration c;
+  CHECK_THROWS_WITH(calib::apply_op_bench(b, kPeak, c), Catch::Contains("gemm q.fwd"));
+}
+
+TEST_CASE("optimizer step: the measured per-parameter times replace the default rates", "[calib][opfit][sim]") {
+  Scenario sc = test::make_scenario(test::llama31_8b(), test::h200_sxm(), 8, 8, 65536);
+  sc.plan.offload_optimizer = false;
+  sc.plan.torch_adam = true;
+  const auto step_of = [](const Scenario& s) {
+    const Prediction p = predict(s);
+    for (int i = 0; i < p.step.n; ++i)
+      if (std::string(p.step.phases[i].name) == "optimizer.step") return p.step.phases[i].time_s;
+    return -1.0;
+  };
+  const double before = step_of(sc);
+  sc.hw.has_calibration = true;
+  sc.hw.calibrated.torch_adamw_s_per_param = 4e-9;
+  const double after = step_of(sc);
+  const double local_params = std::ceil(static_cast<double>(total_params(sc.model)) / 8);
+  CHECK(after == Approx(local_params * 4e-9));
+  CHECK(after != Approx(before));
+  sc.plan.offload_optimizer = true;
+  sc.hw.calibrated.cpu_adam_s_per_param = 1e-9;
+  CHECK(step_of(sc) == Approx(local_params * 8 * 1e-9));  // 8 processes on the node share its cores
+}
