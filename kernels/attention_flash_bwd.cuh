@@ -371,6 +371,55 @@ __device__ __forceinline__ void bwd_issue_next(unsigned char* smem, const BwdArg
   cp_async_commit();
 }
 
+// dV += P^T dO (W bit 0) and/or dK += dS^T Q (W bit 1) over 16 queries (B rows at byte offset
+// brow) from given A fragments pa, sa: 2 x [16 keys, 16 queries] bf16 (bit 6); dv, dk
+// [2][DH/8][4] fp32. References, as the lambda this was captured them (by value: other SASS).
+template <int D, int VAR, int W>
+__device__ __forceinline__ void bwd_dkv_kstep(const LdsmAddr<D>& bt_qdo, const std::uint32_t& qo,
+                                              const std::uint32_t& doo, std::uint32_t brow,
+                                              const std::uint32_t (&pa)[2][4], const std::uint32_t (&sa)[2][4],
+                                              float (&dk)[2][D / 16][4], float (&dv)[2][D / 16][4]) {
+  constexpr int DH = D / 2;
+#pragma unroll
+  for (int dp = 0; dp < DH / 16; ++dp) {
+    std::uint32_t ob[4], qb[4];  // B^T: dO, Q [16 queries, 16 d] bf16
+    if constexpr ((W & 1) != 0) ldsm_x4_t(ob, bt_qdo.at(dp, 0) + brow + doo);
+    if constexpr ((W & 2) != 0) ldsm_x4_t(qb, bt_qdo.at(dp, 0) + brow + qo);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      if constexpr ((W & 1) != 0) {
+        mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
+        mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
+      }
+      if constexpr ((W & 2) != 0) {
+        mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
+        mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
+      }
+    }
+  }
+}
+
+// bit 6: dV/dK k-steps (dkv_kstep, W as in bwd_dkv) over the partner warp's queries, A fragments
+// read back from shared memory (P^T, dS^T at byte offsets Pb, dSb). References, as the lambda
+// this was captured them (by value: other SASS).
+template <int D, int VAR, class Which, class KStep>
+__device__ __forceinline__ void bwd_dkv_partner(Which which, const LdsmAddr<BwdDims<D, VAR>::BM>& a_pds_o,
+                                                const std::uint32_t& Pb, const std::uint32_t& dSb, const int& qw_o,
+                                                KStep& dkv_kstep) {
+  constexpr int NJ = BwdDims<D, VAR>::NJ;
+  constexpr int W = decltype(which)::value;
+#pragma unroll
+  for (int kl = 0; kl < NJ / 2; ++kl) {
+    std::uint32_t pa[2][4], sa[2][4];  // A: P^T, dS^T 2 x [16 keys, 16 queries] bf16
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], a_pds_o.at(kl, mt * 16) + Pb);
+      if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], a_pds_o.at(kl, mt * 16) + dSb);
+    }
+    dkv_kstep(which, static_cast<std::uint32_t>((qw_o + kl * 16) * D * 2), pa, sa);
+  }
+}
+
 // bit 9: dO^T / Q^T fragments ob0, qb0 [DH/16][4] of the first dV/dK k-step (this step's Q/dO:
 // visible already), loaded before the P^T/dS^T barrier
 template <int D, int VAR>
@@ -428,6 +477,89 @@ __device__ __forceinline__ void bwd_dkv(const BwdWarp<D, VAR>& w, std::uint32_t 
   }
 }
 
+// dQ_tile = dS K (acc [2][DQ/8][4] fp32: 32 queries x DQ per warp, k = BN keys), then the dQ
+// atomics into dq_accum [B, S, H, D] fp32 (head h, rows m0 + qr..). References, as the lambda
+// this was captured them: passed by value the SASS changed.
+template <int D, int VAR>
+__device__ __forceinline__ void bwd_dq(const BwdArgs& a, const int& b, const int& S, const int& g, const int& t,
+                                       const int& qr, const int& dqc, const int& h, const int& m0,
+                                       const LdsmAddr<BwdDims<D, VAR>::BM>& at_ds, const LdsmAddr<D>& bt_k,
+                                       const std::uint32_t& dSb) {
+  using C = BwdCfg<D, VAR>;
+  using L = typename BwdDims<D, VAR>::L;
+  constexpr int BN = kBwdBN, DQ = BwdDims<D, VAR>::DQ;
+  // dQ_tile = dS K  (32 queries x DQ per warp, k = BN keys), added to dq_accum
+  float acc[2][DQ / 8][4];  // dQ tile part [32 queries, DQ] fp32
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int j = 0; j < DQ / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][j][e] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < BN / 16; ++ks) {
+    std::uint32_t da[2][4];  // A^T: dS 2 x [16 queries, 16 keys] bf16
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) ldsm_x4_t(da[mt], at_ds.at(mt, ks * 16) + dSb);
+#pragma unroll
+    for (int dp = 0; dp < DQ / 16; ++dp) {
+      std::uint32_t kb[4];  // B^T: K [16 keys, 16 d] bf16
+      ldsm_x4_t(kb, bt_k.at(dp, ks * 16) + L::K);
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma16816(acc[mt][2 * dp], da[mt], kb[0], kb[1]);
+        mma16816(acc[mt][2 * dp + 1], da[mt], kb[2], kb[3]);
+      }
+    }
+  }
+  if constexpr (C::kRed4) {
+    // lanes t, t^1 swap: even t -> row g, cols 2t..2t+3; odd t -> row g+8, cols 2(t-1)..
+    const bool odd = (t & 1) != 0;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      const int row = m0 + qr + mt * 16 + g + (odd ? 8 : 0);
+      float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * (t & ~1);
+#pragma unroll
+      for (int j = 0; j < DQ / 8; ++j) {
+        const float* c = acc[mt][j];
+        const float sx = __shfl_xor_sync(0xffffffffu, odd ? c[0] : c[2], 1);
+        const float sy = __shfl_xor_sync(0xffffffffu, odd ? c[1] : c[3], 1);
+        const float4 v = odd ? make_float4(sx, sy, c[2], c[3]) : make_float4(c[0], c[1], sx, sy);
+        if (row < S) atomicAdd(reinterpret_cast<float4*>(dst + j * 8), v);
+      }
+    }
+  } else if constexpr (C::kRedPred) {
+    const std::int64_t ld_row = static_cast<std::int64_t>(a.Hq) * D;  // dq_accum row stride
+    float* base = a.dq_accum + static_cast<std::int64_t>(b) * S * ld_row + h * D + dqc + 2 * t;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = min(m0 + qr + mt * 16 + g + hr * 8, S - 1);
+        float* dst = base + row * ld_row;
+#pragma unroll
+        for (int j = 0; j < DQ / 8; ++j) {
+          atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
+        }
+      }
+  } else {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = m0 + qr + mt * 16 + g + hr * 8;
+        if (row < S) {
+          float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * t;
+#pragma unroll
+          for (int j = 0; j < DQ / 8; ++j) {
+            atomicAdd(reinterpret_cast<float2*>(dst + j * 8),
+                      make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
+          }
+        }
+      }
+  }
+}
+
 // dK (times scale) and dV: registers [2][DH/8][4] fp32 -> K/V tiles in shared memory (bf16) -> global
 template <int D, int VAR>
 __device__ __forceinline__ void bwd_epilogue(unsigned char* smem, const BwdArgs& a, const BwdPos& p,
@@ -463,11 +595,11 @@ __device__ __forceinline__ void bwd_epilogue(unsigned char* smem, const BwdArgs&
 //   dQ        (queries x d):    warp -> queries 32*(w%WQ).., d DQ*(w/WQ)..        (WQ = BM/32, DQ = D*WQ/8)
 // P^T and dS^T go through shared memory (bf16) between the first and the other two.
 // Top to bottom: bwd_load_kv, bwd_prologue (step 0's copies); per step bwd_step_begin (wait),
-// bwd_issue_next (next step's copies), S^T/dP^T, softmax and dS^T, P^T/dS^T to shared memory,
-// bwd_load_dkv0, barrier, bwd_dkv / dq_phase (dQ and its atomics); bwd_epilogue. The S^T/dP^T
-// passes, the softmax, the P^T/dS^T stores, dq_phase and dkv_kstep stay in the body: moved into
-// functions they changed the SASS (different integer/address code, spills) of the default
-// variants, checked by compiling (.text of every kernel byte-identical before/after is the rule).
+// bwd_issue_next (next step's copies), S^T/dP^T, softmax and dS^T, P^T/dS^T to shared memory (own
+// k-steps: bwd_dkv_kstep), bwd_load_dkv0, barrier, bwd_dkv or bwd_dkv_partner and bwd_dq (dQ and
+// its atomics); bwd_epilogue. The S^T/dP^T passes, the softmax and the P^T/dS^T stores stay in
+// the body: moved into functions they changed the SASS of the default variants (other integer and
+// address code, spills); byte-identical .text before/after, checked by compiling, is the rule.
 template <int D, bool CAUSAL, int VAR>
 __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   using C = BwdCfg<D, VAR>;
@@ -660,24 +792,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
     // bit 6: dV += P^T dO, dK += dS^T Q over 16 queries (B rows at byte offset brow) from given A fragments
     auto dkv_kstep = [&](auto which, std::uint32_t brow, const std::uint32_t(&pa)[2][4],
                          const std::uint32_t(&sa)[2][4]) {
-      constexpr int W = decltype(which)::value;
-#pragma unroll
-      for (int dp = 0; dp < DH / 16; ++dp) {
-        std::uint32_t ob[4], qb[4];  // B^T: dO, Q [16 queries, 16 d] bf16
-        if constexpr ((W & 1) != 0) ldsm_x4_t(ob, bt_qdo.at(dp, 0) + brow + doo);
-        if constexpr ((W & 2) != 0) ldsm_x4_t(qb, bt_qdo.at(dp, 0) + brow + qo);
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          if constexpr ((W & 1) != 0) {
-            mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
-            mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
-          }
-          if constexpr ((W & 2) != 0) {
-            mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
-            mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
-          }
-        }
-      }
+      bwd_dkv_kstep<D, VAR, decltype(which)::value>(bt_qdo, qo, doo, brow, pa, sa, dk, dv);
     };
     if constexpr (C::kOwnRegs) {
       // P^T, dS^T of the warp's keys x own queries, packed once as A fragments (k-step jp): stored
@@ -742,92 +857,9 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
     if constexpr (C::kOneBar) issue_next();  // every warp is done with step it-1: its buffer is free
 
     // dV += P^T dO (WHICH bit 0) and/or dK += dS^T Q (bit 1)  (32 keys x D/2 per warp, k = BM queries)
-    auto dq_phase = [&] {
-      // dQ_tile = dS K  (32 queries x DQ per warp, k = BN keys), added to dq_accum
-      float acc[2][DQ / 8][4];  // dQ tile part [32 queries, DQ] fp32
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int j = 0; j < DQ / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mt][j][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) {
-        std::uint32_t da[2][4];  // A^T: dS 2 x [16 queries, 16 keys] bf16
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) ldsm_x4_t(da[mt], at_ds.at(mt, ks * 16) + dSb);
-#pragma unroll
-        for (int dp = 0; dp < DQ / 16; ++dp) {
-          std::uint32_t kb[4];  // B^T: K [16 keys, 16 d] bf16
-          ldsm_x4_t(kb, bt_k.at(dp, ks * 16) + L::K);
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            mma16816(acc[mt][2 * dp], da[mt], kb[0], kb[1]);
-            mma16816(acc[mt][2 * dp + 1], da[mt], kb[2], kb[3]);
-          }
-        }
-      }
-      if constexpr (C::kRed4) {
-        // lanes t, t^1 swap: even t -> row g, cols 2t..2t+3; odd t -> row g+8, cols 2(t-1)..
-        const bool odd = (t & 1) != 0;
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          const int row = m0 + qr + mt * 16 + g + (odd ? 8 : 0);
-          float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * (t & ~1);
-#pragma unroll
-          for (int j = 0; j < DQ / 8; ++j) {
-            const float* c = acc[mt][j];
-            const float sx = __shfl_xor_sync(0xffffffffu, odd ? c[0] : c[2], 1);
-            const float sy = __shfl_xor_sync(0xffffffffu, odd ? c[1] : c[3], 1);
-            const float4 v = odd ? make_float4(sx, sy, c[2], c[3]) : make_float4(c[0], c[1], sx, sy);
-            if (row < S) atomicAdd(reinterpret_cast<float4*>(dst + j * 8), v);
-          }
-        }
-      } else if constexpr (C::kRedPred) {
-        const std::int64_t ld_row = static_cast<std::int64_t>(a.Hq) * D;  // dq_accum row stride
-        float* base = a.dq_accum + static_cast<std::int64_t>(b) * S * ld_row + h * D + dqc + 2 * t;
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const int row = min(m0 + qr + mt * 16 + g + hr * 8, S - 1);
-            float* dst = base + row * ld_row;
-#pragma unroll
-            for (int j = 0; j < DQ / 8; ++j) {
-              atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
-            }
-          }
-      } else {
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const int row = m0 + qr + mt * 16 + g + hr * 8;
-            if (row < S) {
-              float* dst = a.dq_accum + ((static_cast<std::int64_t>(b) * S + row) * a.Hq + h) * D + dqc + 2 * t;
-#pragma unroll
-              for (int j = 0; j < DQ / 8; ++j) {
-                atomicAdd(reinterpret_cast<float2*>(dst + j * 8),
-                          make_float2(acc[mt][j][2 * hr], acc[mt][j][2 * hr + 1]));
-              }
-            }
-          }
-      }
-    };
+    auto dq_phase = [&] { bwd_dq<D, VAR>(a, b, S, g, t, qr, dqc, h, m0, at_ds, bt_k, dSb); };
     // bit 6: the partner warp's queries, A fragments read back from shared memory
-    auto dkv_partner = [&](auto which) {
-      constexpr int W = decltype(which)::value;
-#pragma unroll
-      for (int kl = 0; kl < NJ / 2; ++kl) {
-        std::uint32_t pa[2][4], sa[2][4];  // A: P^T, dS^T 2 x [16 keys, 16 queries] bf16
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], a_pds_o.at(kl, mt * 16) + Pb);
-          if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], a_pds_o.at(kl, mt * 16) + dSb);
-        }
-        dkv_kstep(which, static_cast<std::uint32_t>((qw_o + kl * 16) * D * 2), pa, sa);
-      }
-    };
+    auto dkv_partner = [&](auto which) { bwd_dkv_partner<D, VAR>(which, a_pds_o, Pb, dSb, qw_o, dkv_kstep); };
     if constexpr (C::kOwnRegs && C::kSplitDkv) {
       dkv_partner(std::integral_constant<int, 1>{});
       dq_phase();
