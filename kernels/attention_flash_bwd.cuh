@@ -371,6 +371,25 @@ __device__ __forceinline__ void bwd_issue_next(unsigned char* smem, const BwdArg
   cp_async_commit();
 }
 
+// one d pair dp of a dV/dK k-step: dv[.][2dp..] += P^T dO (W bit 0), dk[.][2dp..] += dS^T Q (W bit 1);
+// pa, sa: A 2 x [16 keys, 16 queries] bf16; ob, qb: B^T dO, Q [16 queries, 16 d] bf16
+template <int W, int NDJ>
+__device__ __forceinline__ void bwd_dkv_mma(const std::uint32_t (&pa)[2][4], const std::uint32_t (&sa)[2][4],
+                                            const std::uint32_t (&ob)[4], const std::uint32_t (&qb)[4], int dp,
+                                            float (&dk)[2][NDJ][4], float (&dv)[2][NDJ][4]) {
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    if constexpr ((W & 1) != 0) {
+      mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
+      mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
+    }
+    if constexpr ((W & 2) != 0) {
+      mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
+      mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
+    }
+  }
+}
+
 // dV += P^T dO (W bit 0) and/or dK += dS^T Q (W bit 1) over 16 queries (B rows at byte offset
 // brow) from given A fragments pa, sa: 2 x [16 keys, 16 queries] bf16 (bit 6); dv, dk
 // [2][DH/8][4] fp32. References, as the lambda this was captured them (by value: other SASS).
@@ -385,17 +404,7 @@ __device__ __forceinline__ void bwd_dkv_kstep(const LdsmAddr<D>& bt_qdo, const s
     std::uint32_t ob[4], qb[4];  // B^T: dO, Q [16 queries, 16 d] bf16
     if constexpr ((W & 1) != 0) ldsm_x4_t(ob, bt_qdo.at(dp, 0) + brow + doo);
     if constexpr ((W & 2) != 0) ldsm_x4_t(qb, bt_qdo.at(dp, 0) + brow + qo);
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      if constexpr ((W & 1) != 0) {
-        mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
-        mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
-      }
-      if constexpr ((W & 2) != 0) {
-        mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
-        mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
-      }
-    }
+    bwd_dkv_mma<W>(pa, sa, ob, qb, dp, dk, dv);
   }
 }
 
@@ -462,17 +471,7 @@ __device__ __forceinline__ void bwd_dkv(const BwdWarp<D, VAR>& w, std::uint32_t 
         if constexpr ((W & 1) != 0) ldsm_x4_t(ob, w.bt_qdo.at(dp, kk * 16) + doo);
         if constexpr ((W & 2) != 0) ldsm_x4_t(qb, w.bt_qdo.at(dp, kk * 16) + qo);
       }
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        if constexpr ((W & 1) != 0) {
-          mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
-          mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
-        }
-        if constexpr ((W & 2) != 0) {
-          mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
-          mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
-        }
-      }
+      bwd_dkv_mma<W>(pa, sa, ob, qb, dp, dk, dv);
     }
   }
 }
