@@ -19,7 +19,7 @@
 
 #include <algorithm>
 
-namespace ulysses::sim {
+namespace ulysses {
 
 core::bytes_t block_peak_bytes_freeing(const Dims& d) {
   const core::bytes_t tok = d.B * d.S_local;
@@ -37,4 +37,4 @@ core::bytes_t block_peak_bytes_freeing(const Dims& d) {
   return *std::max_element(phase, phase + 6);
 }
 
-}  // namespace ulysses::sim
+}  // namespace ulysses

@@ -7,7 +7,7 @@
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
 
-namespace ulysses::cfg {
+namespace ulysses {
 
 namespace {
 
@@ -150,12 +150,12 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   return out;
 }
 
-}  // namespace ulysses::cfg
+}  // namespace ulysses
 
 namespace ulysses {
 
 std::string calibration_to_yaml(const Calibration& c) {
-  const std::string body = cfg::calibration_yaml(c, 2);
+  const std::string body = calibration_yaml(c, 2);
   return body.empty() ? "calibrated: {}\n" : "calibrated:\n" + body;
 }
 

@@ -10,7 +10,7 @@
 #include "core/attn_impls.hpp"
 #include "sim/reduce_flush.hpp"
 
-namespace ulysses::sim {
+namespace ulysses {
 namespace {
 
 core::bytes_t sat(double x) {
@@ -433,4 +433,4 @@ core::bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
   return sat(seq + head + lse + ws + exchange + scalars);
 }
 
-}  // namespace ulysses::sim
+}  // namespace ulysses

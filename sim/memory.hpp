@@ -8,7 +8,7 @@
 #include "sim/prediction.hpp"
 #include "sim/scenario.hpp"
 
-namespace ulysses::sim {
+namespace ulysses {
 
 // Stated constants of the model (docs/MODEL.md "Assumptions"). Not fitted to any result.
 inline constexpr double kFragmentationFraction = 0.05;        // of the transient (activation) terms, without
@@ -65,4 +65,4 @@ core::bytes_t block_peak_bytes(const Scenario& sc, const Dims& d);
 core::bytes_t gpu_capacity_bytes(const Scenario& sc);
 core::bytes_t host_capacity_bytes(const Scenario& sc);
 
-}  // namespace ulysses::sim
+}  // namespace ulysses

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ulysses::sim {
+namespace ulysses {
 namespace {
 
 constexpr double kGBps = 1e9;  // GB/s -> bytes/s
@@ -326,4 +326,4 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   return flops;
 }
 
-}  // namespace ulysses::sim
+}  // namespace ulysses
