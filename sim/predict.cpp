@@ -13,7 +13,7 @@ Prediction predict(const Scenario& sc) {
   Prediction p;
   p.seq_len = d.S_req;
   p.padded_seq_len = d.S;
-  p.s_local = d.S_local;
+  p.s_local = d.S_l;
 
   p.gpu_peak_at = gpu_memory(sc, d, p.gpu);
   host_memory(sc, d, p.host);

@@ -312,7 +312,7 @@ std::string host_cpu_model() {
 
 std::int64_t memory_estimate_bytes(const BlockShape& s) {
   ulysses::Dims d;  // the scenario's dimensions (sim/memory.hpp), not core::Dims
-  d.B = s.B, d.S = s.S, d.S_local = s.S / s.P, d.P = s.P, d.H = s.H, d.H_kv = s.H_kv, d.D = s.D;
+  d.B = s.B, d.S = s.S, d.S_l = s.S / s.P, d.P = s.P, d.H = s.H, d.H_kv = s.H_kv, d.D = s.D;
   d.kv_wire = std::max(s.H_kv, s.P);
   d.kv_replica = s.P > s.H_kv && s.kv_strategy == KvStrategy::replicate;
   const double ranks = static_cast<double>(s.P) * static_cast<double>(block_peak_bytes_freeing(d));

@@ -36,7 +36,7 @@ TEST_CASE("memory: checkpoints of Llama-3.1-8B at S=128K, P=8", "[sim][memory][g
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
   const Prediction p = predict(sc);
   CHECK(p.s_local == 16384);
-  // L * B * S_local * h * 2 = 32 * 16384 * 4096 * 2 = 4294967296 bytes (4 GiB)
+  // L * B * S_l * h * 2 = 32 * 16384 * 4096 * 2 = 4294967296 bytes (4 GiB)
   CHECK(p.gpu.get("checkpoints") == 4294967296);
   CHECK(p.host.get("checkpoints") == 0);
 
@@ -99,7 +99,7 @@ TEST_CASE("memory: ZeRO stages shard progressively, dp_replicate replicates", "[
 TEST_CASE("memory: exchange bytes of q and kv, GQA replication", "[sim][memory][golden]") {
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
   Prediction p = predict(sc);
-  // q: B*S_local*H*D*2 = 16384*32*128*2 = 134217728 (128 MiB)
+  // q: B*S_l*H*D*2 = 16384*32*128*2 = 134217728 (128 MiB)
   CHECK(p.a2a_q_bytes_per_rank == 134217728);
   // k and v: 2 * 16384*8*128*2 = 67108864
   CHECK(p.a2a_kv_bytes_per_rank == 67108864);
@@ -109,7 +109,7 @@ TEST_CASE("memory: exchange bytes of q and kv, GQA replication", "[sim][memory][
   Prediction pr = predict(r);
   CHECK(pr.s_local == 4096);
   CHECK(pr.a2a_kv_bytes_per_rank == 2LL * 4096 * 32 * 128 * 2);  // 67108864
-  // send_once: same bytes on the wire, no [B, S_local, P, D] replica (k, v and their grads)
+  // send_once: same bytes on the wire, no [B, S_l, P, D] replica (k, v and their grads)
   r.plan.kv_strategy = KvStrategy::send_once;
   Prediction ps = predict(r);
   CHECK(ps.a2a_kv_bytes_per_rank == pr.a2a_kv_bytes_per_rank);
@@ -130,7 +130,7 @@ TEST_CASE("memory: padding to lcm(pad_to_multiple_of, P)", "[sim][memory]") {
 TEST_CASE("memory: logits and loss, untiled and tiled", "[sim][memory][golden]") {
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 1, 32768);
   Dims d = derive_dims(sc);
-  // untiled, eager RMSNorm (default): 12 * B*S_local*V + 5 * B*S_local*h*2 (loss backward: saved
+  // untiled, eager RMSNorm (default): 12 * B*S_l*V + 5 * B*S_l*h*2 (loss backward: saved
   // log_softmax out 4 + nll grad 4 + log_softmax grad 4 B/logit; final norm fp32 input 2 th + bf16
   // normalized th + output th + grad of hidden th)
   //        = 12 * 32768*128256 + 5 * 32768*4096*2 = 50432311296 + 1342177280
@@ -156,7 +156,7 @@ TEST_CASE("memory: TiledMLP shard count and effect", "[sim][memory]") {
   sc.plan.tiled_logits = true;
   const Prediction base = predict(sc);
   CHECK(std::string(base.gpu_peak_at) == "backward.mlp");
-  // untiled MLP at its backward peak: 6 [B, S_local, F] bf16 = 6 * 65536*14336*2
+  // untiled MLP at its backward peak: 6 [B, S_l, F] bf16 = 6 * 65536*14336*2
   CHECK(base.gpu.get("layer.mlp") == 6LL * 65536 * 14336 * 2);
   sc.plan.tiled_mlp = true;
   CHECK(derive_dims(sc).mlp_shards == 16);  // ceil(65536 / 4096)
@@ -300,7 +300,7 @@ TEST_CASE("memory: host capacity and GPUs per node from the scenario", "[sim][me
 }
 
 TEST_CASE("memory: block peak counts the CUDA block runner's buffers", "[sim][memory][golden]") {
-  // P=2, S=32K, H=32, H_kv=8, D=128, B=1: S_local = 16384, H_l = 16
+  // P=2, S=32K, H=32, H_kv=8, D=128, B=1: S_l = 16384, H_l = 16
   //   q = 16384*32*128*2 = 134217728; k, v (seq and head) = 16384*8*128*2 = 33554432
   //   sequence layout: q, o, dout, dq + k, v, dk, dv = 4*134217728 + 4*33554432 = 671088640
   //   head layout: the same sizes                                             = 671088640
@@ -359,7 +359,7 @@ TEST_CASE("memory: the optimizer step on the GPU (ZeRO-3): fp32 sub-group gradie
 }
 
 TEST_CASE("memory: eager vs fused RMSNorm, exact bytes", "[sim][memory][golden]") {
-  // all ALST features on 8 GPUs at S = 4194304: S_local = 524288, th = 524288*4096*2 = 4294967296
+  // all ALST features on 8 GPUs at S = 4194304: S_l = 524288, th = 524288*4096*2 = 4294967296
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 4194304);
   sc.plan.tiled_logits = sc.plan.tiled_mlp = sc.plan.offload_checkpoints = true;
   const std::int64_t th = 4294967296;
@@ -389,7 +389,7 @@ TEST_CASE("memory: eager vs fused RMSNorm, exact bytes", "[sim][memory][golden]"
   }
   CHECK(e.block_peak_bytes == f.block_peak_bytes);  // the attention block alone does not change
 
-  // at S = 524288 (S_local 65536, th = 536870912) too: the norm backward (14 th of eager sets and
+  // at S = 524288 (S_l 65536, th = 536870912) too: the norm backward (14 th of eager sets and
   // transient) is above the MLP backward (6 th of eager sets, norm2 out, 6 MLP shard intermediates)
   sc.plan.seq_len = 524288;
   sc.plan.rmsnorm_implementation = RmsNormImpl::eager;
