@@ -35,7 +35,7 @@ A2aDerived derive_a2a_curves(int P, const std::vector<A2aSample>& samples, const
   for (const auto& s : samples) {
     for (int k : kExchangePhases) {
       const double b = kTensors[k] == 3 ? s.qkv_bytes : s.q_bytes;
-      const double fixed = sim::exchange_launches(c, kTensors[k]) * alpha;
+      const double fixed = exchange_launches(c, kTensors[k]) * alpha;
       const double gbps = b / std::max(s.t_s[k] - fixed, 0.1 * s.t_s[k]) / 1e9;
       per_phase[k].points.emplace_back(b, gbps);
       d.GBps[k].push_back(gbps);

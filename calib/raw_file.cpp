@@ -90,7 +90,7 @@ void apply_calibration_raw(const CalibrationRaw& raw, const std::string& cmd, Ca
   c.provenance += fmt::format("; exchange curves re-derived {} by `{}` from the raw measurements of {} ({} samples, "
                               "transport {}: {} fixed cost(s) per q,k,v phase)",
                               reports::utc_now(), cmd, raw.measured_at, raw.samples.size(), raw.transport,
-                              sim::exchange_launches(c, 3));
+                              exchange_launches(c, 3));
   out << fmt::format("exchange curves of P={} re-derived from {} ({} samples, transport {}, alpha {:.1f} us):\n", raw.P, raw.path,
                      raw.samples.size(), raw.transport, c.a2a_alpha_per_tensor_s * 1e6);
   for (std::size_t i = 0; i < raw.samples.size(); ++i)

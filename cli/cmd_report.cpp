@@ -54,17 +54,17 @@ Inputs load_inputs(const std::vector<std::string>& args) {
   Inputs in;
   for (const auto& a : args) {
     const fs::path p = a;
-    if (fsq::is_dir(p)) {
+    if (path_is_dir(p)) {
       std::vector<fs::path> files;
       for (const auto& e : fs::directory_iterator(p))
         if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
       std::sort(files.begin(), files.end());
       for (const auto& f : files) load_input(f, in);
-    } else if (fsq::is_file(p)) {
+    } else if (path_is_file(p)) {
       if (p.extension() == ".csv") {
         fs::path summary = p;
         summary.replace_extension(".summary.json");
-        if (!fsq::exists(summary)) throw core::InputError(p.string(), "summary", "needs its sweep summary " + summary.string());
+        if (!path_exists(summary)) throw core::InputError(p.string(), "summary", "needs its sweep summary " + summary.string());
         load_input(summary, in);
       } else {
         load_input(p, in);
@@ -132,7 +132,7 @@ int run_report(int argc, char** argv) {
       throw std::runtime_error("no python3 with matplotlib found (tried python3, /usr/bin/python3); "
                                "install python3-matplotlib or pass --no-plots");
     const fs::path script = fs::path(repo_dir()) / "reports" / "plot_report.py";
-    if (!fsq::exists(script)) throw std::runtime_error("plot script " + script.string() + " is missing");
+    if (!path_exists(script)) throw std::runtime_error("plot script " + script.string() + " is missing");
     const std::string cmd = fmt::format("MPLBACKEND=Agg {} {} {} {}", py, quote(script.string()), quote(data_path.string()),
                                         quote(dir.string()));
     FILE* p = popen(cmd.c_str(), "r");

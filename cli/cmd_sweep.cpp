@@ -241,8 +241,8 @@ int run_sweep_cmd(int argc, char** argv) {
   if (!vm.count("spec")) throw core::InputError("", "SPEC", "a sweep spec file is required (ulysses sweep SPEC.yaml)");
   const Format format = format_of(vm);
   const int threads = vm["threads"].as<int>();
-  if (threads < 0 || threads > limits::kMaxThreads)
-    throw core::InputError("", "--threads", fmt::format("must be 0 (all cores) .. {} (got {})", limits::kMaxThreads, threads));
+  if (threads < 0 || threads > kMaxThreads)
+    throw core::InputError("", "--threads", fmt::format("must be 0 (all cores) .. {} (got {})", kMaxThreads, threads));
   const bool sharded = vm.count("shard") > 0;
   const Shard shard = sharded ? shard_of(vm["shard"].as<std::string>()) : Shard{};
 

@@ -41,7 +41,7 @@ core::bytes_t predicted_peak(Scenario sc, std::int64_t S) {
 std::int64_t predicted_max_S(const Scenario& sc, std::int64_t g) {
   const core::bytes_t usable = usable_bytes(sc);
   if (predicted_peak(sc, g) > usable) return 0;
-  const std::int64_t k_max = limits::kMaxSeqLen / g;  // g >= 1 (load_record, --granularity)
+  const std::int64_t k_max = kMaxSeqLen / g;  // g >= 1 (load_record, --granularity)
   std::int64_t lo = 1, hi = 2;  // in units of g
   while (hi <= k_max && predicted_peak(sc, hi * g) <= usable) lo = hi, hi *= 2;
   if (hi > k_max) hi = k_max + 1;

@@ -25,9 +25,9 @@ runtime::BlockShape block_shape_checked(const Scenario& sc, const std::string& o
   if (sc.plan.seq_len <= 0) throw core::InputError(origin, "plan.seq_len", "required to run the block (or pass --seq-len)");
   const runtime::BlockShape s = runtime::block_shape_of(sc);
   if (const std::string why = runtime::validate(s); !why.empty()) throw core::InputError(origin, "plan", why);
-  if (backend == "cpu" && s.P > limits::kMaxThreads)
+  if (backend == "cpu" && s.P > kMaxThreads)
     throw core::InputError(origin, "plan.sp_size", fmt::format("the cpu backend runs one thread per rank: at most {} (got {})",
-                                                         limits::kMaxThreads, s.P));
+                                                         kMaxThreads, s.P));
   if (backend == "cpu" && s.B * s.S > kCpuMaxTokens)
     throw core::InputError(origin, "plan.seq_len",
                      fmt::format("the cpu backend runs up to {} tokens (micro_batch_size * seq_len; got {}): its "

@@ -67,9 +67,9 @@ Json deepspeed_config_json(const Scenario& sc) {
 
 void check_emittable(const Scenario& sc, const std::string& dir) {
   namespace fs = std::filesystem;
-  if (fsq::exists(dir) && !fsq::is_dir(dir))
+  if (path_exists(dir) && !path_is_dir(dir))
     throw core::InputError("", "--emit", fmt::format("'{}' exists and is not a folder", dir));
-  if (fsq::is_dir(dir)) {
+  if (path_is_dir(dir)) {
     try {
       check_can_write((fs::path(dir) / kDeepSpeedConfigName).string());
     } catch (const std::exception& e) {
@@ -124,7 +124,7 @@ std::vector<std::string> emit_run_configs(const std::string& dir, const Scenario
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (!fsq::is_dir(dir)) throw std::runtime_error(fmt::format("cannot create folder '{}'", dir));
+  if (!path_is_dir(dir)) throw std::runtime_error(fmt::format("cannot create folder '{}'", dir));
   const std::string ds = (fs::path(dir) / kDeepSpeedConfigName).string();
   const std::string acc = (fs::path(dir) / kAccelerateConfigName).string();
   write_file_atomic(ds, deepspeed_config_json(sc).dump(2) + "\n");  // first: the YAML never names a missing file

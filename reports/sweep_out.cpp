@@ -70,7 +70,7 @@ ShardFile read_shard(const fs::path& summary_path, const std::string& name, cons
   const auto expect = shard_points(f.total, Shard{f.index, f.count});
   if (expect.first != f.first || expect.second != f.end || in.at("points").integer(0, INT64_MAX) != f.end - f.first)
     sh.fail(fmt::format("points {}..{} are not slice {} of {} of {} points", f.first, f.end, f.index, f.count, f.total));
-  if (!fsq::is_file(f.csv_path)) throw core::InputError(f.csv_path, "file", "missing: the CSV of " + f.summary_path);
+  if (!path_is_file(f.csv_path)) throw core::InputError(f.csv_path, "file", "missing: the CSV of " + f.summary_path);
   return f;
 }
 
@@ -105,7 +105,7 @@ MergedSweep merge_sweep_shards(const std::vector<std::string>& dirs, const std::
   static const std::regex kShardName(R"((.+)\.shard-([0-9]+)-of-([0-9]+)\.summary\.json)");
   std::vector<ShardFile> found;
   for (const auto& d : dirs) {
-    if (!fsq::is_dir(d)) throw core::InputError(d, "DIR", "no such folder (sweep merge takes the folders of the shards)");
+    if (!path_is_dir(d)) throw core::InputError(d, "DIR", "no such folder (sweep merge takes the folders of the shards)");
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(d)) files.push_back(e.path());
     std::sort(files.begin(), files.end());

@@ -19,10 +19,10 @@
 
 #include <algorithm>
 
-namespace ulysses::sim {
+namespace ulysses {
 
 core::bytes_t block_peak_bytes_freeing(const Dims& d) {
-  const core::bytes_t tok = d.B * d.S_local;
+  const core::bytes_t tok = d.B * d.S_l;
   const core::bytes_t q = tok * d.H * d.D * 2, kvs = tok * d.H_kv * d.D * 2, kw = tok * d.kv_wire * d.D * 2;
   const core::bytes_t rep = d.kv_replica ? tok * d.P * d.D * 2 : 0, lse = tok * d.H * 4;
   const core::bytes_t ex = d.B > 1 ? 1 : 0, base = q + 2 * kvs;
@@ -37,4 +37,4 @@ core::bytes_t block_peak_bytes_freeing(const Dims& d) {
   return *std::max_element(phase, phase + 6);
 }
 
-}  // namespace ulysses::sim
+}  // namespace ulysses

@@ -16,7 +16,7 @@
 namespace ulysses {
 namespace {
 
-constexpr std::int64_t kMaxTokens = limits::kMaxSeqLen;
+constexpr std::int64_t kMaxTokens = kMaxSeqLen;
 
 bool fits(const Prediction& p) { return p.fits_gpu && p.fits_host; }
 
@@ -35,7 +35,7 @@ Binding binding_of(const Prediction& p) {
 CapacityResult find_max_seq_len(const Scenario& sc, std::int64_t granularity) {
   CapacityResult r;
   Scenario s = sc;  // one copy per search (the only allocation)
-  const auto step = checked::lcm(s.plan.sp_size, granularity);
+  const auto step = checked_lcm(s.plan.sp_size, granularity);
   if (!step || *step > kMaxTokens)
     throw core::InputError("", "granularity", fmt::format("lcm(granularity, sp_size) must be 1..{} (granularity {}, sp_size {})",
                                                     kMaxTokens, granularity, s.plan.sp_size));

@@ -15,7 +15,7 @@ struct CapacityResult {
   int evaluations = 0;              // predict() calls made
 };
 
-// Ignores sc.plan.seq_len. Upper bound of the search: limits::kMaxSeqLen (2^40 tokens). InputError
+// Ignores sc.plan.seq_len. Upper bound of the search: kMaxSeqLen (2^40 tokens). InputError
 // (key granularity) unless 1 <= lcm(granularity, sp_size) <= that bound.
 CapacityResult find_max_seq_len(const Scenario& sc, std::int64_t granularity);
 

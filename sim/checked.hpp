@@ -5,30 +5,30 @@
 #include <numeric>
 #include <optional>
 
-namespace ulysses::checked {
+namespace ulysses {
 
-inline std::optional<std::int64_t> mul(std::int64_t a, std::int64_t b) {
+inline std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) {
   std::int64_t r = 0;
   if (__builtin_mul_overflow(a, b, &r)) return std::nullopt;
   return r;
 }
 
-inline std::optional<std::int64_t> add(std::int64_t a, std::int64_t b) {
+inline std::optional<std::int64_t> checked_add(std::int64_t a, std::int64_t b) {
   std::int64_t r = 0;
   if (__builtin_add_overflow(a, b, &r)) return std::nullopt;
   return r;
 }
 
 // lcm of two positive values
-inline std::optional<std::int64_t> lcm(std::int64_t a, std::int64_t b) {
+inline std::optional<std::int64_t> checked_lcm(std::int64_t a, std::int64_t b) {
   if (a <= 0 || b <= 0) return std::nullopt;
-  return mul(a / std::gcd(a, b), b);
+  return checked_mul(a / std::gcd(a, b), b);
 }
 
 // ceil(s / m) * m for s >= 0, m > 0
-inline std::optional<std::int64_t> round_up(std::int64_t s, std::int64_t m) {
+inline std::optional<std::int64_t> checked_round_up(std::int64_t s, std::int64_t m) {
   if (s < 0 || m <= 0) return std::nullopt;
-  return mul(s / m + (s % m != 0), m);
+  return checked_mul(s / m + (s % m != 0), m);
 }
 
-}  // namespace ulysses::checked
+}  // namespace ulysses

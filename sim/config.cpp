@@ -58,7 +58,7 @@ DataDir find_data_dir(const fs::path& exe) {
   }
   // 3. a checkout holding the binary (a copied checkout with its build folder)
   for (fs::path up = bin; !up.empty(); up = up.parent_path()) {
-    if (holds_data(up) && fsq::is_file(up / "CMakeLists.txt")) return {up.string(), ""};
+    if (holds_data(up) && path_is_file(up / "CMakeLists.txt")) return {up.string(), ""};
     if (up == up.root_path()) break;
   }
   d.looked += ", the folders above " + bin.string();

@@ -7,7 +7,7 @@
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
 
-namespace ulysses::cfg {
+namespace ulysses {
 
 namespace {
 
@@ -41,7 +41,7 @@ std::vector<std::pair<std::string, Curve>> parse_attn_curves(const YAML::Node& n
   std::vector<std::pair<std::string, Curve>> out;
   for (const auto& [key, v] : map_items(n, w)) {
     const Where wk = w.child(key);
-    AttnCurveKey k;  // <impl>[@d<D>.<causal|full>[.h<H_local>]] (sim/attn_key.hpp)
+    AttnCurveKey k;  // <impl>[@d<D>.<causal|full>[.h<H_l>]] (sim/attn_key.hpp)
     if (!parse_attn_curve_key(key, k))
       wk.fail("must be <attn_implementation>[@d<head_dim>.<causal|full>[.h<heads_per_rank>]], e.g. "
               "ulysses_flash@d128.causal.h16");
@@ -156,12 +156,12 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   return out;
 }
 
-}  // namespace ulysses::cfg
+}  // namespace ulysses
 
 namespace ulysses {
 
 std::string calibration_to_yaml(const Calibration& c) {
-  const std::string body = cfg::calibration_yaml(c, 2);
+  const std::string body = calibration_yaml(c, 2);
   return body.empty() ? "calibrated: {}\n" : "calibrated:\n" + body;
 }
 

@@ -47,13 +47,13 @@ std::optional<Violation> first_violation(const Scenario& sc) {
                                {"model.kv_heads", m.kv_heads}, {"model.head_dim", m.head_dim},
                                {"model.ffn_hidden", m.ffn_hidden}, {"model.vocab", m.vocab}})
     if (auto bad = positive(key, v)) return bad;
-  for (const auto& [key, v, max] : {std::tuple{"model.layers", m.layers, limits::kMaxLayers},
-                                    {"model.hidden", m.hidden, limits::kMaxHidden}, {"model.heads", m.heads, limits::kMaxHeads},
-                                    {"model.kv_heads", m.kv_heads, limits::kMaxHeads}, {"model.head_dim", m.head_dim, limits::kMaxHeadDim},
-                                    {"model.ffn_hidden", m.ffn_hidden, limits::kMaxFfn}, {"model.vocab", m.vocab, limits::kMaxVocab}})
+  for (const auto& [key, v, max] : {std::tuple{"model.layers", m.layers, kMaxLayers},
+                                    {"model.hidden", m.hidden, kMaxHidden}, {"model.heads", m.heads, kMaxHeads},
+                                    {"model.kv_heads", m.kv_heads, kMaxHeads}, {"model.head_dim", m.head_dim, kMaxHeadDim},
+                                    {"model.ffn_hidden", m.ffn_hidden, kMaxFfn}, {"model.vocab", m.vocab, kMaxVocab}})
     if (auto bad = at_most(key, v, max)) return bad;
-  if (m.heads * m.head_dim > limits::kMaxHidden)
-    return Violation{"model.head_dim", fmt::format("heads * head_dim must be at most {} (docs/INPUTS.md \"Limits\")", limits::kMaxHidden),
+  if (m.heads * m.head_dim > kMaxHidden)
+    return Violation{"model.head_dim", fmt::format("heads * head_dim must be at most {} (docs/INPUTS.md \"Limits\")", kMaxHidden),
                      fmt::format("heads {}, head_dim {}", m.heads, m.head_dim)};
   if (!core::kv_heads_divide(m.heads, m.kv_heads))
     return Violation{"model.kv_heads", "must divide model.heads", fmt::format("heads {}, kv_heads {}", m.heads, m.kv_heads)};
@@ -85,30 +85,30 @@ std::optional<Violation> first_violation(const Scenario& sc) {
   if (auto bad = positive("plan.seq_len", p.seq_len)) return bad;
   if (p.pad_to_multiple_of < 0)
     return Violation{"plan.pad_to_multiple_of", "must not be negative", fmt::format("got {}", p.pad_to_multiple_of)};
-  for (const auto& [key, v, max] : {std::tuple{"gpus", sc.gpus, limits::kMaxGpus}, {"gpus_per_node", sc.gpus_per_node, limits::kMaxGpus},
-                                    {"plan.sp_size", p.sp_size, limits::kMaxGpus},
-                                    {"plan.dp_replicate_size", p.dp_replicate_size, limits::kMaxGpus},
-                                    {"plan.dp_shard_size", p.dp_shard_size, limits::kMaxGpus},
-                                    {"plan.micro_batch_size", p.micro_batch_size, limits::kMaxSeqLen},
-                                    {"plan.seq_len", p.seq_len, limits::kMaxSeqLen},
-                                    {"plan.pad_to_multiple_of", p.pad_to_multiple_of, limits::kMaxSeqLen}})
+  for (const auto& [key, v, max] : {std::tuple{"gpus", sc.gpus, kMaxGpus}, {"gpus_per_node", sc.gpus_per_node, kMaxGpus},
+                                    {"plan.sp_size", p.sp_size, kMaxGpus},
+                                    {"plan.dp_replicate_size", p.dp_replicate_size, kMaxGpus},
+                                    {"plan.dp_shard_size", p.dp_shard_size, kMaxGpus},
+                                    {"plan.micro_batch_size", p.micro_batch_size, kMaxSeqLen},
+                                    {"plan.seq_len", p.seq_len, kMaxSeqLen},
+                                    {"plan.pad_to_multiple_of", p.pad_to_multiple_of, kMaxSeqLen}})
     if (auto bad = at_most(key, v, max)) return bad;
   {  // B * S and the padded S (ceil(S / lcm(pad, sp)) * lcm) stay within the largest S
-    const auto tokens = checked::mul(p.micro_batch_size, p.seq_len);
-    if (!tokens || *tokens > limits::kMaxSeqLen)
-      return Violation{"plan.micro_batch_size", fmt::format("micro_batch_size * seq_len must be at most {} tokens (docs/INPUTS.md \"Limits\")", limits::kMaxSeqLen),
+    const auto tokens = checked_mul(p.micro_batch_size, p.seq_len);
+    if (!tokens || *tokens > kMaxSeqLen)
+      return Violation{"plan.micro_batch_size", fmt::format("micro_batch_size * seq_len must be at most {} tokens (docs/INPUTS.md \"Limits\")", kMaxSeqLen),
                        fmt::format("{} * {}", p.micro_batch_size, p.seq_len)};
     if (p.pad_to_multiple_of > 0) {
-      const auto m = checked::lcm(p.pad_to_multiple_of, p.sp_size);
-      const auto padded = m ? checked::round_up(p.seq_len, *m) : std::nullopt;
-      const auto padded_tokens = padded ? checked::mul(p.micro_batch_size, *padded) : std::nullopt;
-      if (!padded_tokens || *padded_tokens > limits::kMaxSeqLen)
-        return Violation{"plan.pad_to_multiple_of", fmt::format("micro_batch_size * padded seq_len must be at most {} tokens (docs/INPUTS.md \"Limits\")", limits::kMaxSeqLen),
+      const auto m = checked_lcm(p.pad_to_multiple_of, p.sp_size);
+      const auto padded = m ? checked_round_up(p.seq_len, *m) : std::nullopt;
+      const auto padded_tokens = padded ? checked_mul(p.micro_batch_size, *padded) : std::nullopt;
+      if (!padded_tokens || *padded_tokens > kMaxSeqLen)
+        return Violation{"plan.pad_to_multiple_of", fmt::format("micro_batch_size * padded seq_len must be at most {} tokens (docs/INPUTS.md \"Limits\")", kMaxSeqLen),
                          fmt::format("seq_len {} padded to a multiple of lcm({}, {})", p.seq_len, p.pad_to_multiple_of, p.sp_size)};
     }
   }
-  if (!(p.reduce_bucket_size > 0 && p.reduce_bucket_size <= double(limits::kMaxSeqLen)))
-    return Violation{"plan.reduce_bucket_size", fmt::format("must be positive and at most {}", limits::kMaxSeqLen), fmt::format("got {}", p.reduce_bucket_size)};
+  if (!(p.reduce_bucket_size > 0 && p.reduce_bucket_size <= double(kMaxSeqLen)))
+    return Violation{"plan.reduce_bucket_size", fmt::format("must be positive and at most {}", kMaxSeqLen), fmt::format("got {}", p.reduce_bucket_size)};
   if (p.zero_stage < 0 || p.zero_stage > 3)
     return Violation{"plan.zero_stage", "must be 0, 1, 2 or 3", fmt::format("got {}", p.zero_stage)};
   if (std::find(attn_implementations().begin(), attn_implementations().end(), p.attn_implementation) ==

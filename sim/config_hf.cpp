@@ -11,7 +11,7 @@
 #include "sim/config_internal.hpp"
 #include "sim/fs_query.hpp"
 
-namespace ulysses::cfg {
+namespace ulysses {
 
 namespace {
 
@@ -118,9 +118,9 @@ std::int64_t windowed_layers(const Reader& r, const Family& f, std::int64_t laye
   if (rule == "all") return layers;
   if (rule == "qwen") {
     if (!r.boolean("use_sliding_window", false)) return 0;
-    return std::max<std::int64_t>(0, layers - r.integer("max_window_layers", limits::kMaxLayers, 28));
+    return std::max<std::int64_t>(0, layers - r.integer("max_window_layers", kMaxLayers, 28));
   }
-  const std::int64_t every = rule == "every_2nd" ? 2 : r.integer("sliding_window_pattern", limits::kMaxLayers, 6);
+  const std::int64_t every = rule == "every_2nd" ? 2 : r.integer("sliding_window_pattern", kMaxLayers, 6);
   return layers - layers / every;  // layer i is global when (i + 1) % every == 0
 }
 
@@ -143,9 +143,9 @@ std::string hf_config_file(const std::string& name_or_path, const Where& w) {
   if (p.is_relative() && !w.dir.empty()) candidates.push_back(fs::path(w.dir) / p);
   candidates.push_back(p);
   for (const auto& c : candidates) {
-    if (json_file && fsq::is_file(c)) return c.string();
-    if (!json_file && fsq::is_dir(c)) {
-      if (fsq::is_file(c / "config.json")) return (c / "config.json").string();
+    if (json_file && path_is_file(c)) return c.string();
+    if (!json_file && path_is_dir(c)) {
+      if (path_is_file(c / "config.json")) return (c / "config.json").string();
       w.fail(fmt::format("model folder {} holds no config.json", c.string()));
     }
   }
@@ -211,15 +211,15 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
   const Reader r{*obj, path, prefix};
   if (r.boolean("mlp_bias", false)) r.at("mlp_bias").fail("true is not supported (the model has no MLP biases)");
   ModelSpec m;
-  m.layers = r.integer("num_hidden_layers", limits::kMaxLayers, 0);
-  m.hidden = r.integer("hidden_size", limits::kMaxHidden, 0);
-  m.heads = r.integer("num_attention_heads", limits::kMaxHeads, 0);
-  m.ffn_hidden = r.integer("intermediate_size", limits::kMaxFfn, 0);
-  m.vocab = r.integer("vocab_size", limits::kMaxVocab, fam->vocab);
-  m.kv_heads = r.integer("num_key_value_heads", limits::kMaxHeads, fam->kv_heads == kHeads ? m.heads : fam->kv_heads);
+  m.layers = r.integer("num_hidden_layers", kMaxLayers, 0);
+  m.hidden = r.integer("hidden_size", kMaxHidden, 0);
+  m.heads = r.integer("num_attention_heads", kMaxHeads, 0);
+  m.ffn_hidden = r.integer("intermediate_size", kMaxFfn, 0);
+  m.vocab = r.integer("vocab_size", kMaxVocab, fam->vocab);
+  m.kv_heads = r.integer("num_key_value_heads", kMaxHeads, fam->kv_heads == kHeads ? m.heads : fam->kv_heads);
   if (fam->head_dim == kHiddenOverHeads && r.get("head_dim") == nullptr && m.hidden % m.heads != 0)
     r.at("head_dim").fail(fmt::format("missing, and hidden_size ({}) is not divisible by num_attention_heads ({})", m.hidden, m.heads));
-  m.head_dim = r.integer("head_dim", limits::kMaxHeadDim, fam->head_dim == kHiddenOverHeads ? m.hidden / m.heads : fam->head_dim);
+  m.head_dim = r.integer("head_dim", kMaxHeadDim, fam->head_dim == kHiddenOverHeads ? m.hidden / m.heads : fam->head_dim);
   if (!core::kv_heads_divide(m.heads, m.kv_heads))
     r.at("num_key_value_heads").fail(fmt::format("must divide num_attention_heads (heads {}, kv_heads {})", m.heads, m.kv_heads));
   // Gemma 3 multimodal: the top-level key ties the language model's head (HF default true).
@@ -237,7 +237,7 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
                          path, windowed, m.layers, window);
 
   // name: the folder holding config.json (or the file's stem), prefixed by model_type unless it starts with the family
-  const fs::path abs = fsq::absolute(fs::path(path)).lexically_normal();
+  const fs::path abs = path_absolute(fs::path(path)).lexically_normal();
   std::string base = abs.filename() == "config.json" ? abs.parent_path().filename().string() : abs.stem().string();
   if (const json* n = top.get("_name_or_path"); base.empty() && n != nullptr && n->is_string())
     base = fs::path(n->get<std::string>()).filename().string();
@@ -249,4 +249,4 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
   return m;
 }
 
-}  // namespace ulysses::cfg
+}  // namespace ulysses

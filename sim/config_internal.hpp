@@ -13,7 +13,7 @@
 #include "sim/limits.hpp"
 #include "sim/scenario.hpp"
 
-namespace ulysses::cfg {
+namespace ulysses {
 
 // Where a value comes from: the file ("" = command line), the dotted key, and the directory
 // that relative paths in it resolve against ("" = the current directory).
@@ -55,12 +55,12 @@ inline double positive_number(const Scalar& s, const Where& w) {
 inline double nonneg_number(const Scalar& s, const Where& w) {
   return parse_double(s, w, 0, false, 1e300, false, "a non-negative number");
 }
-// memory sizes in GiB: at most limits::kMaxGiB (2^30 GiB), so that the byte count fits int64
+// memory sizes in GiB: at most kMaxGiB (2^30 GiB), so that the byte count fits int64
 inline double positive_gib(const Scalar& s, const Where& w) {
-  return parse_double(s, w, 0, true, limits::kMaxGiB, false, "a positive number of GiB, at most 2^30");
+  return parse_double(s, w, 0, true, kMaxGiB, false, "a positive number of GiB, at most 2^30");
 }
 inline double nonneg_gib(const Scalar& s, const Where& w) {
-  return parse_double(s, w, 0, false, limits::kMaxGiB, false, "a non-negative number of GiB, at most 2^30");
+  return parse_double(s, w, 0, false, kMaxGiB, false, "a non-negative number of GiB, at most 2^30");
 }
 inline double fraction(const Scalar& s, const Where& w) {  // efficiencies: (0, 1]
   return parse_double(s, w, 0, true, 1, false, "a fraction of peak in (0, 1]");
@@ -135,4 +135,4 @@ core::bytes_t gib_to_bytes(double gib);
 double bytes_to_gib(core::bytes_t b);
 std::string gib_text(core::bytes_t b);  // shortest GiB text t with gib_to_bytes(parse(t)) == b
 
-}  // namespace ulysses::cfg
+}  // namespace ulysses

@@ -13,8 +13,6 @@
 
 namespace ulysses {
 
-namespace cfg {
-
 namespace {
 
 struct ModelField {
@@ -126,10 +124,10 @@ namespace {
 // A bare name that is no preset but a folder here (relative to w.dir first): its config.json.
 std::string folder_config(const std::string& name, const Where& w) {
   namespace fs = std::filesystem;
-  const bool here = fsq::is_dir(name) || (!w.dir.empty() && fsq::is_dir(fs::path(w.dir) / name));
+  const bool here = path_is_dir(name) || (!w.dir.empty() && path_is_dir(fs::path(w.dir) / name));
   if (name.empty() || !here) return "";
   try {
-    if (fsq::is_file(fs::path(repo_dir()) / "scenarios/models" / (name + ".yaml"))) return "";
+    if (path_is_file(fs::path(repo_dir()) / "scenarios/models" / (name + ".yaml"))) return "";
   } catch (const core::InputError&) {  // no preset tree at all: the folder is what was meant
   }
   return hf_config_file("./" + name, w);
@@ -166,10 +164,8 @@ std::string model_yaml(const ModelSpec& m, int indent) {
   return out;
 }
 
-}  // namespace cfg
-
 ModelSpec load_model(const std::string& name_or_path) {
-  return cfg::model_from_ref(name_or_path, cfg::Where{"", "model", ""});
+  return model_from_ref(name_or_path, Where{"", "model", ""});
 }
 
 }  // namespace ulysses

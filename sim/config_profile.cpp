@@ -11,8 +11,6 @@
 
 namespace ulysses {
 
-namespace cfg {
-
 namespace {
 
 struct ProfileField {
@@ -170,14 +168,12 @@ std::string profile_yaml(const HardwareProfile& p, int indent) {
   return out;
 }
 
-}  // namespace cfg
-
 HardwareProfile load_profile(const std::string& name_or_path) {
-  return cfg::profile_from_ref(name_or_path, cfg::Where{"", "profile", ""});
+  return profile_from_ref(name_or_path, Where{"", "profile", ""});
 }
 
 std::string profile_file(const std::string& name_or_path, const std::string& key) {
-  return cfg::resolve(name_or_path, "profiles", "profile", cfg::Where{"", key, ""});
+  return resolve(name_or_path, "profiles", "profile", Where{"", key, ""});
 }
 
 }  // namespace ulysses

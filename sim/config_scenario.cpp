@@ -12,8 +12,6 @@
 
 namespace ulysses {
 
-namespace cfg {
-
 namespace {
 
 struct PlanField {
@@ -172,15 +170,13 @@ Scenario parse_scenario(const YAML::Node& root, const Where& w, const std::strin
   return sc;
 }
 
-}  // namespace cfg
-
 const std::vector<std::string>& settable_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> k = {"name", "model", "profile", "gpus", "gpus_per_node", "host_mem_GiB"};
-    for (const auto& p : cfg::plan_keys()) k.push_back("plan." + p);
+    for (const auto& p : plan_keys()) k.push_back("plan." + p);
     k.push_back("workload.causal");
-    for (const auto& m : cfg::model_keys()) k.push_back("model." + m);
-    for (const auto& p : cfg::profile_keys()) k.push_back("profile." + p);
+    for (const auto& m : model_keys()) k.push_back("model." + m);
+    for (const auto& p : profile_keys()) k.push_back("profile." + p);
     return k;
   }();
   return keys;
@@ -197,8 +193,8 @@ const std::vector<std::string>& attn_implementations() {
 }
 
 Scenario load_scenario(const std::string& path) {
-  const YAML::Node root = cfg::load_file(path);
-  Scenario sc = cfg::parse_scenario(root, cfg::Where{path, "", cfg::dir_of(path)}, cfg::stem_of(path));
+  const YAML::Node root = load_file(path);
+  Scenario sc = parse_scenario(root, Where{path, "", dir_of(path)}, stem_of(path));
   validate(sc, path);
   return sc;
 }
@@ -208,8 +204,8 @@ void set_key(Scenario& sc, const std::string& key, const std::string& value, con
   // such as "--sp-size". Only model/profile values can be paths, so only they look at the disk.
   const bool is_flag = !origin.empty() && origin[0] == '-';
   const bool may_be_path = key == "model" || key == "profile";
-  const bool is_file = may_be_path && !is_flag && !origin.empty() && fsq::is_file(origin);
-  const cfg::Where w = is_flag ? cfg::Where{"", origin, ""} : cfg::Where{origin, key, is_file ? cfg::dir_of(origin) : ""};
+  const bool is_file = may_be_path && !is_flag && !origin.empty() && path_is_file(origin);
+  const Where w = is_flag ? Where{"", origin, ""} : Where{origin, key, is_file ? dir_of(origin) : ""};
   if (may_be_path && !value.empty() && value.front() == '{') {  // an inline YAML map
     YAML::Node n;
     try {
@@ -217,23 +213,22 @@ void set_key(Scenario& sc, const std::string& key, const std::string& value, con
     } catch (const YAML::ParserException& e) {
       w.fail("YAML syntax error in inline map: " + e.msg);
     }
-    cfg::set_value(sc, key, n, w);
+    set_value(sc, key, n, w);
     return;
   }
-  cfg::set_scalar(sc, key, cfg::Scalar{value, false}, w);  // the text as typed: a plain scalar
+  set_scalar(sc, key, Scalar{value, false}, w);  // the text as typed: a plain scalar
 }
 
 std::string to_yaml(const Scenario& sc) {
-  using cfg::quote;
   std::string out = "# written by ulysses (to_yaml); format: docs/INPUTS.md\n";
   out += fmt::format("name: {}\n", quote(sc.name));
   out += fmt::format("gpus: {}\n", sc.gpus);
   if (sc.gpus_per_node > 0) out += fmt::format("gpus_per_node: {}\n", sc.gpus_per_node);
-  if (sc.host_ram_bytes > 0) out += fmt::format("host_mem_GiB: {}\n", cfg::gib_text(sc.host_ram_bytes));
-  out += "model:\n" + cfg::model_yaml(sc.model, 2);
-  out += "profile:\n" + cfg::profile_yaml(sc.hw, 2);
+  if (sc.host_ram_bytes > 0) out += fmt::format("host_mem_GiB: {}\n", gib_text(sc.host_ram_bytes));
+  out += "model:\n" + model_yaml(sc.model, 2);
+  out += "profile:\n" + profile_yaml(sc.hw, 2);
   out += "plan:\n";
-  for (const auto& f : cfg::plan_fields()) out += fmt::format("  {}: {}\n", f.key, f.get(sc.plan));
+  for (const auto& f : plan_fields()) out += fmt::format("  {}: {}\n", f.key, f.get(sc.plan));
   out += fmt::format("workload:\n  causal: {}\n", sc.workload.causal ? "true" : "false");
   return out;
 }

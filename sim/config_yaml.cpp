@@ -15,7 +15,7 @@
 #include "sim/fs_query.hpp"
 #include "sim/config_internal.hpp"
 
-namespace ulysses::cfg {
+namespace ulysses {
 
 namespace fs = std::filesystem;
 
@@ -160,8 +160,8 @@ void require_keys(const std::vector<std::pair<std::string, YAML::Node>>& items,
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
-  if (!in || fsq::is_dir(path))
-    throw core::InputError(path, "file", std::string("cannot be read (") + (fsq::is_dir(path) ? "a directory" : std::strerror(errno)) + ")");
+  if (!in || path_is_dir(path))
+    throw core::InputError(path, "file", std::string("cannot be read (") + (path_is_dir(path) ? "a directory" : std::strerror(errno)) + ")");
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -197,14 +197,14 @@ std::string resolve(const std::string& name_or_path, const std::string& preset_d
                          p.extension() == ".yml";
   if (name_or_path.empty()) w.fail(fmt::format("must name a {} preset or a .yaml file (got nothing)", kind));
   if (path_like) {
-    if (p.is_relative() && !w.dir.empty() && fsq::is_file(fs::path(w.dir) / p))
+    if (p.is_relative() && !w.dir.empty() && path_is_file(fs::path(w.dir) / p))
       return (fs::path(w.dir) / p).string();
-    if (fsq::is_file(p)) return p.string();
+    if (path_is_file(p)) return p.string();
     w.fail(fmt::format("{} file not found: {}{}", kind, name_or_path,
                        p.is_relative() && !w.dir.empty() ? " (looked in " + w.dir + " and the current directory)" : ""));
   }
   const fs::path preset = fs::path(repo_dir()) / preset_dir / (name_or_path + ".yaml");
-  if (fsq::is_file(preset)) return preset.string();
+  if (path_is_file(preset)) return preset.string();
   const auto names = preset_names(preset_dir);
   const std::string near = closest(name_or_path, names);
   w.fail(fmt::format("unknown {} preset '{}'{} (available: {})", kind, name_or_path,
@@ -251,4 +251,4 @@ std::string gib_text(core::bytes_t b) {
   return fmt::format("{}", bytes_to_gib(b));
 }
 
-}  // namespace ulysses::cfg
+}  // namespace ulysses

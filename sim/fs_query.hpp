@@ -5,25 +5,25 @@
 #include <filesystem>
 #include <system_error>
 
-namespace ulysses::fsq {
+namespace ulysses {
 
-inline bool is_file(const std::filesystem::path& p) {
+inline bool path_is_file(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::is_regular_file(p, ec);
 }
-inline bool is_dir(const std::filesystem::path& p) {
+inline bool path_is_dir(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::is_directory(p, ec);
 }
-inline bool exists(const std::filesystem::path& p) {
+inline bool path_exists(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::exists(p, ec);
 }
 // absolute(p), or p itself when the current directory cannot be read
-inline std::filesystem::path absolute(const std::filesystem::path& p) {
+inline std::filesystem::path path_absolute(const std::filesystem::path& p) {
   std::error_code ec;
   auto a = std::filesystem::absolute(p, ec);
   return ec ? p : a;
 }
 
-}  // namespace ulysses::fsq
+}  // namespace ulysses

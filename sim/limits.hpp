@@ -4,7 +4,7 @@
 // with one line naming the key, never wrapped or saturated into a wrong number.
 #include <cstdint>
 
-namespace ulysses::limits {
+namespace ulysses {
 
 inline constexpr std::int64_t kMaxSeqLen = std::int64_t{1} << 40;   // S, also B * S and padded S (1.1e12 tokens)
 inline constexpr std::int64_t kMaxGpus = std::int64_t{1} << 20;     // world size, each parallel size, GPUs per node
@@ -17,4 +17,4 @@ inline constexpr std::int64_t kMaxVocab = std::int64_t{1} << 22;
 inline constexpr double kMaxGiB = 1 << 30;
 inline constexpr int kMaxThreads = 1024;                            // sweep --threads, the cpu backend's rank threads                          // any memory size given in GiB (1 EiB)
 
-}  // namespace ulysses::limits
+}  // namespace ulysses

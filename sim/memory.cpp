@@ -10,7 +10,7 @@
 #include "core/attn_impls.hpp"
 #include "sim/reduce_flush.hpp"
 
-namespace ulysses::sim {
+namespace ulysses {
 namespace {
 
 core::bytes_t sat(double x) {
@@ -23,15 +23,15 @@ double ceil_div_d(double a, double b) { return std::ceil(a / b); }
 
 // Activation sizes of one layer on one rank, in bytes (doubles; see docs/MODEL.md).
 struct Act {
-  double th;      // one hidden-size activation [B, S_local, h] bf16
-  double q;       // q (or o, or their grads) in either layout: B*S_local*H*D*2
-  double kvs;     // k or v as projected, seq layout: B*S_local*H_kv*D*2
-  double kvr;     // the kv replica [B, S_local, P, D] bf16 when replicated, else 0
-  double kvh;     // k or v in head layout (= exchanged): B*S_local*max(H_kv,P)*D*2
-  double lse;     // attention log-sum-exp fp32 [B, H_local, S] = B*S_local*H*4
+  double th;      // one hidden-size activation [B, S_l, h] bf16
+  double q;       // q (or o, or their grads) in either layout: B*S_l*H*D*2
+  double kvs;     // k or v as projected, seq layout: B*S_l*H_kv*D*2
+  double kvr;     // the kv replica [B, S_l, P, D] bf16 when replicated, else 0
+  double kvh;     // k or v in head layout (= exchanged): B*S_l*max(H_kv,P)*D*2
+  double lse;     // attention log-sum-exp fp32 [B, H_l, S] = B*S_l*H*4
   double fa_ws;   // FA2 backward workspace: dq_accum fp32 + dsoftmax_sum fp32 + GQA-expanded dk, dv
-  double rstd;    // two RMSNorm rstd fp32 [B, S_local]
-  double mlp_t;   // one [B, S_local/n, F] bf16 MLP intermediate (n = TiledMLP shards)
+  double rstd;    // two RMSNorm rstd fp32 [B, S_l]
+  double mlp_t;   // one [B, S_l/n, F] bf16 MLP intermediate (n = TiledMLP shards)
   double x_in;    // the layer input when it is not already a live GPU checkpoint
   double out_held;  // checkpoint offload: the recomputed layer output, held through the layer's backward
                     // (runtime/deepspeed/ulysses_worker/offload.py backward: `out = ctx.run(x)` then
@@ -46,7 +46,7 @@ struct Act {
 };
 
 Act activations(const Scenario& sc, const Dims& d) {
-  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
+  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_l);
   Act a{};
   a.th = tok * d.h * 2;
   a.q = tok * d.H * d.D * 2;
@@ -54,9 +54,9 @@ Act activations(const Scenario& sc, const Dims& d) {
   a.kvr = d.kv_replica ? tok * d.P * d.D * 2 : 0;
   a.kvh = tok * d.kv_wire * d.D * 2;
   a.lse = tok * d.H * 4;
-  a.fa_ws = tok * d.H * d.D * 4 + tok * d.H * 4 + (d.H_local != d.kv_local ? 2 * a.q : 0);
+  a.fa_ws = tok * d.H * d.D * 4 + tok * d.H * 4 + (d.H_l != d.kv_local ? 2 * a.q : 0);
   a.rstd = 2 * tok * 4;
-  a.mlp_t = static_cast<double>(d.B) * ceil_div_d(static_cast<double>(d.S_local), static_cast<double>(d.mlp_shards)) * d.F * 2;
+  a.mlp_t = static_cast<double>(d.B) * ceil_div_d(static_cast<double>(d.S_l), static_cast<double>(d.mlp_shards)) * d.F * 2;
   const bool ckpt_on_gpu = sc.plan.activation_checkpointing && !sc.plan.offload_checkpoints;
   a.x_in = ckpt_on_gpu ? 0 : a.th;
   a.eager = sc.plan.rmsnorm_implementation == RmsNormImpl::eager;
@@ -180,7 +180,7 @@ Dims derive_dims(const Scenario& sc) {
   d.P = pl.sp_size;
   d.S_req = pl.seq_len;
   d.S = padded_seq_len(pl.seq_len, pl.pad_to_multiple_of, d.P);
-  d.S_local = d.S / d.P;
+  d.S_l = d.S / d.P;
   d.H = mo.heads;
   d.H_kv = mo.kv_heads;
   d.D = mo.head_dim;
@@ -188,7 +188,7 @@ Dims derive_dims(const Scenario& sc) {
   d.F = mo.ffn_hidden;
   d.V = mo.vocab;
   d.L = mo.layers;
-  d.H_local = d.H / d.P;
+  d.H_l = d.H / d.P;
   d.kv_wire = std::max(d.H_kv, d.P);
   d.kv_local = d.kv_wire / d.P;
   d.kv_replica = d.P > d.H_kv && pl.kv_strategy == KvStrategy::replicate;
@@ -201,24 +201,24 @@ Dims derive_dims(const Scenario& sc) {
   d.ckpt = pl.activation_checkpointing;
   d.rmsnorm_eager = pl.rmsnorm_implementation == RmsNormImpl::eager;
   d.causal = sc.workload.causal;
-  d.mlp_shards = pl.tiled_mlp ? std::max<std::int64_t>(1, ceil_div(d.S_local, d.h)) : 1;
-  const double logits_fp32 = static_cast<double>(d.B) * static_cast<double>(d.S_local) * d.V * 4;
+  d.mlp_shards = pl.tiled_mlp ? std::max<std::int64_t>(1, ceil_div(d.S_l, d.h)) : 1;
+  const double logits_fp32 = static_cast<double>(d.B) * static_cast<double>(d.S_l) * d.V * 4;
   d.logits_shards = pl.tiled_logits ? std::max<std::int64_t>(1, static_cast<std::int64_t>(ceil_div_d(logits_fp32, kLogitsTileBytes))) : 1;
   d.params = count_params(mo);
   d.total_params = d.params.total(d.L);
   return d;
 }
 
-core::bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.H * d.D * 2); }
-core::bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_local * d.kv_wire * d.D * 2); }
+core::bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_l * d.H * d.D * 2); }
+core::bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_l * d.kv_wire * d.D * 2); }
 
 constexpr double kLossBytesPerLogit = 12;
 constexpr double kSubGroupSize = 1e9;  // DeepSpeed ZeRO-3 sub_group_size default (zero/config.py)
 
 core::bytes_t logits_loss_bytes(const Dims& d) {
-  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
+  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_l);
   const double th = tok * d.h * 2;
-  // torch.chunk over the B*S_local tokens: the largest shard has ceil(tokens / shards) tokens
+  // torch.chunk over the B*S_l tokens: the largest shard has ceil(tokens / shards) tokens
   const double logits_elems = std::ceil(tok / static_cast<double>(d.logits_shards)) * d.V;
   // final norm in, out, grad of hidden; eager: fp32 in (2 th) + bf16 normalized (th), no bf16 in
   const double final_norm = d.rmsnorm_eager ? 5 * th : 3 * th;
@@ -303,7 +303,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   for (int i = 0; i < lp.n; ++i)
     if (double(lp.p[i].numel) > pl.reduce_bucket_size) layer_grad = std::max(layer_grad, double(lp.p[i].numel));
   const double head_grad = pl.tiled_logits || head_p > pl.reduce_bucket_size ? head_p : 0;
-  const double logits_elems = static_cast<double>(d.B) * static_cast<double>(d.S_local) * static_cast<double>(d.V);
+  const double logits_elems = static_cast<double>(d.B) * static_cast<double>(d.S_l) * static_cast<double>(d.V);
   const double head_grad_live = pl.tiled_logits ? 2 * head_grad : std::max(0.0, 2 * head_grad - (kLossBytesPerLogit - 2) * logits_elems);
   const double gathered_layer = stage >= 3 ? gather * kZero3LiveLayers * layer_p * 2 + 2 * layer_grad : 0;
   const double gathered_logits = stage >= 3 ? gather * (head_p + layer_p) * 2 + head_grad_live : 0;
@@ -395,7 +395,7 @@ void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host) {
   const double g = static_cast<double>(d.gpus_on_node);
   const double shard = std::ceil(static_cast<double>(d.total_params) / static_cast<double>(d.zero_group));
   const double per_gpu_shard = pl.zero_stage >= 1 ? shard : static_cast<double>(d.total_params);
-  const double th = static_cast<double>(d.B) * static_cast<double>(d.S_local) * d.h * 2;
+  const double th = static_cast<double>(d.B) * static_cast<double>(d.S_l) * d.h * 2;
   host.n = 0;
   host.add("optimizer_states", sat(pl.offload_optimizer ? 12 * per_gpu_shard * g : 0));
   host.add("grads", sat(pl.offload_optimizer ? 4 * per_gpu_shard * g : 0));
@@ -409,12 +409,12 @@ void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host) {
 core::bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
   // The CUDA backend's BlockRunner (runtime/cuda/block_runner.cpp) allocates every buffer of
   // the block once, up front; its arena peak is their sum (docs/MODEL.md "Block peak").
-  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_local);
+  const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_l);
   const double q = tok * d.H * d.D * 2, kvs = tok * d.H_kv * d.D * 2;
   const double kvr = d.kv_replica ? tok * d.P * d.D * 2 : 0, kvh = tok * d.kv_wire * d.D * 2;
   const double seq = 4 * q /*q, o, dout, dq*/ + 4 * kvs /*k, v, dk, dv*/ + 4 * kvr /*k, v replicas and grads*/;
   const double head = 4 * q /*q, o, dout, dq*/ + 4 * kvh /*k, v, dk, dv*/;
-  const double lse = static_cast<double>(d.B) * d.H_local * static_cast<double>(d.S) * 4;
+  const double lse = static_cast<double>(d.B) * d.H_l * static_cast<double>(d.S) * 4;
   // attention backward workspace: the reference kernel keeps delta [B, H_l, S] fp32; the flash
   // kernel fp32 dq_accum [B, S, H_l, D] plus lse2 and delta [B, H_l, S padded to 128], each
   // allocation rounded up to 256 bytes. The runner sizes it for the larger unless the reference
@@ -422,7 +422,7 @@ core::bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
   auto r256 = [](double b) { return std::ceil(b / 256) * 256; };
   const double S_pad = std::ceil(static_cast<double>(d.S) / 128) * 128;
   const double ws_ref = lse;
-  const double ws_flash = r256(tok * d.H * d.D * 4) + 2 * r256(static_cast<double>(d.B) * d.H_local * S_pad * 4);
+  const double ws_flash = r256(tok * d.H * d.D * 4) + 2 * r256(static_cast<double>(d.B) * d.H_l * S_pad * 4);
   const std::string& impl = sc.plan.attn_implementation;
   const core::AttnImpl* kernel = core::find_attn_impl(impl);
   const bool reference = kernel && kernel->kernel == core::AttnKernel::reference;
@@ -433,4 +433,4 @@ core::bytes_t block_peak_bytes(const Scenario& sc, const Dims& d) {
   return sat(seq + head + lse + ws + exchange + scalars);
 }
 
-}  // namespace ulysses::sim
+}  // namespace ulysses

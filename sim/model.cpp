@@ -3,11 +3,11 @@
 namespace ulysses {
 
 ParamCount count_params(const ModelSpec& m) {
-  const std::int64_t h = m.hidden, H = m.heads, Hkv = m.kv_heads, D = m.head_dim;
+  const std::int64_t h = m.hidden, H = m.heads, H_kv = m.kv_heads, D = m.head_dim;
   ParamCount p;
   // q: h x H*D, k and v: h x H_kv*D each, o: H*D x h
-  p.attn_per_layer = h * H * D + 2 * h * Hkv * D + H * D * h;
-  if (m.qkv_bias) p.attn_per_layer += (H + 2 * Hkv) * D;
+  p.attn_per_layer = h * H * D + 2 * h * H_kv * D + H * D * h;
+  if (m.qkv_bias) p.attn_per_layer += (H + 2 * H_kv) * D;
   if (m.qk_norm) p.attn_per_layer += 2 * D;  // one RMSNorm weight of size D for q, one for k
   p.mlp_per_layer = 3 * h * m.ffn_hidden;    // gate, up: h x F; down: F x h
   p.norm_per_layer = 2 * h;                  // input_layernorm, post_attention_layernorm
@@ -18,16 +18,16 @@ ParamCount count_params(const ModelSpec& m) {
 }
 
 LayerParams layer_params(const ModelSpec& m) {
-  const std::int64_t h = m.hidden, H = m.heads, Hkv = m.kv_heads, D = m.head_dim, F = m.ffn_hidden;
+  const std::int64_t h = m.hidden, H = m.heads, H_kv = m.kv_heads, D = m.head_dim, F = m.ffn_hidden;
   using R = LayerParamRole;
   LayerParams out;
   auto add = [&](R r, std::int64_t numel) { out.p[out.n++] = {r, numel}; };
   add(R::q, h * H * D);
   if (m.qkv_bias) add(R::q_bias, H * D);
-  add(R::k, h * Hkv * D);
-  if (m.qkv_bias) add(R::k_bias, Hkv * D);
-  add(R::v, h * Hkv * D);
-  if (m.qkv_bias) add(R::v_bias, Hkv * D);
+  add(R::k, h * H_kv * D);
+  if (m.qkv_bias) add(R::k_bias, H_kv * D);
+  add(R::v, h * H_kv * D);
+  if (m.qkv_bias) add(R::v_bias, H_kv * D);
   add(R::o, H * D * h);
   if (m.qk_norm) add(R::q_norm, D), add(R::k_norm, D);
   add(R::gate, h * F), add(R::up, h * F), add(R::down, F * h);

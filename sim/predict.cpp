@@ -9,25 +9,25 @@
 namespace ulysses {
 
 Prediction predict(const Scenario& sc) {
-  const sim::Dims d = sim::derive_dims(sc);
+  const Dims d = derive_dims(sc);
   Prediction p;
   p.seq_len = d.S_req;
   p.padded_seq_len = d.S;
-  p.s_local = d.S_local;
+  p.s_local = d.S_l;
 
-  p.gpu_peak_at = sim::gpu_memory(sc, d, p.gpu);
-  sim::host_memory(sc, d, p.host);
-  p.gpu_capacity_bytes = sim::gpu_capacity_bytes(sc);
-  p.host_capacity_bytes = sim::host_capacity_bytes(sc);
+  p.gpu_peak_at = gpu_memory(sc, d, p.gpu);
+  host_memory(sc, d, p.host);
+  p.gpu_capacity_bytes = gpu_capacity_bytes(sc);
+  p.host_capacity_bytes = host_capacity_bytes(sc);
   p.fits_gpu = p.gpu.total() <= p.gpu_capacity_bytes;
   p.fits_host = p.host.total() <= p.host_capacity_bytes;
-  p.block_peak_bytes = sim::block_peak_bytes(sc, d);
-  p.block_peak_bytes_freeing = sim::block_peak_bytes_freeing(d);
-  p.a2a_q_bytes_per_rank = sim::q_bytes_per_rank(d);
-  p.a2a_kv_bytes_per_rank = 2 * sim::kv_bytes_per_rank(d);
+  p.block_peak_bytes = block_peak_bytes(sc, d);
+  p.block_peak_bytes_freeing = block_peak_bytes_freeing(d);
+  p.a2a_q_bytes_per_rank = q_bytes_per_rank(d);
+  p.a2a_kv_bytes_per_rank = 2 * kv_bytes_per_rank(d);
 
-  sim::block_times(sc, d, p.block);
-  const double flops_per_gpu = sim::step_times(sc, d, p.step);
+  block_times(sc, d, p.block);
+  const double flops_per_gpu = step_times(sc, d, p.step);
   p.step_time_s = p.step.total();
 
   // throughput: useful (requested) tokens; the hardware count uses the padded length it executes

@@ -11,7 +11,7 @@ std::string preset_root() { return repo_dir(); }
 
 std::vector<ModelSummary> list_models() {
   std::vector<ModelSummary> out;
-  for (const auto& name : cfg::preset_names("scenarios/models")) {
+  for (const auto& name : preset_names("scenarios/models")) {
     const ModelSpec m = load_model(name);
     out.push_back({name, m.layers, m.hidden, m.heads, m.kv_heads, total_params(m), repo_dir() + "/scenarios/models/" + name + ".yaml"});
   }
@@ -20,9 +20,9 @@ std::vector<ModelSummary> list_models() {
 
 std::vector<ProfileSummary> list_profiles() {
   std::vector<ProfileSummary> out;
-  for (const auto& name : cfg::preset_names("profiles")) {
+  for (const auto& name : preset_names("profiles")) {
     const HardwareProfile p = load_profile(name);
-    out.push_back({name, p.gpu, cfg::bytes_to_gib(p.hbm_bytes), p.gpus_per_node, p.has_calibration,
+    out.push_back({name, p.gpu, bytes_to_gib(p.hbm_bytes), p.gpus_per_node, p.has_calibration,
                    repo_dir() + "/profiles/" + name + ".yaml"});
   }
   return out;

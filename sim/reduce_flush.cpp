@@ -11,7 +11,7 @@
 
 #include "sim/model.hpp"
 
-namespace ulysses::sim {
+namespace ulysses {
 namespace {
 
 constexpr double kNormChunkElems = 250000000.0;  // _constant_buffered_norm2(buffer_size=250000000)
@@ -103,4 +103,4 @@ ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t z
   return w.out;
 }
 
-}  // namespace ulysses::sim
+}  // namespace ulysses

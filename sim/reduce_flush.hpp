@@ -5,7 +5,7 @@
 
 #include "sim/scenario.hpp"
 
-namespace ulysses::sim {
+namespace ulysses {
 
 // Where a flush starts, by the parameter whose gradient arrival overflows the bucket:
 // mlp: gate/up/down (inside the MLP backward); attn: post-attention norm or o_proj (before the
@@ -23,4 +23,4 @@ struct ReduceFlushes {
 // reduce-scatter allocates (sp = 1; at sp > 1 the static grad_reduce_buffers already hold it).
 ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t zero_group, bool flat_buffer);
 
-}  // namespace ulysses::sim
+}  // namespace ulysses

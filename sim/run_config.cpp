@@ -11,8 +11,6 @@
 
 namespace ulysses {
 
-namespace rcfg {
-
 namespace {
 
 std::string shown(const YAML::Node& n) {
@@ -27,7 +25,7 @@ std::string shown(const YAML::Node& n) {
 void Reader::set(const std::string& key, const std::string& value, const std::string& target, const std::string& text,
                  const std::string& note) {
   mark_overridden(rc_, target, file_ + ": " + key);
-  cfg::set_scalar(sc_, target, cfg::Scalar{text, false}, at(key));
+  set_scalar(sc_, target, Scalar{text, false}, at(key));
   rc_.keys.push_back({file_, key, value, target, text, note});
 }
 
@@ -45,12 +43,10 @@ void Reader::unused(const std::string& key, const YAML::Node& n, int depth) {
 }
 
 std::string Reader::text(const YAML::Node& n, const std::string& key, const std::string& expected) const {
-  return cfg::scalar_of(n, at(key), expected).text;
+  return scalar_of(n, at(key), expected).text;
 }
 
 bool is_auto(const YAML::Node& n) { return n.IsScalar() && n.Scalar() == "auto"; }
-
-}  // namespace rcfg
 
 void mark_overridden(RunConfigRead& rc, const std::string& target, const std::string& by) {
   for (auto& k : rc.keys) {
@@ -63,10 +59,10 @@ RunConfigRead apply_run_configs(Scenario& sc, const std::string& accelerate_yaml
   namespace fs = std::filesystem;
   RunConfigRead rc;
   std::string named;  // the DeepSpeed JSON the YAML names
-  if (!accelerate_yaml.empty()) named = rcfg::read_accelerate(sc, rc, accelerate_yaml);
+  if (!accelerate_yaml.empty()) named = read_accelerate(sc, rc, accelerate_yaml);
   std::string json = deepspeed_json;
   if (!deepspeed_json.empty() && !named.empty()) {
-    if (!fsq::exists(deepspeed_json)) cfg::read_text(deepspeed_json);  // the one-line "cannot be read"
+    if (!path_exists(deepspeed_json)) read_text(deepspeed_json);  // the one-line "cannot be read"
     std::error_code ec;
     if (!fs::equivalent(deepspeed_json, named, ec))
       throw core::InputError("", "--deepspeed-config",
@@ -75,14 +71,14 @@ RunConfigRead apply_run_configs(Scenario& sc, const std::string& accelerate_yaml
   }
   if (json.empty()) json = named;
   if (!json.empty()) {
-    rcfg::read_deepspeed(sc, rc, json);
+    read_deepspeed(sc, rc, json);
     rc.ds_file = json;
   }
   // The layout the YAML launches: Accelerate's data_parallel_size (dp_replicate * dp_shard) and
   // DeepSpeed's data-parallel world (num_processes / sp) must be the same ranks.
   if (rc.num_processes > 0) {
     const Plan& p = sc.plan;
-    const cfg::Where w{accelerate_yaml, "num_processes", ""};
+    const Where w{accelerate_yaml, "num_processes", ""};
     if (p.dp_shard_auto && rc.num_processes % (p.sp_size * p.dp_replicate_size) != 0)
       w.fail(fmt::format("must be divisible by sp_size * dp_replicate_size ({} * {})", p.sp_size, p.dp_replicate_size));
     if (!p.dp_shard_auto && p.dp_replicate_size * p.dp_shard_size * p.sp_size != rc.num_processes)
@@ -100,7 +96,7 @@ void check_run_configs(const RunConfigRead& rc, const Scenario& sc) {
   const std::int64_t sp = rc.sp_size > 0 ? rc.sp_size : sc.plan.sp_size;
   const std::int64_t micro = rc.micro_batch_size > 0 ? rc.micro_batch_size : sc.plan.micro_batch_size;
   const std::int64_t gas = rc.grad_accum > 0 ? rc.grad_accum : 1;
-  const cfg::Where w{rc.ds_file, "train_batch_size", ""};
+  const Where w{rc.ds_file, "train_batch_size", ""};
   if (sp <= 0 || world % sp != 0)
     w.fail(fmt::format("needs the world size ({}) to be a multiple of sp_size ({})", world, sp));
   const std::int64_t want = micro * gas * (world / sp);

@@ -9,7 +9,7 @@
 #include "sim/fs_query.hpp"
 #include "sim/run_config_internal.hpp"
 
-namespace ulysses::rcfg {
+namespace ulysses {
 
 namespace {
 
@@ -45,7 +45,7 @@ std::string offload_device(Reader& r, const YAML::Node& n, const std::string& ke
 // deepspeed_config: {deepspeed_config_file | zero_stage, offload_*_device, ...}; returns the JSON named
 std::string read_deepspeed_section(Reader& r, const YAML::Node* section) {
   std::vector<std::pair<std::string, YAML::Node>> items;
-  if (section != nullptr && !section->IsNull()) items = cfg::map_items(*section, r.at("deepspeed_config"));
+  if (section != nullptr && !section->IsNull()) items = map_items(*section, r.at("deepspeed_config"));
   std::string json;
   if (const YAML::Node* f = find(items, "deepspeed_config_file")) {
     const std::string key = "deepspeed_config.deepspeed_config_file";
@@ -53,7 +53,7 @@ std::string read_deepspeed_section(Reader& r, const YAML::Node* section) {
     if (t != "none") {  // Accelerate's "no file" (utils/dataclasses.py:1265-1270)
       const fs::path p(t);
       json = (p.is_relative() && !r.dir().empty() ? fs::path(r.dir()) / p : p).string();
-      if (!fsq::is_file(json))
+      if (!path_is_file(json))
         r.at(key).fail(fmt::format("cannot open '{}' (a relative path resolves against the YAML's folder)", json));
     }
     r.echo(key, t, t == "none" ? "no file" : "reads " + json);
@@ -68,7 +68,7 @@ std::string read_deepspeed_section(Reader& r, const YAML::Node* section) {
     else if (k == "offload_optimizer_device") r.set(key, v.Scalar(), "plan.offload_optimizer", offload_device(r, v, key));
     else if (k == "offload_param_device") r.set(key, v.Scalar(), "plan.offload_params", offload_device(r, v, key));
     else if (k == "gradient_accumulation_steps") {
-      r.read().grad_accum = cfg::positive_int(cfg::scalar_of(v, r.at(key), "a positive integer"), r.at(key));
+      r.read().grad_accum = positive_int(scalar_of(v, r.at(key), "a positive integer"), r.at(key));
       r.echo(key, v.Scalar(), "checked with train_batch_size");
     } else r.unused(key, v);
   }
@@ -85,7 +85,7 @@ std::string read_deepspeed_section(Reader& r, const YAML::Node* section) {
 
 // parallelism_config: {parallelism_config_sp_size, ...} (commands/launch.py:905-982: names, defaults)
 void read_parallelism(Reader& r, const YAML::Node& section) {
-  const auto items = cfg::map_items(section, r.at("parallelism_config"));
+  const auto items = map_items(section, r.at("parallelism_config"));
   for (const auto& [k, v] : items) {
     const std::string key = "parallelism_config." + k;
     const std::string name = k.rfind(kPrefix, 0) == 0 ? k.substr(std::string(kPrefix).size()) : "";
@@ -95,7 +95,7 @@ void read_parallelism(Reader& r, const YAML::Node& section) {
     } else if (name == "dp_replicate_size") r.set(key, r.text(v, key, "a positive integer"), "plan.dp_replicate_size", v.Scalar());
     else if (name == "dp_shard_size") r.set(key, r.text(v, key, "a positive integer"), "plan.dp_shard_size", v.Scalar());
     else if (name == "tp_size" || name == "cp_size") {
-      if (cfg::positive_int(cfg::scalar_of(v, r.at(key), "a positive integer"), r.at(key)) != 1)
+      if (positive_int(scalar_of(v, r.at(key), "a positive integer"), r.at(key)) != 1)
         r.at(key).fail("tensor and context parallelism are not modelled (must be 1)");
       r.echo(key, v.Scalar(), "checked");
     } else if (name == "sp_backend") {
@@ -129,8 +129,8 @@ void read_parallelism(Reader& r, const YAML::Node& section) {
 
 std::string read_accelerate(Scenario& sc, RunConfigRead& rc, const std::string& path) {
   Reader r(sc, rc, path);
-  const YAML::Node root = cfg::load_file(path);
-  const auto items = cfg::map_items(root, cfg::Where{path, "", r.dir()});
+  const YAML::Node root = load_file(path);
+  const auto items = map_items(root, Where{path, "", r.dir()});
   const YAML::Node* dt = find(items, "distributed_type");
   if (dt == nullptr) r.at("distributed_type").fail("missing required key (commands/config/config_args.py:109-110)");
   const std::string type = r.text(*dt, "distributed_type", "an Accelerate DistributedType");
@@ -151,8 +151,8 @@ std::string read_accelerate(Scenario& sc, RunConfigRead& rc, const std::string& 
       if (t != "LOCAL_MACHINE") r.at(k).fail(fmt::format("must be LOCAL_MACHINE or AMAZON_SAGEMAKER (got '{}')", t));
       r.echo(k, t, "checked");
     } else if (k == "num_processes") {
-      const std::int64_t n = cfg::parse_int(cfg::scalar_of(v, r.at(k), "a positive integer"), r.at(k), -1,
-                                            limits::kMaxGpus, "a positive integer, or -1 (set at launch)");
+      const std::int64_t n = parse_int(scalar_of(v, r.at(k), "a positive integer"), r.at(k), -1,
+                                            kMaxGpus, "a positive integer, or -1 (set at launch)");
       if (n == 0) r.at(k).fail("must be a positive integer, or -1 (set at launch) (got 0)");
       if (n < 0) {
         r.echo(k, v.Scalar(), "set at launch: gpus left as they are");
@@ -161,7 +161,7 @@ std::string read_accelerate(Scenario& sc, RunConfigRead& rc, const std::string& 
       r.set(k, v.Scalar(), "gpus", v.Scalar());
       rc.num_processes = n;
     } else if (k == "num_machines") {
-      machines = cfg::positive_int(cfg::scalar_of(v, r.at(k), "a positive integer"), r.at(k));
+      machines = positive_int(scalar_of(v, r.at(k), "a positive integer"), r.at(k));
     } else if (k == "mixed_precision") {
       mixed = &v;
     } else if (k == "parallelism_config") {
@@ -211,4 +211,4 @@ std::string read_accelerate(Scenario& sc, RunConfigRead& rc, const std::string& 
   return json;
 }
 
-}  // namespace ulysses::rcfg
+}  // namespace ulysses

@@ -8,7 +8,7 @@
 
 #include "sim/run_config_internal.hpp"
 
-namespace ulysses::rcfg {
+namespace ulysses {
 
 namespace {
 
@@ -26,13 +26,13 @@ std::string lower(std::string s) {
 // A positive integer, or "auto" (returns 0).
 std::int64_t int_or_auto(Reader& r, const YAML::Node& n, const std::string& key) {
   if (is_auto(n)) return 0;
-  return cfg::positive_int(cfg::scalar_of(n, r.at(key), "a positive integer or \"auto\""), r.at(key));
+  return positive_int(scalar_of(n, r.at(key), "a positive integer or \"auto\""), r.at(key));
 }
 
 // true | false | "auto" (returns "auto")
 std::string bool_or_auto(Reader& r, const YAML::Node& n, const std::string& key) {
   if (is_auto(n)) return "auto";
-  return cfg::parse_bool(cfg::scalar_of(n, r.at(key), "true, false or \"auto\""), r.at(key)) ? "true" : "false";
+  return parse_bool(scalar_of(n, r.at(key), "true, false or \"auto\""), r.at(key)) ? "true" : "false";
 }
 
 // zero_optimization.offload_optimizer / offload_param: {device: none|cpu|nvme, ...}
@@ -41,7 +41,7 @@ void read_offload(Reader& r, const YAML::Node& n, const std::string& key, const 
     r.set(key, "null", target, "false", "no offload");
     return;
   }
-  const auto items = cfg::map_items(n, r.at(key));
+  const auto items = map_items(n, r.at(key));
   bool device = false;
   for (const auto& [k, v] : items) {
     const std::string kk = key + "." + k;
@@ -67,7 +67,7 @@ void read_zero(Reader& r, const YAML::Node& z) {
     r.set(key + ".reduce_bucket_size", "(absent)", "plan.reduce_bucket_size", "5e8", "DeepSpeed default (zero/config.py:113)");
     return;
   }
-  const auto items = cfg::map_items(z, r.at(key));
+  const auto items = map_items(z, r.at(key));
   const Plan& p = r.scenario().plan;
   for (const auto& [k, v] : items) {
     const std::string kk = key + "." + k;
@@ -79,7 +79,7 @@ void read_zero(Reader& r, const YAML::Node& z) {
     } else if (k == "offload_param") {
       read_offload(r, v, kk, "plan.offload_params");
     } else if (k == "cpu_offload" || k == "cpu_offload_param") {  // deprecated aliases (zero/config.py:188-220)
-      const bool on = cfg::parse_bool(cfg::scalar_of(v, r.at(kk), "true or false"), r.at(kk));
+      const bool on = parse_bool(scalar_of(v, r.at(kk), "true or false"), r.at(kk));
       r.set(kk, v.Scalar(), k == "cpu_offload" ? "plan.offload_optimizer" : "plan.offload_params", on ? "true" : "false",
             "deprecated alias (zero/config.py:188-220)");
     } else if (k == "reduce_bucket_size") {
@@ -108,7 +108,7 @@ void read_precision(Reader& r, const std::vector<std::pair<std::string, YAML::No
   std::string bkey = "bf16";
   if (bf16 == nullptr && (bf16 = find(items, "bfloat16")) != nullptr) bkey = "bfloat16";  // precision_config.py:30-38
   if (const YAML::Node* fp16 = find(items, "fp16")) {
-    for (const auto& [k, v] : cfg::map_items(*fp16, r.at("fp16"))) {
+    for (const auto& [k, v] : map_items(*fp16, r.at("fp16"))) {
       const std::string kk = "fp16." + k;
       if (k != "enabled") {
         r.unused(kk, v);
@@ -124,7 +124,7 @@ void read_precision(Reader& r, const std::vector<std::pair<std::string, YAML::No
     return;
   }
   bool enabled = false;
-  for (const auto& [k, v] : cfg::map_items(*bf16, r.at(bkey))) {
+  for (const auto& [k, v] : map_items(*bf16, r.at(bkey))) {
     const std::string kk = bkey + "." + k;
     if (k == "enabled") {
       enabled = true;
@@ -148,7 +148,7 @@ void read_optimizer(Reader& r, const YAML::Node* opt) {
     r.echo("optimizer", "(absent)", fmt::format("the training script's optimizer: plan.torch_adam left at {}", p.torch_adam));
     return;
   }
-  const auto items = cfg::map_items(*opt, r.at("optimizer"));
+  const auto items = map_items(*opt, r.at("optimizer"));
   for (const auto& [k, v] : items) {
     const std::string kk = "optimizer." + k;
     if (k == "type") {
@@ -157,7 +157,7 @@ void read_optimizer(Reader& r, const YAML::Node* opt) {
         r.at(kk).fail(fmt::format("only Adam and AdamW are modelled (got '{}')", t));
       r.echo(kk, t, "checked");
     } else if (k == "params") {
-      const auto params = cfg::map_items(v, r.at(kk));
+      const auto params = map_items(v, r.at(kk));
       for (const auto& [pk, pv] : params) {
         if (pk == "torch_adam") r.set(kk + "." + pk, r.text(pv, kk + "." + pk, "true or false"), "plan.torch_adam", pv.Scalar());
         else r.unused(kk + "." + pk, pv);
@@ -176,8 +176,8 @@ void read_optimizer(Reader& r, const YAML::Node* opt) {
 
 void read_deepspeed(Scenario& sc, RunConfigRead& rc, const std::string& path) {
   Reader r(sc, rc, path);
-  const YAML::Node root = cfg::load_file(path);
-  const auto items = cfg::map_items(root, cfg::Where{path, "", r.dir()});
+  const YAML::Node root = load_file(path);
+  const auto items = map_items(root, Where{path, "", r.dir()});
   const YAML::Node* zero = find(items, "zero_optimization");
   if (zero == nullptr)
     r.at("zero_optimization").fail("missing required key (Accelerate 1.15 refuses a DeepSpeed config without it: "
@@ -197,7 +197,7 @@ void read_deepspeed(Scenario& sc, RunConfigRead& rc, const std::string& path) {
       rc.grad_accum = int_or_auto(r, v, k);
       r.echo(k, v.Scalar(), rc.grad_accum == 0 ? "auto: Accelerate's (default 1)" : "checked with train_batch_size");
     } else if (k == "sequence_parallel_size") {
-      const std::int64_t sp = cfg::positive_int(cfg::scalar_of(v, r.at(k), "a positive integer"), r.at(k));
+      const std::int64_t sp = positive_int(scalar_of(v, r.at(k), "a positive integer"), r.at(k));
       if (rc.sp_size > 0 && sp != rc.sp_size)
         r.at(k).fail(fmt::format("is {} but the Accelerate YAML's parallelism_config_sp_size is {}: they must agree", sp, rc.sp_size));
       r.set(k, v.Scalar(), "plan.sp_size", v.Scalar());
@@ -210,4 +210,4 @@ void read_deepspeed(Scenario& sc, RunConfigRead& rc, const std::string& path) {
   read_optimizer(r, find(items, "optimizer"));
 }
 
-}  // namespace ulysses::rcfg
+}  // namespace ulysses

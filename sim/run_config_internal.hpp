@@ -8,13 +8,13 @@
 #include "sim/config_internal.hpp"
 #include "sim/run_config.hpp"
 
-namespace ulysses::rcfg {
+namespace ulysses {
 
 class Reader {
  public:
   Reader(Scenario& sc, RunConfigRead& rc, std::string file)
-      : sc_(sc), rc_(rc), file_(std::move(file)), dir_(cfg::dir_of(file_)) {}
-  cfg::Where at(const std::string& key) const { return cfg::Where{file_, key, dir_}; }
+      : sc_(sc), rc_(rc), file_(std::move(file)), dir_(dir_of(file_)) {}
+  Where at(const std::string& key) const { return Where{file_, key, dir_}; }
   const std::string& file() const { return file_; }
   const std::string& dir() const { return dir_; }
   Scenario& scenario() { return sc_; }
@@ -44,4 +44,4 @@ bool is_auto(const YAML::Node& n);  // the scalar "auto" (HF convention: filled 
 std::string read_accelerate(Scenario& sc, RunConfigRead& rc, const std::string& path);
 void read_deepspeed(Scenario& sc, RunConfigRead& rc, const std::string& path);
 
-}  // namespace ulysses::rcfg
+}  // namespace ulysses

@@ -51,7 +51,7 @@ std::string sweep_name_rule(const std::string& name) {
 void check_sweep_name(const SweepSpec& spec) {
   const std::string rule = sweep_name_rule(spec.name);
   if (rule.empty()) return;
-  const bool from_stem = spec.name == cfg::stem_of(spec.path);
+  const bool from_stem = spec.name == stem_of(spec.path);
   throw core::InputError(spec.path, "name", rule + (from_stem ? " (without `name:` the name is the file stem)" : ""));
 }
 
@@ -84,10 +84,10 @@ std::pair<std::int64_t, std::int64_t> shard_points(std::int64_t total, Shard s) 
 }
 
 std::string sweep_spec_text(const SweepSpec& spec) {
-  std::string t = fmt::format("name: {}\nmode: {}\ngranularity: {}\naxes:\n", cfg::quote(spec.name), spec.mode, spec.granularity);
+  std::string t = fmt::format("name: {}\nmode: {}\ngranularity: {}\naxes:\n", quote(spec.name), spec.mode, spec.granularity);
   for (const auto& a : spec.axes) {
-    t += fmt::format("  - key: {}\n    values:\n", cfg::quote(a.key));
-    for (const auto& v : a.values) t += fmt::format("      - {}\n", cfg::quote(v));
+    t += fmt::format("  - key: {}\n    values:\n", quote(a.key));
+    for (const auto& v : a.values) t += fmt::format("      - {}\n", quote(v));
   }
   return t + "base:\n" + to_yaml(spec.base);
 }
@@ -125,13 +125,13 @@ struct Preloaded {
 // context, built once; the values were already checked by preload(), so the worker calls
 // set_scalar directly.
 struct AxisSetters {
-  std::vector<cfg::Where> where;                 // per axis
-  std::vector<std::vector<cfg::Scalar>> values;  // per axis, per value
+  std::vector<Where> where;                 // per axis
+  std::vector<std::vector<Scalar>> values;  // per axis, per value
   explicit AxisSetters(const SweepSpec& spec) {
     for (const auto& a : spec.axes) {
-      where.push_back(cfg::Where{spec.path, a.key, cfg::dir_of(spec.path)});
+      where.push_back(Where{spec.path, a.key, dir_of(spec.path)});
       values.emplace_back();
-      for (const auto& v : a.values) values.back().push_back(cfg::Scalar{v, false});
+      for (const auto& v : a.values) values.back().push_back(Scalar{v, false});
     }
   }
 };
@@ -141,7 +141,7 @@ void apply_axis(Scenario& sc, const SweepSpec& spec, const Preloaded& pre, const
   const auto i = static_cast<std::size_t>(v);
   if (!pre.models[a].empty()) sc.model = pre.models[a][i];
   else if (!pre.profiles[a].empty()) sc.hw = pre.profiles[a][i];
-  else cfg::set_scalar(sc, spec.axes[a].key, set.values[a][i], set.where[a]);
+  else set_scalar(sc, spec.axes[a].key, set.values[a][i], set.where[a]);
 }
 
 // Applies every value of every axis once to the base (a bad value fails here, on the calling

@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <cmath>
 
-namespace ulysses::sim {
+namespace ulysses {
 namespace {
 
 constexpr double kGBps = 1e9;  // GB/s -> bytes/s
 
-double tokens(const Dims& d) { return static_cast<double>(d.B) * static_cast<double>(d.S_local); }
+double tokens(const Dims& d) { return static_cast<double>(d.B) * static_cast<double>(d.S_l); }
 
 // Achievable ring bandwidth of a group of n ranks (all-gather, reduce-scatter, all-reduce):
 // NVLink inside a node, the per-GPU NIC once the group spans nodes.
@@ -104,8 +104,8 @@ core::seconds_t a2a_time_s(const Scenario& sc, const Dims& d, double bytes_per_r
 namespace {
 
 // The most specific calibrated curve for this shape (sim/attn_key.hpp): curves filed for the
-// head dim and mask, and per heads-per-rank interpolated linearly in log(H_local) between the two
-// nearest (clamped outside); else the head dim and mask without H_local; else the bare
+// head dim and mask, and per heads-per-rank interpolated linearly in log(H_l) between the two
+// nearest (clamped outside); else the head dim and mask without H_l; else the bare
 // implementation name. Returns < 0 when no curve applies.
 // The two curves of a family (per heads or per kv heads) nearest to n, below and above.
 struct Bracket {
@@ -228,7 +228,7 @@ void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 
   // kv replica copies (P > H_kv, replicate): read k (H_kv heads), write the replica (P heads),
   // for k and v; the backward sums the replica gradients back (same bytes)
   const double replica = d.P > 1 && d.kv_replica ? 2 * (T * d.H_kv * d.D * 2 + T * d.P * d.D * 2) / (copy_GBps(sc) * kGBps) : 0;
-  const double flops = core::attention_flops(d.B, d.S, d.H_local, d.D, d.causal), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
+  const double flops = core::attention_flops(d.B, d.S, d.H_l, d.D, d.causal), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
   block[static_cast<int>(core::BlockPhase::a2a_qkv_fwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_qkv_fwd, q + 2 * kv, 3) + replica;
   block[static_cast<int>(core::BlockPhase::attn_fwd)] = flops / (peak * attn_eff(sc, true, S));
   block[static_cast<int>(core::BlockPhase::a2a_out_fwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_out_fwd, q, 1);
@@ -324,7 +324,7 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
                                  : local_params * kAdamBytesPerParam / (sc.hw.hbm_GBps * kGBps));
 
   // --- FLOPs executed per GPU (causal halved, recompute counted)
-  const double attn = core::attention_flops(d.B, d.S, d.H_local, d.D, d.causal);
+  const double attn = core::attention_flops(d.B, d.S, d.H_l, d.D, d.causal);
   const double layer_gemm = g.flops_qkv + g.flops_o;
   const double fwd_passes = 1 + (ck ? 1 : 0);
   double flops = L * (attn * (fwd_passes + core::kAttnBwdFlopsFactor) + layer_gemm * (fwd_passes + 2) +
@@ -333,4 +333,4 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   return flops;
 }
 
-}  // namespace ulysses::sim
+}  // namespace ulysses

@@ -8,7 +8,7 @@
 #include "sim/prediction.hpp"
 #include "sim/scenario.hpp"
 
-namespace ulysses::sim {
+namespace ulysses {
 
 // Stated constants (docs/MODEL.md "Assumptions"); not fitted to any published result.
 inline constexpr double kAdamBytesPerParam = 30;         // fused Adam traffic per parameter
@@ -42,4 +42,4 @@ void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 
 // Every step phase (docs/DESIGN.md names), in a fixed order; returns FLOPs executed per GPU.
 double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step);
 
-}  // namespace ulysses::sim
+}  // namespace ulysses

@@ -50,14 +50,14 @@ std::int64_t parse_tokens(const std::string& text, const std::string& file, cons
   for (const auto& c : kSuffixes)
     if (suffix == c.text) s = &c;
   if (!s) return fail(suffix == "m" || suffix == "g" ? "; the suffixes are upper case (m is milli)" : "");
-  if (int_digits + frac_digits > 25) return fail(fmt::format("; at most {}", limits::kMaxSeqLen));
+  if (int_digits + frac_digits > 25) return fail(fmt::format("; at most {}", kMaxSeqLen));
   unsigned __int128 scale = 1;
   for (std::size_t k = 0; k < frac_digits; ++k) scale *= 10;
   const unsigned __int128 scaled = mantissa * static_cast<unsigned __int128>(s->factor);  // < 10^25 * 2^30 < 2^128
   if (scaled % scale != 0) return fail("; a whole number of tokens");
   const unsigned __int128 v = scaled / scale;
   if (v == 0) return fail("; at least 1");
-  if (v > static_cast<unsigned __int128>(limits::kMaxSeqLen)) return fail(fmt::format("; at most {}", limits::kMaxSeqLen));
+  if (v > static_cast<unsigned __int128>(kMaxSeqLen)) return fail(fmt::format("; at most {}", kMaxSeqLen));
   return static_cast<std::int64_t>(v);
 }
 

@@ -8,7 +8,7 @@
 
 namespace ulysses {
 
-// The exact token count of `text`, in 1..limits::kMaxSeqLen. InputError(file, key, rule) on an
+// The exact token count of `text`, in 1..kMaxSeqLen. InputError(file, key, rule) on an
 // empty text, a sign, a fraction of a token ("1.0005K"), an unknown suffix, or a count past the limit.
 std::int64_t parse_tokens(const std::string& text, const std::string& file, const std::string& key);
 

@@ -25,7 +25,7 @@ namespace {
 using Shape = ulysses::runtime::AttnDims;  // B, S, H, H_kv, D, causal
 namespace K = ulysses::kernels;
 namespace R = ulysses::runtime;
-namespace T = ulysses::kernels::flash_tuning;
+namespace T = ulysses::bench::attn;
 
 std::int64_t q_elems(const Shape& s) { return s.B * s.S * s.H * s.D; }
 std::int64_t kv_elems(const Shape& s) { return s.B * s.S * s.H_kv * s.D; }

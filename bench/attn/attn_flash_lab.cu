@@ -1,5 +1,5 @@
 // The lab build of the flash attention entry points (kernels/attention_flash.hpp) for attn_check:
-// attn_fwd_flash / attn_bwd_flash run the variant chosen at run time with flash_tuning's setters
+// attn_fwd_flash / attn_bwd_flash run the variant chosen at run time with bench::attn's setters
 // (attn_tuning.hpp), instantiating every listed variant of the kernel templates
 // (kernels/attention_flash_{fwd,bwd}.cuh). It replaces kernels/attention_flash_{fwd,bwd}.cu in
 // attn_check, which does not link ulysses_kernels; the product never links this file.
@@ -14,9 +14,9 @@ namespace ulysses::kernels {
 namespace flash {
 namespace {
 
-static_assert(flash_tuning::bwd_variant_exists(kBwdDefaultD128) && flash_tuning::bwd_variant_exists(kBwdDefaultD64),
+static_assert(bench::attn::bwd_variant_exists(kBwdDefaultD128) && bench::attn::bwd_variant_exists(kBwdDefaultD64),
               "default backward variants must be built");
-static_assert(flash_tuning::bwd_variant_exists(kBwdFallbackD128), "the mma.sync D=128 default must be built");
+static_assert(bench::attn::bwd_variant_exists(kBwdFallbackD128), "the mma.sync D=128 default must be built");
 
 int g_fwd_variant = kFwdDefault;
 int g_bwd_variant_d128 = kBwdDefaultD128;
@@ -27,8 +27,8 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #define ULYSSES_BWD_CASE(V) \
   case V:                   \
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
-  static_assert(sizeof(flash_tuning::kBwdVariants) / sizeof(int) == 27, "one case per listed variant");
-  const int variant = flash_tuning::bwd_variant(D);
+  static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 27, "one case per listed variant");
+  const int variant = bench::attn::bwd_variant(D);
   if (variant == kBwdVariantSm90a) {  // bwd_variant() returns it only for D = 128 on a usable device
     if constexpr (D == 128) return launch_bwd_sm90a(p, stream);
     return cudaErrorNotSupported;
@@ -75,7 +75,10 @@ cudaError_t dispatch_fwd_bits(const AttnFwdParams& p, cudaStream_t stream, int v
 }  // namespace
 }  // namespace flash
 
-namespace flash_tuning {
+}  // namespace ulysses::kernels
+
+namespace ulysses::bench::attn {
+namespace flash = kernels::flash;
 void set_fwd_variant(int v) { flash::g_fwd_variant = v; }
 int fwd_variant() { return flash::g_fwd_variant; }
 void set_bwd_variant(int v) { flash::g_bwd_variant_d128 = flash::g_bwd_variant_d64 = v; }
@@ -85,16 +88,18 @@ int bwd_variant(int head_dim) {
 std::string kernels_in_use(int head_dim) {
   return flash::kernels_in_use(fwd_variant(), bwd_variant(head_dim), head_dim);
 }
-}  // namespace flash_tuning
+}  // namespace ulysses::bench::attn
 
-std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t,
+namespace ulysses::kernels {
+
+std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t,
                                            std::int64_t D) {
-  return flash::bwd_workspace_bytes(B, S, Hq, D);
+  return flash::bwd_workspace_bytes(B, S, H, D);
 }
 
 cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
   if (!flash::fwd_params_ok(p)) return cudaErrorInvalidValue;
-  return flash::dispatch_fwd_bits(p, stream, flash_tuning::fwd_variant());
+  return flash::dispatch_fwd_bits(p, stream, bench::attn::fwd_variant());
 }
 
 cudaError_t attn_bwd_flash(const AttnBwdParams& p, cudaStream_t stream) {
@@ -103,6 +108,6 @@ cudaError_t attn_bwd_flash(const AttnBwdParams& p, cudaStream_t stream) {
   return flash::launch_bwd_d<64>(p, stream);
 }
 
-std::string attn_flash_kernels_in_use(int head_dim) { return flash_tuning::kernels_in_use(head_dim); }
+std::string attn_flash_kernels_in_use(int head_dim) { return bench::attn::kernels_in_use(head_dim); }
 
 }  // namespace ulysses::kernels

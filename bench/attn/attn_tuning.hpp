@@ -23,10 +23,9 @@
 // 289 293 288 290 (v3 era); runs 1-3 of this tuning: 1: 291-295, 13: 313-316, 525: 317-318,
 // 1549: 322 (FA2 317-318 in the same calls); D=64 32K: 1: 237, 93: 289-292, 1117: 298 (FA2 281).
 // fwd D=64 causal 32K: variant 0 291, variant 1 305.
-// (The namespace is the one attn_check has always used.)
 #include <string>
 
-namespace ulysses::kernels::flash_tuning {
+namespace ulysses::bench::attn {
 
 inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,
                                        125, 141, 157, 205, 221, 461, 477,  525,  1037, 1117, 1549, 1565, 2048};
@@ -46,4 +45,4 @@ int bwd_variant(int head_dim);   // the variant the backward runs at this head d
 // "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
 
-}  // namespace ulysses::kernels::flash_tuning
+}  // namespace ulysses::bench::attn

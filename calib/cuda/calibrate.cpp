@@ -39,7 +39,7 @@ using reports::utc_now;
 
 struct Setup {
   std::vector<std::int64_t> S = {2048, 3072, 8192, 16384, 32768, 131072};
-  std::vector<std::int64_t> h_local = {4, 16, 32, 64};  // flash (H_kv_local = H_local / 4)
+  std::vector<std::int64_t> h_local = {4, 16, 32, 64};  // flash (H_kv_local = H_l / 4)
   std::vector<std::int64_t> h_local_ref = {4, 16};      // reference (slow: fewer shapes)
   std::int64_t max_S_h32 = 32768;          // the largest S at 32 heads per rank (time)
   double max_point_s = 2.0;                // skip a point whose fwd+bwd would take longer (extrapolated)

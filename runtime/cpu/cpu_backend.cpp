@@ -311,11 +311,11 @@ std::string host_cpu_model() {
 }
 
 std::int64_t memory_estimate_bytes(const BlockShape& s) {
-  sim::Dims d;
-  d.B = s.B, d.S = s.S, d.S_local = s.S / s.P, d.P = s.P, d.H = s.H, d.H_kv = s.H_kv, d.D = s.D;
+  ulysses::Dims d;  // the scenario's dimensions (sim/memory.hpp), not core::Dims
+  d.B = s.B, d.S = s.S, d.S_l = s.S / s.P, d.P = s.P, d.H = s.H, d.H_kv = s.H_kv, d.D = s.D;
   d.kv_wire = std::max(s.H_kv, s.P);
   d.kv_replica = s.P > s.H_kv && s.kv_strategy == KvStrategy::replicate;
-  const double ranks = static_cast<double>(s.P) * static_cast<double>(sim::block_peak_bytes_freeing(d));
+  const double ranks = static_cast<double>(s.P) * static_cast<double>(block_peak_bytes_freeing(d));
   const double full = static_cast<double>(s.H + s.H_kv) * s.B * s.S * s.D * (2 + 2 + 4 * 8);
   return static_cast<std::int64_t>(std::min(ranks + full, 9e18));
 }

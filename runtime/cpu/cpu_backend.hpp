@@ -36,7 +36,7 @@ class CpuBackend : public Backend {
 };
 
 // Host memory a run of `shape` needs before it starts (an estimate, for refusing what cannot fit):
-// P ranks' block buffers (sim::block_peak_bytes_freeing, exact for the tracked buffers) plus the
+// P ranks' block buffers (block_peak_bytes_freeing, exact for the tracked buffers) plus the
 // full-sequence inputs (bf16), the kept results of the validating iteration (bf16) and the fp64
 // oracle's tensors: (H + H_kv) * B * S * D * (2 + 2 + 4 * 8) bytes.
 std::int64_t memory_estimate_bytes(const BlockShape& shape);

@@ -82,7 +82,7 @@ TEST_CASE("derive_a2a_curves inverts the phase times to the bandwidths that give
       for (std::size_t i = 0; i < samples.size(); ++i) {
         const double bytes = cv->points[i].first;
         const int tensors = k == 0 || k == 5 ? 3 : 1;
-        CHECK(sim::exchange_launches(c, tensors) * alpha + bytes / (cv->points[i].second * 1e9) == Approx(samples[i].t_s[k]));
+        CHECK(exchange_launches(c, tensors) * alpha + bytes / (cv->points[i].second * 1e9) == Approx(samples[i].t_s[k]));
       }
     }
     // one curve per phase and sp size, replaced, not appended (the profile's P = 2 curves included)

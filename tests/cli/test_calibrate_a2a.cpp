@@ -21,12 +21,12 @@ using json = nlohmann::json;
 
 TEST_CASE("sim: one fixed cost per exchange phase for p2p, one per tensor otherwise", "[calibrate][a2a]") {
   Calibration c;
-  CHECK(sim::exchange_launches(c, 3) == 3);  // older profiles: NCCL semantics
+  CHECK(exchange_launches(c, 3) == 3);  // older profiles: NCCL semantics
   c.a2a_transport = "nccl";
-  CHECK(sim::exchange_launches(c, 3) == 3);
+  CHECK(exchange_launches(c, 3) == 3);
   c.a2a_transport = "p2p";
-  CHECK(sim::exchange_launches(c, 3) == 1);
-  CHECK(sim::exchange_launches(c, 1) == 1);
+  CHECK(exchange_launches(c, 3) == 1);
+  CHECK(exchange_launches(c, 1) == 1);
 }
 
 TEST_CASE("calibrate --from-raw prints the section, or writes the profile with it", "[calibrate][a2a][cli]") {
@@ -89,12 +89,12 @@ TEST_CASE("the model adds the idle-link penalty to the exchanges after long atte
   for (auto [k, v] : {std::pair{"plan.sp_size", "2"}, {"plan.dp_shard_size", "1"}, {"plan.seq_len", "98304"},
                       {"plan.attn_implementation", "ulysses_flash"}})
     set_key(sc, k, v, "test");
-  const sim::Dims d = sim::derive_dims(sc);
+  const Dims d = derive_dims(sc);
   std::array<core::seconds_t, 6> with{}, without{};
-  sim::block_times(sc, d, with);
+  block_times(sc, d, with);
   Scenario bare = sc;
   bare.hw.calibrated.a2a_idle_penalty_us = Curve{};
-  sim::block_times(bare, d, without);
+  block_times(bare, d, without);
   const auto at = [](const std::array<core::seconds_t, 6>& b, core::BlockPhase p) { return b[static_cast<int>(p)]; };
   REQUIRE(at(with, core::BlockPhase::attn_fwd) > 0.05);  // S = 96K, 16 heads per rank: attention > 50 ms
   const double pen = sc.hw.calibrated.a2a_idle_penalty_us.at(at(with, core::BlockPhase::attn_fwd) * 1e3) * 1e-6;
@@ -106,14 +106,14 @@ TEST_CASE("the model adds the idle-link penalty to the exchanges after long atte
   CHECK(at(with, core::BlockPhase::a2a_qkv_fwd) == at(without, core::BlockPhase::a2a_qkv_fwd));
   // short attention (S = 8K): below the step, (almost) nothing
   set_key(sc, "plan.seq_len", "8192", "test");
-  const sim::Dims d8 = sim::derive_dims(sc);
+  const Dims d8 = derive_dims(sc);
   bare = sc;
   bare.hw.calibrated.a2a_idle_penalty_us = Curve{};
-  sim::block_times(sc, d8, with);
-  sim::block_times(bare, d8, without);
+  block_times(sc, d8, with);
+  block_times(bare, d8, without);
   CHECK(at(with, core::BlockPhase::a2a_out_fwd) - at(without, core::BlockPhase::a2a_out_fwd) < 2e-6);
   // P = 1: no exchange, no penalty
-  CHECK(sim::exchange_idle_penalty_s(sc, sim::Dims{}, 1.0) == 0);
+  CHECK(exchange_idle_penalty_s(sc, Dims{}, 1.0) == 0);
 }
 
 TEST_CASE("a profile's a2a_transport must be nccl or p2p", "[calibrate][a2a][config]") {

@@ -38,7 +38,7 @@ const std::string kPredict = "predict --model llama-3.1-8b --seq-len 65536 ";
 
 TEST_CASE("hostile numbers: sizes past the limits are one line, exit 2", "[hostile][cli]") {
   refused(kPredict + "--micro-batch-size 9223372036854775807", "plan.micro_batch_size");
-  // a token count past limits::kMaxSeqLen is refused by parse_tokens, naming the flag
+  // a token count past kMaxSeqLen is refused by parse_tokens, naming the flag
   refused("predict --model llama-3.1-8b --seq-len 9223372036854775807", "--seq-len");
   refused("predict --model llama-3.1-8b --seq-len 1099511627777", "--seq-len");
   refused(kPredict + "--micro-batch-size 16777217", "micro_batch_size * seq_len");  // B * S = 2^40 + 65536
@@ -130,23 +130,23 @@ TEST_CASE("hostile arguments: no prefix guessing, no stray words", "[hostile][cl
 }
 
 TEST_CASE("hostile numbers: checked arithmetic", "[hostile][sim]") {
-  CHECK(checked::mul(std::int64_t{1} << 40, std::int64_t{1} << 22).value() == std::int64_t{1} << 62);
-  CHECK(!checked::mul(std::int64_t{1} << 40, std::int64_t{1} << 23));
-  CHECK(!checked::mul(-(std::int64_t{1} << 62), 4));
-  CHECK(!checked::add(INT64_MAX, 1));
-  CHECK(checked::lcm(4, 6).value() == 12);
-  CHECK(!checked::lcm(0, 6));
-  CHECK(!checked::lcm(INT64_MAX, INT64_MAX - 1));
-  CHECK(checked::round_up(100000, 1024).value() == 100352);
-  CHECK(!checked::round_up(INT64_MAX - 5, 1024));
+  CHECK(checked_mul(std::int64_t{1} << 40, std::int64_t{1} << 22).value() == std::int64_t{1} << 62);
+  CHECK(!checked_mul(std::int64_t{1} << 40, std::int64_t{1} << 23));
+  CHECK(!checked_mul(-(std::int64_t{1} << 62), 4));
+  CHECK(!checked_add(INT64_MAX, 1));
+  CHECK(checked_lcm(4, 6).value() == 12);
+  CHECK(!checked_lcm(0, 6));
+  CHECK(!checked_lcm(INT64_MAX, INT64_MAX - 1));
+  CHECK(checked_round_up(100000, 1024).value() == 100352);
+  CHECK(!checked_round_up(INT64_MAX - 5, 1024));
 }
 
 TEST_CASE("hostile numbers: at the limits every prediction is finite and in range", "[hostile][sim]") {
   ModelSpec m = test::llama31_8b();
-  m.layers = limits::kMaxLayers;
-  m.vocab = limits::kMaxVocab;
-  m.ffn_hidden = limits::kMaxFfn;
-  Scenario sc = test::make_scenario(m, test::h100_sxm(), 1024, 8, limits::kMaxSeqLen);
+  m.layers = kMaxLayers;
+  m.vocab = kMaxVocab;
+  m.ffn_hidden = kMaxFfn;
+  Scenario sc = test::make_scenario(m, test::h100_sxm(), 1024, 8, kMaxSeqLen);
   sc.plan.pad_to_multiple_of = 3;  // pads 2^40 up past the limit: refused, not wrapped
   CHECK_THROWS_AS(validate(sc, "t.yaml"), core::InputError);
   sc.plan.pad_to_multiple_of = 0;
@@ -162,7 +162,7 @@ TEST_CASE("hostile numbers: at the limits every prediction is finite and in rang
   // the planner's search stays inside the bound too
   const CapacityResult r = find_max_seq_len(test::make_scenario(test::llama31_8b(), test::h100_sxm(), 8, 8, 4096), 1);
   CHECK(r.max_seq_len > 0);
-  CHECK(r.max_seq_len <= limits::kMaxSeqLen);
+  CHECK(r.max_seq_len <= kMaxSeqLen);
   CHECK_THROWS_AS(find_max_seq_len(sc, 0), core::InputError);
-  CHECK_THROWS_AS(find_max_seq_len(sc, limits::kMaxSeqLen + 1), core::InputError);
+  CHECK_THROWS_AS(find_max_seq_len(sc, kMaxSeqLen + 1), core::InputError);
 }

@@ -25,12 +25,12 @@ TEST_CASE("freeing block peak equals the cpu backend's measured peak", "[runtime
     o.warmup = 0, o.iters = 1;
     const runtime::Measurement m = runtime::make_backend("cpu")->run_block(s, o);
     REQUIRE(m.correct);
-    sim::Dims d;
-    d.B = B, d.S = S, d.S_local = S / P, d.P = P, d.H = H, d.H_kv = H_kv, d.D = D;
+    Dims d;
+    d.B = B, d.S = S, d.S_l = S / P, d.P = P, d.H = H, d.H_kv = H_kv, d.D = D;
     d.kv_wire = std::max(H_kv, P);
     d.kv_replica = P > H_kv && strat == KvStrategy::replicate;
     INFO("B=" << B << " S=" << S << " H=" << H << " H_kv=" << H_kv << " D=" << D << " P=" << P);
     const auto measured = *std::max_element(m.peak_bytes_per_rank.begin(), m.peak_bytes_per_rank.end());
-    CHECK(sim::block_peak_bytes_freeing(d) == measured);
+    CHECK(block_peak_bytes_freeing(d) == measured);
   }
 }

@@ -1,5 +1,5 @@
 // Calibrated attention curves keyed by shape (sim/attn_key.hpp): the grammar, the lookup order
-// of sim::attn_eff (H_local interpolation > head dim + mask > bare implementation > datasheet),
+// of attn_eff (H_l interpolation > head dim + mask > bare implementation > datasheet),
 // and the profile loader accepting / rejecting keys.
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -62,45 +62,45 @@ TEST_CASE("attention curve keys: grammar", "[sim][calibration]") {
 }
 
 TEST_CASE("attn_eff picks the most specific calibrated curve", "[sim][calibration]") {
-  // sp 2, 32 heads: H_local = 16
+  // sp 2, 32 heads: H_l = 16
   SECTION("datasheet value without any matching curve") {
     const Scenario sc = scenario_with({{"sdpa", flat(0.9)}});
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.3));
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.3));
   }
   SECTION("bare implementation key") {
     const Scenario sc = scenario_with({{"ulysses_flash", flat(0.5)}});
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.5));
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.5));
   }
   SECTION("head dim and mask beat the bare key; other shapes are ignored") {
     const Scenario sc = scenario_with({{"ulysses_flash", flat(0.5)},
                                        {"ulysses_flash@d128.causal", flat(0.6)},
                                        {"ulysses_flash@d64.causal", flat(0.1)},
                                        {"ulysses_flash@d128.full", flat(0.2)}});
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.6));
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.6));
   }
   SECTION("heads per rank: exact, interpolated in log(H_local), clamped") {
     std::vector<std::pair<std::string, Curve>> c = {{"ulysses_flash@d128.causal", flat(0.6)},
                                                     {"ulysses_flash@d128.causal.h4", flat(0.2)},
                                                     {"ulysses_flash@d128.causal.h64", flat(0.6)}};
     Scenario sc = scenario_with(c);
-    // H_local 16 is halfway between 4 and 64 in log: 0.2 + 0.5 * 0.4
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.4));
-    sc.model.heads = 8;  // H_local 4: exact
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.2));
-    sc.model.heads = 4;  // H_local 2: below the smallest, clamped
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.2));
-    sc.model.heads = 256;  // H_local 128: above the largest, clamped
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.6));
+    // H_l 16 is halfway between 4 and 64 in log: 0.2 + 0.5 * 0.4
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.4));
+    sc.model.heads = 8;  // H_l 4: exact
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.2));
+    sc.model.heads = 4;  // H_l 2: below the smallest, clamped
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.2));
+    sc.model.heads = 256;  // H_l 128: above the largest, clamped
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.6));
     sc.workload.causal = false;  // no full-mask curve: datasheet
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.3));
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.3));
   }
   SECTION("kv heads per rank beat query heads per rank (the flash backward's grid)") {
-    // sp 2: 32 heads -> H_local 16; 8 kv heads -> kv_local 4
+    // sp 2: 32 heads -> H_l 16; 8 kv heads -> kv_local 4
     Scenario sc = scenario_with({{"ulysses_flash@d128.causal.h16", flat(0.5)}, {"ulysses_flash@d128.causal.kv2", flat(0.2)},
                                  {"ulysses_flash@d128.causal.kv8", flat(0.4)}});
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.3));  // kv 4: halfway between 2 and 8 in log
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.3));  // kv 4: halfway between 2 and 8 in log
     sc.model.kv_heads = 1;  // kv replication: one kv head per rank, below the smallest: clamped
-    CHECK(sim::attn_eff(sc, true, 8192) == Approx(0.2));
+    CHECK(attn_eff(sc, true, 8192) == Approx(0.2));
   }
 }
 

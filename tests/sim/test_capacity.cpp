@@ -40,7 +40,7 @@ TEST_CASE("capacity: the result fits and the next multiple does not", "[sim][cap
     const CapacityResult r = find_max_seq_len(sc, 1024);
     INFO("features " << f << " max " << r.max_seq_len);
     REQUIRE(r.max_seq_len > 0);
-    CHECK(r.step == sim::lcm64(sc.plan.sp_size, 1024));
+    CHECK(r.step == lcm64(sc.plan.sp_size, 1024));
     CHECK(r.max_seq_len % r.step == 0);
     CHECK(fits_at(sc, r.max_seq_len));
     CHECK_FALSE(fits_at(sc, r.max_seq_len + r.step));

@@ -78,7 +78,7 @@ TEST_CASE("each preset's config.json gives the preset's architecture", "[hf]") {
 TEST_CASE("each supported family parses to its published shape", "[hf]") {
   struct Case {
     const char* dir;
-    std::int64_t L, h, H, Hkv, D, F, V;
+    std::int64_t L, h, H, H_kv, D, F, V;
     bool tied, qk_norm, qkv_bias;
     double published_params;  // model card; 0 = not checked
     const char* note;         // expected in ModelSpec::note ("" = none)
@@ -99,7 +99,7 @@ TEST_CASE("each supported family parses to its published shape", "[hf]") {
     CHECK(m.layers == c.L);
     CHECK(m.hidden == c.h);
     CHECK(m.heads == c.H);
-    CHECK(m.kv_heads == c.Hkv);
+    CHECK(m.kv_heads == c.H_kv);
     CHECK(m.head_dim == c.D);
     CHECK(m.ffn_hidden == c.F);
     CHECK(m.vocab == c.V);

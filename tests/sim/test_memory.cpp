@@ -36,7 +36,7 @@ TEST_CASE("memory: checkpoints of Llama-3.1-8B at S=128K, P=8", "[sim][memory][g
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
   const Prediction p = predict(sc);
   CHECK(p.s_local == 16384);
-  // L * B * S_local * h * 2 = 32 * 16384 * 4096 * 2 = 4294967296 bytes (4 GiB)
+  // L * B * S_l * h * 2 = 32 * 16384 * 4096 * 2 = 4294967296 bytes (4 GiB)
   CHECK(p.gpu.get("checkpoints") == 4294967296);
   CHECK(p.host.get("checkpoints") == 0);
 
@@ -99,7 +99,7 @@ TEST_CASE("memory: ZeRO stages shard progressively, dp_replicate replicates", "[
 TEST_CASE("memory: exchange bytes of q and kv, GQA replication", "[sim][memory][golden]") {
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
   Prediction p = predict(sc);
-  // q: B*S_local*H*D*2 = 16384*32*128*2 = 134217728 (128 MiB)
+  // q: B*S_l*H*D*2 = 16384*32*128*2 = 134217728 (128 MiB)
   CHECK(p.a2a_q_bytes_per_rank == 134217728);
   // k and v: 2 * 16384*8*128*2 = 67108864
   CHECK(p.a2a_kv_bytes_per_rank == 67108864);
@@ -109,7 +109,7 @@ TEST_CASE("memory: exchange bytes of q and kv, GQA replication", "[sim][memory][
   Prediction pr = predict(r);
   CHECK(pr.s_local == 4096);
   CHECK(pr.a2a_kv_bytes_per_rank == 2LL * 4096 * 32 * 128 * 2);  // 67108864
-  // send_once: same bytes on the wire, no [B, S_local, P, D] replica (k, v and their grads)
+  // send_once: same bytes on the wire, no [B, S_l, P, D] replica (k, v and their grads)
   r.plan.kv_strategy = KvStrategy::send_once;
   Prediction ps = predict(r);
   CHECK(ps.a2a_kv_bytes_per_rank == pr.a2a_kv_bytes_per_rank);
@@ -123,31 +123,31 @@ TEST_CASE("memory: padding to lcm(pad_to_multiple_of, P)", "[sim][memory]") {
   CHECK(p.seq_len == 100000);
   CHECK(p.padded_seq_len == 100032);
   CHECK(p.s_local == 12504);
-  CHECK(sim::padded_seq_len(100, 6, 4) == 108);  // lcm(6, 4) = 12: ceil(100/12)*12
-  CHECK(sim::padded_seq_len(100, 0, 4) == 100);  // no padding requested
+  CHECK(padded_seq_len(100, 6, 4) == 108);  // lcm(6, 4) = 12: ceil(100/12)*12
+  CHECK(padded_seq_len(100, 0, 4) == 100);  // no padding requested
 }
 
 TEST_CASE("memory: logits and loss, untiled and tiled", "[sim][memory][golden]") {
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 1, 32768);
-  sim::Dims d = sim::derive_dims(sc);
-  // untiled, eager RMSNorm (default): 12 * B*S_local*V + 5 * B*S_local*h*2 (loss backward: saved
+  Dims d = derive_dims(sc);
+  // untiled, eager RMSNorm (default): 12 * B*S_l*V + 5 * B*S_l*h*2 (loss backward: saved
   // log_softmax out 4 + nll grad 4 + log_softmax grad 4 B/logit; final norm fp32 input 2 th + bf16
   // normalized th + output th + grad of hidden th)
   //        = 12 * 32768*128256 + 5 * 32768*4096*2 = 50432311296 + 1342177280
-  CHECK(sim::logits_loss_bytes(d) == 51774488576);
+  CHECK(logits_loss_bytes(d) == 51774488576);
   const Prediction p = predict(sc);
   CHECK(std::string(p.gpu_peak_at) == "logits_loss");  // untiled logits dominate at 32K
   CHECK(p.gpu.get("logits_loss") == 51774488576);
   // fused RMSNorm: the norm keeps its bf16 input: 3 th = 805306368
   sc.plan.rmsnorm_implementation = RmsNormImpl::fused;
-  CHECK(sim::logits_loss_bytes(sim::derive_dims(sc)) == 50432311296 + 805306368);
+  CHECK(logits_loss_bytes(derive_dims(sc)) == 50432311296 + 805306368);
   sc.plan.rmsnorm_implementation = RmsNormImpl::eager;
 
   sc.plan.tiled_logits = true;
-  d = sim::derive_dims(sc);
+  d = derive_dims(sc);
   // shards = ceil(32768*128256*4 / 2^30) = ceil(15.66) = 16; 2048 tokens per shard
   CHECK(d.logits_shards == 16);
-  CHECK(sim::logits_loss_bytes(d) == 12LL * 2048 * 128256 + 1342177280);
+  CHECK(logits_loss_bytes(d) == 12LL * 2048 * 128256 + 1342177280);
   CHECK(predict(sc).gpu.total() < p.gpu.total());
 }
 
@@ -156,10 +156,10 @@ TEST_CASE("memory: TiledMLP shard count and effect", "[sim][memory]") {
   sc.plan.tiled_logits = true;
   const Prediction base = predict(sc);
   CHECK(std::string(base.gpu_peak_at) == "backward.mlp");
-  // untiled MLP at its backward peak: 6 [B, S_local, F] bf16 = 6 * 65536*14336*2
+  // untiled MLP at its backward peak: 6 [B, S_l, F] bf16 = 6 * 65536*14336*2
   CHECK(base.gpu.get("layer.mlp") == 6LL * 65536 * 14336 * 2);
   sc.plan.tiled_mlp = true;
-  CHECK(sim::derive_dims(sc).mlp_shards == 16);  // ceil(65536 / 4096)
+  CHECK(derive_dims(sc).mlp_shards == 16);  // ceil(65536 / 4096)
   const Prediction t = predict(sc);
   CHECK(t.gpu.total() < base.gpu.total());
   CHECK(t.gpu.get("layer.mlp") <= 6LL * 4096 * 14336 * 2);  // one shard's worth at most
@@ -265,9 +265,9 @@ TEST_CASE("memory: SP gradient reduction buffers and fixed costs", "[sim][memory
 TEST_CASE("memory: fragmentation is the stated fraction of the transient terms", "[sim][memory]") {
   Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 262144));
   // PyTorch with expandable segments (the default): the granule slack, whatever the activations
-  CHECK(predict(sc).gpu.get("fragmentation") == sim::kExpandableGranuleSlackBytes);
+  CHECK(predict(sc).gpu.get("fragmentation") == kExpandableGranuleSlackBytes);
   sc.plan.seq_len *= 2;
-  CHECK(predict(sc).gpu.get("fragmentation") == sim::kExpandableGranuleSlackBytes);
+  CHECK(predict(sc).gpu.get("fragmentation") == kExpandableGranuleSlackBytes);
   sc.plan.seq_len /= 2;
   // without them (or on our runtime): the stated fraction
   sc.plan.expandable_segments = false;
@@ -279,7 +279,7 @@ TEST_CASE("memory: fragmentation is the stated fraction of the transient terms",
         n == "zero3_gathered_params")
       transient += p.gpu.terms[i].bytes;
   }
-  CHECK(p.gpu.get("fragmentation") == Approx(sim::kFragmentationFraction * transient).margin(32));
+  CHECK(p.gpu.get("fragmentation") == Approx(kFragmentationFraction * transient).margin(32));
   sc.plan.expandable_segments = true;
   sc.plan.runtime = Runtime::ulysses;
   CHECK(predict(sc).gpu.get("fragmentation") == Approx(p.gpu.get("fragmentation")).margin(32));
@@ -291,16 +291,16 @@ TEST_CASE("memory: host capacity and GPUs per node from the scenario", "[sim][me
   CHECK(p.host_capacity_bytes == (2LL << 40));
   CHECK(p.gpu_capacity_bytes == 85899345920LL);
   // 16 GPUs, 8 per node: a node holds 8 processes' overhead
-  CHECK(p.host.get("process_overhead") == 8 * sim::kHostProcessOverheadBytes);
+  CHECK(p.host.get("process_overhead") == 8 * kHostProcessOverheadBytes);
   sc.gpus_per_node = 4;
   sc.host_ram_bytes = 512LL << 30;
   p = predict(sc);
-  CHECK(p.host.get("process_overhead") == 4 * sim::kHostProcessOverheadBytes);
+  CHECK(p.host.get("process_overhead") == 4 * kHostProcessOverheadBytes);
   CHECK(p.host_capacity_bytes == (512LL << 30));
 }
 
 TEST_CASE("memory: block peak counts the CUDA block runner's buffers", "[sim][memory][golden]") {
-  // P=2, S=32K, H=32, H_kv=8, D=128, B=1: S_local = 16384, H_l = 16
+  // P=2, S=32K, H=32, H_kv=8, D=128, B=1: S_l = 16384, H_l = 16
   //   q = 16384*32*128*2 = 134217728; k, v (seq and head) = 16384*8*128*2 = 33554432
   //   sequence layout: q, o, dout, dq + k, v, dk, dv = 4*134217728 + 4*33554432 = 671088640
   //   head layout: the same sizes                                             = 671088640
@@ -329,7 +329,7 @@ TEST_CASE("memory: the optimizer step on the GPU (ZeRO-3): fp32 sub-group gradie
   Scenario sc = make_scenario(m, h100_sxm(), 1, 1, 2048);
   sc.plan.tiled_logits = true;
   sc.plan.offload_optimizer = false;
-  const double Pn = double(sim::derive_dims(sc).total_params);  // one rank: the shard is every parameter
+  const double Pn = double(derive_dims(sc).total_params);  // one rank: the shard is every parameter
   Prediction p = predict(sc);
   REQUIRE(std::string(p.gpu_peak_at) == "optimizer_step");
   // sub-group = min(shard, 1e9 + lm_head 525336576) = Pn here (1.49e9 < 1.53e9): FusedAdam 4 B/param
@@ -359,7 +359,7 @@ TEST_CASE("memory: the optimizer step on the GPU (ZeRO-3): fp32 sub-group gradie
 }
 
 TEST_CASE("memory: eager vs fused RMSNorm, exact bytes", "[sim][memory][golden]") {
-  // all ALST features on 8 GPUs at S = 4194304: S_local = 524288, th = 524288*4096*2 = 4294967296
+  // all ALST features on 8 GPUs at S = 4194304: S_l = 524288, th = 524288*4096*2 = 4294967296
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 4194304);
   sc.plan.tiled_logits = sc.plan.tiled_mlp = sc.plan.offload_checkpoints = true;
   const std::int64_t th = 4294967296;
@@ -389,7 +389,7 @@ TEST_CASE("memory: eager vs fused RMSNorm, exact bytes", "[sim][memory][golden]"
   }
   CHECK(e.block_peak_bytes == f.block_peak_bytes);  // the attention block alone does not change
 
-  // at S = 524288 (S_local 65536, th = 536870912) too: the norm backward (14 th of eager sets and
+  // at S = 524288 (S_l 65536, th = 536870912) too: the norm backward (14 th of eager sets and
   // transient) is above the MLP backward (6 th of eager sets, norm2 out, 6 MLP shard intermediates)
   sc.plan.seq_len = 524288;
   sc.plan.rmsnorm_implementation = RmsNormImpl::eager;

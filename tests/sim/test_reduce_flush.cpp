@@ -12,7 +12,6 @@
 #include "tests/sim/fixtures.hpp"
 
 using namespace ulysses;
-using sim::FlushAt;
 
 namespace {
 
@@ -32,11 +31,11 @@ Plan offload_plan(bool tiled_logits) {
   return p;
 }
 
-double at(const sim::ReduceFlushes& f, FlushAt a) { return f.epilogue_bytes[static_cast<int>(a)]; }
+double at(const ReduceFlushes& f, FlushAt a) { return f.epilogue_bytes[static_cast<int>(a)]; }
 
 // The oracle: every layer walked, the gradient arrival order spelled out per role.
-sim::ReduceFlushes plain_walk(const ModelSpec& m, const Plan& pl, double N, bool flat) {
-  sim::ReduceFlushes out;
+ReduceFlushes plain_walk(const ModelSpec& m, const Plan& pl, double N, bool flat) {
+  ReduceFlushes out;
   double elems = 0, maxp = 0;
   auto cost = [&](double numel) {
     if (!pl.offload_optimizer) return 0.0;
@@ -87,12 +86,12 @@ TEST_CASE("reduce flush: qwen3-4b 2 layers, tied + tiled loss + optimizer offloa
   // bucket 489889536; layer 0's down projection (24903680) overflows 5e8: flush in the MLP backward.
   // Epilogue: flat bf16 bucket 2*489889536 = 979779072, plus the embedding's offload copy
   // 2*388956160 = 777912320 and the larger of the fp64 norm chunk 8*250e6 = 2e9 and fp32 4*388956160.
-  const auto f = sim::reduce_flushes(qwen3_4b(2), offload_plan(true), 1, true);
+  const auto f = reduce_flushes(qwen3_4b(2), offload_plan(true), 1, true);
   CHECK(at(f, FlushAt::mlp) == 979779072.0 + 777912320.0 + 2e9);
   CHECK(at(f, FlushAt::attn) == 0);
   CHECK(at(f, FlushAt::qkv) == 0);
   // untiled loss: the tied weight arrives last, after the layers, and nothing flushes inside a layer
-  const auto g = sim::reduce_flushes(qwen3_4b(2), offload_plan(false), 1, true);
+  const auto g = reduce_flushes(qwen3_4b(2), offload_plan(false), 1, true);
   CHECK(at(g, FlushAt::mlp) == 0);
   CHECK(at(g, FlushAt::between) > 0);
 }
@@ -101,7 +100,7 @@ TEST_CASE("reduce flush: llama-3.1-8b 2 layers flushes only between layers (the 
           "[sim][memory][reduce_flush]") {
   ModelSpec m = test::llama31_8b();
   m.layers = 2;
-  const auto f = sim::reduce_flushes(m, offload_plan(true), 1, true);
+  const auto f = reduce_flushes(m, offload_plan(true), 1, true);
   CHECK(at(f, FlushAt::mlp) == 0);
   CHECK(at(f, FlushAt::attn) == 0);
   CHECK(at(f, FlushAt::qkv) == 0);
@@ -111,8 +110,8 @@ TEST_CASE("reduce flush: llama-3.1-8b 2 layers flushes only between layers (the 
   // without offload only the flat buffer
   Plan p = offload_plan(true);
   p.offload_optimizer = false;
-  CHECK(at(sim::reduce_flushes(m, p, 1, true), FlushAt::between) == 2 * 525336576.0);
-  CHECK(at(sim::reduce_flushes(m, p, 1, false), FlushAt::between) == 0);
+  CHECK(at(reduce_flushes(m, p, 1, true), FlushAt::between) == 2 * 525336576.0);
+  CHECK(at(reduce_flushes(m, p, 1, false), FlushAt::between) == 0);
 }
 
 TEST_CASE("reduce flush: the cycle jump equals walking every layer", "[sim][memory][reduce_flush]") {
@@ -124,9 +123,9 @@ TEST_CASE("reduce flush: the cycle jump equals walking every layer", "[sim][memo
           for (double bucket : {5e8, 2e8, 1.3e9}) {
             Plan p = offload_plan(tiled);
             p.reduce_bucket_size = bucket;
-            const auto a = sim::reduce_flushes(m, p, std::int64_t(N), true);
+            const auto a = reduce_flushes(m, p, std::int64_t(N), true);
             const auto b = plain_walk(m, p, N, true);
-            for (int i = 0; i < sim::kFlushPlaces; ++i) {
+            for (int i = 0; i < kFlushPlaces; ++i) {
               INFO(m.name << " L=" << layers << " N=" << N << " tiled=" << tiled << " bucket=" << bucket << " place " << i);
               CHECK(a.epilogue_bytes[i] == b.epilogue_bytes[i]);
             }

@@ -31,9 +31,9 @@ Curve constant(double x0, double x1, double y) {
 
 TEST_CASE("time: attention FLOPs and time, Llama-3.1-8B S=128K P=8", "[sim][time][golden]") {
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
-  const sim::Dims d = sim::derive_dims(sc);
-  // forward: 4 * B * S^2 * H_local * D * 0.5 (causal) = 4 * 131072^2 * 4 * 128 * 0.5 = 2^44
-  CHECK(core::attention_flops(d.B, d.S, d.H_local, d.D, d.causal) == 17592186044416.0);
+  const Dims d = derive_dims(sc);
+  // forward: 4 * B * S^2 * H_l * D * 0.5 (causal) = 4 * 131072^2 * 4 * 128 * 0.5 = 2^44
+  CHECK(core::attention_flops(d.B, d.S, d.H_l, d.D, d.causal) == 17592186044416.0);
   const Prediction p = predict(sc);
   // over bf16 dense peak x forward efficiency: 2^44 / (989.4e12 * 0.34)
   CHECK(blk(p, core::BlockPhase::attn_fwd) == Approx(17592186044416.0 / (989.4e12 * 0.34)));
@@ -86,12 +86,12 @@ TEST_CASE("time: all-to-all alpha-beta with pack/unpack copies", "[sim][time][go
 
 TEST_CASE("time: sp spanning nodes is bounded by the NIC", "[sim][time]") {
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 16, 16, 131072);
-  const sim::Dims d = sim::derive_dims(sc);
+  const Dims d = derive_dims(sc);
   // P = 16, 8 per node: 8 of the 15 peers are off-node;
   // busbw = min(0.7 * 450, 0.7 * 50 / (8/15)) = min(315, 65.625) = 65.625 GB/s
-  CHECK(sim::a2a_busbw_GBps(sc, d, 1e8) == Approx(65.625));
+  CHECK(a2a_busbw_GBps(sc, d, 1e8) == Approx(65.625));
   Scenario in = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
-  CHECK(sim::a2a_busbw_GBps(in, sim::derive_dims(in), 1e8) == Approx(315.0));
+  CHECK(a2a_busbw_GBps(in, derive_dims(in), 1e8) == Approx(315.0));
 }
 
 TEST_CASE("time: calibrated curves override the datasheet figures", "[sim][time]") {
@@ -149,13 +149,13 @@ TEST_CASE("time: GEMMs, backward 2x, recompute adds a forward", "[sim][time][gol
 TEST_CASE("time: offload transfers and the optimizer step", "[sim][time][golden]") {
   Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072));
   Prediction p = predict(sc);
-  // checkpoints: L * B*S_local*h*2 = 4294967296 bytes each way over 55 GB/s
+  // checkpoints: L * B*S_l*h*2 = 4294967296 bytes each way over 55 GB/s
   CHECK(p.step.get("offload.ckpt.d2h") == Approx(4294967296.0 / 55e9));
   CHECK(p.step.get("offload.ckpt.h2d") == Approx(4294967296.0 / 55e9));
   // optimizer offload: fp32 grads (sp > 1) d2h + bf16 params h2d of the 1003782656-param shard
   CHECK(p.step.get("offload.optimizer") == Approx(1003782656.0 * 4 / 55e9 + 1003782656.0 * 2 / 55e9));
   // CPU Adam: 8 shards on the node at the stated host throughput
-  CHECK(p.step.get("optimizer.step") == Approx(1003782656.0 * 8 / sim::kHostAdamParamsPerS));
+  CHECK(p.step.get("optimizer.step") == Approx(1003782656.0 * 8 / kHostAdamParamsPerS));
   sc.plan.offload_optimizer = false;
   sc.plan.offload_checkpoints = false;
   p = predict(sc);

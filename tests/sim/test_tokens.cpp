@@ -37,8 +37,8 @@ TEST_CASE("parse_tokens: integers, decimal and binary suffixes", "[sim][tokens]"
   CHECK(tok("1Mi") == 1048576);
   CHECK(tok("1.5Ki") == 1536);
   CHECK(tok("1Gi") == std::int64_t{1} << 30);
-  CHECK(tok(std::to_string(ulysses::limits::kMaxSeqLen)) == ulysses::limits::kMaxSeqLen);
-  CHECK(tok("1024Gi") == ulysses::limits::kMaxSeqLen);
+  CHECK(tok(std::to_string(ulysses::kMaxSeqLen)) == ulysses::kMaxSeqLen);
+  CHECK(tok("1024Gi") == ulysses::kMaxSeqLen);
 }
 
 TEST_CASE("parse_tokens: bad counts are one InputError naming file and key", "[sim][tokens]") {
@@ -53,8 +53,8 @@ TEST_CASE("parse_tokens: bad counts are one InputError naming file and key", "[s
   CHECK(rule_of("1.5").find("whole number") != std::string::npos);
   CHECK(rule_of("-1").find("no sign") != std::string::npos);
   CHECK(rule_of("1m").find("upper case") != std::string::npos);
-  CHECK(rule_of("2000G").find("at most") != std::string::npos);  // past limits::kMaxSeqLen
-  CHECK(rule_of(std::to_string(ulysses::limits::kMaxSeqLen + 1)).find("at most") != std::string::npos);
+  CHECK(rule_of("2000G").find("at most") != std::string::npos);  // past kMaxSeqLen
+  CHECK(rule_of(std::to_string(ulysses::kMaxSeqLen + 1)).find("at most") != std::string::npos);
   CHECK(rule_of("99999999999999999999999999999999").find("at most") != std::string::npos);
 }
 
