@@ -177,8 +177,21 @@ TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to t
   ulysses::test::TempDir dir;
   const std::string env = stand_in_worker(dir,
          "assert job['run']['calibrate'] is True and job['plan']['zero_stage'] == 3\n"
-         "json.dump({'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000, 'hbm_bytes': 150109880320,\n"
-         "           'outside_allocator_bytes_before_setup': 600000000}, open(job['out'] + '.rank0.json', 'w'))\n");
+         "res = {'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000, 'hbm_bytes': 150109880320,\n"
+         "       'outside_allocator_bytes_before_setup': 600000000}\n"
+         "lens = job['run'].get('op_seq_lens', [])\n"
+         "if lens:  # the op bench: attention at 40 % of 989.4 TFLOP/s forward, GEMMs at 70 %, AdamW 3 ns, CPU Adam 1 ns\n"
+         "    m = job['model']\n"
+         "    att = lambda S: 4.0 * S * S * m['heads'] * m['head_dim'] / 2\n"
+         "    res['ops'] = {'attention': [{'impl': 'sdpa', 'S': S, 'H': m['heads'], 'H_kv': m['kv_heads'], 'D': m['head_dim'],\n"
+         "                                 'causal': True, 'fwd_s': att(S) / (0.4 * 989.4e12),\n"
+         "                                 'bwd_s': 2.5 * att(S) / (0.35 * 989.4e12)} for S in lens],\n"
+         "                  'gemm': [{'op': 'q.fwd', 'M': S, 'N': 4096, 'K': 4096, 's': 2.0 * S * 4096 * 4096 / (0.7 * 989.4e12)}\n"
+         "                           for S in lens],\n"
+         "                  'adamw': {'params': job['run']['op_adam_params'], 's': 3e-9 * job['run']['op_adam_params']},\n"
+         "                  'cpu_adam': {'params': job['run']['op_cpu_adam_params'], 's': 1e-9 * job['run']['op_cpu_adam_params'],\n"
+         "                               'threads': 16}}\n"
+         "json.dump(res, open(job['out'] + '.rank0.json', 'w'))\n");
   const std::string out = dir / "h200.yaml";
   int rc = std::system((env + "'" + ULYSSES_BIN + "' calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out '" +
                         out + "' >/dev/null 2>&1").c_str());
@@ -190,7 +203,25 @@ TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to t
   CHECK(base.hbm_bytes > 150109880320);
   CHECK(std::llabs(p.calibrated.pytorch_context_bytes - held) < 1024);
   CHECK(p.calibrated.cuda_context_bytes == base.calibrated.cuda_context_bytes);  // the CUDA runtime's stays
-  CHECK(p.calibrated.attn_fwd_eff.size() == base.calibrated.attn_fwd_eff.size());
+  // the op bench (default lengths 4Ki..64Ki): a new sdpa curve per shape, the GEMM curve, the optimizers
+  const auto is_sdpa = [](const auto& kc) { return kc.first == "sdpa@d128.causal.h32"; };
+  const bool had = std::any_of(base.calibrated.attn_fwd_eff.begin(), base.calibrated.attn_fwd_eff.end(), is_sdpa);
+  CHECK(p.calibrated.attn_fwd_eff.size() == base.calibrated.attn_fwd_eff.size() + (had ? 0 : 1));  // replaced or added
+  const auto sdpa = std::find_if(p.calibrated.attn_fwd_eff.begin(), p.calibrated.attn_fwd_eff.end(), is_sdpa);
+  REQUIRE(sdpa != p.calibrated.attn_fwd_eff.end());
+  REQUIRE(sdpa->second.points.size() == 4);
+  CHECK(sdpa->second.points[0].first == 4096);
+  CHECK(sdpa->second.points[3].second == Approx(0.4).epsilon(1e-4));  // written with 6 digits
+  REQUIRE(p.calibrated.gemm_eff.points.size() == 4);
+  CHECK(p.calibrated.gemm_eff.points[1].second == Approx(0.7).epsilon(1e-4));
+  CHECK(p.calibrated.torch_adamw_s_per_param == Approx(3e-9).epsilon(1e-4));
+  CHECK(p.calibrated.cpu_adam_s_per_param == Approx(1e-9).epsilon(1e-4));
+  const std::string none = dir / "none.yaml";
+  rc = std::system((env + "'" + ULYSSES_BIN + "' calibrate --backend deepspeed --profile h200-sxm-141gb --op-seq-lens none "
+                    "--profile-out '" + none + "' >/dev/null 2>&1").c_str());
+  REQUIRE(WEXITSTATUS(rc) == 0);
+  CHECK(load_profile(none).calibrated.attn_fwd_eff.size() == base.calibrated.attn_fwd_eff.size());
+  CHECK(load_profile(none).calibrated.torch_adamw_s_per_param == base.calibrated.torch_adamw_s_per_param);  // kept as it was
   // the model uses it for plan.runtime pytorch (the default), not for ulysses
   Scenario sc = llama2(16384);
   sc.hw = p;
