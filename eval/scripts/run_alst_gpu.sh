@@ -2,10 +2,10 @@
 # One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
 # Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
-# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|finish
+# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|ballast-history|calibrate|finish
 set -u
 cd "$(dirname "$0")/../.."
-mode=${1:?validate|rest|capacity|compare|diagnose|ballast-history|finish}
+mode=${1:?validate|rest|capacity|compare|diagnose|ballast-history|calibrate|finish}
 export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
 bin=$PWD/.gpu/bin/ulysses
@@ -57,6 +57,9 @@ case $mode in
       python3 eval/scripts/allocator_history.py $f --growths 8 --frames 5 --blocks 80 > ${f%.pickle}.txt 2>&1; echo "history $f rc $?"
       rm -f $f
     done ;;
+  calibrate)  # the fixed costs and the op bench (attention, GEMMs, torch AdamW, CPU Adam; calib/op_fit.hpp)
+    timeout 420 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
+      > $r/calibrate.log 2> $r/calibrate.err; echo "calibrate rc $?"; cat $r/calibrate.log; grep -iE "error|Traceback" $r/calibrate.err | tail -5 ;;
   finish)  # the fixed costs (calibrate), then FusedAdam (plan.torch_adam false) on one case
     timeout 150 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2>&1; echo "calibrate rc $?"; tail -3 $r/calibrate.log
