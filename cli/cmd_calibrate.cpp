@@ -25,10 +25,17 @@
 namespace ulysses::cli {
 namespace {
 
+// The items of a comma-separated flag value ("a,b,c"; empty items kept, for the item rule to refuse).
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
+}
+
 std::vector<std::int64_t> parse_int_list(const std::string& text, const char* flag, std::int64_t lo) {
   std::vector<std::int64_t> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
+  for (const std::string& item : split_commas(text)) {
     try {
       std::size_t used = 0;
       const long long v = std::stoll(item, &used);
@@ -41,6 +48,9 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const char* fl
   if (out.empty()) throw core::InputError("", flag, "must list at least one value");
   return out;
 }
+
+// A count written as a token count (256M, 64Ki: sim/tokens.hpp), or 0 for "none".
+std::int64_t count_or_zero(const std::string& text, const char* flag) { return text == "0" ? 0 : parse_tokens(text, "", flag); }
 
 // argv joined by spaces, from `first` (0: with the program, "ulysses calibrate").
 std::string command_line(int argc, char** argv, int first) {
@@ -169,15 +179,10 @@ int run_calibrate_deepspeed(int argc, char** argv) {
   s.seq_len = vm["seq-len"].as<std::int64_t>();
   s.gpus = vm["gpus"].as<std::int64_t>();
   s.op_seq_lens.clear();
-  const std::string lens = vm["op-seq-lens"].as<std::string>();
-  if (lens != "none")
-    for (std::size_t a = 0; a <= lens.size();) {
-      const std::size_t b = std::min(lens.find(',', a), lens.size());
-      s.op_seq_lens.push_back(parse_tokens(lens.substr(a, b - a), "", "--op-seq-lens"));
-      a = b + 1;
-    }
-  s.op_adam_params = parse_tokens(vm["op-adam-params"].as<std::string>(), "", "--op-adam-params");
-  s.op_cpu_adam_params = parse_tokens(vm["op-cpu-adam-params"].as<std::string>(), "", "--op-cpu-adam-params");
+  if (const std::string lens = vm["op-seq-lens"].as<std::string>(); lens != "none")
+    for (const std::string& item : split_commas(lens)) s.op_seq_lens.push_back(parse_tokens(item, "", "--op-seq-lens"));
+  s.op_adam_params = count_or_zero(vm["op-adam-params"].as<std::string>(), "--op-adam-params");
+  s.op_cpu_adam_params = count_or_zero(vm["op-cpu-adam-params"].as<std::string>(), "--op-cpu-adam-params");
   const calib::deepspeed::Result r = calib::deepspeed::calibrate(s);
   std::cout << r.what << "\n";
   for (const std::string& line : r.ops) std::cout << "op bench: " << line << "\n";

@@ -16,19 +16,16 @@ const Json& need(const Json& j, const char* key, const std::string& where) {
   return j.at(key);
 }
 
-double positive(const Json& j, const char* key, const std::string& where) {
+// A finite number at j[key], > 0 (or >= 0 with zero_ok).
+double number_at(const Json& j, const char* key, const std::string& where, bool zero_ok = false) {
   const Json& v = need(j, key, where);
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0))
-    throw std::runtime_error(fmt::format("op bench: {}.{}: must be a positive number", where, key));
-  return v.get<double>();
+  const double x = v.is_number() ? v.get<double>() : -1;
+  if (!v.is_number() || !std::isfinite(x) || x < 0 || (x == 0 && !zero_ok))
+    throw std::runtime_error(fmt::format("op bench: {}.{}: must be a {} number", where, key, zero_ok ? "non-negative" : "positive"));
+  return x;
 }
 
-double non_negative(const Json& j, const char* key, const std::string& where) {
-  const Json& v = need(j, key, where);
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-    throw std::runtime_error(fmt::format("op bench: {}.{}: must be a number >= 0", where, key));
-  return v.get<double>();
-}
+double positive(const Json& j, const char* key, const std::string& where) { return number_at(j, key, where); }
 
 }  // namespace
 
@@ -49,7 +46,7 @@ OpBench op_bench_of(const Json& ops) {
     if (!need(r, "causal", w).is_boolean()) throw std::runtime_error(fmt::format("op bench: {}.causal: must be true or false", w));
     a.causal = r.at("causal").get<bool>();
     a.fwd_s = positive(r, "fwd_s", w);
-    a.bwd_s = non_negative(r, "bwd_s", w);
+    a.bwd_s = number_at(r, "bwd_s", w, true);
     b.attention.push_back(a);
   }
   const Json& gemm = need(ops, "gemm", "ops");

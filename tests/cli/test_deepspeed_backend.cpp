@@ -188,9 +188,11 @@ TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to t
          "                                 'bwd_s': 2.5 * att(S) / (0.35 * 989.4e12)} for S in lens],\n"
          "                  'gemm': [{'op': 'q.fwd', 'M': S, 'N': 4096, 'K': 4096, 's': 2.0 * S * 4096 * 4096 / (0.7 * 989.4e12)}\n"
          "                           for S in lens],\n"
-         "                  'adamw': {'params': job['run']['op_adam_params'], 's': 3e-9 * job['run']['op_adam_params']},\n"
-         "                  'cpu_adam': {'params': job['run']['op_cpu_adam_params'], 's': 1e-9 * job['run']['op_cpu_adam_params'],\n"
-         "                               'threads': 16}}\n"
+         "                  }\n"
+         "    if job['run']['op_adam_params']:  # as the worker: an optimizer asked with 0 parameters is not timed\n"
+         "        res['ops']['adamw'] = {'params': job['run']['op_adam_params'], 's': 3e-9 * job['run']['op_adam_params']}\n"
+         "    if job['run']['op_cpu_adam_params']:\n"
+         "        res['ops']['cpu_adam'] = {'params': job['run']['op_cpu_adam_params'], 's': 1e-9 * job['run']['op_cpu_adam_params'], 'threads': 16}\n"
          "json.dump(res, open(job['out'] + '.rank0.json', 'w'))\n");
   const std::string out = dir / "h200.yaml";
   int rc = std::system((env + "'" + ULYSSES_BIN + "' calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out '" +
@@ -222,6 +224,13 @@ TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to t
   REQUIRE(WEXITSTATUS(rc) == 0);
   CHECK(load_profile(none).calibrated.attn_fwd_eff.size() == base.calibrated.attn_fwd_eff.size());
   CHECK(load_profile(none).calibrated.torch_adamw_s_per_param == base.calibrated.torch_adamw_s_per_param);  // kept as it was
+  // an optimizer asked with 0 parameters is not timed: its key stays as the profile had it
+  const std::string no_adam = dir / "no_adam.yaml";
+  rc = std::system((env + "'" + ULYSSES_BIN + "' calibrate --backend deepspeed --profile h200-sxm-141gb --op-adam-params 0 "
+                    "--profile-out '" + no_adam + "' >/dev/null 2>&1").c_str());
+  REQUIRE(WEXITSTATUS(rc) == 0);
+  CHECK(load_profile(no_adam).calibrated.torch_adamw_s_per_param == base.calibrated.torch_adamw_s_per_param);
+  CHECK(load_profile(no_adam).calibrated.cpu_adam_s_per_param == Approx(1e-9).epsilon(1e-4));
   // the model uses it for plan.runtime pytorch (the default), not for ulysses
   Scenario sc = llama2(16384);
   sc.hw = p;

@@ -46,7 +46,6 @@ class _Module(torch.nn.Module):
         super().__init__()
         self.num_key_value_groups = groups
         self.is_causal = True
-        self.training = True
 
 
 def attention(impl, heads, kv_heads, head_dim, seq_lens, causal=True):
