@@ -50,6 +50,7 @@ Scenario preset(const char* model, const char* profile, std::int64_t gpus, std::
   for (const char* k : {"plan.tiled_logits", "plan.tiled_mlp", "plan.offload_checkpoints"})
     set_key(sc, k, all ? "true" : "false", o);
   sc.hw.has_calibration = false;
+  sc.hw.calibrated = Calibration{};  // the calibrated case below sets its own curves, nothing else
   validate(sc, o);
   return sc;
 }
