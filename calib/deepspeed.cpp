@@ -73,10 +73,12 @@ Result calibrate(const Setup& s) {
                               c.provenance.empty() ? "" : "; ", what, when, gpus, f.device, f.versions.dump(),
                               sc.model.name, layers, sc.plan.seq_len);
   if (f.has_ops) {
-    r.ops = apply_op_bench(f.ops, sc.hw.bf16_dense_flops, c);
-    c.provenance += fmt::format("; op bench (attention {} at S={}, GEMMs of its layer, torch AdamW, DeepSpeedCPUAdam): "
+    r.ops = apply_op_bench(f.ops, sc.hw.bf16_dense_flops, sc.hw.hbm_GBps, c);
+    c.provenance += fmt::format("; op bench (attention {} at S={}, GEMMs of its layer, torch AdamW, DeepSpeedCPUAdam{}{}): "
                                 "measured {} by the same command (calib/op_fit.hpp)",
-                                sc.plan.attn_implementation, fmt::join(s.op_seq_lens, ","), when);
+                                sc.plan.attn_implementation, fmt::join(s.op_seq_lens, ","),
+                                f.ops.eager.empty() ? "" : ", the layer's eager elementwise passes",
+                                f.ops.zero_step.empty() ? "" : ", ZeRO-3's step on the GPU and offloaded", when);
   }
   r.profile_name = sc.hw.name;
   return r;

@@ -2,6 +2,7 @@
 #include "calib/op_fit.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -42,10 +43,93 @@ void file_curve(std::vector<std::pair<std::string, Curve>>& curves, const std::s
   else curves.emplace_back(key, std::move(c));
 }
 
+// Least-squares line t = a + b x through the points; a single x: the line through the origin.
+struct Line {
+  double intercept = 0, slope = 0;
+};
+Line fit_line(const std::vector<std::pair<double, double>>& pts) {
+  double mx = 0, my = 0;
+  for (const auto& [x, y] : pts) mx += x, my += y;
+  mx /= double(pts.size()), my /= double(pts.size());
+  double sxx = 0, sxy = 0;
+  for (const auto& [x, y] : pts) sxx += (x - mx) * (x - mx), sxy += (x - mx) * (y - my);
+  if (!(sxx > 0)) return {0, my / mx};
+  const double slope = sxy / sxx;
+  return {my - slope * mx, slope};
+}
+
+// The eager rows -> effective bytes per element (the slope of time over elements, times hbm); the
+// intercept (launch overhead) is reported, not kept. The embedding's backward: slope per token
+// element, intercept per element of the dense gradient [V, h] (embed.grad).
+void apply_eager(const std::vector<runtime::deepspeed::OpBench::Eager>& rows, double hbm_Bps, Calibration& c,
+                 std::vector<std::string>& out) {
+  std::map<std::string, std::pair<std::vector<std::pair<double, double>>, std::vector<std::pair<double, double>>>> by_op;
+  std::map<std::string, double> extra;
+  for (const auto& r : rows) {
+    auto& [f, bw] = by_op[r.op];
+    f.emplace_back(r.elems, r.fwd_s);
+    bw.emplace_back(r.elems, r.bwd_s);
+    extra[r.op] = r.extra_elems;
+  }
+  const auto file = [&](const std::string& key, double bytes, const std::string& how) {
+    const int i = eager_rate_index(key);
+    if (!(bytes > 0) || !std::isfinite(bytes))
+      throw std::runtime_error(fmt::format("op bench: eager {}: {} gives {:.3g} bytes per element (must be positive)", key, how, bytes));
+    c.eager_bytes_per_elem[static_cast<std::size_t>(i)] = bytes;
+    out.push_back(fmt::format("eager_bytes_per_elem.{}: {:.2f} ({})", key, bytes, how));
+  };
+  for (const auto& [op, pts] : by_op) {
+    const bool known = eager_rate_index(op + ".fwd") >= 0;
+    if (!known) throw std::runtime_error(fmt::format("op bench: eager op '{}' is not one of the model's passes", op));
+    const Line lf = fit_line(pts.first);
+    file(op + ".fwd", lf.slope * hbm_Bps, fmt::format("{} points, intercept {:.1f} us", pts.first.size(), lf.intercept * 1e6));
+    if (op == "add") continue;  // its backward passes the gradient through (no kernel)
+    const Line lb = fit_line(pts.second);
+    file(op + ".bwd", lb.slope * hbm_Bps, fmt::format("{} points, intercept {:.1f} us", pts.second.size(), lb.intercept * 1e6));
+    if (op == "embed") {
+      if (pts.second.size() < 2 || !(extra[op] > 0))
+        throw std::runtime_error("op bench: eager embed: the dense gradient's part needs two token counts or more");
+      file("embed.grad", lb.intercept / extra[op] * hbm_Bps, fmt::format("the backward's intercept over {:.4g} gradient elements", extra[op]));
+    }
+  }
+}
+
+// ZeRO-3's step per parameter, on the GPU (torch AdamW only: FusedAdam is another optimizer) and
+// offloaded; the offload's gradient copies = its backward less the GPU run's, per parameter.
+void apply_zero_step(const std::vector<runtime::deepspeed::OpBench::ZeroStep>& rows, Calibration& c,
+                     std::vector<std::string>& out) {
+  const runtime::deepspeed::OpBench::ZeroStep *gpu = nullptr, *off = nullptr;
+  for (const auto& r : rows) (r.offload_optimizer ? off : gpu) = &r;
+  if (gpu && gpu->torch_adam) {
+    c.zero3_torch_adamw_step_s_per_param = gpu->step_s / gpu->params;
+    out.push_back(fmt::format("zero3_torch_adamw_step_ns_per_param: {:.4g} (engine.step(), {:.4g} parameters)",
+                              c.zero3_torch_adamw_step_s_per_param * 1e9, gpu->params));
+  } else if (gpu) {
+    out.push_back("zero3_torch_adamw_step_ns_per_param: not filed (the bench's GPU optimizer was FusedAdam)");
+  }
+  if (off) {
+    c.zero3_offload_step_s_per_param = off->step_s / off->params;
+    out.push_back(fmt::format("zero3_offload_step_ns_per_param: {:.4g} (engine.step() with offload_optimizer, {:.4g} parameters)",
+                              c.zero3_offload_step_s_per_param * 1e9, off->params));
+  }
+  if (off && gpu && gpu->params == off->params) {
+    const double extra = off->bwd_s - gpu->bwd_s;
+    if (extra > 0) {
+      c.zero3_offload_grads_s_per_param = extra / off->params;
+      out.push_back(fmt::format("zero3_offload_grads_ns_per_param: {:.4g} (backward {:.4g} s offloaded - {:.4g} s on the GPU)",
+                                c.zero3_offload_grads_s_per_param * 1e9, off->bwd_s, gpu->bwd_s));
+    } else {
+      out.push_back(fmt::format("zero3_offload_grads_ns_per_param: not filed (backward offloaded {:.4g} s <= on the GPU {:.4g} s)",
+                                off->bwd_s, gpu->bwd_s));
+    }
+  }
+}
+
 }  // namespace
 
-std::vector<std::string> apply_op_bench(const runtime::deepspeed::OpBench& b, double peak, Calibration& c) {
+std::vector<std::string> apply_op_bench(const runtime::deepspeed::OpBench& b, double peak, double hbm_GBps, Calibration& c) {
   if (!(peak > 0)) throw std::runtime_error("op bench: the profile's bf16 peak must be positive");
+  if (!(hbm_GBps > 0)) throw std::runtime_error("op bench: the profile's hbm_GBps must be positive");
   std::vector<std::string> out;
   // attention: one forward and one backward curve per (impl, D, mask, heads on the rank)
   using Shape = std::tuple<std::string, std::int64_t, bool, std::int64_t>;
@@ -94,6 +178,8 @@ std::vector<std::string> apply_op_bench(const runtime::deepspeed::OpBench& b, do
     out.push_back(fmt::format("cpu_adam_ns_per_param: {:.4g} (DeepSpeedCPUAdam, {} threads, {} parameters)",
                               c.cpu_adam_s_per_param * 1e9, b.cpu_adam_threads, b.cpu_adam_params));
   }
+  if (!b.eager.empty()) apply_eager(b.eager, hbm_GBps * 1e9, c, out);
+  if (!b.zero_step.empty()) apply_zero_step(b.zero_step, c, out);
   return out;
 }
 

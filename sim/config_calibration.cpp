@@ -1,6 +1,8 @@
 // The optional `calibrated:` section of a hardware profile: measured curves and values that
 // override the datasheet figures (docs/INPUTS.md). Parsing and the section's YAML text here (a
 // scenario's to_yaml emits it too); writing it into a profile file in calib/profile_out.cpp.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sim/attn_key.hpp"
@@ -15,7 +17,9 @@ const std::vector<std::string> kCalibrationKeys = {
     "provenance", "a2a_busbw_GBps", "a2a_alpha_us", "attn_fwd_eff", "attn_bwd_eff", "gemm_eff",
     "host_link_h2d_GBps", "host_link_d2h_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
     "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us",
-    "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param"};
+    "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param",
+    "eager_bytes_per_elem", "zero3_torch_adamw_step_ns_per_param", "zero3_offload_step_ns_per_param",
+    "zero3_offload_grads_ns_per_param"};
 
 // A curve: a list of [x, y] pairs, x > 0 strictly increasing; y checked by `y_rule`.
 using YRule = double (*)(const Scalar&, const Where&);
@@ -99,6 +103,23 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
       c.torch_adamw_s_per_param = positive_number(num("a number"), wk) * 1e-9;
     } else if (k == "cpu_adam_ns_per_param") {
       c.cpu_adam_s_per_param = positive_number(num("a number"), wk) * 1e-9;
+    } else if (k == "eager_bytes_per_elem") {
+      for (const auto& [op, rate] : map_items(v, wk)) {
+        const Where wo = wk.child(op);
+        const int i = eager_rate_index(op);
+        if (i < 0) {
+          std::string keys;
+          for (const auto& name : kEagerRateKeys) keys += (keys.empty() ? "" : ", ") + std::string(name);
+          wo.fail("must be one of " + keys);
+        }
+        c.eager_bytes_per_elem[static_cast<std::size_t>(i)] = positive_number(scalar_of(rate, wo, "a number"), wo);
+      }
+    } else if (k == "zero3_torch_adamw_step_ns_per_param") {
+      c.zero3_torch_adamw_step_s_per_param = positive_number(num("a number"), wk) * 1e-9;
+    } else if (k == "zero3_offload_step_ns_per_param") {
+      c.zero3_offload_step_s_per_param = positive_number(num("a number"), wk) * 1e-9;
+    } else if (k == "zero3_offload_grads_ns_per_param") {
+      c.zero3_offload_grads_s_per_param = positive_number(num("a number"), wk) * 1e-9;
     } else if (k == "pack_GBps") {
       c.pack_GBps = positive_number(num("a number"), wk);
     } else if (k == "a2a_idle_penalty_us") {
@@ -145,6 +166,16 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   if (c.pytorch_nccl_buffer_bytes >= 0) line("pytorch_nccl_buffer_GiB", gib_text(c.pytorch_nccl_buffer_bytes));
   if (c.torch_adamw_s_per_param > 0) line("torch_adamw_ns_per_param", number(c.torch_adamw_s_per_param * 1e9));
   if (c.cpu_adam_s_per_param > 0) line("cpu_adam_ns_per_param", number(c.cpu_adam_s_per_param * 1e9));
+  if (std::any_of(c.eager_bytes_per_elem.begin(), c.eager_bytes_per_elem.end(), [](double x) { return x > 0; })) {
+    out += pad + "eager_bytes_per_elem:\n";
+    for (int i = 0; i < kEagerRates; ++i)
+      if (const double x = c.eager_bytes_per_elem[static_cast<std::size_t>(i)]; x > 0)
+        out += fmt::format("{}  {}: {}\n", pad, kEagerRateKeys[static_cast<std::size_t>(i)], number(x));
+  }
+  for (const auto& [key, v] : {std::pair{"zero3_torch_adamw_step_ns_per_param", c.zero3_torch_adamw_step_s_per_param},
+                               std::pair{"zero3_offload_step_ns_per_param", c.zero3_offload_step_s_per_param},
+                               std::pair{"zero3_offload_grads_ns_per_param", c.zero3_offload_grads_s_per_param}})
+    if (v > 0) line(key, number(v * 1e9));
   if (c.pack_GBps > 0) line("pack_GBps", number(c.pack_GBps));
   if (c.a2a_alpha_per_tensor_s >= 0) line("a2a_alpha_per_tensor_us", scaled(c.a2a_alpha_per_tensor_s, kUs));
   if (!c.a2a_transport.empty()) line("a2a_transport", c.a2a_transport);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/units.hpp"
+#include "sim/eager.hpp"
 
 namespace ulysses {
 
@@ -81,6 +82,17 @@ struct Calibration {
   // every core; optimizer offload), seconds per parameter; < 0: not measured (sim/timing.cpp)
   double torch_adamw_s_per_param = -1;
   double cpu_adam_s_per_param = -1;
+  // (added with the op bench's eager rows) the HF decoder layer's elementwise passes, each measured
+  // alone, as effective bytes per element at this profile's hbm_GBps, indexed by EagerRate
+  // (sim/eager.hpp; profile keys calibrated.eager_bytes_per_elem.<op>.<pass>); < 0: not measured
+  std::array<double, kEagerRates> eager_bytes_per_elem = eager_unmeasured();
+  // (added with the op bench's zero_step rows) DeepSpeed ZeRO-3 around the optimizer, per parameter of
+  // the rank's partition: engine.step() with torch.optim.AdamW on the GPU; engine.step() with
+  // offload_optimizer (DeepSpeedCPUAdam, one process); the backward's extra time with offload (the
+  // gradient partitions' copies to the host). Seconds per parameter; < 0: not measured
+  double zero3_torch_adamw_step_s_per_param = -1;
+  double zero3_offload_step_s_per_param = -1;
+  double zero3_offload_grads_s_per_param = -1;
 };
 
 struct HardwareProfile {

@@ -4,6 +4,7 @@
 
 #include "core/flops.hpp"
 #include "sim/attn_key.hpp"
+#include "sim/eager_time.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -256,13 +257,19 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   const core::seconds_t logits_gemm = n_log * gemm_time_s(sc, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
   const core::seconds_t loss_pass = kLossBytesPerElement * T * d.V / (sc.hw.hbm_GBps * kGBps);
 
+  const EagerTimes e = eager_times(sc, d);  // norms, RoPE and residual adds, activation product, embedding
+
   step.n = 0;
+  step.add("embed.fwd", e.embed_fwd);
+  step.add("norm.fwd", e.norm_fwd);
   step.add("a2a.qkv.fwd", L * a2a_qkv);
   step.add("attn.fwd", L * at(core::BlockPhase::attn_fwd));
   step.add("a2a.out.fwd", L * at(core::BlockPhase::a2a_out_fwd));
   step.add("gemm.qkv.fwd", L * g.qkv);
   step.add("gemm.o.fwd", L * g.o);
   step.add("mlp.fwd", L * g.mlp);
+  step.add("swiglu.fwd", e.swiglu_fwd);
+  step.add("rope_add.fwd", e.rope_add_fwd);
   step.add("logits.fwd", logits_gemm + loss_pass);
   step.add("logits.bwd", 2 * logits_gemm + loss_pass);
   step.add("a2a.qkv.recompute", ck ? L * a2a_qkv : 0);
@@ -271,13 +278,21 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   step.add("gemm.qkv.recompute", ck ? L * g.qkv : 0);
   step.add("gemm.o.recompute", ck ? L * g.o : 0);
   step.add("mlp.recompute", ck ? L * g.mlp : 0);
+  step.add("swiglu.recompute", e.swiglu_recompute);
+  step.add("norm.recompute", e.norm_recompute);
+  step.add("rope_add.recompute", e.rope_add_recompute);
   step.add("mlp.tiled_recompute", tm ? L * g.mlp : 0);  // TiledMLP reruns each shard's forward in backward
+  step.add("swiglu.tiled_recompute", e.swiglu_tiled_recompute);
   step.add("mlp.bwd", L * 2 * g.mlp);
+  step.add("swiglu.bwd", e.swiglu_bwd);
   step.add("gemm.o.bwd", L * 2 * g.o);
   step.add("a2a.out.bwd", L * at(core::BlockPhase::a2a_out_bwd));
   step.add("attn.bwd", L * at(core::BlockPhase::attn_bwd));
   step.add("a2a.qkv.bwd", L * a2a_qkv);
   step.add("gemm.qkv.bwd", L * 2 * g.qkv);
+  step.add("rope_add.bwd", e.rope_add_bwd);
+  step.add("norm.bwd", e.norm_bwd);
+  step.add("embed.bwd", e.embed_bwd);
 
   // --- ZeRO / data-parallel collectives (ring algorithms over NVLink or the NIC)
   const double Pn = static_cast<double>(d.total_params), N = static_cast<double>(d.zero_group);
@@ -308,20 +323,42 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   const bool params_off = pl.offload_params && pl.zero_stage >= 3;
   step.add("offload.ckpt.d2h", ck_off ? L * th / (host_d2h_GBps(sc) * kGBps) : 0);
   step.add("offload.ckpt.h2d", ck_off ? L * th / (host_h2d_GBps(sc) * kGBps) : 0);
-  step.add("offload.optimizer", pl.offload_optimizer ? local_params * grad_bytes / (host_d2h_GBps(sc) * kGBps) +
-                                                           (params_off ? 0 : local_params * 2 / (host_h2d_GBps(sc) * kGBps))
-                                                     : 0);
-  step.add("offload.params", params_off ? 2 * local_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
-  // the optimizer step: measured per parameter when the profile has it (calibrate --backend deepspeed's
-  // op bench), else CPU Adam at kHostAdamParamsPerS per node / fused Adam at HBM bandwidth
+  // the optimizer and ZeRO-3's work around it: measured per parameter when the profile has it
+  // (calibrate --backend deepspeed's op bench), else from bytes and rates (docs/MODEL.md)
   const Calibration& cal = sc.hw.calibrated;
   const bool cal_on = sc.hw.has_calibration;
-  const double host_adam_s_per_param =
-      cal_on && cal.cpu_adam_s_per_param > 0 ? cal.cpu_adam_s_per_param : 1.0 / kHostAdamParamsPerS;
-  step.add("optimizer.step", pl.offload_optimizer ? local_params * static_cast<double>(d.gpus_on_node) * host_adam_s_per_param
-                             : pl.torch_adam && cal_on && cal.torch_adamw_s_per_param > 0
-                                 ? local_params * cal.torch_adamw_s_per_param
-                                 : local_params * kAdamBytesPerParam / (sc.hw.hbm_GBps * kGBps));
+  const bool ds_zero3 = pl.zero_stage >= 3 && pl.runtime == Runtime::pytorch;
+  const auto measured = [&](double s_per_param) { return ds_zero3 && cal_on && s_per_param > 0; };
+  const double procs = static_cast<double>(d.gpus_on_node);  // processes sharing a node's host cores
+  // gradient partitions to the host in the backward (DeepSpeed: inside the reduce, stage3.py partition_grads)
+  step.add("offload.grads", !pl.offload_optimizer ? 0
+                            : measured(cal.zero3_offload_grads_s_per_param)
+                                ? local_params * cal.zero3_offload_grads_s_per_param
+                                : local_params * grad_bytes / (host_d2h_GBps(sc) * kGBps));
+  // the updated bf16 partition back to the GPU (inside a measured offload step already)
+  step.add("offload.optimizer", pl.offload_optimizer && !params_off && !measured(cal.zero3_offload_step_s_per_param)
+                                    ? local_params * 2 / (host_h2d_GBps(sc) * kGBps)
+                                    : 0);
+  step.add("offload.params", params_off ? 2 * local_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
+  core::seconds_t opt = 0;
+  if (pl.offload_optimizer) {
+    if (measured(cal.zero3_offload_step_s_per_param)) {
+      opt = local_params * procs * cal.zero3_offload_step_s_per_param;
+    } else {
+      const double cpu_adam = cal_on && cal.cpu_adam_s_per_param > 0 ? cal.cpu_adam_s_per_param : 1.0 / kHostAdamParamsPerS;
+      opt = local_params * procs * cpu_adam;
+    }
+  } else if (pl.torch_adam && measured(cal.zero3_torch_adamw_step_s_per_param)) {
+    opt = local_params * cal.zero3_torch_adamw_step_s_per_param;
+  } else {
+    // ZeRO-3's own passes around the optimizer on the GPU: gradient norm, flat fp32 gradient,
+    // unscale/clip, fp32 -> bf16 parameters (kZero3StepBytesPerParam, docs/MODEL.md)
+    const double zero3_passes = ds_zero3 ? local_params * kZero3StepBytesPerParam / (sc.hw.hbm_GBps * kGBps) : 0;
+    opt = zero3_passes + (pl.torch_adam && cal_on && cal.torch_adamw_s_per_param > 0
+                              ? local_params * cal.torch_adamw_s_per_param
+                              : local_params * kAdamBytesPerParam / (sc.hw.hbm_GBps * kGBps));
+  }
+  step.add("optimizer.step", opt);
 
   // --- FLOPs executed per GPU (causal halved, recompute counted)
   const double attn = core::attention_flops(d.B, d.S, d.H_l, d.D, d.causal);

@@ -14,6 +14,9 @@ namespace ulysses {
 inline constexpr double kAdamBytesPerParam = 30;         // fused Adam traffic per parameter
 inline constexpr double kHostAdamParamsPerS = 3e9;       // CPU Adam throughput per node (all processes)
 inline constexpr double kLossBytesPerElement = 14;       // cross-entropy elementwise traffic per logit, per pass
+// DeepSpeed ZeRO-3 step() passes over each parameter on the GPU besides the optimizer's own (stage3.py):
+// norm of the bf16 gradient as fp32 10 + flat fp32 gradient 10 + unscale 8 + fp32 -> bf16 copy 6
+inline constexpr double kZero3StepBytesPerParam = 34;
 
 // --- building blocks (exposed for tests) ---
 double a2a_busbw_GBps(const Scenario& sc, const Dims& d, double bytes_per_rank);

@@ -57,7 +57,16 @@ case $mode in
       python3 eval/scripts/allocator_history.py $f --growths 8 --frames 5 --blocks 80 > ${f%.pickle}.txt 2>&1; echo "history $f rc $?"
       rm -f $f
     done ;;
-  calibrate)  # the fixed costs and the op bench (attention, GEMMs, torch AdamW, CPU Adam; calib/op_fit.hpp)
+  calibrate)  # the fixed costs and the op bench (attention, GEMMs, eager passes, torch AdamW, CPU Adam; calib/op_fit.hpp)
+    # the eager rows alone first, small: a broken op shows its traceback here in seconds
+    timeout 60 python3 -c "import sys, json; sys.path.insert(0, 'runtime/deepspeed'); from ulysses_worker import opbench
+m = dict(heads=32, kv_heads=8, head_dim=128, hidden=4096, ffn_hidden=14336, vocab=128256, qk_norm=False, qkv_bias=False)
+print(json.dumps(opbench.eager(m, [2048, 4096])))" > $r/eager-smoke.log 2>&1; echo "eager smoke rc $?"; tail -3 $r/eager-smoke.log | cut -c1-600
+    # and ZeRO-3's step on a small stack (builds CPU Adam once for the calibrate below)
+    RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 PYTHONPATH=/tmp/alst-site timeout 240 python3 -c "
+import sys, json; sys.path.insert(0, 'runtime/deepspeed'); from ulysses_worker import opbench
+print(json.dumps(opbench.zero_step(dict(torch_adam=True), 1024, 8, 1024)))" > $r/zero-smoke.log 2>&1
+    echo "zero smoke rc $?"; grep -E "^\[|Error|error" $r/zero-smoke.log | tail -4 | cut -c1-600
     timeout 420 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2> $r/calibrate.err; echo "calibrate rc $?"; cat $r/calibrate.log; grep -iE "error|Traceback" $r/calibrate.err | tail -5 ;;
   finish)  # the fixed costs (calibrate), then FusedAdam (plan.torch_adam false) on one case

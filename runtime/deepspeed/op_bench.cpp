@@ -60,6 +60,36 @@ OpBench op_bench_of(const Json& ops) {
     g.M = positive(r, "M", w), g.N = positive(r, "N", w), g.K = positive(r, "K", w), g.s = positive(r, "s", w);
     b.gemm.push_back(g);
   }
+  if (ops.contains("eager")) {
+    const Json& eager = ops.at("eager");
+    if (!eager.is_array()) throw std::runtime_error("op bench: ops.eager: must be a list");
+    for (std::size_t i = 0; i < eager.size(); ++i) {
+      const std::string w = fmt::format("ops.eager[{}]", i);
+      const Json& r = eager[i];
+      OpBench::Eager e;
+      if (!need(r, "op", w).is_string()) throw std::runtime_error(fmt::format("op bench: {}.op: must be a string", w));
+      e.op = r.at("op").get<std::string>();
+      e.T = positive(r, "T", w), e.elems = positive(r, "elems", w);
+      e.extra_elems = number_at(r, "extra_elems", w, true);
+      e.fwd_s = positive(r, "fwd_s", w), e.bwd_s = positive(r, "bwd_s", w);
+      b.eager.push_back(e);
+    }
+  }
+  if (ops.contains("zero_step")) {
+    const Json& zs = ops.at("zero_step");
+    if (!zs.is_array()) throw std::runtime_error("op bench: ops.zero_step: must be a list");
+    for (std::size_t i = 0; i < zs.size(); ++i) {
+      const std::string w = fmt::format("ops.zero_step[{}]", i);
+      const Json& r = zs[i];
+      OpBench::ZeroStep z;
+      for (const char* k : {"offload_optimizer", "torch_adam"})
+        if (!need(r, k, w).is_boolean()) throw std::runtime_error(fmt::format("op bench: {}.{}: must be true or false", w, k));
+      z.offload_optimizer = r.at("offload_optimizer").get<bool>();
+      z.torch_adam = r.at("torch_adam").get<bool>();
+      z.params = positive(r, "params", w), z.step_s = positive(r, "step_s", w), z.bwd_s = positive(r, "bwd_s", w);
+      b.zero_step.push_back(z);
+    }
+  }
   if (ops.contains("adamw")) {
     const Json& a = ops.at("adamw");
     b.adamw_params = static_cast<std::int64_t>(positive(a, "params", "ops.adamw"));

@@ -20,8 +20,23 @@ struct OpBench {
     std::string op;                    // <linear>.<fwd|dgrad|wgrad>
     double M = 0, N = 0, K = 0, s = 0;
   };
+  struct Eager {                       // one elementwise pass of the HF decoder layer, alone
+    std::string op;                    // rmsnorm | headnorm | rope | add | swiglu | embed
+    double T = 0;                      // tokens on the rank
+    double elems = 0;                  // elements of the op's tensor (rope: q and k together)
+    double extra_elems = 0;            // embed: V * h (the dense gradient); else 0
+    double fwd_s = 0, bwd_s = 0;       // medians; bwd = (fwd + bwd) - fwd
+  };
   std::vector<Attention> attention;
   std::vector<Gemm> gemm;
+  std::vector<Eager> eager;            // empty: not measured (op benches before 2026-12-02 late)
+  struct ZeroStep {                    // DeepSpeed ZeRO-3 on a stack of Linear layers, one rank
+    bool offload_optimizer = false;
+    bool torch_adam = false;           // the GPU optimizer was torch.optim.AdamW (else FusedAdam)
+    double params = 0;
+    double step_s = 0, bwd_s = 0;      // engine.step(), engine.backward(): medians
+  };
+  std::vector<ZeroStep> zero_step;     // empty: not measured
   std::int64_t adamw_params = 0;       // torch.optim.AdamW over one flat fp32 partition
   double adamw_s = -1;                 // -1: not measured
   std::string adamw_impl;

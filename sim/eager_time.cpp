@@ -1,0 +1,57 @@
+// The eager elementwise passes of one step: per-layer counts (transformers 5.17, modeling_llama.py
+// LlamaDecoderLayer.forward lines 305-323, LlamaMLP.forward 175; modeling_qwen3.py 252-257), times
+// = elements * bytes per element / HBM bandwidth. docs/MODEL.md "Eager elementwise passes".
+#include "sim/eager_time.hpp"
+
+namespace ulysses {
+namespace {
+
+// Defaults: the op bench on one H200 on 2026-12-02 (records/validation/h200-op-bench-2.txt; the same
+// figures as profiles/h200-sxm-141gb.yaml), as bytes per element at its datasheet HBM bandwidth
+// (4800 GB/s); a profile without calibrated rates scales them by its own hbm_GBps.
+constexpr std::array<double, kEagerRates> kDefaultBytes = {
+    /*rmsnorm.fwd*/ 59.8, /*rmsnorm.bwd*/ 126.0, /*headnorm.fwd*/ 64.0, /*headnorm.bwd*/ 132.0,
+    /*rope.fwd*/ 64.1, /*rope.bwd*/ 70.9, /*add.fwd*/ 6.6, /*swiglu.fwd*/ 11.4,
+    /*swiglu.bwd*/ 19.7, /*embed.fwd*/ 5.1, /*embed.bwd*/ 58.5, /*embed.grad*/ 5.4};
+
+}  // namespace
+
+double eager_bytes_per_elem(const Scenario& sc, EagerRate r) {
+  const auto i = static_cast<std::size_t>(r);
+  const double cal = sc.hw.has_calibration ? sc.hw.calibrated.eager_bytes_per_elem[i] : -1;
+  return cal > 0 ? cal : kDefaultBytes[i];
+}
+
+EagerTimes eager_times(const Scenario& sc, const Dims& d) {
+  EagerTimes e;
+  if (sc.plan.runtime != Runtime::pytorch) return e;
+  const double hbm = sc.hw.hbm_GBps * 1e9;
+  const auto t = [&](double elems, EagerRate r) { return elems * eager_bytes_per_elem(sc, r) / hbm; };
+  const double T = static_cast<double>(d.B) * static_cast<double>(d.S_l), L = static_cast<double>(d.L);
+  const double Th = T * static_cast<double>(d.h), TF = T * static_cast<double>(d.F);
+  // q and k on this rank's tokens with every head (RoPE and the q/k norm run before the exchange)
+  const double Tqk = T * static_cast<double>(d.H + d.H_kv) * static_cast<double>(d.D);
+  const bool qk = sc.model.qk_norm, ck = d.ckpt, tm = sc.plan.tiled_mlp;
+
+  // per layer: input and post-attention norms (+ Qwen3's q/k norms); the final norm once
+  const double norm_f = 2 * t(Th, EagerRate::rmsnorm_fwd) + (qk ? t(Tqk, EagerRate::headnorm_fwd) : 0);
+  const double norm_b = 2 * t(Th, EagerRate::rmsnorm_bwd) + (qk ? t(Tqk, EagerRate::headnorm_bwd) : 0);
+  e.norm_fwd = L * norm_f + t(Th, EagerRate::rmsnorm_fwd);
+  e.norm_bwd = L * norm_b + t(Th, EagerRate::rmsnorm_bwd);
+  // torch's non-reentrant checkpoint stops the recompute at the layer's last saved tensor (the
+  // down projection's input): both norms, RoPE, the first residual add and the activation product
+  e.norm_recompute = ck ? L * norm_f : 0;
+  // two residual adds forward; backward: RoPE's and one gradient sum at each of the two forks
+  e.rope_add_fwd = L * (t(Tqk, EagerRate::rope_fwd) + 2 * t(Th, EagerRate::add_fwd));
+  e.rope_add_recompute = ck ? L * (t(Tqk, EagerRate::rope_fwd) + t(Th, EagerRate::add_fwd)) : 0;
+  e.rope_add_bwd = L * (t(Tqk, EagerRate::rope_bwd) + 2 * t(Th, EagerRate::add_fwd));
+  e.swiglu_fwd = L * t(TF, EagerRate::swiglu_fwd);
+  e.swiglu_recompute = ck ? e.swiglu_fwd : 0;
+  e.swiglu_tiled_recompute = tm ? e.swiglu_fwd : 0;  // TiledMLP reruns each shard's forward
+  e.swiglu_bwd = L * t(TF, EagerRate::swiglu_bwd);
+  e.embed_fwd = t(Th, EagerRate::embed_fwd);
+  e.embed_bwd = t(Th, EagerRate::embed_bwd) + t(static_cast<double>(d.V) * static_cast<double>(d.h), EagerRate::embed_grad);
+  return e;
+}
+
+}  // namespace ulysses

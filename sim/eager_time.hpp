@@ -1,0 +1,25 @@
+#pragma once
+// Time of the HF decoder layer's eager elementwise passes (sim/eager.hpp) in one step: RMSNorms,
+// rotary embedding and residual adds, the MLP's activation product, the token embedding. Counts per
+// layer from the transformers source, rates from the profile (docs/MODEL.md "Eager elementwise passes").
+#include "core/units.hpp"
+#include "sim/memory.hpp"
+#include "sim/scenario.hpp"
+
+namespace ulysses {
+
+// The rate the model uses: the profile's calibrated value, else the default (measured on one H200,
+// docs/MODEL.md), in bytes per element at the profile's hbm_GBps.
+double eager_bytes_per_elem(const Scenario& sc, EagerRate r);
+
+struct EagerTimes {  // seconds per step, all layers; 0 where the pass does not run
+  core::seconds_t norm_fwd = 0, norm_recompute = 0, norm_bwd = 0;
+  core::seconds_t embed_fwd = 0, embed_bwd = 0;
+  core::seconds_t rope_add_fwd = 0, rope_add_recompute = 0, rope_add_bwd = 0;
+  core::seconds_t swiglu_fwd = 0, swiglu_recompute = 0, swiglu_tiled_recompute = 0, swiglu_bwd = 0;
+};
+
+// All zero unless plan.runtime is pytorch (this project's runtime has no such passes yet).
+EagerTimes eager_times(const Scenario& sc, const Dims& d);
+
+}  // namespace ulysses

@@ -1,0 +1,68 @@
+// sim/eager_time.hpp: the eager elementwise passes counted per layer as docs/MODEL.md's table says.
+#include <catch2/catch.hpp>
+
+#include "sim/eager_time.hpp"
+#include "sim/memory.hpp"
+#include "sim/predict.hpp"
+#include "tests/sim/fixtures.hpp"
+
+using namespace ulysses;
+
+namespace {
+// every rate 1 byte per element except the ones a case sets: times are element counts / hbm
+Scenario unit_rates(Scenario sc) {
+  sc.hw.has_calibration = true;
+  sc.hw.calibrated.eager_bytes_per_elem.fill(1.0);
+  return sc;
+}
+}  // namespace
+
+TEST_CASE("eager passes: per-layer counts of norms, RoPE + residual adds, SwiGLU and the embedding", "[sim][eager]") {
+  Scenario sc = unit_rates(test::make_scenario(test::llama31_8b(), test::h200_sxm(), 8, 8, 131072));
+  const Dims d = derive_dims(sc);
+  const double hbm = sc.hw.hbm_GBps * 1e9, T = 16384, h = 4096, F = 14336, L = 32, qk = T * (32 + 8) * 128;
+  REQUIRE(d.S_l == 16384);
+  EagerTimes e = eager_times(sc, d);
+  CHECK(e.norm_fwd == Approx((2 * L + 1) * T * h / hbm));  // two per layer + the final norm
+  CHECK(e.norm_bwd == Approx((2 * L + 1) * T * h / hbm));
+  CHECK(e.norm_recompute == Approx(2 * L * T * h / hbm));  // the final norm is not checkpointed
+  CHECK(e.rope_add_fwd == Approx(L * (qk + 2 * T * h) / hbm));
+  CHECK(e.rope_add_recompute == Approx(L * (qk + T * h) / hbm));  // stops before the second add
+  CHECK(e.rope_add_bwd == Approx(L * (qk + 2 * T * h) / hbm));
+  CHECK(e.swiglu_fwd == Approx(L * T * F / hbm));
+  CHECK(e.swiglu_tiled_recompute == 0);
+  CHECK(e.embed_bwd == Approx((T * h + 128256.0 * h) / hbm));
+  // a rate changes only its own terms
+  sc.hw.calibrated.eager_bytes_per_elem[static_cast<std::size_t>(EagerRate::rmsnorm_bwd)] = 3;
+  CHECK(eager_times(sc, d).norm_bwd == Approx(3 * e.norm_bwd));
+  CHECK(eager_times(sc, d).norm_fwd == Approx(e.norm_fwd));
+  // Qwen3's q/k norms over the head dim join the layer's norms
+  sc.model.qk_norm = true;
+  CHECK(eager_times(sc, d).norm_fwd == Approx(e.norm_fwd + L * qk / hbm));
+  sc.model.qk_norm = false;
+  // no checkpointing: no recompute; TiledMLP reruns the activation product in the backward
+  sc.plan.activation_checkpointing = false;
+  sc.plan.tiled_mlp = true;
+  e = eager_times(sc, derive_dims(sc));
+  CHECK(e.norm_recompute == 0);
+  CHECK(e.rope_add_recompute == 0);
+  CHECK(e.swiglu_recompute == 0);
+  CHECK(e.swiglu_tiled_recompute == Approx(e.swiglu_fwd));
+}
+
+TEST_CASE("eager passes: only the PyTorch runtime has them; uncalibrated profiles use the defaults", "[sim][eager]") {
+  Scenario sc = test::make_scenario(test::llama31_8b(), test::h200_sxm(), 8, 8, 65536);
+  const EagerTimes def = eager_times(sc, derive_dims(sc));
+  CHECK(def.norm_fwd > 0);
+  CHECK(def.embed_bwd > def.embed_fwd);
+  for (int i = 0; i < kEagerRates; ++i) CHECK(eager_bytes_per_elem(sc, static_cast<EagerRate>(i)) > 0);
+  // the step carries them: the prediction's phases of the same names
+  const Prediction p = predict(sc);
+  CHECK(p.step.get("norm.fwd") == Approx(def.norm_fwd));
+  CHECK(p.step.get("rope_add.bwd") == Approx(def.rope_add_bwd));
+  sc.plan.runtime = Runtime::ulysses;
+  const EagerTimes none = eager_times(sc, derive_dims(sc));
+  CHECK(none.norm_fwd == 0);
+  CHECK(none.embed_bwd == 0);
+  CHECK(predict(sc).step.get("norm.fwd") == 0);
+}
