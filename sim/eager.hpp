@@ -16,6 +16,7 @@ enum class EagerRate {
   swiglu_fwd, swiglu_bwd,      // act_fn(gate) * up over [T, F]
   embed_fwd, embed_bwd,        // token embedding over [T, h] (gather; its backward's per-token part)
   embed_grad,                  // the embedding backward's part per element of the dense gradient [V, h]
+  loss_fwd, loss_bwd,          // the loss on the logits: cross_entropy(logits.float()) over [T, V]
   count
 };
 inline constexpr int kEagerRates = static_cast<int>(EagerRate::count);
@@ -23,7 +24,8 @@ inline constexpr int kEagerRates = static_cast<int>(EagerRate::count);
 // The profile keys under calibrated.eager_bytes_per_elem, in EagerRate order.
 inline constexpr std::array<std::string_view, kEagerRates> kEagerRateKeys = {
     "rmsnorm.fwd", "rmsnorm.bwd", "headnorm.fwd", "headnorm.bwd", "rope.fwd", "rope.bwd",
-    "add.fwd",     "swiglu.fwd",  "swiglu.bwd",   "embed.fwd",    "embed.bwd", "embed.grad"};
+    "add.fwd",     "swiglu.fwd",  "swiglu.bwd",   "embed.fwd",    "embed.bwd", "embed.grad",
+    "loss.fwd",    "loss.bwd"};
 
 // Every rate "not measured" (< 0).
 constexpr std::array<double, kEagerRates> eager_unmeasured() {

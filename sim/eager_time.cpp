@@ -12,7 +12,9 @@ namespace {
 constexpr std::array<double, kEagerRates> kDefaultBytes = {
     /*rmsnorm.fwd*/ 59.8, /*rmsnorm.bwd*/ 126.0, /*headnorm.fwd*/ 64.0, /*headnorm.bwd*/ 132.0,
     /*rope.fwd*/ 64.1, /*rope.bwd*/ 70.9, /*add.fwd*/ 6.6, /*swiglu.fwd*/ 11.4,
-    /*swiglu.bwd*/ 19.7, /*embed.fwd*/ 5.1, /*embed.bwd*/ 58.5, /*embed.grad*/ 5.4};
+    /*swiglu.bwd*/ 19.7, /*embed.fwd*/ 5.1, /*embed.bwd*/ 58.5, /*embed.grad*/ 5.4,
+    // the loss: not yet measured on that call; 14 B per logit per pass derived from the ops (docs/MODEL.md)
+    /*loss.fwd*/ 14, /*loss.bwd*/ 14};
 
 }  // namespace
 
@@ -20,6 +22,13 @@ double eager_bytes_per_elem(const Scenario& sc, EagerRate r) {
   const auto i = static_cast<std::size_t>(r);
   const double cal = sc.hw.has_calibration ? sc.hw.calibrated.eager_bytes_per_elem[i] : -1;
   return cal > 0 ? cal : kDefaultBytes[i];
+}
+
+core::seconds_t loss_pass_s(const Scenario& sc, const Dims& d, bool forward) {
+  const double logits = static_cast<double>(d.B) * static_cast<double>(d.S_l) * static_cast<double>(d.V);
+  const double bytes = sc.plan.runtime == Runtime::pytorch ? eager_bytes_per_elem(sc, forward ? EagerRate::loss_fwd : EagerRate::loss_bwd)
+                                                           : kDefaultBytes[static_cast<std::size_t>(EagerRate::loss_fwd)];
+  return logits * bytes / (sc.hw.hbm_GBps * 1e9);
 }
 
 EagerTimes eager_times(const Scenario& sc, const Dims& d) {

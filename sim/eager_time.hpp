@@ -19,6 +19,10 @@ struct EagerTimes {  // seconds per step, all layers; 0 where the pass does not 
   core::seconds_t swiglu_fwd = 0, swiglu_recompute = 0, swiglu_tiled_recompute = 0, swiglu_bwd = 0;
 };
 
+// One pass of the loss over the logits [B S_l, V] (forward or backward): the measured rate for the
+// PyTorch runtime, else the derived 14 B per logit.
+core::seconds_t loss_pass_s(const Scenario& sc, const Dims& d, bool forward);
+
 // All zero unless plan.runtime is pytorch (this project's runtime has no such passes yet).
 EagerTimes eager_times(const Scenario& sc, const Dims& d);
 

@@ -255,7 +255,6 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   // logits: GEMM T x V x h (tiled: per shard) + cross-entropy elementwise traffic at HBM speed
   const double n_log = static_cast<double>(d.logits_shards), M_log = std::ceil(T / n_log);
   const core::seconds_t logits_gemm = n_log * gemm_time_s(sc, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
-  const core::seconds_t loss_pass = kLossBytesPerElement * T * d.V / (sc.hw.hbm_GBps * kGBps);
 
   const EagerTimes e = eager_times(sc, d);  // norms, RoPE and residual adds, activation product, embedding
 
@@ -270,8 +269,8 @@ double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
   step.add("mlp.fwd", L * g.mlp);
   step.add("swiglu.fwd", e.swiglu_fwd);
   step.add("rope_add.fwd", e.rope_add_fwd);
-  step.add("logits.fwd", logits_gemm + loss_pass);
-  step.add("logits.bwd", 2 * logits_gemm + loss_pass);
+  step.add("logits.fwd", logits_gemm + loss_pass_s(sc, d, true));
+  step.add("logits.bwd", 2 * logits_gemm + loss_pass_s(sc, d, false));
   step.add("a2a.qkv.recompute", ck ? L * a2a_qkv : 0);
   step.add("attn.recompute", ck ? L * at(core::BlockPhase::attn_fwd) : 0);
   step.add("a2a.out.recompute", ck ? L * at(core::BlockPhase::a2a_out_fwd) : 0);

@@ -13,7 +13,6 @@ namespace ulysses {
 // Stated constants (docs/MODEL.md "Assumptions"); not fitted to any published result.
 inline constexpr double kAdamBytesPerParam = 30;         // fused Adam traffic per parameter
 inline constexpr double kHostAdamParamsPerS = 3e9;       // CPU Adam throughput per node (all processes)
-inline constexpr double kLossBytesPerElement = 14;       // cross-entropy elementwise traffic per logit, per pass
 // DeepSpeed ZeRO-3 step() passes over each parameter on the GPU besides the optimizer's own (stage3.py):
 // norm of the bf16 gradient as fp32 10 + flat fp32 gradient 10 + unscale 8 + fp32 -> bf16 copy 6
 inline constexpr double kZero3StepBytesPerParam = 34;

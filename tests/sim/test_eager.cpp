@@ -32,6 +32,12 @@ TEST_CASE("eager passes: per-layer counts of norms, RoPE + residual adds, SwiGLU
   CHECK(e.swiglu_fwd == Approx(L * T * F / hbm));
   CHECK(e.swiglu_tiled_recompute == 0);
   CHECK(e.embed_bwd == Approx((T * h + 128256.0 * h) / hbm));
+  CHECK(loss_pass_s(sc, d, true) == Approx(T * 128256.0 / hbm));  // one pass over the logits
+  sc.hw.calibrated.eager_bytes_per_elem[static_cast<std::size_t>(EagerRate::loss_bwd)] = 7;
+  CHECK(loss_pass_s(sc, d, false) == Approx(7 * T * 128256.0 / hbm));
+  sc.plan.runtime = Runtime::ulysses;  // not the eager loss: the derived 14 B per logit
+  CHECK(loss_pass_s(sc, d, false) == Approx(14 * T * 128256.0 / hbm));
+  sc.plan.runtime = Runtime::pytorch;
   // a rate changes only its own terms
   sc.hw.calibrated.eager_bytes_per_elem[static_cast<std::size_t>(EagerRate::rmsnorm_bwd)] = 3;
   CHECK(eager_times(sc, d).norm_bwd == Approx(3 * e.norm_bwd));

@@ -18,7 +18,8 @@ What the step model needs from the PyTorch process and cannot take from a datash
              q/k norm), apply_rotary_pos_emb on q [1, H, T, D] and k [1, H_kv, T, D] (views of
              [1, T, H, D] as the attention module makes them), the residual add over [T, h], the
              MLP's act_fn(gate) * up over [T, F], and the token embedding (forward: gather [T, h];
-             backward: the dense gradient [V, h]): rows (op, elems, extra_elems, fwd_s, bwd_s).
+             backward: the dense gradient [V, h]), and the loss cross_entropy(logits.float()) over
+             [T, V] (T <= 16Ki): rows (op, elems, extra_elems, fwd_s, bwd_s).
 Times are medians of CUDA-event (or wall-clock, host ops) measurements after warm-up; the inputs are
 random and every output is checked finite before a time counts.
 """
@@ -199,6 +200,11 @@ def eager(model, tokens):
         def swiglu():
             return (rnd(1, T, F), rnd(1, T, F)), lambda a, b: act(a) * b
 
+        def loss():  # the worker's loss on its logits (features.py): cross_entropy of the fp32 logits
+            x = rnd(1, T, V)
+            y = torch.randint(0, V, (T,), device="cuda", generator=g)
+            return (x,), lambda a: torch.nn.functional.cross_entropy(a.float().view(-1, V), y, reduction="sum")
+
         def embed():
             m = torch.nn.Embedding(V, h, **bf)
             ids = torch.randint(0, V, (1, T), device="cuda", generator=g)
@@ -209,7 +215,9 @@ def eager(model, tokens):
                                        ("rope", rope, T * (H + KV) * D, 0),
                                        ("add", add, T * h, 0),
                                        ("swiglu", swiglu, T * F, 0),
-                                       ("embed", embed, T * h, V * h)):
+                                       ("embed", embed, T * h, V * h), ("loss", loss, T * V, 0)):
+            if op == "loss" and T > 16384:
+                continue  # [T, V] logits in bf16 + fp32 + gradient: 10 B per logit; 2 points suffice
             f, b = _fwd_bwd(make, f"eager {op} T={T}")
             rows.append({"op": op, "T": T, "elems": elems, "extra_elems": extra, "fwd_s": f, "bwd_s": b})
         torch.cuda.empty_cache()
