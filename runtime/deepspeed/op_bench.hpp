@@ -25,7 +25,7 @@ struct OpBench {
     double T = 0;                      // tokens on the rank
     double elems = 0;                  // elements of the op's tensor (rope: q and k together)
     double extra_elems = 0;            // embed: V * h (the dense gradient); else 0
-    double fwd_s = 0, bwd_s = 0;       // medians; bwd = (fwd + bwd) - fwd
+    double fwd_s = 0, bwd_s = 0;       // medians; bwd = (fwd + bwd) - fwd, >= 0 (0: no kernel)
   };
   std::vector<Attention> attention;
   std::vector<Gemm> gemm;

@@ -65,3 +65,23 @@ TEST_CASE("malformed op bench rows name the key", "[runtime][deepspeed][opbench]
   j["attention"][0]["causal"] = 1;
   refused(j, "causal");
 }
+
+TEST_CASE("eager and ZeRO-3 step rows are read; an add's backward may be 0", "[runtime][deepspeed][opbench]") {
+  Json j = sample();
+  j["eager"] = Json::parse(R"j([{"op": "rmsnorm", "T": 4096, "elems": 16777216, "extra_elems": 0, "fwd_s": 2e-4, "bwd_s": 5e-4},
+                                {"op": "add", "T": 65536, "elems": 268435456, "extra_elems": 0, "fwd_s": 4e-4, "bwd_s": 0}])j");
+  j["zero_step"] = Json::parse(R"j([{"offload_optimizer": true, "torch_adam": false, "params": 251658240, "step_s": 0.22, "bwd_s": 0.05}])j");
+  auto b = op_bench_of(j);
+  REQUIRE(b.eager.size() == 2);
+  CHECK(b.eager[0].op == "rmsnorm");
+  CHECK(b.eager[0].bwd_s == Approx(5e-4));
+  CHECK(b.eager[1].bwd_s == 0);
+  REQUIRE(b.zero_step.size() == 1);
+  CHECK(b.zero_step[0].offload_optimizer);
+  CHECK(b.zero_step[0].params == Approx(251658240));
+  j["eager"][0]["fwd_s"] = 0;  // a forward always takes time
+  CHECK_THROWS_WITH(op_bench_of(j), Catch::Contains("ops.eager[0].fwd_s"));
+  j = sample();
+  j["zero_step"] = Json::parse(R"j([{"offload_optimizer": "yes", "torch_adam": false, "params": 1, "step_s": 1, "bwd_s": 1}])j");
+  CHECK_THROWS_WITH(op_bench_of(j), Catch::Contains("ops.zero_step[0].offload_optimizer"));
+}
