@@ -134,7 +134,10 @@ double keyed_attn_eff(const std::vector<std::pair<std::string, Curve>>& curves, 
   Bracket by_h, by_kv;
   for (const auto& [key, c] : curves) {
     // cheap reject first: the key must start with "<impl>" followed by nothing or '@'
-    if (c.empty() || key.compare(0, impl.size(), impl) != 0 || (key.size() > impl.size() && key[impl.size()] != '@')) continue;
+    if (c.empty() || key.size() < impl.size() || (key.size() > impl.size() && key[impl.size()] != '@') ||
+        key.compare(0, impl.size(), impl) != 0)
+      continue;
+    if (key.size() == impl.size() && !impl.empty()) { bare = &c; continue; }  // the bare name (what parsing finds)
     AttnCurveKey k;
     if (!parse_attn_curve_key(key, k) || k.impl != impl) continue;
     if (k.D == 0) { bare = &c; continue; }
