@@ -135,7 +135,7 @@ double keyed_attn_eff(const std::vector<std::pair<std::string, Curve>>& curves, 
   for (const auto& [key, c] : curves) {
     // cheap reject first: the key must start with "<impl>" followed by nothing or '@'
     if (c.empty() || key.size() < impl.size() || (key.size() > impl.size() && key[impl.size()] != '@') ||
-        key.compare(0, impl.size(), impl) != 0)
+        (!impl.empty() && key[0] != impl[0]) || key.compare(0, impl.size(), impl) != 0)
       continue;
     if (key.size() == impl.size() && !impl.empty()) { bare = &c; continue; }  // the bare name (what parsing finds)
     AttnCurveKey k;
@@ -193,6 +193,8 @@ namespace {
 const Curve* phase_curve(const Scenario& sc, std::string_view phase, std::int64_t P) {
   if (!sc.hw.has_calibration) return nullptr;
   for (const auto& [key, c] : sc.hw.calibrated.a2a_phase_GBps) {
+    // cheap reject first: the key must start with "<phase>@" (phase names hold no '@')
+    if (c.empty() || key.size() <= phase.size() || key[phase.size()] != '@' || key.compare(0, phase.size(), phase) != 0) continue;
     std::string_view ph;
     std::int64_t p = 0;
     if (!c.empty() && parse_a2a_phase_key(key, ph, p) && ph == phase && p == P) return &c;
