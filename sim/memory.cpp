@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "core/attn_impls.hpp"
-#include "sim/reduce_flush.hpp"
+#include "sim/model_terms.hpp"
 
 namespace ulysses {
 namespace {
@@ -16,7 +16,10 @@ namespace {
 core::bytes_t sat(double x) {
   if (!(x > 0)) return 0;
   if (x >= static_cast<double>(kMaxTermBytes)) return kMaxTermBytes;
-  return static_cast<core::bytes_t>(std::llround(x));
+  // std::llround(x) (half away from zero) without the libm call: 0 < x < 2^57, so the truncation is
+  // exact as a double and x - it is exact (x < 1: it = 0; else it >= x / 2)
+  const auto it = static_cast<core::bytes_t>(x);
+  return it + (x - static_cast<double>(it) >= 0.5 ? 1 : 0);
 }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 double ceil_div_d(double a, double b) { return std::ceil(a / b); }
@@ -213,7 +216,6 @@ core::bytes_t q_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d
 core::bytes_t kv_bytes_per_rank(const Dims& d) { return sat(static_cast<double>(d.B) * d.S_l * d.kv_wire * d.D * 2); }
 
 constexpr double kLossBytesPerLogit = 12;
-constexpr double kSubGroupSize = 1e9;  // DeepSpeed ZeRO-3 sub_group_size default (zero/config.py)
 
 core::bytes_t logits_loss_bytes(const Dims& d) {
   const double tok = static_cast<double>(d.B) * static_cast<double>(d.S_l);
@@ -228,47 +230,14 @@ core::bytes_t logits_loss_bytes(const Dims& d) {
   return sat(kLossBytesPerLogit * logits_elems + final_norm);
 }
 
-// The largest ZeRO-3 optimizer sub-group, in elements of one rank's partition. DeepSpeed walks the
-// parameters in model order adding each one's partition (ceil(numel / N)) and closes a sub-group
-// when it reaches sub_group_size or at the last parameter (stage3.py _create_fp16_sub_groups).
-// HF order: embedding; per layer q, k, v (each + bias), o, q_norm, k_norm, gate, up, down, the two
-// norms; final norm; lm_head. Whole layers that keep the group short are added at once, so the cost
-// is a few steps per sub-group.
-double largest_sub_group(const ModelSpec& mo, double N) {
-  const double h = double(mo.hidden);
-  auto part = [&](double numel) { return std::ceil(numel / N); };
-  const LayerParams lp = layer_params(mo);
-  double layer[kMaxLayerParams];
-  const int n = lp.n;
-  for (int i = 0; i < n; ++i) layer[i] = part(double(lp.p[i].numel));
-  double per_layer = 0;
-  for (int i = 0; i < n; ++i) per_layer += layer[i];
-  double cur = 0, best = 0;
-  auto add = [&](double p) {
-    cur += p;
-    if (cur >= kSubGroupSize) best = std::max(best, cur), cur = 0;
-  };
-  add(part(double(mo.vocab) * h));
-  for (std::int64_t l = 0; l < mo.layers;) {
-    const double room = kSubGroupSize - cur;  // > 0: a closed group restarts at 0
-    const std::int64_t whole = std::min<std::int64_t>(mo.layers - l, std::max<std::int64_t>(0, std::int64_t(std::ceil(room / per_layer)) - 1));
-    if (whole > 0) {
-      cur += double(whole) * per_layer;
-      l += whole;
-      continue;
-    }
-    for (int i = 0; i < n; ++i) add(layer[i]);
-    ++l;
-  }
-  add(part(h));
-  if (!mo.tied_embeddings) add(part(double(mo.vocab) * h));
-  return std::max(best, cur);  // the last parameter closes the last group
-}
-
 core::bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
 core::bytes_t host_capacity_bytes(const Scenario& sc) { return resolved_host_ram_bytes(sc); }
 
 const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) {
+  return gpu_memory(sc, d, model_terms(model_terms_key(sc)), gpu);
+}
+
+const char* gpu_memory(const Scenario& sc, const Dims& d, const ModelTerms& mt, MemoryBreakdown& gpu) {
   const Plan& pl = sc.plan;
   const double Pn = static_cast<double>(d.total_params);
   const double N = static_cast<double>(d.zero_group);
@@ -298,10 +267,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   const double layer_p = static_cast<double>(d.params.per_layer());
   const double head_p = static_cast<double>(d.params.lm_head > 0 ? d.params.lm_head : d.params.embedding);
   const double gather = d.zero_group > 1 || pl.offload_params ? 1 : 0;
-  double layer_grad = 0;  // the largest layer gradient held outside the bucket
-  const LayerParams lp = layer_params(sc.model);
-  for (int i = 0; i < lp.n; ++i)
-    if (double(lp.p[i].numel) > pl.reduce_bucket_size) layer_grad = std::max(layer_grad, double(lp.p[i].numel));
+  const double layer_grad = mt.layer_grad;  // the largest layer gradient held outside the bucket
   const double head_grad = pl.tiled_logits || head_p > pl.reduce_bucket_size ? head_p : 0;
   const double logits_elems = static_cast<double>(d.B) * static_cast<double>(d.S_l) * static_cast<double>(d.V);
   const double head_grad_live = pl.tiled_logits ? 2 * head_grad : std::max(0.0, 2 * head_grad - (kLossBytesPerLogit - 2) * logits_elems);
@@ -314,7 +280,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   layer_moments(a, m);
   int n_moments = kMoments;
   if (stage >= 3) {
-    const ReduceFlushes f = reduce_flushes(sc.model, pl, d.zero_group, d.P == 1);
+    const ReduceFlushes& f = mt.flushes;
     for (int at = 0; at < kFlushPlaces; ++at) {
       if (f.epilogue_bytes[at] <= 0) continue;
       Moment x = flush_moment(a, m, static_cast<FlushAt>(at), pl.tiled_mlp);
@@ -322,10 +288,12 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
       m[n_moments++] = x;
     }
   }
+  double totals[kMoments + kFlushPlaces];
+  for (int i = 0; i < n_moments; ++i) totals[i] = m[i].total();
   int best = 0;
   for (int i = 1; i < n_moments; ++i)
-    if (m[i].total() > m[best].total()) best = i;
-  const double layer_total = m[best].total() + gathered_layer + (d.ckpt ? 0 : (d.L - 1) * saved);
+    if (totals[i] > totals[best]) best = i;
+  const double layer_total = totals[best] + gathered_layer + (d.ckpt ? 0 : (d.L - 1) * saved);
 
   // --- logits + loss moment (end of forward / start of backward)
   const double logits = static_cast<double>(logits_loss_bytes(d));
@@ -335,7 +303,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) 
   // (4 B/param; largest_sub_group), torch's foreach AdamW adds one fp32 temporary of the same size
   // (sqrt of exp_avg_sq); FusedAdam none. Activations are freed by then.
   const double optimizer_step =
-      stage >= 3 && !pl.offload_optimizer ? (pl.torch_adam ? 8 : 4) * largest_sub_group(sc.model, N) : 0;
+      stage >= 3 && !pl.offload_optimizer ? (pl.torch_adam ? 8 : 4) * mt.largest_sub_group : 0;
 
   const bool at_optimizer = optimizer_step > std::max(layer_total, logits_total);
   const bool at_logits = !at_optimizer && logits_total > layer_total;

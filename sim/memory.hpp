@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "sim/model.hpp"
+#include "sim/model_terms.hpp"
 #include "sim/prediction.hpp"
 #include "sim/scenario.hpp"
 
@@ -52,7 +53,9 @@ core::bytes_t kv_bytes_per_rank(const Dims& d);  // B * S_l * max(H_kv, P) * D *
 
 // Fills p.gpu (per GPU peak), p.host (per node) and their capacities / fit flags.
 // Returns the moment at which the GPU peak happens (a string literal, docs/MODEL.md).
+// mt: model_terms(model_terms_key(sc)) (sim/model_terms.hpp), which the first form computes.
 const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu);
+const char* gpu_memory(const Scenario& sc, const Dims& d, const ModelTerms& mt, MemoryBreakdown& gpu);
 void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host);
 // Logits + loss working set: 14 bytes per logit of one tile (the whole B*S_l*V when untiled)
 // plus three [B, S_l, h] bf16 tensors (final norm input and output, grad of the hidden state);

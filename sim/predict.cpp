@@ -4,18 +4,44 @@
 
 #include "sim/block_memory.hpp"
 #include "sim/memory.hpp"
+#include "sim/model_terms.hpp"
 #include "sim/timing.hpp"
 
 namespace ulysses {
+namespace {
 
-Prediction predict(const Scenario& sc) {
+// The model terms of the last few structures this thread predicted (sweeps and capacity searches
+// vary seq_len between calls, feature searches a few plan keys): looked up by their whole key.
+struct TermsCache {
+  static constexpr int kEntries = 4;
+  ModelTermsKey key[kEntries];
+  ModelTerms terms[kEntries];
+  int n = 0, last = 0;
+  ModelTerms get(const Scenario& sc) {
+    const ModelTermsKey k = model_terms_key(sc);
+    if (n > 0 && key[last] == k) return terms[last];
+    for (int i = 0; i < n; ++i)
+      if (key[i] == k) return terms[last = i];
+    last = n < kEntries ? n++ : (last + 1) % kEntries;
+    key[last] = k;
+    terms[last] = model_terms(k);
+    return terms[last];
+  }
+};
+thread_local TermsCache t_terms;
+
+}  // namespace
+
+Prediction predict(const Scenario& sc) { return predict(sc, t_terms.get(sc)); }
+
+Prediction predict(const Scenario& sc, const ModelTerms& mt) {
   const Dims d = derive_dims(sc);
   Prediction p;
   p.seq_len = d.S_req;
   p.padded_seq_len = d.S;
   p.s_local = d.S_l;
 
-  p.gpu_peak_at = gpu_memory(sc, d, p.gpu);
+  p.gpu_peak_at = gpu_memory(sc, d, mt, p.gpu);
   host_memory(sc, d, p.host);
   p.gpu_capacity_bytes = gpu_capacity_bytes(sc);
   p.host_capacity_bytes = host_capacity_bytes(sc);
@@ -27,7 +53,7 @@ Prediction predict(const Scenario& sc) {
   p.a2a_kv_bytes_per_rank = 2 * kv_bytes_per_rank(d);
 
   block_times(sc, d, p.block);
-  const double flops_per_gpu = step_times(sc, d, p.step);
+  const double flops_per_gpu = step_times(sc, d, p.block, p.step);
   p.step_time_s = p.step.total();
 
   // throughput: useful (requested) tokens; the hardware count uses the padded length it executes

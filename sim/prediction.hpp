@@ -9,8 +9,9 @@
 
 namespace ulysses {
 
+// Entries past a breakdown's n are all zero (name nullptr): a Prediction starts as one memset.
 struct NamedBytes {
-  const char* name = "";
+  const char* name = nullptr;
   core::bytes_t bytes = 0;
 };
 
@@ -29,7 +30,7 @@ struct MemoryBreakdown {
 };
 
 struct NamedTime {
-  const char* name = "";
+  const char* name = nullptr;  // past PhaseTimes::n: nullptr
   core::seconds_t time_s = 0;
 };
 

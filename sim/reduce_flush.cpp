@@ -65,6 +65,10 @@ int rank(LayerParamRole r) {
 }  // namespace
 
 ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t zero_group, bool flat_buffer) {
+  return reduce_flushes(mo, BucketPlan{pl.reduce_bucket_size, pl.offload_optimizer, pl.tiled_logits}, zero_group, flat_buffer);
+}
+
+ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int64_t zero_group, bool flat_buffer) {
   Walk w;
   w.bucket_limit = pl.reduce_bucket_size;
   w.zero_group = static_cast<double>(std::max<std::int64_t>(zero_group, 1));

@@ -22,5 +22,11 @@ struct ReduceFlushes {
 // ZeRO stage 3 over N = zero_group ranks. flat_buffer: count the flattened bf16 bucket the
 // reduce-scatter allocates (sp = 1; at sp > 1 the static grad_reduce_buffers already hold it).
 ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t zero_group, bool flat_buffer);
+// What of the plan the walk reads (the form above takes them from the Plan).
+struct BucketPlan {
+  double reduce_bucket_size = 5e8;  // elements
+  bool offload_optimizer = false, tiled_logits = false;
+};
+ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int64_t zero_group, bool flat_buffer);
 
 }  // namespace ulysses

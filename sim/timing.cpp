@@ -135,7 +135,10 @@ double keyed_attn_eff(const std::vector<std::pair<std::string, Curve>>& curves, 
   Bracket by_h, by_kv;
   for (const auto& [key, c] : curves) {
     // cheap reject first: the key must start with "<impl>" followed by nothing or '@'
-    if (c.empty() || key.compare(0, impl.size(), impl) != 0 || (key.size() > impl.size() && key[impl.size()] != '@')) continue;
+    if (c.empty() || key.size() < impl.size() || (key.size() > impl.size() && key[impl.size()] != '@') ||
+        (!impl.empty() && key[0] != impl[0]) || key.compare(0, impl.size(), impl) != 0)
+      continue;
+    if (key.size() == impl.size() && !impl.empty()) { bare = &c; continue; }  // the bare name (what parsing finds)
     AttnCurveKey k;
     if (!parse_attn_curve_key(key, k) || k.impl != impl) continue;
     if (k.D == 0) { bare = &c; continue; }
@@ -187,15 +190,21 @@ core::seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped) 
 
 namespace {
 
-// A calibrated exchange-phase curve for this phase and sp size (Calibration::a2a_phase_GBps).
-const Curve* phase_curve(const Scenario& sc, std::string_view phase, std::int64_t P) {
-  if (!sc.hw.has_calibration) return nullptr;
+// The calibrated exchange-phase curves for sp size P (Calibration::a2a_phase_GBps), indexed by
+// BlockPhase: for each exchange phase the first curve filed for it, all four in one scan of the list.
+void phase_curves(const Scenario& sc, std::int64_t P, const Curve* (&out)[6]) {
+  if (!sc.hw.has_calibration) return;
+  constexpr core::BlockPhase kExchanges[] = {core::BlockPhase::a2a_qkv_fwd, core::BlockPhase::a2a_out_fwd,
+                                             core::BlockPhase::a2a_out_bwd, core::BlockPhase::a2a_qkv_bwd};
   for (const auto& [key, c] : sc.hw.calibrated.a2a_phase_GBps) {
     std::string_view ph;
     std::int64_t p = 0;
-    if (!c.empty() && parse_a2a_phase_key(key, ph, p) && ph == phase && p == P) return &c;
+    if (c.empty() || !parse_a2a_phase_key(key, ph, p) || p != P) continue;
+    for (core::BlockPhase x : kExchanges) {
+      const Curve*& slot = out[static_cast<int>(x)];
+      if (!slot && ph == name(x)) slot = &c;
+    }
   }
-  return nullptr;
 }
 
 }  // namespace
@@ -210,13 +219,27 @@ core::seconds_t exchange_idle_penalty_s(const Scenario& sc, const Dims& d, core:
 
 namespace {
 
-// One block exchange phase of `bytes` per rank in `tensors` tensors: from its own calibrated
-// curve when present (launches * alpha + bytes / GBps(bytes); launches = 1 for the p2p
+// The generic exchange formula for one shape (bytes per rank, tensors), evaluated at most once:
+// the forward and backward phases of the block exchange the same shapes.
+struct GenericExchange {
+  double bytes;
+  int tensors;
+  bool done = false;
+  core::seconds_t t = 0;
+  core::seconds_t time_s(const Scenario& sc, const Dims& d) {
+    if (!done) t = a2a_time_s(sc, d, bytes, tensors), done = true;
+    return t;
+  }
+};
+
+// One block exchange phase of g.bytes per rank in g.tensors tensors: from its own calibrated
+// curve c when present (phase_curves; launches * alpha + bytes / GBps(bytes); launches = 1 for the p2p
 // transport's single kernel, else one per tensor), else the generic exchange formula.
-core::seconds_t exchange_phase_s(const Scenario& sc, const Dims& d, core::BlockPhase p, double bytes, int tensors) {
+core::seconds_t exchange_phase_s(const Scenario& sc, const Dims& d, const Curve* c, GenericExchange& g) {
   if (d.P <= 1) return 0;
-  const Curve* c = phase_curve(sc, name(p), d.P);
-  if (!c) return a2a_time_s(sc, d, bytes, tensors);
+  if (!c) return g.time_s(sc, d);
+  const double bytes = g.bytes;
+  const int tensors = g.tensors;
   const double alpha = sc.hw.calibrated.a2a_alpha_per_tensor_s >= 0 ? sc.hw.calibrated.a2a_alpha_per_tensor_s : a2a_alpha_s(sc);
   return exchange_launches(sc.hw.calibrated, tensors) * alpha + bytes / (c->at(bytes) * kGBps);
 }
@@ -230,22 +253,30 @@ void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 
   // for k and v; the backward sums the replica gradients back (same bytes)
   const double replica = d.P > 1 && d.kv_replica ? 2 * (T * d.H_kv * d.D * 2 + T * d.P * d.D * 2) / (copy_GBps(sc) * kGBps) : 0;
   const double flops = core::attention_flops(d.B, d.S, d.H_l, d.D, d.causal), peak = sc.hw.bf16_dense_flops, S = static_cast<double>(d.S);
-  block[static_cast<int>(core::BlockPhase::a2a_qkv_fwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_qkv_fwd, q + 2 * kv, 3) + replica;
+  GenericExchange qkv{q + 2 * kv, 3}, out{q, 1};
+  const Curve* curve[6] = {};  // by BlockPhase
+  if (d.P > 1) phase_curves(sc, d.P, curve);
+  auto exchange = [&](core::BlockPhase p, GenericExchange& g) { return exchange_phase_s(sc, d, curve[static_cast<int>(p)], g); };
+  block[static_cast<int>(core::BlockPhase::a2a_qkv_fwd)] = exchange(core::BlockPhase::a2a_qkv_fwd, qkv) + replica;
   block[static_cast<int>(core::BlockPhase::attn_fwd)] = flops / (peak * attn_eff(sc, true, S));
-  block[static_cast<int>(core::BlockPhase::a2a_out_fwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_out_fwd, q, 1);
-  block[static_cast<int>(core::BlockPhase::a2a_out_bwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_out_bwd, q, 1);
+  block[static_cast<int>(core::BlockPhase::a2a_out_fwd)] = exchange(core::BlockPhase::a2a_out_fwd, out);
+  block[static_cast<int>(core::BlockPhase::a2a_out_bwd)] = exchange(core::BlockPhase::a2a_out_bwd, out);
   block[static_cast<int>(core::BlockPhase::attn_bwd)] = core::kAttnBwdFlopsFactor * flops / (peak * attn_eff(sc, false, S));
-  block[static_cast<int>(core::BlockPhase::a2a_qkv_bwd)] = exchange_phase_s(sc, d, core::BlockPhase::a2a_qkv_bwd, q + 2 * kv, 3) + replica;
+  block[static_cast<int>(core::BlockPhase::a2a_qkv_bwd)] = exchange(core::BlockPhase::a2a_qkv_bwd, qkv) + replica;
   // the exchanges right after attention find the links idle for the attention's duration
   block[static_cast<int>(core::BlockPhase::a2a_out_fwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(core::BlockPhase::attn_fwd)]);
   block[static_cast<int>(core::BlockPhase::a2a_qkv_bwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(core::BlockPhase::attn_bwd)]);
 }
 
 double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
-  const Plan& pl = sc.plan;
-  const double L = static_cast<double>(d.L), T = tokens(d);
   std::array<core::seconds_t, 6> blk{};
   block_times(sc, d, blk);
+  return step_times(sc, d, blk, step);
+}
+
+double step_times(const Scenario& sc, const Dims& d, const std::array<core::seconds_t, 6>& blk, PhaseTimes& step) {
+  const Plan& pl = sc.plan;
+  const double L = static_cast<double>(d.L), T = tokens(d);
   auto at = [&](core::BlockPhase p) { return blk[static_cast<int>(p)]; };
   const LayerGemms g = layer_gemms(sc, d);
   const bool ck = d.ckpt, tm = pl.tiled_mlp;

@@ -43,5 +43,7 @@ core::seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped);
 void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 6>& block);
 // Every step phase (docs/DESIGN.md names), in a fixed order; returns FLOPs executed per GPU.
 double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step);
+// The same with this scenario's block_times() given (predict() has them already).
+double step_times(const Scenario& sc, const Dims& d, const std::array<core::seconds_t, 6>& block, PhaseTimes& step);
 
 }  // namespace ulysses
