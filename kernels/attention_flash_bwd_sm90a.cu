@@ -66,9 +66,9 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
   const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * kBN, hk = blockIdx.y, b = blockIdx.z;
   const int S = a.S;
-  const int group = a.Hq / a.Hkv;
-  const std::int64_t ldq = static_cast<std::int64_t>(a.Hq) * kD;
-  const std::int64_t ldk = static_cast<std::int64_t>(a.Hkv) * kD;
+  const int group = a.H / a.H_kv;
+  const std::int64_t ldq = static_cast<std::int64_t>(a.H) * kD;
+  const std::int64_t ldk = static_cast<std::int64_t>(a.H_kv) * kD;
   const std::int64_t kv_off = (static_cast<std::int64_t>(b) * S + n0) * ldk + hk * kD;
 
   load_tile_sw128<kBN>(sbase + L::K, a.k + kv_off, ldk, S - n0, tid);
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
     const std::int64_t q_off = (static_cast<std::int64_t>(b) * S + m0) * ldq + h * kD;
     load_tile_sw128<kBM>(sbase + L::Q + buf * kBM * kD * 2, a.q + q_off, ldq, nq, tid);
     load_tile_sw128<kBM>(sbase + L::dO + buf * kBM * kD * 2, a.dout + q_off, ldq, nq, tid);
-    const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.Hq + h) * a.S_pad + m0;
+    const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.H + h) * a.S_pad + m0;
     if (tid < kBM / 2) {  // 16 chunks of lse2, then 16 of delta (padding rows exist up to S_pad)
       const bool is_l = tid < kBM / 4;
       const int i = is_l ? tid : tid - kBM / 4;
@@ -278,7 +278,7 @@ cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStre
   auto kern = causal ? bwd_kernel_sm90a<true> : bwd_kernel_sm90a<false>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.Hkv), static_cast<unsigned>(B));
+  const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.H_kv), static_cast<unsigned>(B));
   kern<<<grid, kNT, smem, stream>>>(a);
   return cudaGetLastError();
 }
