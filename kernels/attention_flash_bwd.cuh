@@ -1,9 +1,10 @@
 #pragma once
 // Flash attention backward kernels (FlashAttention-2 structure, mma.sync on sm_80+/sm_90), part
-// 3 of 3: the main kernel and the launches (parts 1, 2: attention_flash_bwd_mainloop.cuh,
-// attention_flash_bwd_epilogue.cuh). The templates are shared by kernels/attention_flash_bwd.cu
-// (which instantiates the defaults) and the lab build of the tuning variants
-// (bench/attn/attn_flash_lab.cu).
+// 4 of 4: the main kernel and the launches (parts 1-3: attention_flash_bwd_tiles.cuh (set-up,
+// copies), attention_flash_bwd_softmax.cuh (S^T, dP^T, softmax, P^T/dS^T stores),
+// attention_flash_bwd_grads.cuh (dV, dK, dQ, epilogue)). The templates are shared by
+// kernels/attention_flash_bwd.cu (which instantiates the defaults) and the lab build of the tuning
+// variants (bench/attn/attn_flash_lab.cu).
 //
 // 1. preprocess: delta = rowsum(dO * O) and lse2 = lse * log2(e) into the workspace, padded to
 //    a multiple of BM rows (padding rows: lse2 = +inf so P = 0, delta = 0); dq_accum = 0.
@@ -19,7 +20,8 @@
 // 3. convert: dq = bf16(dq_accum * scale).
 #include <type_traits>
 
-#include "kernels/attention_flash_bwd_epilogue.cuh"
+#include "kernels/attention_flash_bwd_grads.cuh"
+#include "kernels/attention_flash_bwd_softmax.cuh"
 
 namespace ulysses::kernels {
 namespace flash {
@@ -31,13 +33,14 @@ namespace {
 //   dQ        (queries x d):    warp -> queries 32*(w%WQ).., d DQ*(w/WQ)..        (WQ = BM/32, DQ = D*WQ/8)
 // P^T and dS^T go through shared memory (bf16) between the first and the other two.
 // Top to bottom: bwd_load_kv, bwd_prologue (step 0's copies); per step bwd_step_begin (wait),
-// bwd_issue_next (next step's copies), S^T/dP^T, bwd_softmax (P^T and dS^T), P^T/dS^T to shared
-// memory (own k-steps: bwd_dkv_kstep), bwd_load_dkv0, barrier, bwd_dkv or bwd_dkv_partner and
-// bwd_dq (dQ and its atomics); bwd_epilogue. The S^T/dP^T passes and the P^T/dS^T stores stay in
-// the body: moved into __forceinline__ functions (same statements, scalars by value or by
-// reference) their PTX differed only in virtual register numbers, and ptxas then allocated
-// differently (other SASS for the default variants); byte-identical .text before/after, checked
-// with bench/attn/cubin_sections.py, is the rule.
+// bwd_issue_next (next step's copies), bwd_st_dpt (S^T, dP^T), bwd_softmax (P^T, dS^T),
+// bwd_store_pds (P^T/dS^T to shared memory; bit 6: own k-steps, bwd_dkv_kstep), bwd_load_dkv0,
+// barrier, bwd_dkv or bwd_dkv_partner and bwd_dq (dQ and its atomics); bwd_epilogue.
+// The functions are __forceinline__ and take the body's scalars by value and its arrays by
+// reference, the scratch fragments included (declared here, not in the function): with a local
+// array in the function, or the scalars by reference, the PTX differed (virtual register numbers,
+// the operand order of an or) and ptxas made other SASS. Byte-identical .text of the default
+// variants before/after a change, checked with bench/attn/cubin_sections.py, is the rule.
 template <int D, bool CAUSAL, int VAR>
 __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   using C = BwdCfg<D, VAR>;
@@ -45,7 +48,6 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   using L = typename T::L;
   constexpr int BM = T::BM, BN = T::BN, DH = T::DH, NJ = T::NJ, WQ = T::WQ, DQ = T::DQ;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  auto tile = [&](int off) { return reinterpret_cast<__nv_bfloat16*>(smem_raw + off); };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -112,78 +114,13 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
 
     // S^T = K Q^T, dP^T = V dO^T  (32 keys x BM/2 queries per warp)
     float st[2][NJ][4], dpt[2][NJ][4];  // S^T -> P^T, dP^T -> dS^T [32 keys, BM/2 queries] fp32
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int j = 0; j < NJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st[mt][j][e] = dpt[mt][j][e] = 0.f;
-    // kSoftPipe: P^T tiles (mt, j) = tix / NJ, tix % NJ computed TPK per dP^T k-step. ptxas
-    // sinks independent MUFU work below all MMAs of a block (measured in the SASS), so the
-    // exponentials of k-step ks feed a false dependency (their bits AND an opaque zero, ORed into
-    // a B fragment) into the MMAs of k-step ks + LAG: they must issue between the MMAs.
-    constexpr int TPK = (2 * NJ + D / 16 - 1) / (D / 16);
-    constexpr int LAG = D / 16 >= 8 ? 2 : 1;
     std::uint32_t dep[D / 16];  // kSoftPipe: false dependency per k-step
-    // two passes (S^T, then dP^T) keep fewer operand fragments live
-#pragma unroll
-    for (int pass = 0; pass < 2; ++pass) {
-      const std::uint32_t a_off = pass == 0 ? L::K : L::V;
-      const std::uint32_t b_off = pass == 0 ? qo : doo;
-      float (&acc)[2][NJ][4] = pass == 0 ? st : dpt;
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        std::uint32_t fa[2][4];  // A: K or V 2 x [16 keys, 16 d] bf16
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          if (C::kPrefetch && pass == 0 && ks == 0) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) fa[mt][r] = fk0[mt][r];
-          } else {
-            ldsm_x4(fa[mt], a_kv.at(ks, mt * 16) + a_off);
-          }
-        }
-#pragma unroll
-        for (int qp = 0; qp < NJ / 2; ++qp) {
-          std::uint32_t fb[4];  // B: Q or dO [16 queries, 16 d] bf16
-          ldsm_x4(fb, b_qdo.at(ks, qp * 16) + b_off);
-          if constexpr (C::kSoftPipe) {
-            if (pass == 1 && qp == 0 && ks >= LAG) fb[0] |= dep[ks - LAG];
-          }
-#pragma unroll
-          for (int mt = 0; mt < 2; ++mt) {
-            mma16816(acc[mt][2 * qp], fa[mt], fb[0], fb[1]);
-            mma16816(acc[mt][2 * qp + 1], fa[mt], fb[2], fb[3]);
-          }
-        }
-        if constexpr (C::kSoftPipe) {
-          if (pass == 1) {
-            std::uint32_t bits = 0;
-#pragma unroll
-            for (int u = 0; u < TPK; ++u) {
-              const int tix = ks * TPK + u;
-              if (tix < 2 * NJ) {
-                const int mt = tix / NJ, j = tix % NJ;
-                const float2 l2 = *reinterpret_cast<const float2*>(lse2_of() + qw + j * 8 + 2 * t);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  st[mt][j][e] = ex2_approx(fmaf(st[mt][j][e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
-                  bits |= __float_as_uint(st[mt][j][e]);
-                }
-              }
-            }
-            dep[ks] = bits & opaque_zero;
-          }
-        }
-      }
-      if constexpr (C::kLoadMid && !C::kOneBar) {
-        if (pass == 0) issue_next();
-      }
-    }
-
+    std::uint32_t fa[2][4];     // A: K or V 2 x [16 keys, 16 d] bf16
+    std::uint32_t fb[4];        // B: Q or dO [16 queries, 16 d] bf16
+    bwd_st_dpt<D, VAR>(a, a_kv, b_qdo, qo, doo, fk0, qw, t, opaque_zero, lse2_of, issue_next, dep, fa, fb, st, dpt);
 
     // P^T (masked: keys beyond S; causal keys after the query), dS^T = P^T (dP^T - delta);
-    // both to shared memory as bf16
+    // both to shared memory as bf16 (bwd_store_pds)
     const float* Lb = lse2_of();
     const float* Db = delta_of();
     const bool need_mask = (n0 + BN > S) || (CAUSAL && m0 < n0 + BN - 1);
@@ -193,62 +130,8 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
                          const std::uint32_t(&sa)[2][4]) {
       bwd_dkv_kstep<D, VAR, decltype(which)::value>(bt_qdo, qo, doo, brow, pa, sa, dk, dv);
     };
-    if constexpr (C::kOwnRegs) {
-      // P^T, dS^T of the warp's keys x own queries, packed once as A fragments (k-step jp): stored
-      // for the partner warp, used for the own k-steps before the barrier
-      std::uint32_t pf[NJ / 2][2][4], sf[NJ / 2][2][4];  // A: 2 x [16 keys, 16 q] bf16 per k-step
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int jp = 0; jp < NJ / 2; ++jp) {
-          const float(&p0)[4] = st[mt][2 * jp];
-          const float(&p1)[4] = st[mt][2 * jp + 1];
-          const float(&d0)[4] = dpt[mt][2 * jp];
-          const float(&d1)[4] = dpt[mt][2 * jp + 1];
-          std::uint32_t(&pr)[4] = pf[jp][mt];
-          std::uint32_t(&sr)[4] = sf[jp][mt];
-          pr[0] = pack_bf16(p0[0], p0[1]), pr[1] = pack_bf16(p0[2], p0[3]);
-          pr[2] = pack_bf16(p1[0], p1[1]), pr[3] = pack_bf16(p1[2], p1[3]);
-          sr[0] = pack_bf16(d0[0], d0[1]), sr[1] = pack_bf16(d0[2], d0[3]);
-          sr[2] = pack_bf16(d1[0], d1[1]), sr[3] = pack_bf16(d1[2], d1[3]);
-          const std::uint32_t at = st_pds.at(jp, mt * 16);
-          stsm_x4(at + Pb, pr[0], pr[1], pr[2], pr[3]);
-          stsm_x4(at + dSb, sr[0], sr[1], sr[2], sr[3]);
-        }
-#pragma unroll
-      for (int kl = 0; kl < NJ / 2; ++kl) {
-        dkv_kstep(std::integral_constant<int, 3>{}, static_cast<std::uint32_t>((qw + kl * 16) * D * 2), pf[kl],
-                  sf[kl]);
-      }
-    } else if constexpr (C::kStsm) {
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int jp = 0; jp < NJ / 2; ++jp) {
-          const std::uint32_t at = st_pds.at(jp, mt * 16);
-          const float(&p0)[4] = st[mt][2 * jp];
-          const float(&p1)[4] = st[mt][2 * jp + 1];
-          stsm_x4(at + Pb, pack_bf16(p0[0], p0[1]), pack_bf16(p0[2], p0[3]), pack_bf16(p1[0], p1[1]),
-                  pack_bf16(p1[2], p1[3]));
-          const float(&d0)[4] = dpt[mt][2 * jp];
-          const float(&d1)[4] = dpt[mt][2 * jp + 1];
-          stsm_x4(at + dSb, pack_bf16(d0[0], d0[1]), pack_bf16(d0[2], d0[3]), pack_bf16(d1[0], d1[1]),
-                  pack_bf16(d1[2], d1[3]));
-        }
-    } else {
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-          const int r = kw + mt * 16 + g, c = qw / 8 + j;
-          const float(&p)[4] = st[mt][j];
-          const float(&ds)[4] = dpt[mt][j];
-          *reinterpret_cast<std::uint32_t*>(tile(L::P) + swz<BM>(r, c) + 2 * t) = pack_bf16(p[0], p[1]);
-          *reinterpret_cast<std::uint32_t*>(tile(L::P) + swz<BM>(r + 8, c) + 2 * t) = pack_bf16(p[2], p[3]);
-          *reinterpret_cast<std::uint32_t*>(tile(L::dS) + swz<BM>(r, c) + 2 * t) = pack_bf16(ds[0], ds[1]);
-          *reinterpret_cast<std::uint32_t*>(tile(L::dS) + swz<BM>(r + 8, c) + 2 * t) = pack_bf16(ds[2], ds[3]);
-        }
-    }
+    std::uint32_t pf[NJ / 2][2][4], sf[NJ / 2][2][4];  // bit 6: A: 2 x [16 keys, 16 q] bf16 per k-step
+    bwd_store_pds<D, VAR>(smem_raw, st_pds, Pb, dSb, kw, qw, g, t, dkv_kstep, pf, sf, st, dpt);
     // bit 9: dO^T / Q^T fragments of the first dV/dK k-step (this step's Q/dO: visible already)
     std::uint32_t ob0[DH / 16][4], qb0[DH / 16][4];  // B^T of k-step 0: [16 queries, 16 d] bf16 each
     if constexpr (C::kPrefetch) bwd_load_dkv0(w, qo, doo, ob0, qb0);

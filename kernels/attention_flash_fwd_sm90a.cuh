@@ -320,7 +320,8 @@ cudaError_t launch_fwd_sm90a_form(const FwdArgs& a, int B, cudaStream_t stream) 
   auto kern = fwd_kernel_sm90a<CAUSAL, PIPE, PING>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>((a.S + kBM - 1) / kBM), static_cast<unsigned>(a.H), static_cast<unsigned>(B));
+  const dim3 grid(static_cast<unsigned>((a.S + kBM - 1) / kBM), static_cast<unsigned>(a.H),
+                  static_cast<unsigned>(B));
   kern<<<grid, kNT, smem, stream>>>(a);
   return cudaGetLastError();
 }

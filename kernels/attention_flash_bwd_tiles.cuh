@@ -1,8 +1,8 @@
 #pragma once
-// Flash attention backward (mma.sync), part 1 of 3 (attention_flash_bwd.cuh has the overview and
-// the kernel): the workspace, the preprocess and dq conversion kernels, the main kernel's
-// variants (BwdCfg), shapes and shared-memory layout, the thread's and warp's places, the step
-// copies (Q, dO, lse2, delta; K, V once) and the dV/dK MMAs. Private to kernels/ and the lab.
+// Flash attention backward (mma.sync), part 1 of 4 (the overview and the kernel:
+// attention_flash_bwd.cuh): the workspace, the preprocess and dq conversion kernels, the main
+// kernel's variants (BwdCfg), shapes and shared-memory layout, the thread's and warp's places and
+// the step copies (K, V once; Q, dO, lse2, delta per step). Private to kernels/ and the lab.
 #include <cmath>
 #include <type_traits>
 
@@ -357,111 +357,6 @@ __device__ __forceinline__ void bwd_issue_next(unsigned char* smem, const BwdArg
     }
   }
   cp_async_commit();
-}
-
-// one d pair dp of a dV/dK k-step: dv[.][2dp..] += P^T dO (W bit 0), dk[.][2dp..] += dS^T Q (W bit 1);
-// pa, sa: A 2 x [16 keys, 16 queries] bf16; ob, qb: B^T dO, Q [16 queries, 16 d] bf16
-template <int W, int NDJ>
-__device__ __forceinline__ void bwd_dkv_mma(const std::uint32_t (&pa)[2][4], const std::uint32_t (&sa)[2][4],
-                                            const std::uint32_t (&ob)[4], const std::uint32_t (&qb)[4], int dp,
-                                            float (&dk)[2][NDJ][4], float (&dv)[2][NDJ][4]) {
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
-    if constexpr ((W & 1) != 0) {
-      mma16816(dv[mt][2 * dp], pa[mt], ob[0], ob[1]);
-      mma16816(dv[mt][2 * dp + 1], pa[mt], ob[2], ob[3]);
-    }
-    if constexpr ((W & 2) != 0) {
-      mma16816(dk[mt][2 * dp], sa[mt], qb[0], qb[1]);
-      mma16816(dk[mt][2 * dp + 1], sa[mt], qb[2], qb[3]);
-    }
-  }
-}
-
-// dV += P^T dO (W bit 0) and/or dK += dS^T Q (W bit 1) over 16 queries (B rows at byte offset
-// brow) from given A fragments pa, sa: 2 x [16 keys, 16 queries] bf16 (bit 6); dv, dk
-// [2][DH/8][4] fp32. References, as the lambda this was captured them (by value: other SASS).
-template <int D, int VAR, int W>
-__device__ __forceinline__ void bwd_dkv_kstep(const LdsmAddr<D>& bt_qdo, const std::uint32_t& qo,
-                                              const std::uint32_t& doo, std::uint32_t brow,
-                                              const std::uint32_t (&pa)[2][4], const std::uint32_t (&sa)[2][4],
-                                              float (&dk)[2][D / 16][4], float (&dv)[2][D / 16][4]) {
-  constexpr int DH = D / 2;
-#pragma unroll
-  for (int dp = 0; dp < DH / 16; ++dp) {
-    std::uint32_t ob[4], qb[4];  // B^T: dO, Q [16 queries, 16 d] bf16
-    if constexpr ((W & 1) != 0) ldsm_x4_t(ob, bt_qdo.at(dp, 0) + brow + doo);
-    if constexpr ((W & 2) != 0) ldsm_x4_t(qb, bt_qdo.at(dp, 0) + brow + qo);
-    bwd_dkv_mma<W>(pa, sa, ob, qb, dp, dk, dv);
-  }
-}
-
-// bit 6: dV/dK k-steps (dkv_kstep, W as in bwd_dkv) over the partner warp's queries, A fragments
-// read back from shared memory (P^T, dS^T at byte offsets Pb, dSb). References, as the lambda
-// this was captured them (by value: other SASS).
-template <int D, int VAR, class Which, class KStep>
-__device__ __forceinline__ void bwd_dkv_partner(Which which, const LdsmAddr<BwdDims<D, VAR>::BM>& a_pds_o,
-                                                const std::uint32_t& Pb, const std::uint32_t& dSb, const int& qw_o,
-                                                KStep& dkv_kstep) {
-  constexpr int NJ = BwdDims<D, VAR>::NJ;
-  constexpr int W = decltype(which)::value;
-#pragma unroll
-  for (int kl = 0; kl < NJ / 2; ++kl) {
-    std::uint32_t pa[2][4], sa[2][4];  // A: P^T, dS^T 2 x [16 keys, 16 queries] bf16
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], a_pds_o.at(kl, mt * 16) + Pb);
-      if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], a_pds_o.at(kl, mt * 16) + dSb);
-    }
-    dkv_kstep(which, static_cast<std::uint32_t>((qw_o + kl * 16) * D * 2), pa, sa);
-  }
-}
-
-// bit 9: dO^T / Q^T fragments ob0, qb0 [DH/16][4] of the first dV/dK k-step (this step's Q/dO:
-// visible already), loaded before the P^T/dS^T barrier
-template <int D, int VAR>
-__device__ __forceinline__ void bwd_load_dkv0(const BwdWarp<D, VAR>& w, std::uint32_t qo, std::uint32_t doo,
-                                              std::uint32_t (&ob0)[BwdDims<D, VAR>::DH / 16][4],
-                                              std::uint32_t (&qb0)[BwdDims<D, VAR>::DH / 16][4]) {
-#pragma unroll
-  for (int dp = 0; dp < BwdDims<D, VAR>::DH / 16; ++dp) {
-    ldsm_x4_t(ob0[dp], w.bt_qdo.at(dp, 0) + doo);
-    ldsm_x4_t(qb0[dp], w.bt_qdo.at(dp, 0) + qo);
-  }
-}
-
-// dV += P^T dO (W bit 0) and/or dK += dS^T Q (W bit 1)  (32 keys x D/2 per warp, k = BM queries,
-// P^T/dS^T read back from shared memory)
-template <int D, int VAR, int W>
-__device__ __forceinline__ void bwd_dkv(const BwdWarp<D, VAR>& w, std::uint32_t Pb, std::uint32_t dSb,
-                                        std::uint32_t qo, std::uint32_t doo,
-                                        const std::uint32_t (&ob0)[BwdDims<D, VAR>::DH / 16][4],
-                                        const std::uint32_t (&qb0)[BwdDims<D, VAR>::DH / 16][4],
-                                        float (&dk)[2][BwdDims<D, VAR>::DH / 8][4],
-                                        float (&dv)[2][BwdDims<D, VAR>::DH / 8][4]) {
-  using T = BwdDims<D, VAR>;
-  constexpr int BM = T::BM, DH = T::DH;
-#pragma unroll
-  for (int kk = 0; kk < BM / 16; ++kk) {
-    std::uint32_t pa[2][4], sa[2][4];  // A: P^T, dS^T 2 x [16 keys, 16 queries] bf16
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      if constexpr ((W & 1) != 0) ldsm_x4(pa[mt], w.a_pds.at(kk, mt * 16) + Pb);
-      if constexpr ((W & 2) != 0) ldsm_x4(sa[mt], w.a_pds.at(kk, mt * 16) + dSb);
-    }
-#pragma unroll
-    for (int dp = 0; dp < DH / 16; ++dp) {
-      std::uint32_t ob[4], qb[4];  // B^T: dO, Q [16 queries, 16 d] bf16
-      if (T::kPrefetch && kk == 0) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) ob[r] = ob0[dp][r], qb[r] = qb0[dp][r];
-      } else {
-        if constexpr ((W & 1) != 0) ldsm_x4_t(ob, w.bt_qdo.at(dp, kk * 16) + doo);
-        if constexpr ((W & 2) != 0) ldsm_x4_t(qb, w.bt_qdo.at(dp, kk * 16) + qo);
-      }
-      bwd_dkv_mma<W>(pa, sa, ob, qb, dp, dk, dv);
-    }
-  }
 }
 
 }  // namespace
