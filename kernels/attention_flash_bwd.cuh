@@ -33,14 +33,14 @@ namespace {
 //   dQ        (queries x d):    warp -> queries 32*(w%WQ).., d DQ*(w/WQ)..        (WQ = BM/32, DQ = D*WQ/8)
 // P^T and dS^T go through shared memory (bf16) between the first and the other two.
 // Top to bottom: bwd_load_kv, bwd_prologue (step 0's copies); per step bwd_step_begin (wait),
-// bwd_issue_next (next step's copies), bwd_st_dpt (S^T, dP^T), bwd_softmax (P^T, dS^T),
-// bwd_store_pds (P^T/dS^T to shared memory; bit 6: own k-steps, bwd_dkv_kstep), bwd_load_dkv0,
+// bwd_issue_next (next step's copies), bwd_st_dpt (S^T, dP^T), bwd_softmax (P^T, dS^T; without
+// bit 2 in the body), bwd_store_pds (P^T/dS^T to shared memory; bit 6: own k-steps, bwd_dkv_kstep), bwd_load_dkv0,
 // barrier, bwd_dkv or bwd_dkv_partner and bwd_dq (dQ and its atomics); bwd_epilogue.
 // The functions are __forceinline__ and take the body's scalars by value and its arrays by
 // reference, the scratch fragments included (declared here, not in the function): with a local
 // array in the function, or the scalars by reference, the PTX differed (virtual register numbers,
-// the operand order of an or) and ptxas made other SASS. Byte-identical .text of the default
-// variants before/after a change, checked with bench/attn/cubin_sections.py, is the rule.
+// the operand order of an or) and ptxas made other SASS. Byte-identical .text of the variants
+// before/after a change, checked with bench/attn/cubin_sections.py, is the rule.
 template <int D, bool CAUSAL, int VAR>
 __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   using C = BwdCfg<D, VAR>;
@@ -124,7 +124,28 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
     const float* Lb = lse2_of();
     const float* Db = delta_of();
     const bool need_mask = (n0 + BN > S) || (CAUSAL && m0 < n0 + BN - 1);
-    bwd_softmax<D, CAUSAL, VAR>(a, Lb, Db, need_mask, S, n0, m0, kw, qw, g, t, st, dpt);
+    if constexpr (C::kSoftPipe) {
+      bwd_softmax<D, CAUSAL, VAR>(Db, need_mask, S, n0, m0, kw, qw, g, t, st, dpt);
+    } else {  // P^T = exp2(S^T*c - lse2), masked, and dS^T here (see bwd_softmax)
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          const int qc = qw + j * 8 + 2 * t;
+          const float2 l2 = *reinterpret_cast<const float2*>(Lb + qc);
+          const float2 dl = *reinterpret_cast<const float2*>(Db + qc);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float p = exp2f(fmaf(st[mt][j][e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+            if (need_mask) {
+              const int key = n0 + kw + mt * 16 + g + (e >> 1) * 8;
+              if (key >= S || (CAUSAL && key > m0 + qc + (e & 1))) p = 0.f;
+            }
+            st[mt][j][e] = p;
+            dpt[mt][j][e] = p * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
+          }
+        }
+    }
     // bit 6: dV += P^T dO, dK += dS^T Q over 16 queries (B rows at byte offset brow) from given A fragments
     auto dkv_kstep = [&](auto which, std::uint32_t brow, const std::uint32_t(&pa)[2][4],
                          const std::uint32_t(&sa)[2][4]) {

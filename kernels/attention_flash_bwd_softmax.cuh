@@ -1,7 +1,7 @@
 #pragma once
 // Flash attention backward (mma.sync), part 3 of 4 (the overview and the kernel:
 // attention_flash_bwd.cuh): the first half of a step, S^T = K Q^T and dP^T = V dO^T, the softmax
-// (P^T, dS^T) and the P^T/dS^T stores to shared memory. Private to kernels/ and the lab.
+// of bit 2 (P^T, dS^T) and the P^T/dS^T stores to shared memory. Private to kernels/ and the lab.
 #include "kernels/attention_flash_bwd_tiles.cuh"
 
 namespace ulysses::kernels {
@@ -90,57 +90,37 @@ __device__ __forceinline__ void bwd_st_dpt(const BwdArgs& a, const LdsmAddr<D>& 
   }
 }
 
-// P^T (masked: keys beyond S; causal keys after the query) in st, dS^T = P^T (dP^T - delta) in
-// dpt; Lb, Db: the step's lse2, delta.
+// kSoftPipe (P^T already exponentiated by bwd_st_dpt): the mask on st (keys beyond S; causal keys
+// after the query) and dS^T = P^T (dP^T - delta) in dpt; Db: the step's delta. (Without kSoftPipe
+// the softmax stays in the kernel body: as a function, by value or by reference, its mask branch
+// was unswitched and the variants without bit 2 got other SASS.)
 template <int D, bool CAUSAL, int VAR>
-__device__ __forceinline__ void bwd_softmax(const BwdArgs& a, const float* Lb, const float* Db,
-                                            const bool need_mask, const int S, const int n0, const int m0,
-                                            const int kw, const int qw, const int g, const int t,
+__device__ __forceinline__ void bwd_softmax(const float* Db, const bool need_mask, const int S, const int n0,
+                                            const int m0, const int kw, const int qw, const int g, const int t,
                                             float (&st)[2][BwdDims<D, VAR>::NJ][4],
                                             float (&dpt)[2][BwdDims<D, VAR>::NJ][4]) {
-  using C = BwdCfg<D, VAR>;
   constexpr int NJ = BwdDims<D, VAR>::NJ;
-  if constexpr (C::kSoftPipe) {
-    if (need_mask) {
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int j = 0; j < NJ; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = n0 + kw + mt * 16 + g + (e >> 1) * 8;
-            const int qc = qw + j * 8 + 2 * t + (e & 1);
-            if (key >= S || (CAUSAL && key > m0 + qc)) st[mt][j][e] = 0.f;
-          }
-    }
+  static_assert(BwdCfg<D, VAR>::kSoftPipe, "without bit 2 the softmax is in the kernel body");
+  if (need_mask) {
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        const float2 dl = *reinterpret_cast<const float2*>(Db + qw + j * 8 + 2 * t);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dpt[mt][j][e] = st[mt][j][e] * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
-      }
-  } else {
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        const int qc = qw + j * 8 + 2 * t;
-        const float2 l2 = *reinterpret_cast<const float2*>(Lb + qc);
-        const float2 dl = *reinterpret_cast<const float2*>(Db + qc);
+      for (int j = 0; j < NJ; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          float p = exp2f(fmaf(st[mt][j][e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
-          if (need_mask) {
-            const int key = n0 + kw + mt * 16 + g + (e >> 1) * 8;
-            if (key >= S || (CAUSAL && key > m0 + qc + (e & 1))) p = 0.f;
-          }
-          st[mt][j][e] = p;
-          dpt[mt][j][e] = p * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
+          const int key = n0 + kw + mt * 16 + g + (e >> 1) * 8;
+          const int qc = qw + j * 8 + 2 * t + (e & 1);
+          if (key >= S || (CAUSAL && key > m0 + qc)) st[mt][j][e] = 0.f;
         }
-      }
   }
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+      const float2 dl = *reinterpret_cast<const float2*>(Db + qw + j * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dpt[mt][j][e] = st[mt][j][e] * (dpt[mt][j][e] - ((e & 1) ? dl.y : dl.x));
+    }
 }
 
 // P^T, dS^T (st, dpt) to shared memory as bf16 (P^T at byte offset Pb, dS^T at dSb); bit 6: also
