@@ -53,7 +53,7 @@ kernels::AttnFwdParams fwd_params(AttnBufs& b, std::int64_t B, std::int64_t S, s
   p.q = reinterpret_cast<const __nv_bfloat16*>(b.q.get()), p.k = reinterpret_cast<const __nv_bfloat16*>(b.k.get());
   p.v = reinterpret_cast<const __nv_bfloat16*>(b.v.get()), p.o = reinterpret_cast<__nv_bfloat16*>(b.o.get());
   p.lse = b.lse.get();
-  p.B = B, p.S = S, p.Hq = H, p.Hkv = H_kv, p.D = D, p.causal = causal, p.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  p.B = B, p.S = S, p.H = H, p.H_kv = H_kv, p.D = D, p.causal = causal, p.scale = 1.0f / std::sqrt(static_cast<float>(D));
   return p;
 }
 
@@ -64,7 +64,7 @@ kernels::AttnBwdParams bwd_params(AttnBufs& b, const kernels::AttnFwdParams& f) 
   p.dq = reinterpret_cast<__nv_bfloat16*>(b.dq.get()), p.dk = reinterpret_cast<__nv_bfloat16*>(b.dk.get());
   p.dv = reinterpret_cast<__nv_bfloat16*>(b.dv.get());
   p.workspace = b.ws.get();
-  p.B = f.B, p.S = f.S, p.Hq = f.Hq, p.Hkv = f.Hkv, p.D = f.D, p.causal = f.causal, p.scale = f.scale;
+  p.B = f.B, p.S = f.S, p.H = f.H, p.H_kv = f.H_kv, p.D = f.D, p.causal = f.causal, p.scale = f.scale;
   return p;
 }
 

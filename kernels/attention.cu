@@ -1,10 +1,10 @@
 // Attention forward/backward: dispatch (kernels/attention.hpp) and the "reference" kernels.
 // The "flash" kind lives in kernels/attention_flash*.cu (another file set).
 //
-// Layouts (head-sharded, B batch, S sequence, Hq query heads, Hkv kv heads, D head dim):
-//   q, o, dq, dout : [B, S, Hq, D]  bf16     element (b, i, h, d) at ((b*S + i)*Hq + h)*D + d
-//   k, v, dk, dv   : [B, S, Hkv, D] bf16     q head h reads kv head h / (Hq/Hkv)
-//   lse, delta     : [B, Hq, S]     fp32     natural-log log-sum-exp of scale*q.k; delta = rowsum(dout*o)
+// Layouts (head-sharded, B batch, S sequence, H query heads, H_kv kv heads, D head dim):
+//   q, o, dq, dout : [B, S, H, D]  bf16     element (b, i, h, d) at ((b*S + i)*H + h)*D + d
+//   k, v, dk, dv   : [B, S, H_kv, D] bf16     q head h reads kv head h / (H/H_kv)
+//   lse, delta     : [B, H, S]     fp32     natural-log log-sum-exp of scale*q.k; delta = rowsum(dout*o)
 //
 // Reference kernels: CUDA cores, fp32 everywhere after the bf16 load, online softmax. A block
 // of 4 warps owns 16 rows (4 per warp) of one (b, head); tiles of 32 columns are staged in
@@ -114,7 +114,7 @@ __device__ __forceinline__ void store_row(__nv_bfloat16* dst, const float* v, in
   for (int t = 0; t * 32 + lane < D; ++t) dst[t * 32 + lane] = __float2bfloat16(v[t]);
 }
 
-// ---- forward: grid (ceil(S/16), Hq, B) ----
+// ---- forward: grid (ceil(S/16), H, B) ----
 template <int D>
 __global__ void __launch_bounds__(kThreads) fwd_kernel(AttnFwdParams p) {
   extern __shared__ float smem[];
@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(AttnFwdParams p) {
   float* v_s = k_s + kCols * Tile<D>::stride;  // [32][D+4]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t b = blockIdx.z, h = blockIdx.y, i0 = (std::int64_t)blockIdx.x * kRows;
-  const std::int64_t hk = h / (p.Hq / p.Hkv);
-  stage_rows<D>(q_s, D, p.q, b, i0, kRows, p.S, p.Hq, h);
+  const std::int64_t hk = h / (p.H / p.H_kv);
+  stage_rows<D>(q_s, D, p.q, b, i0, kRows, p.S, p.H, h);
 
   float o[kRowsPerWarp][D / 32] = {};
   float m[kRowsPerWarp], l[kRowsPerWarp];
@@ -134,8 +134,8 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(AttnFwdParams p) {
   const std::int64_t j_end = p.causal ? min(p.S, i0 + kRows) : p.S;
   for (std::int64_t j0 = 0; j0 < j_end; j0 += kCols) {
     __syncthreads();
-    stage_rows<D>(k_s, Tile<D>::stride, p.k, b, j0, kCols, p.S, p.Hkv, hk);
-    stage_rows<D>(v_s, Tile<D>::stride, p.v, b, j0, kCols, p.S, p.Hkv, hk);
+    stage_rows<D>(k_s, Tile<D>::stride, p.k, b, j0, kCols, p.S, p.H_kv, hk);
+    stage_rows<D>(v_s, Tile<D>::stride, p.v, b, j0, kCols, p.S, p.H_kv, hk);
     __syncthreads();
     float s[kRowsPerWarp];
     dot4<D>(s, q_s + warp * kRowsPerWarp * D, D, k_s, lane);
@@ -163,27 +163,27 @@ __global__ void __launch_bounds__(kThreads) fwd_kernel(AttnFwdParams p) {
     float v[D / 32];
 #pragma unroll
     for (int t = 0; t < D / 32; ++t) v[t] = o[r][t] * inv;
-    store_row(p.o + ((b * p.S + i) * p.Hq + h) * D, v, D, lane);
-    if (lane == 0) p.lse[(b * p.Hq + h) * p.S + i] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
+    store_row(p.o + ((b * p.S + i) * p.H + h) * D, v, D, lane);
+    if (lane == 0) p.lse[(b * p.H + h) * p.S + i] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
   }
 }
 
 // ---- backward ----
 // delta[b][h][i] = sum_d dout[b][i][h][d] * o[b][i][h][d]; one warp per row.
 __global__ void delta_kernel(AttnBwdParams p, float* delta) {
-  const std::int64_t row = (std::int64_t)blockIdx.x * kWarps + threadIdx.x / 32;  // over [B][S][Hq]
+  const std::int64_t row = (std::int64_t)blockIdx.x * kWarps + threadIdx.x / 32;  // over [B][S][H]
   const int lane = threadIdx.x % 32;
-  if (row >= p.B * p.S * p.Hq) return;
+  if (row >= p.B * p.S * p.H) return;
   const __nv_bfloat16* o = p.o + row * p.D;
   const __nv_bfloat16* g = p.dout + row * p.D;
   float acc = 0.f;
   for (std::int64_t d = lane; d < p.D; d += 32) acc += __bfloat162float(o[d]) * __bfloat162float(g[d]);
   acc = warp_sum(acc);
-  const std::int64_t h = row % p.Hq, i = (row / p.Hq) % p.S, b = row / (p.Hq * p.S);
-  if (lane == 0) delta[(b * p.Hq + h) * p.S + i] = acc;
+  const std::int64_t h = row % p.H, i = (row / p.H) % p.S, b = row / (p.H * p.S);
+  if (lane == 0) delta[(b * p.H + h) * p.S + i] = acc;
 }
 
-// dq: grid (ceil(S/16), Hq, B)
+// dq: grid (ceil(S/16), H, B)
 template <int D>
 __global__ void __launch_bounds__(kThreads) dq_kernel(AttnBwdParams p, const float* __restrict__ delta) {
   extern __shared__ float smem[];
@@ -193,23 +193,23 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(AttnBwdParams p, const flo
   float* v_s = k_s + kCols * Tile<D>::stride;  // [32][D+4]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t b = blockIdx.z, h = blockIdx.y, i0 = (std::int64_t)blockIdx.x * kRows;
-  const std::int64_t hk = h / (p.Hq / p.Hkv);
-  stage_rows<D>(q_s, D, p.q, b, i0, kRows, p.S, p.Hq, h);
-  stage_rows<D>(g_s, D, p.dout, b, i0, kRows, p.S, p.Hq, h);
+  const std::int64_t hk = h / (p.H / p.H_kv);
+  stage_rows<D>(q_s, D, p.q, b, i0, kRows, p.S, p.H, h);
+  stage_rows<D>(g_s, D, p.dout, b, i0, kRows, p.S, p.H, h);
   const std::int64_t row0 = i0 + warp * kRowsPerWarp;
   float lse[kRowsPerWarp], dl[kRowsPerWarp];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const std::int64_t i = min(row0 + r, p.S - 1);
-    lse[r] = p.lse[(b * p.Hq + h) * p.S + i];
-    dl[r] = delta[(b * p.Hq + h) * p.S + i];
+    lse[r] = p.lse[(b * p.H + h) * p.S + i];
+    dl[r] = delta[(b * p.H + h) * p.S + i];
   }
   float dq[kRowsPerWarp][D / 32] = {};
   const std::int64_t j_end = p.causal ? min(p.S, i0 + kRows) : p.S;
   for (std::int64_t j0 = 0; j0 < j_end; j0 += kCols) {
     __syncthreads();
-    stage_rows<D>(k_s, Tile<D>::stride, p.k, b, j0, kCols, p.S, p.Hkv, hk);
-    stage_rows<D>(v_s, Tile<D>::stride, p.v, b, j0, kCols, p.S, p.Hkv, hk);
+    stage_rows<D>(k_s, Tile<D>::stride, p.k, b, j0, kCols, p.S, p.H_kv, hk);
+    stage_rows<D>(v_s, Tile<D>::stride, p.v, b, j0, kCols, p.S, p.H_kv, hk);
     __syncthreads();
     float s[kRowsPerWarp], dp[kRowsPerWarp], ds[kRowsPerWarp];
     dot4<D>(s, q_s + warp * kRowsPerWarp * D, D, k_s, lane);
@@ -230,11 +230,11 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(AttnBwdParams p, const flo
     float v[D / 32];
 #pragma unroll
     for (int t = 0; t < D / 32; ++t) v[t] = dq[r][t] * p.scale;
-    store_row(p.dq + ((b * p.S + i) * p.Hq + h) * D, v, D, lane);
+    store_row(p.dq + ((b * p.S + i) * p.H + h) * D, v, D, lane);
   }
 }
 
-// dk, dv: grid (ceil(S/16), Hkv, B); rows = keys, columns = queries of the G heads of the group.
+// dk, dv: grid (ceil(S/16), H_kv, B); rows = keys, columns = queries of the G heads of the group.
 template <int D>
 __global__ void __launch_bounds__(kThreads) dkdv_kernel(AttnBwdParams p, const float* __restrict__ delta) {
   extern __shared__ float smem[];
@@ -244,22 +244,22 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(AttnBwdParams p, const f
   float* g_s = q_s + kCols * Tile<D>::stride;  // [32][D+4]  dout
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::int64_t b = blockIdx.z, hk = blockIdx.y, j0 = (std::int64_t)blockIdx.x * kRows;
-  const std::int64_t G = p.Hq / p.Hkv;
-  stage_rows<D>(k_s, D, p.k, b, j0, kRows, p.S, p.Hkv, hk);
-  stage_rows<D>(v_s, D, p.v, b, j0, kRows, p.S, p.Hkv, hk);
+  const std::int64_t G = p.H / p.H_kv;
+  stage_rows<D>(k_s, D, p.k, b, j0, kRows, p.S, p.H_kv, hk);
+  stage_rows<D>(v_s, D, p.v, b, j0, kRows, p.S, p.H_kv, hk);
   const std::int64_t row0 = j0 + warp * kRowsPerWarp;  // this warp's first key
   float dk[kRowsPerWarp][D / 32] = {}, dv[kRowsPerWarp][D / 32] = {};
   const std::int64_t i_begin = p.causal ? j0 / kCols * kCols : 0;
   for (std::int64_t h = hk * G; h < (hk + 1) * G; ++h) {
     for (std::int64_t i0 = i_begin; i0 < p.S; i0 += kCols) {
       __syncthreads();
-      stage_rows<D>(q_s, Tile<D>::stride, p.q, b, i0, kCols, p.S, p.Hq, h);
-      stage_rows<D>(g_s, Tile<D>::stride, p.dout, b, i0, kCols, p.S, p.Hq, h);
+      stage_rows<D>(q_s, Tile<D>::stride, p.q, b, i0, kCols, p.S, p.H, h);
+      stage_rows<D>(g_s, Tile<D>::stride, p.dout, b, i0, kCols, p.S, p.H, h);
       __syncthreads();
       const std::int64_t i = i0 + lane;  // this lane's query
       const bool in = i < p.S;
-      const float lse = in ? p.lse[(b * p.Hq + h) * p.S + i] : 0.f;
-      const float dl = in ? delta[(b * p.Hq + h) * p.S + i] : 0.f;
+      const float lse = in ? p.lse[(b * p.H + h) * p.S + i] : 0.f;
+      const float dl = in ? delta[(b * p.H + h) * p.S + i] : 0.f;
       float s[kRowsPerWarp], dp[kRowsPerWarp], pr[kRowsPerWarp], ds[kRowsPerWarp];
       // dot4 computes rows . cols[lane]: rows = this warp's keys, cols = queries
       dot4<D>(s, k_s + warp * kRowsPerWarp * D, D, q_s, lane);
@@ -282,17 +282,17 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(AttnBwdParams p, const f
     float vk[D / 32];
 #pragma unroll
     for (int t = 0; t < D / 32; ++t) vk[t] = dk[r][t] * p.scale;
-    store_row(p.dk + ((b * p.S + j) * p.Hkv + hk) * D, vk, D, lane);
-    store_row(p.dv + ((b * p.S + j) * p.Hkv + hk) * D, dv[r], D, lane);
+    store_row(p.dk + ((b * p.S + j) * p.H_kv + hk) * D, vk, D, lane);
+    store_row(p.dv + ((b * p.S + j) * p.H_kv + hk) * D, dv[r], D, lane);
   }
 }
 
 constexpr std::size_t smem_fwd(int D) { return sizeof(float) * (kRows * D + 2 * kCols * (D + 4)); }
 constexpr std::size_t smem_bwd(int D) { return sizeof(float) * (2 * kRows * D + 2 * kCols * (D + 4)); }
 
-bool shape_ok(std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv, std::int64_t D) {
-  return B >= 1 && S >= 1 && Hq >= 1 && Hkv >= 1 && Hq % Hkv == 0 && (D == 64 || D == 128) && S <= 0x7fffffffLL * kRows &&
-         Hq <= 65535 && B <= 65535;
+bool shape_ok(std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D) {
+  return B >= 1 && S >= 1 && H >= 1 && H_kv >= 1 && H % H_kv == 0 && (D == 64 || D == 128) && S <= 0x7fffffffLL * kRows &&
+         H <= 65535 && B <= 65535;
 }
 
 template <int D>
@@ -300,7 +300,7 @@ cudaError_t ref_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   const std::size_t smem = smem_fwd(D);
   cudaError_t e = cudaFuncSetAttribute(fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess) return e;
-  const dim3 grid((unsigned)((p.S + kRows - 1) / kRows), (unsigned)p.Hq, (unsigned)p.B);
+  const dim3 grid((unsigned)((p.S + kRows - 1) / kRows), (unsigned)p.H, (unsigned)p.B);
   fwd_kernel<D><<<grid, kThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
@@ -308,7 +308,7 @@ cudaError_t ref_fwd(const AttnFwdParams& p, cudaStream_t stream) {
 template <int D>
 cudaError_t ref_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   float* delta = static_cast<float*>(p.workspace);
-  const std::int64_t rows = p.B * p.S * p.Hq;
+  const std::int64_t rows = p.B * p.S * p.H;
   delta_kernel<<<(unsigned)((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(p, delta);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
@@ -316,29 +316,29 @@ cudaError_t ref_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   if ((e = cudaFuncSetAttribute(dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess) return e;
   if ((e = cudaFuncSetAttribute(dkdv_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess) return e;
   const unsigned tiles = (unsigned)((p.S + kRows - 1) / kRows);
-  dq_kernel<D><<<dim3(tiles, (unsigned)p.Hq, (unsigned)p.B), kThreads, smem, stream>>>(p, delta);
+  dq_kernel<D><<<dim3(tiles, (unsigned)p.H, (unsigned)p.B), kThreads, smem, stream>>>(p, delta);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  dkdv_kernel<D><<<dim3(tiles, (unsigned)p.Hkv, (unsigned)p.B), kThreads, smem, stream>>>(p, delta);
+  dkdv_kernel<D><<<dim3(tiles, (unsigned)p.H_kv, (unsigned)p.B), kThreads, smem, stream>>>(p, delta);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-std::size_t attn_bwd_workspace_bytes(AttnKernel kind, std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t Hkv,
+std::size_t attn_bwd_workspace_bytes(AttnKernel kind, std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t H_kv,
                                      std::int64_t D) {
-  if (kind == AttnKernel::flash) return attn_bwd_flash_workspace_bytes(B, S, Hq, Hkv, D);
-  return sizeof(float) * static_cast<std::size_t>(B * Hq * S);  // delta
+  if (kind == AttnKernel::flash) return attn_bwd_flash_workspace_bytes(B, S, H, H_kv, D);
+  return sizeof(float) * static_cast<std::size_t>(B * H * S);  // delta
 }
 
 cudaError_t attn_fwd(AttnKernel kind, const AttnFwdParams& p, cudaStream_t stream) {
   if (kind == AttnKernel::flash) return attn_fwd_flash(p, stream);
-  if (!shape_ok(p.B, p.S, p.Hq, p.Hkv, p.D) || !p.q || !p.k || !p.v || !p.o || !p.lse) return cudaErrorInvalidValue;
+  if (!shape_ok(p.B, p.S, p.H, p.H_kv, p.D) || !p.q || !p.k || !p.v || !p.o || !p.lse) return cudaErrorInvalidValue;
   return p.D == 64 ? ref_fwd<64>(p, stream) : ref_fwd<128>(p, stream);
 }
 
 cudaError_t attn_bwd(AttnKernel kind, const AttnBwdParams& p, cudaStream_t stream) {
   if (kind == AttnKernel::flash) return attn_bwd_flash(p, stream);
-  if (!shape_ok(p.B, p.S, p.Hq, p.Hkv, p.D) || !p.q || !p.k || !p.v || !p.o || !p.dout || !p.lse || !p.dq || !p.dk ||
+  if (!shape_ok(p.B, p.S, p.H, p.H_kv, p.D) || !p.q || !p.k || !p.v || !p.o || !p.dout || !p.lse || !p.dq || !p.dk ||
       !p.dv || !p.workspace)
     return cudaErrorInvalidValue;
   return p.D == 64 ? ref_bwd<64>(p, stream) : ref_bwd<128>(p, stream);

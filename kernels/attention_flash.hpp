@@ -13,15 +13,15 @@
 namespace ulysses::kernels {
 
 // Forward: writes o and lse. Returns cudaErrorInvalidValue for unsupported shapes
-// (D not 64/128, Hq % Hkv != 0, S < 1) or the launch error.
+// (D not 64/128, H % H_kv != 0, S < 1) or the launch error.
 cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream);
 
 // Backward: writes dq, dk, dv; needs attn_bwd_flash_workspace_bytes(...) bytes of workspace
 // (fp32 dq accumulator and per-row delta = rowsum(dO * O)); its content on entry is ignored.
 cudaError_t attn_bwd_flash(const AttnBwdParams& p, cudaStream_t stream);
 
-std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t Hq,
-                                           std::int64_t Hkv, std::int64_t D);
+std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t H,
+                                           std::int64_t H_kv, std::int64_t D);
 
 // What runs at this head dim on the current device, for device lines and reports, e.g.
 // "wgmma sm_90a fwd 15 / bwd 2048" or "mma.sync fwd 15 / bwd 1117" (the default variants;

@@ -27,9 +27,9 @@ std::string attn_flash_kernels_in_use(int head_dim) {
   return flash::kernels_in_use(flash::kFwdDefault, bv, head_dim);
 }
 
-std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t Hq, std::int64_t,
+std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t,
                                            std::int64_t D) {
-  return flash::bwd_workspace_bytes(B, S, Hq, D);
+  return flash::bwd_workspace_bytes(B, S, H, D);
 }
 
 cudaError_t attn_bwd_flash(const AttnBwdParams& p, cudaStream_t stream) {

@@ -51,6 +51,157 @@ struct Sm90Smem {
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
 
+// S^T = K_wg Q^T, then dP^T = V_wg dO^T into st, dp (wgmma D layout): two commit groups, the
+// softmax overlaps the second. The functions below take the kernel's scalars by value and its
+// arrays by reference and declare no array of their own: so the kernel's SASS is the same as
+// with their code in its body (checked with bench/attn/cubin_sections.py).
+__device__ __forceinline__ void sm90a_issue_st_dp(float (&st)[32], float (&dp)[32], const std::uint32_t sbase,
+                                                  const std::uint32_t qs, const std::uint32_t dos, const int wg) {
+  using L = Sm90Smem;
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const std::uint32_t off = (kk & 3) * 32;
+    const std::uint64_t da = wgmma::desc(sbase + L::K + (kk >> 2) * kBN * 128 + wg * 64 * 128 + off, 16, 1024);
+    const std::uint64_t db = wgmma::desc(qs + (kk >> 2) * kBM * 128 + off, 16, 1024);
+    wgmma::m64n64k16_ss<0, 0>(st, da, db, kk > 0);
+  }
+  wgmma::commit();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const std::uint32_t off = (kk & 3) * 32;
+    const std::uint64_t da = wgmma::desc(sbase + L::V + (kk >> 2) * kBN * 128 + wg * 64 * 128 + off, 16, 1024);
+    const std::uint64_t db = wgmma::desc(dos + (kk >> 2) * kBM * 128 + off, 16, 1024);
+    wgmma::m64n64k16_ss<0, 0>(dp, da, db, kk > 0);
+  }
+  wgmma::commit();
+}
+
+// P^T = exp2(S^T * scale*log2e - lse2) in st; need_mask: 0 for keys beyond S and, causal, keys
+// after the query (key of st[4j + 0/1]: key_base, of st[4j + 2/3]: key_base + 8)
+template <bool CAUSAL>
+__device__ __forceinline__ void sm90a_softmax(float (&st)[32], const BwdArgs& a, const float* lse2, const int t,
+                                              const bool need_mask, const int key_base, const int m0,
+                                              const int S) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 l2 = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st[4 * j + e] = ex2_approx(fmaf(st[4 * j + e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+  }
+  if (need_mask) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key_base + (e >> 1) * 8;
+        const int q = m0 + j * 8 + 2 * t + (e & 1);
+        if (key >= S || (CAUSAL && key > q)) st[4 * j + e] = 0.f;
+      }
+  }
+}
+
+// dS^T = P^T o (dP^T - delta) in dp; pp, ss: P^T, dS^T as packed bf16 pairs, pp[i] = (P^T[2i],
+// P^T[2i+1]) (k-step kk of dV/dK uses pp[4kk..4kk+3], ss likewise)
+__device__ __forceinline__ void sm90a_ds_pack(float (&st)[32], float (&dp)[32], const float* delta, const int t,
+                                              std::uint32_t (&pp)[16], std::uint32_t (&ss)[16]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float2 dl = *reinterpret_cast<const float2*>(delta + j * 8 + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dl.y : dl.x));
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    pp[i] = pack_bf16(st[2 * i], st[2 * i + 1]);
+    ss[i] = pack_bf16(dp[2 * i], dp[2 * i + 1]);
+  }
+}
+
+// dS^T to shared memory for dQ (4 stmatrix.x4: q chunks 2jp, 2jp+1 of the warp's 16 keys; st_base,
+// st_cb: the lane's row address and chunk offset)
+__device__ __forceinline__ void sm90a_store_ds(std::uint32_t (&ss)[16], const std::uint32_t st_base, const int st_cb,
+                                               const int lane) {
+#pragma unroll
+  for (int jp = 0; jp < 4; ++jp) {
+    const std::uint32_t addr = st_base + ((((2 * jp + st_cb) ^ (lane & 7))) << 4);
+    stsm_x4(addr, ss[4 * jp], ss[4 * jp + 1], ss[4 * jp + 2], ss[4 * jp + 3]);
+  }
+}
+
+// dV += P^T dO, dK += dS^T Q (A from registers, B N-major: k = q rows, LBO = half stride); one
+// commit group
+__device__ __forceinline__ void sm90a_issue_dkv(float (&dk)[64], float (&dv)[64], std::uint32_t (&pp)[16],
+                                                std::uint32_t (&ss)[16], const std::uint32_t qs,
+                                                const std::uint32_t dos) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBM / 16; ++kk) {
+    wgmma::m64n128k16_rs<1>(dv, pp + 4 * kk, wgmma::desc(dos + kk * 16 * 128, kBM * 128, 1024));
+  }
+#pragma unroll
+  for (int kk = 0; kk < kBM / 16; ++kk) {
+    wgmma::m64n128k16_rs<1>(dk, ss + 4 * kk, wgmma::desc(qs + kk * 16 * 128, kBM * 128, 1024));
+  }
+  wgmma::commit();
+}
+
+// dQ[:, 64wg..64wg+63] = dS K[:, 64wg..] into dq (k = 128 keys; A M-major, B N-major), waited for;
+// k_wg: K's half of this warpgroup, sbase + L::K + wg * kBN * 128 (summed by the caller: summed
+// here, from wg, the address arithmetic came out in another order and so did the SASS)
+__device__ __forceinline__ void sm90a_dq(float (&dq)[32], const std::uint32_t sbase, const std::uint32_t k_wg) {
+  using L = Sm90Smem;
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBN / 16; ++kk) {
+    const std::uint64_t da = wgmma::desc(sbase + L::dS + kk * 16 * 128, kBN * 128, 1024);
+    const std::uint64_t db = wgmma::desc(k_wg + kk * 16 * 128, kBN * 128, 1024);
+    wgmma::m64n64k16_ss<1, 1>(dq, da, db, kk > 0);
+  }
+  wgmma::commit();
+  wgmma::wait<0>();
+#pragma unroll
+  for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
+}
+
+// dq into dq_accum (head hq): rows m0 + 16 w4 + g (+8), cols 64 wg + 8 j + 2t; rows past S (zero
+// dQ: P = 0 there) go to row S-1, so there is no branch
+__device__ __forceinline__ void sm90a_dq_atomics(float (&dq)[32], const BwdArgs& a, const int b, const int S,
+                                                 const std::int64_t ldq, const int hq, const int wg, const int w4,
+                                                 const int g, const int t, const int m0) {
+  float* base = a.dq_accum + static_cast<std::int64_t>(b) * S * ldq + hq * kD + wg * 64 + 2 * t;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int row = min(m0 + w4 * 16 + g + hr * 8, S - 1);
+    float* dst = base + row * ldq;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
+    }
+  }
+}
+
+// dK (times scale), dV: straight from the accumulators (rows key_base, key_base + 8)
+__device__ __forceinline__ void sm90a_store_dkv(float (&dk)[64], float (&dv)[64], const BwdArgs& a, const int b,
+                                                const int S, const std::int64_t ldk, const int hk, const int t,
+                                                const int key_base) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int key = key_base + hr * 8;
+    if (key < S) {
+      const std::int64_t off = (static_cast<std::int64_t>(b) * S + key) * ldk + hk * kD + 2 * t;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        *reinterpret_cast<std::uint32_t*>(a.dk + off + j * 8) =
+            pack_bf16(dk[4 * j + 2 * hr] * a.scale, dk[4 * j + 2 * hr + 1] * a.scale);
+        *reinterpret_cast<std::uint32_t*>(a.dv + off + j * 8) = pack_bf16(dv[4 * j + 2 * hr], dv[4 * j + 2 * hr + 1]);
+      }
+    }
+  }
+}
+
 // (Tried and dropped, docs/ATTENTION.md: dQ staged in shared memory and added by bulk
 // asynchronous reductions, cp.reduce.async.bulk, instead of the atomics: 294 vs 405 TFLOP/s.)
 template <bool CAUSAL>
@@ -66,9 +217,9 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
   const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * kBN, hk = blockIdx.y, b = blockIdx.z;
   const int S = a.S;
-  const int group = a.Hq / a.Hkv;
-  const std::int64_t ldq = static_cast<std::int64_t>(a.Hq) * kD;
-  const std::int64_t ldk = static_cast<std::int64_t>(a.Hkv) * kD;
+  const int group = a.H / a.H_kv;
+  const std::int64_t ldq = static_cast<std::int64_t>(a.H) * kD;
+  const std::int64_t ldk = static_cast<std::int64_t>(a.H_kv) * kD;
   const std::int64_t kv_off = (static_cast<std::int64_t>(b) * S + n0) * ldk + hk * kD;
 
   load_tile_sw128<kBN>(sbase + L::K, a.k + kv_off, ldk, S - n0, tid);
@@ -83,7 +234,7 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
     const std::int64_t q_off = (static_cast<std::int64_t>(b) * S + m0) * ldq + h * kD;
     load_tile_sw128<kBM>(sbase + L::Q + buf * kBM * kD * 2, a.q + q_off, ldq, nq, tid);
     load_tile_sw128<kBM>(sbase + L::dO + buf * kBM * kD * 2, a.dout + q_off, ldq, nq, tid);
-    const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.Hq + h) * a.S_pad + m0;
+    const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.H + h) * a.S_pad + m0;
     if (tid < kBM / 2) {  // 16 chunks of lse2, then 16 of delta (padding rows exist up to S_pad)
       const bool is_l = tid < kBM / 4;
       const int i = is_l ? tid : tid - kBM / 4;
@@ -128,131 +279,36 @@ __global__ void __launch_bounds__(kNT, 1) bwd_kernel_sm90a(const BwdArgs a) {
 
     // S^T = K_wg Q^T and dP^T = V_wg dO^T: two commit groups, the softmax overlaps the second
     float st[32], dp[32];
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      const std::uint32_t off = (kk & 3) * 32;
-      const std::uint64_t da = wgmma::desc(sbase + L::K + (kk >> 2) * kBN * 128 + wg * 64 * 128 + off, 16, 1024);
-      const std::uint64_t db = wgmma::desc(qs + (kk >> 2) * kBM * 128 + off, 16, 1024);
-      wgmma::m64n64k16_ss<0, 0>(st, da, db, kk > 0);
-    }
-    wgmma::commit();
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      const std::uint32_t off = (kk & 3) * 32;
-      const std::uint64_t da = wgmma::desc(sbase + L::V + (kk >> 2) * kBN * 128 + wg * 64 * 128 + off, 16, 1024);
-      const std::uint64_t db = wgmma::desc(dos + (kk >> 2) * kBM * 128 + off, 16, 1024);
-      wgmma::m64n64k16_ss<0, 0>(dp, da, db, kk > 0);
-    }
-    wgmma::commit();
+    sm90a_issue_st_dp(st, dp, sbase, qs, dos, wg);
     wgmma::wait<1>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) wgmma::fence_reg(st[i]);
 
     // P^T (keys beyond S and, causal, keys after the query: 0)
     const bool need_mask = (n0 + kBN > S) || (CAUSAL && m0 < n0 + kBN - 1);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float2 l2 = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st[4 * j + e] = ex2_approx(fmaf(st[4 * j + e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
-    }
-    if (need_mask) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key_base + (e >> 1) * 8;
-          const int q = m0 + j * 8 + 2 * t + (e & 1);
-          if (key >= S || (CAUSAL && key > q)) st[4 * j + e] = 0.f;
-        }
-    }
+    sm90a_softmax<CAUSAL>(st, a, lse2, t, need_mask, key_base, m0, S);
     wgmma::wait<0>();
 #pragma unroll
     for (int i = 0; i < 32; ++i) wgmma::fence_reg(dp[i]);
-    // packed bf16 pairs: pp[i] = (P^T[2i], P^T[2i+1]); k-step kk of dV/dK uses pp[4kk..4kk+3]
-    std::uint32_t pp[16], ss[16];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float2 dl = *reinterpret_cast<const float2*>(delta + j * 8 + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dl.y : dl.x));
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      pp[i] = pack_bf16(st[2 * i], st[2 * i + 1]);
-      ss[i] = pack_bf16(dp[2 * i], dp[2 * i + 1]);
-    }
-    // dS^T to shared memory for dQ (4 stmatrix.x4: q chunks 2jp, 2jp+1 of the warp's 16 keys),
-    // before the dK wgmma takes ss as its A operand: registers of an in-flight wgmma are not read
-#pragma unroll
-    for (int jp = 0; jp < 4; ++jp) {
-      const std::uint32_t addr = st_base + ((((2 * jp + st_cb) ^ (lane & 7))) << 4);
-      stsm_x4(addr, ss[4 * jp], ss[4 * jp + 1], ss[4 * jp + 2], ss[4 * jp + 3]);
-    }
-    // dV += P^T dO, dK += dS^T Q (A from registers, B N-major: k = q rows, LBO = half stride)
-#pragma unroll
-    for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < kBM / 16; ++kk) {
-      wgmma::m64n128k16_rs<1>(dv, pp + 4 * kk, wgmma::desc(dos + kk * 16 * 128, kBM * 128, 1024));
-    }
-#pragma unroll
-    for (int kk = 0; kk < kBM / 16; ++kk) {
-      wgmma::m64n128k16_rs<1>(dk, ss + 4 * kk, wgmma::desc(qs + kk * 16 * 128, kBM * 128, 1024));
-    }
-    wgmma::commit();
+    std::uint32_t pp[16], ss[16];  // P^T, dS^T packed (A fragments of dV, dK)
+    sm90a_ds_pack(st, dp, delta, t, pp, ss);
+    // dS^T to shared memory for dQ, before the dK wgmma takes ss as its A operand: registers of
+    // an in-flight wgmma are not read
+    sm90a_store_ds(ss, st_base, st_cb, lane);
+    sm90a_issue_dkv(dk, dv, pp, ss, qs, dos);
     wgmma::fence_proxy_async();
     __syncthreads();  // dS^T of both warpgroups in shared memory
-    // dQ[:, 64wg..64wg+63] = dS K[:, 64wg..]  (k = 128 keys; A M-major, B N-major)
-    float dq[32];
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      const std::uint64_t da = wgmma::desc(sbase + L::dS + kk * 16 * 128, kBN * 128, 1024);
-      const std::uint64_t db = wgmma::desc(sbase + L::K + wg * kBN * 128 + kk * 16 * 128, kBN * 128, 1024);
-      wgmma::m64n64k16_ss<1, 1>(dq, da, db, kk > 0);
-    }
-    wgmma::commit();
-    wgmma::wait<0>();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
+    float dq[32];  // dQ[:, 64wg..64wg+63] (wgmma D layout)
+    sm90a_dq(dq, sbase, sbase + L::K + wg * kBN * 128);
 #pragma unroll
     for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
-    {
-      // dq_accum rows m0 + 16 w4 + g (+8), cols 64 wg + 8 j + 2t; rows past S (zero dQ: P = 0
-      // there) go to row S-1, so there is no branch
-      float* base = a.dq_accum + static_cast<std::int64_t>(b) * S * ldq + hq * kD + wg * 64 + 2 * t;
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        const int row = min(m0 + w4 * 16 + g + hr * 8, S - 1);
-        float* dst = base + row * ldq;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
-        }
-      }
-    }
+    sm90a_dq_atomics(dq, a, b, S, ldq, hq, wg, w4, g, t, m0);
   }
   cp_async_wait<0>();  // the idle buffer's zero-fill copies, before exit
 #pragma unroll
   for (int i = 0; i < 64; ++i) wgmma::fence_reg(dk[i]), wgmma::fence_reg(dv[i]);
 
-  // dK (times scale), dV: straight from the accumulators (rows key_base, key_base + 8)
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int key = key_base + hr * 8;
-    if (key < S) {
-      const std::int64_t off = (static_cast<std::int64_t>(b) * S + key) * ldk + hk * kD + 2 * t;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        *reinterpret_cast<std::uint32_t*>(a.dk + off + j * 8) =
-            pack_bf16(dk[4 * j + 2 * hr] * a.scale, dk[4 * j + 2 * hr + 1] * a.scale);
-        *reinterpret_cast<std::uint32_t*>(a.dv + off + j * 8) = pack_bf16(dv[4 * j + 2 * hr], dv[4 * j + 2 * hr + 1]);
-      }
-    }
-  }
+  sm90a_store_dkv(dk, dv, a, b, S, ldk, hk, t, key_base);
 #else
   __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
 #endif
@@ -278,7 +334,7 @@ cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStre
   auto kern = causal ? bwd_kernel_sm90a<true> : bwd_kernel_sm90a<false>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.Hkv), static_cast<unsigned>(B));
+  const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.H_kv), static_cast<unsigned>(B));
   kern<<<grid, kNT, smem, stream>>>(a);
   return cudaGetLastError();
 }

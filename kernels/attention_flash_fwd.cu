@@ -8,10 +8,15 @@ namespace ulysses::kernels {
 
 cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
   namespace F = flash;
-  if (!F::fwd_params_ok(p)) return cudaErrorInvalidValue;
   constexpr int v = F::kFwdDefault;
-  return F::dispatch_fwd<(v & 1) != 0>(p, stream, (v & F::kFwdBitSm90a) != 0, (v & F::kFwdBitSm90aPipe) != 0,
-                                       (v & F::kFwdBitSm90aPing) != 0);
+  constexpr int wgmma_form = F::kFwdBitSm90a | F::kFwdBitSm90aPipe | F::kFwdBitSm90aPing;
+  static_assert((v & F::kFwdBitSm90a) == 0 || (v & wgmma_form) == wgmma_form,
+                "kernels/ build only the pipelined ping-pong wgmma forward; the other forms are the lab's");
+  if (!F::fwd_params_ok(p)) return cudaErrorInvalidValue;
+  if ((v & F::kFwdBitSm90a) != 0 && p.D == 128 && F::sm90a_usable()) {
+    return F::launch_fwd_sm90a(F::fwd_args(p), static_cast<int>(p.B), p.causal, stream);
+  }
+  return F::dispatch_fwd_mma<(v & 1) != 0>(p, stream);
 }
 
 }  // namespace ulysses::kernels

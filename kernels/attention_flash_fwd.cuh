@@ -8,7 +8,7 @@
 // the key tiles of BN rows: S = Q K^T (fp32), causal/ragged masks only on tiles that need them,
 // online softmax in registers (exp2 with scale*log2e folded in), P converted in registers to
 // bf16 A fragments, O += P V. K and V tiles arrive by cp.async, V's copy overlapping Q K^T and
-// the next K's copy overlapping P V. GQA: q head h reads kv head h / (Hq/Hkv) in place.
+// the next K's copy overlapping P V. GQA: q head h reads kv head h / (H/H_kv) in place.
 #include <cmath>
 
 #include "kernels/attention_flash.hpp"
@@ -35,12 +35,12 @@ __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
   const int g = lane >> 2, t = lane & 3;
   const int m_block = CAUSAL ? (gridDim.x - 1 - blockIdx.x) : blockIdx.x;  // long rows first
   const int h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / (a.Hq / a.Hkv);
+  const int hk = h / (a.H / a.H_kv);
   const int S = a.S;
   const int m0 = m_block * BM;
 
-  const std::int64_t ldq = static_cast<std::int64_t>(a.Hq) * D;
-  const std::int64_t ldk = static_cast<std::int64_t>(a.Hkv) * D;
+  const std::int64_t ldq = static_cast<std::int64_t>(a.H) * D;
+  const std::int64_t ldk = static_cast<std::int64_t>(a.H_kv) * D;
   const __nv_bfloat16* qg = a.q + (static_cast<std::int64_t>(b) * S + m0) * ldq + h * D;
   const __nv_bfloat16* kg = a.k + static_cast<std::int64_t>(b) * S * ldk + hk * D;
   const __nv_bfloat16* vg = a.v + static_cast<std::int64_t>(b) * S * ldk + hk * D;
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
   }
 
   // epilogue: O /= l, lse = m*scale + log(l); O staged through this warp's own rows of Qs
-  const std::int64_t lse_base = (static_cast<std::int64_t>(b) * a.Hq + h) * S;
+  const std::int64_t lse_base = (static_cast<std::int64_t>(b) * a.H + h) * S;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -204,15 +204,20 @@ __global__ void __launch_bounds__(NW * 32, 2) fwd_kernel(const FwdArgs a) {
                             Qs + row_w * D, S - m0 - row_w, lane);
 }
 
+// The arguments of the kernels for p (scale_log2 = scale * log2(e))
+inline FwdArgs fwd_args(const AttnFwdParams& p) {
+  return FwdArgs{p.q, p.k, p.v, p.o, p.lse, static_cast<int>(p.S), static_cast<int>(p.H), static_cast<int>(p.H_kv),
+                 p.scale, p.scale * kLog2e};
+}
+
 template <int D, int BM, int BN, int NW, bool CAUSAL>
 cudaError_t launch_fwd(const AttnFwdParams& p, cudaStream_t stream) {
-  FwdArgs a{p.q, p.k, p.v, p.o, p.lse, static_cast<int>(p.S), static_cast<int>(p.Hq), static_cast<int>(p.Hkv),
-            p.scale, p.scale * kLog2e};
+  const FwdArgs a = fwd_args(p);
   constexpr int smem = (BM + 2 * BN) * D * 2;
   auto kern = fwd_kernel<D, BM, BN, NW, CAUSAL>;
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>((p.S + BM - 1) / BM), static_cast<unsigned>(p.Hq),
+  const dim3 grid(static_cast<unsigned>((p.S + BM - 1) / BM), static_cast<unsigned>(p.H),
                   static_cast<unsigned>(p.B));
   kern<<<grid, NW * 32, smem, stream>>>(a);
   return cudaGetLastError();
@@ -221,21 +226,15 @@ cudaError_t launch_fwd(const AttnFwdParams& p, cudaStream_t stream) {
 // Arguments the forward accepts (else cudaErrorInvalidValue)
 inline bool fwd_params_ok(const AttnFwdParams& p) {
   if (p.D != 64 && p.D != 128) return false;
-  if (p.S < 1 || p.B < 1 || p.Hq < 1 || p.Hkv < 1 || p.Hq % p.Hkv != 0) return false;
-  if (p.S > (1LL << 30) || p.B > 65535 || p.Hq > 65535) return false;
+  if (p.S < 1 || p.B < 1 || p.H < 1 || p.H_kv < 1 || p.H % p.H_kv != 0) return false;
+  if (p.S > (1LL << 30) || p.B > 65535 || p.H > 65535) return false;
   return p.q && p.k && p.v && p.o && p.lse;
 }
 
-// D64_WIDE: 128-key tiles for D=64 (else 64); sm90a: D=128 on the wgmma kernel where the build
-// has sm_90a code and the device is sm_90, pipe: its pipelined form, ping: with the warpgroups
-// taking turns (the forward variant bits 1, 2, 4, 8 of bench/attn/attn_tuning.hpp)
+// The mma.sync forward at p.D; D64_WIDE: 128-key tiles for D=64 (else 64; D=128 always 64)
+// (forward variant bit 1 of bench/attn/attn_tuning.hpp)
 template <bool D64_WIDE>
-cudaError_t dispatch_fwd(const AttnFwdParams& p, cudaStream_t stream, bool sm90a, bool pipe, bool ping) {
-  if (p.D == 128 && sm90a && sm90a_usable()) {
-    const FwdArgs a{p.q, p.k, p.v, p.o, p.lse, static_cast<int>(p.S), static_cast<int>(p.Hq),
-                    static_cast<int>(p.Hkv), p.scale, p.scale * kLog2e};
-    return launch_fwd_sm90a(a, static_cast<int>(p.B), p.causal, pipe, ping, stream);
-  }
+cudaError_t dispatch_fwd_mma(const AttnFwdParams& p, cudaStream_t stream) {
   if (p.D == 128) {
     return p.causal ? launch_fwd<128, 128, 64, 4, true>(p, stream)
                     : launch_fwd<128, 128, 64, 4, false>(p, stream);

@@ -12,45 +12,46 @@ namespace ulysses::kernels::flash {
 
 // Arguments of a forward kernel (layouts: kernels/attention.hpp)
 struct FwdArgs {
-  const __nv_bfloat16* q;  // [B, S, Hq, D]
-  const __nv_bfloat16* k;  // [B, S, Hkv, D]
-  const __nv_bfloat16* v;  // [B, S, Hkv, D]
-  __nv_bfloat16* o;        // [B, S, Hq, D]
-  float* lse;              // [B, Hq, S]  natural log
-  int S, Hq, Hkv;
+  const __nv_bfloat16* q;  // [B, S, H, D]
+  const __nv_bfloat16* k;  // [B, S, H_kv, D]
+  const __nv_bfloat16* v;  // [B, S, H_kv, D]
+  __nv_bfloat16* o;        // [B, S, H, D]
+  float* lse;              // [B, H, S]  natural log
+  int S, H, H_kv;
   float scale, scale_log2;
 };
 
 // Arguments of a backward main kernel (layouts: kernels/attention.hpp; workspace rows padded
 // to S_pad, a multiple of 128, padding rows lse2 = +inf, delta = 0).
 struct BwdArgs {
-  const __nv_bfloat16* q;     // [B, S, Hq, D]
-  const __nv_bfloat16* k;     // [B, S, Hkv, D]
-  const __nv_bfloat16* v;     // [B, S, Hkv, D]
-  const __nv_bfloat16* dout;  // [B, S, Hq, D]
-  const float* lse2;          // [B, Hq, S_pad]  lse * log2(e)
-  const float* delta;         // [B, Hq, S_pad]  rowsum(dO * O)
-  float* dq_accum;            // [B, S, Hq, D]   zeroed; receives dS K (unscaled)
-  __nv_bfloat16* dk;          // [B, S, Hkv, D]
-  __nv_bfloat16* dv;          // [B, S, Hkv, D]
-  int S, S_pad, Hq, Hkv;
+  const __nv_bfloat16* q;     // [B, S, H, D]
+  const __nv_bfloat16* k;     // [B, S, H_kv, D]
+  const __nv_bfloat16* v;     // [B, S, H_kv, D]
+  const __nv_bfloat16* dout;  // [B, S, H, D]
+  const float* lse2;          // [B, H, S_pad]  lse * log2(e)
+  const float* delta;         // [B, H, S_pad]  rowsum(dO * O)
+  float* dq_accum;            // [B, S, H, D]   zeroed; receives dS K (unscaled)
+  __nv_bfloat16* dk;          // [B, S, H_kv, D]
+  __nv_bfloat16* dv;          // [B, S, H_kv, D]
+  int S, S_pad, H, H_kv;
   float scale, scale_log2;
 };
 
 // Backward variant id of the wgmma kernel (bench/attn/attn_tuning.hpp kBwdVariants); D = 128 only.
 inline constexpr int kBwdVariantSm90a = 2048;
 // Forward variant bits of the wgmma kernel (bench/attn/attn_tuning.hpp); D = 128 only:
-// 2 the wgmma kernel, 4 (with 2) its pipelined form (softmax of tile n+1 during P V of tile n).
+// 2 the wgmma kernel, 4 (with 2) its pipelined form (softmax of tile n+1 during P V of tile n),
+// 8 (with 4) the two warpgroups take turns at issuing. kernels/ build only 2|4|8 (the default);
+// the lab builds the other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu).
 inline constexpr int kFwdBitSm90a = 2;
 inline constexpr int kFwdBitSm90aPipe = 4;
-inline constexpr int kFwdBitSm90aPing = 8;  // (with 4) the two warpgroups take turns at issuing
+inline constexpr int kFwdBitSm90aPing = 8;
 
 // True when this build holds the sm_90a kernels and the current device is compute capability 9.0.
 bool sm90a_usable();
 
-// Launch the wgmma forward for head dim 128 on `stream` (B = gridDim.z).
-cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, bool pipelined, bool pingpong,
-                             cudaStream_t stream);
+// Launch the wgmma forward (pipelined, ping-pong) for head dim 128 on `stream` (B = gridDim.z).
+cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 // Launch the wgmma main kernel for head dim 128 on `stream` (B = gridDim.z).
 cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream);

@@ -73,7 +73,7 @@ struct DeviceBuffers {
   K::AttnFwdParams fwd(const Shape& s) const {
     K::AttnFwdParams p;
     p.q = q, p.k = k, p.v = v, p.o = o, p.lse = lse;
-    p.B = s.B, p.S = s.S, p.Hq = s.H, p.Hkv = s.H_kv, p.D = s.D, p.causal = s.causal;
+    p.B = s.B, p.S = s.S, p.H = s.H, p.H_kv = s.H_kv, p.D = s.D, p.causal = s.causal;
     p.scale = scale(s);
     return p;
   }
@@ -81,7 +81,7 @@ struct DeviceBuffers {
     K::AttnBwdParams p;
     p.q = q, p.k = k, p.v = v, p.o = o, p.dout = dout, p.lse = lse, p.dq = dq, p.dk = dk, p.dv = dv;
     p.workspace = ws;
-    p.B = s.B, p.S = s.S, p.Hq = s.H, p.Hkv = s.H_kv, p.D = s.D, p.causal = s.causal;
+    p.B = s.B, p.S = s.S, p.H = s.H, p.H_kv = s.H_kv, p.D = s.D, p.causal = s.causal;
     p.scale = scale(s);
     return p;
   }

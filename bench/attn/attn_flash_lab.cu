@@ -1,8 +1,9 @@
 // The lab build of the flash attention entry points (kernels/attention_flash.hpp) for attn_check:
 // attn_fwd_flash / attn_bwd_flash run the variant chosen at run time with bench::attn's setters
 // (attn_tuning.hpp), instantiating every listed variant of the kernel templates
-// (kernels/attention_flash_{fwd,bwd}.cuh). It replaces kernels/attention_flash_{fwd,bwd}.cu in
-// attn_check, which does not link ulysses_kernels; the product never links this file.
+// (kernels/attention_flash_{fwd,bwd}.cuh; the wgmma forward's forms: attn_flash_fwd_sm90a_lab.cu).
+// It replaces kernels/attention_flash_{fwd,bwd}.cu in attn_check, which does not link
+// ulysses_kernels; the product never links this file.
 #include <string>
 
 #include "bench/attn/attn_tuning.hpp"
@@ -65,11 +66,14 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #undef ULYSSES_BWD_CASE
 }
 
-// forward variant bits v (attn_tuning.hpp) -> dispatch_fwd
+// forward variant bits v (attn_tuning.hpp): the wgmma forward's form (attn_flash_fwd_sm90a_lab.cu)
+// where asked and usable, else the mma.sync forward
 cudaError_t dispatch_fwd_bits(const AttnFwdParams& p, cudaStream_t stream, int v) {
-  const bool sm90a = (v & kFwdBitSm90a) != 0, pipe = (v & kFwdBitSm90aPipe) != 0, ping = (v & kFwdBitSm90aPing) != 0;
-  return (v & 1) != 0 ? dispatch_fwd<true>(p, stream, sm90a, pipe, ping)
-                      : dispatch_fwd<false>(p, stream, sm90a, pipe, ping);
+  if (p.D == 128 && (v & kFwdBitSm90a) != 0 && sm90a_usable()) {
+    return bench::attn::launch_fwd_sm90a_variant(fwd_args(p), static_cast<int>(p.B), p.causal,
+                                                 (v & kFwdBitSm90aPipe) != 0, (v & kFwdBitSm90aPing) != 0, stream);
+  }
+  return (v & 1) != 0 ? dispatch_fwd_mma<true>(p, stream) : dispatch_fwd_mma<false>(p, stream);
 }
 
 }  // namespace

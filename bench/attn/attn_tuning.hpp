@@ -4,7 +4,8 @@
 // kernels/attention_flash_defaults.hpp), for side-by-side measurement with attn_check
 // --fwd-variant / --bwd-variant. The defaults are the measured best (docs/ATTENTION.md).
 //   forward bits: 1 D=64 with 128-key tiles (else 64; the mma.sync D=128 kernel always uses 64),
-//   2 D=128 on the Hopper warpgroup-MMA forward (attention_flash_fwd_sm90a.cu, sm_90a builds on
+//   2 D=128 on the Hopper warpgroup-MMA forward (kernels/attention_flash_fwd_sm90a.cuh; built here by
+//   attn_flash_fwd_sm90a_lab.cu in every form, kernels/ build only 2|4|8; sm_90a builds on
 //   an sm_90 device; elsewhere the mma.sync kernel runs), 4 (with 2) its pipelined form, 8 (with
 //   4) the two warpgroups taking turns at issuing (ping-pong). Default 15.
 //   backward: bits (kernels/attention_flash_bwd.cuh, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
@@ -25,6 +26,8 @@
 // fwd D=64 causal 32K: variant 0 291, variant 1 305.
 #include <string>
 
+#include "kernels/attention_flash_sm90a.hpp"
+
 namespace ulysses::bench::attn {
 
 inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,
@@ -44,5 +47,10 @@ int bwd_variant(int head_dim);   // the variant the backward runs at this head d
 // What runs at this head dim on the current device, e.g. "wgmma sm_90a fwd 15 / bwd 2048" or
 // "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
+
+// The wgmma forward (D = 128) in the form of forward bits 4 (pipelined) and 8 (ping-pong, with 4)
+// (attn_flash_fwd_sm90a_lab.cu, built for sm_90a; cudaErrorNotSupported where !sm90a_usable())
+cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, bool pipelined,
+                                     bool pingpong, cudaStream_t stream);
 
 }  // namespace ulysses::bench::attn

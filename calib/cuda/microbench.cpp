@@ -95,11 +95,11 @@ AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t 
   auto bf = [](DevBuf<std::uint16_t>& x) { return reinterpret_cast<__nv_bfloat16*>(x.get()); };
   kernels::AttnFwdParams f;
   f.q = bf(q), f.k = bf(k), f.v = bf(v), f.o = bf(o), f.lse = lse.get();
-  f.B = B, f.S = S, f.Hq = H, f.Hkv = H_kv, f.D = D, f.causal = causal, f.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  f.B = B, f.S = S, f.H = H, f.H_kv = H_kv, f.D = D, f.causal = causal, f.scale = 1.0f / std::sqrt(static_cast<float>(D));
   kernels::AttnBwdParams b;
   b.q = f.q, b.k = f.k, b.v = f.v, b.o = f.o, b.lse = f.lse, b.dout = bf(dout);
   b.dq = bf(dq), b.dk = bf(dk), b.dv = bf(dv), b.workspace = ws.get();
-  b.B = B, b.S = S, b.Hq = H, b.Hkv = H_kv, b.D = D, b.causal = causal, b.scale = f.scale;
+  b.B = B, b.S = S, b.H = H, b.H_kv = H_kv, b.D = D, b.causal = causal, b.scale = f.scale;
   AttnTime t;
   t.fwd_s = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(kernels::attn_fwd(kind, f, st.s)); });
   t.bwd_s = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(kernels::attn_bwd(kind, b, st.s)); });

@@ -100,7 +100,7 @@ void BlockRunner::attention_fwd() {
   p.v = reinterpret_cast<const __nv_bfloat16*>(v_head_.get());
   p.o = reinterpret_cast<__nv_bfloat16*>(o_head_.get());
   p.lse = lse_.get();
-  p.B = s_.B, p.S = s_.S, p.Hq = H_l_, p.Hkv = H_kv_l_, p.D = s_.D, p.causal = s_.causal;
+  p.B = s_.B, p.S = s_.S, p.H = H_l_, p.H_kv = H_kv_l_, p.D = s_.D, p.causal = s_.causal;
   p.scale = 1.0f / std::sqrt(static_cast<float>(s_.D));
   cudaError_t e = kernels::attn_fwd(kernel_.kind, p, ctx_.stream);
   if (e != cudaSuccess && kernel_.fallback && kernel_.kind == kernels::AttnKernel::flash &&
@@ -124,7 +124,7 @@ void BlockRunner::attention_bwd() {
   p.dk = reinterpret_cast<__nv_bfloat16*>(dk_head_.get());
   p.dv = reinterpret_cast<__nv_bfloat16*>(dv_head_.get());
   p.workspace = workspace_.get();
-  p.B = s_.B, p.S = s_.S, p.Hq = H_l_, p.Hkv = H_kv_l_, p.D = s_.D, p.causal = s_.causal;
+  p.B = s_.B, p.S = s_.S, p.H = H_l_, p.H_kv = H_kv_l_, p.D = s_.D, p.causal = s_.causal;
   p.scale = 1.0f / std::sqrt(static_cast<float>(s_.D));
   CUDA_CHECK(kernels::attn_bwd(kernel_.kind, p, ctx_.stream));
 }

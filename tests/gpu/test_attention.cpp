@@ -51,7 +51,7 @@ bool check_shape(kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::
   kernels::AttnFwdParams f;
   f.q = reinterpret_cast<const __nv_bfloat16*>(dq_.p), f.k = reinterpret_cast<const __nv_bfloat16*>(dk_.p);
   f.v = reinterpret_cast<const __nv_bfloat16*>(dv_.p), f.o = reinterpret_cast<__nv_bfloat16*>(o.p), f.lse = lse.p;
-  f.B = B, f.S = S, f.Hq = H, f.Hkv = H_kv, f.D = D, f.causal = causal, f.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  f.B = B, f.S = S, f.H = H, f.H_kv = H_kv, f.D = D, f.causal = causal, f.scale = 1.0f / std::sqrt(static_cast<float>(D));
   cudaError_t e = kernels::attn_fwd(kind, f, nullptr);
   if (kind == kernels::AttnKernel::flash && (e == cudaErrorNotSupported || e == cudaErrorInvalidValue)) {
     cudaGetLastError();
@@ -62,7 +62,7 @@ bool check_shape(kernels::AttnKernel kind, std::int64_t B, std::int64_t S, std::
   b.q = f.q, b.k = f.k, b.v = f.v, b.o = f.o, b.lse = f.lse, b.dout = reinterpret_cast<const __nv_bfloat16*>(dg.p);
   b.dq = reinterpret_cast<__nv_bfloat16*>(gq.p), b.dk = reinterpret_cast<__nv_bfloat16*>(gk.p), b.dv = reinterpret_cast<__nv_bfloat16*>(gv.p);
   b.workspace = ws.p;
-  b.B = B, b.S = S, b.Hq = H, b.Hkv = H_kv, b.D = D, b.causal = causal, b.scale = f.scale;
+  b.B = B, b.S = S, b.H = H, b.H_kv = H_kv, b.D = D, b.causal = causal, b.scale = f.scale;
   REQUIRE(kernels::attn_bwd(kind, b, nullptr) == cudaSuccess);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
 

@@ -56,13 +56,13 @@ Errors run_case(const AttnDims& s, std::uint64_t seed) {
 
   K::AttnFwdParams fp;
   fp.q = q, fp.k = k, fp.v = v, fp.o = o, fp.lse = lse;
-  fp.B = s.B, fp.S = s.S, fp.Hq = s.H, fp.Hkv = s.H_kv, fp.D = s.D, fp.causal = s.causal;
+  fp.B = s.B, fp.S = s.S, fp.H = s.H, fp.H_kv = s.H_kv, fp.D = s.D, fp.causal = s.causal;
   fp.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
   REQUIRE(K::attn_fwd_flash(fp, nullptr) == cudaSuccess);
   K::AttnBwdParams bp;
   bp.q = q, bp.k = k, bp.v = v, bp.o = o, bp.dout = dout, bp.lse = lse, bp.dq = dq, bp.dk = dk, bp.dv = dv;
   bp.workspace = ws;
-  bp.B = s.B, bp.S = s.S, bp.Hq = s.H, bp.Hkv = s.H_kv, bp.D = s.D, bp.causal = s.causal;
+  bp.B = s.B, bp.S = s.S, bp.H = s.H, bp.H_kv = s.H_kv, bp.D = s.D, bp.causal = s.causal;
   bp.scale = fp.scale;
   REQUIRE(K::attn_bwd_flash(bp, nullptr) == cudaSuccess);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -159,11 +159,11 @@ TEST_CASE("flash attention rejects unsupported shapes", "[.gpu][flash]") {
     return;
   }
   K::AttnFwdParams fp;
-  fp.S = 16, fp.Hq = 4, fp.Hkv = 4, fp.D = 96, fp.scale = 0.1f;  // D=96: no kernel
+  fp.S = 16, fp.H = 4, fp.H_kv = 4, fp.D = 96, fp.scale = 0.1f;  // D=96: no kernel
   CHECK(K::attn_fwd_flash(fp, nullptr) == cudaErrorInvalidValue);
-  fp.D = 64, fp.Hkv = 3;  // Hq % Hkv != 0
+  fp.D = 64, fp.H_kv = 3;  // H % H_kv != 0
   CHECK(K::attn_fwd_flash(fp, nullptr) == cudaErrorInvalidValue);
   K::AttnBwdParams bp;
-  bp.S = 0, bp.Hq = 4, bp.Hkv = 4, bp.D = 64;
+  bp.S = 0, bp.H = 4, bp.H_kv = 4, bp.D = 64;
   CHECK(K::attn_bwd_flash(bp, nullptr) == cudaErrorInvalidValue);
 }
