@@ -6,15 +6,18 @@
 namespace ulysses {
 namespace {
 
-// Defaults: the op bench on one H200 on 2026-12-02 (records/validation/h200-op-bench-2.txt; the same
+// Defaults: the op bench on one H200 on 2026-12-02 (records/validation/h200-op-bench-3.txt; the same
 // figures as profiles/h200-sxm-141gb.yaml), as bytes per element at its datasheet HBM bandwidth
 // (4800 GB/s); a profile without calibrated rates scales them by its own hbm_GBps.
 constexpr std::array<double, kEagerRates> kDefaultBytes = {
-    /*rmsnorm.fwd*/ 59.8, /*rmsnorm.bwd*/ 126.0, /*headnorm.fwd*/ 64.0, /*headnorm.bwd*/ 132.0,
-    /*rope.fwd*/ 64.1, /*rope.bwd*/ 70.9, /*add.fwd*/ 6.6, /*swiglu.fwd*/ 11.4,
-    /*swiglu.bwd*/ 19.7, /*embed.fwd*/ 5.1, /*embed.bwd*/ 58.5, /*embed.grad*/ 5.4,
-    // the loss: not yet measured on that call; 14 B per logit per pass derived from the ops (docs/MODEL.md)
-    /*loss.fwd*/ 14, /*loss.bwd*/ 14};
+    /*rmsnorm.fwd*/ 59.0, /*rmsnorm.bwd*/ 127.5, /*headnorm.fwd*/ 63.6, /*headnorm.bwd*/ 134.3,
+    /*rope.fwd*/ 63.9, /*rope.bwd*/ 71.0, /*add.fwd*/ 6.6, /*swiglu.fwd*/ 11.4,
+    /*swiglu.bwd*/ 19.9, /*embed.fwd*/ 5.3, /*embed.bwd*/ 58.5, /*embed.grad*/ 5.4,
+    /*loss.fwd*/ 31.3, /*loss.bwd*/ 29.7};
+
+// The loss pass derived from its ops (read bf16 2, write fp32 4, log-softmax read 4 + write 4; the
+// backward the mirror): what a fused loss of our runtime moves, per logit per pass
+constexpr double kLossBytesDerived = 14;
 
 }  // namespace
 
@@ -27,7 +30,7 @@ double eager_bytes_per_elem(const Scenario& sc, EagerRate r) {
 core::seconds_t loss_pass_s(const Scenario& sc, const Dims& d, bool forward) {
   const double logits = static_cast<double>(d.B) * static_cast<double>(d.S_l) * static_cast<double>(d.V);
   const double bytes = sc.plan.runtime == Runtime::pytorch ? eager_bytes_per_elem(sc, forward ? EagerRate::loss_fwd : EagerRate::loss_bwd)
-                                                           : kDefaultBytes[static_cast<std::size_t>(EagerRate::loss_fwd)];
+                                                           : kLossBytesDerived;
   return logits * bytes / (sc.hw.hbm_GBps * 1e9);
 }
 
