@@ -11,7 +11,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --f
 t0=$(date +%s)
 timeout 240 "$new/bin/ulysses_gpu_tests" "[gpu],[flash]" > "$O/gpu-tests.txt" 2>&1; echo "gpu tests rc $? ($(( $(date +%s) - t0 )) s)"
 tail -4 "$O/gpu-tests.txt"
-grep -E "FAILED|needs 2" "$O/gpu-tests.txt" | sort | uniq -c | head -12
+grep -E "FAILED|SKIPPED" "$O/gpu-tests.txt" | sort | uniq -c | head -12
 timeout 300 python3 bench/ab/ab_binaries.py "$old/bin/ulysses" "$new/bin/ulysses" --rounds 3 --json "$O/ab.json" \
   > "$O/ab.txt" 2> "$O/ab.err"; echo "ab rc $? ($(( $(date +%s) - t0 )) s)"
 cat "$O/ab.txt"; tail -5 "$O/ab.err"

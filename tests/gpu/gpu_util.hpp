@@ -1,6 +1,7 @@
 #pragma once
 // Helpers of the GPU tests (tests/gpu, hidden tag [.gpu]: run with `ulysses_gpu_tests "[gpu]"`).
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -14,6 +15,20 @@ inline int device_count() {
   if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
   return n;
 }
+
+// A test that needs more GPUs than this host has is skipped and says so: one "SKIPPED" line on
+// stderr naming the test, a Catch2 warning, and the test returns without a failure, so that a
+// one-GPU host runs (and reports) the rest. Use as the first statement of the TEST_CASE.
+#define GPUTEST_SKIP_UNLESS_DEVICES(n)                                                                     \
+  do {                                                                                                     \
+    const int have_devices_ = ::ulysses::gputest::device_count();                                         \
+    if (have_devices_ < (n)) {                                                                             \
+      std::fprintf(stderr, "SKIPPED (needs %d CUDA devices, this host has %d): %s\n", (n), have_devices_, \
+                   Catch::getResultCapture().getCurrentTestName().c_str());                                \
+      WARN("skipped: needs " << (n) << " CUDA devices, this host has " << have_devices_);                  \
+      return;                                                                                              \
+    }                                                                                                      \
+  } while (0)
 
 template <class T>
 struct Dev {

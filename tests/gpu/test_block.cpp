@@ -67,7 +67,7 @@ TEST_CASE("cuda run_block on one GPU is correct", "[.gpu][gpu][block]") {
 }
 
 TEST_CASE("cuda run_block on two GPUs is correct", "[.gpu][gpu][block]") {
-  if (gputest::device_count() < 2) FAIL("needs 2 CUDA devices");
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
   SECTION("GQA H_kv >= P, sliced exchange") { expect_correct(run(shape(1, 512, 8, 2, 128, 2), 3)); }
   SECTION("MHA, B = 2 (pack/unpack through buffers), non-causal") {
     expect_correct(run(shape(2, 256, 4, 4, 64, 2, KvStrategy::replicate, false), 1));
@@ -77,7 +77,7 @@ TEST_CASE("cuda run_block on two GPUs is correct", "[.gpu][gpu][block]") {
 }
 
 TEST_CASE("Ulysses on 2 GPUs equals 1 GPU on the full sequence", "[.gpu][gpu][block][sp1]") {
-  if (gputest::device_count() < 2) FAIL("needs 2 CUDA devices");
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
   for (KvStrategy kv : {KvStrategy::replicate, KvStrategy::send_once}) {
     for (std::int64_t H_kv : {2, 1}) {
       INFO("H_kv " << H_kv << (kv == KvStrategy::replicate ? " replicate" : " send_once"));

@@ -58,7 +58,7 @@ struct EnvGuard {
 }  // namespace
 
 TEST_CASE("p2p exchange is the transport on 2 GPUs and the block is correct with it", "[.gpu][gpu][p2p]") {
-  if (gputest::device_count() < 2) FAIL("needs 2 CUDA devices");
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
   EnvGuard env("p2p");  // an error, not a silent NCCL fallback, if direct stores are impossible
   SECTION("GQA H_kv >= P, B = 1") { expect_correct(run(shape(1, 512, 8, 2, 128, KvStrategy::replicate, true)), "p2p"); }
   SECTION("MHA, B = 2 (general index maps), non-causal") {
@@ -74,14 +74,14 @@ TEST_CASE("p2p exchange is the transport on 2 GPUs and the block is correct with
 }
 
 TEST_CASE("the NCCL transport, forced, is correct", "[.gpu][gpu][p2p]") {
-  if (gputest::device_count() < 2) FAIL("needs 2 CUDA devices");
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
   EnvGuard env("nccl");
   expect_correct(run(shape(1, 512, 8, 2, 128, KvStrategy::replicate, true)), "nccl");
   expect_correct(run(shape(2, 256, 4, 4, 64, KvStrategy::replicate, false)), "nccl");
 }
 
 TEST_CASE("a bad ULYSSES_A2A_TRANSPORT is refused in one line", "[.gpu][gpu][p2p]") {
-  if (gputest::device_count() < 2) FAIL("needs 2 CUDA devices");
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
   EnvGuard env("nvlink");
   CHECK_THROWS_WITH(run(shape(1, 256, 4, 4, 64, KvStrategy::replicate, true)), Catch::Contains("must be one of auto, nccl, p2p"));
 }
@@ -90,7 +90,7 @@ TEST_CASE("a bad ULYSSES_A2A_TRANSPORT is refused in one line", "[.gpu][gpu][p2p
 // later test of the process): run it alone, `ulysses_gpu_tests "[p2p_timeout]"`.
 TEST_CASE("p2p: a rank that never arrives ends in an error within the timeout", "[.][p2p_timeout]") {
   using namespace ulysses::runtime::cuda;
-  if (gputest::device_count() < 2) FAIL("needs 2 CUDA devices");
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
   EnvGuard env("p2p");
   auto cl = Cluster::acquire(2, 3.0);
   const auto t0 = std::chrono::steady_clock::now();

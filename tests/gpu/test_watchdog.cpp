@@ -104,7 +104,7 @@ TEST_CASE("bootstrap: two ranks agree on the id", "[.gpu][gpu][watchdog]") {
 }
 
 TEST_CASE("watchdog: a stuck collective is aborted within the timeout", "[.gpu][gpu][watchdog]") {
-  if (gputest::device_count() < 2) FAIL("needs 2 CUDA devices");
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
   auto cl = Cluster::acquire(2, 3.0);
   const auto t0 = Clock::now();
   // rank 0 sends to rank 1, which never posts the receive
