@@ -236,7 +236,10 @@ struct GenericExchange {
 // curve c when present (phase_curves; launches * alpha + bytes / GBps(bytes); launches = 1 for the p2p
 // transport's single kernel, else one per tensor), else the generic exchange formula.
 core::seconds_t exchange_phase_s(const Scenario& sc, const Dims& d, const Curve* c, GenericExchange& g) {
-  if (d.P <= 1) return 0;
+  // P = 1: nothing moves, but our runtime still copies each tensor once between the two layouts (the
+  // single chunk is the tensor in both; one pack or unpack kernel per tensor: runtime/cuda/exchange.cpp
+  // Exchanger::run): read + write of every byte at the copy bandwidth
+  if (d.P <= 1) return 2 * g.bytes / (copy_GBps(sc) * kGBps);
   if (!c) return g.time_s(sc, d);
   const double bytes = g.bytes;
   const int tensors = g.tensors;
@@ -280,8 +283,11 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   auto at = [&](core::BlockPhase p) { return blk[static_cast<int>(p)]; };
   const LayerGemms g = layer_gemms(sc, d);
   const bool ck = d.ckpt, tm = pl.tiled_mlp;
-  // DeepSpeed's Ulysses layer runs one all-to-all per tensor: q, k, v separately
+  // DeepSpeed's Ulysses layer runs one all-to-all per tensor: q, k, v separately, and none at P = 1
+  // (the block's P = 1 layout copies are our runtime's: not in the step)
   const core::seconds_t a2a_qkv = qkv_exchange_s(sc, d, /*grouped=*/false);
+  const core::seconds_t a2a_out_fwd = d.P > 1 ? at(core::BlockPhase::a2a_out_fwd) : 0;
+  const core::seconds_t a2a_out_bwd = d.P > 1 ? at(core::BlockPhase::a2a_out_bwd) : 0;
 
   // logits: GEMM T x V x h (tiled: per shard) + cross-entropy elementwise traffic at HBM speed
   const double n_log = static_cast<double>(d.logits_shards), M_log = std::ceil(T / n_log);
@@ -294,7 +300,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add("norm.fwd", e.norm_fwd);
   step.add("a2a.qkv.fwd", L * a2a_qkv);
   step.add("attn.fwd", L * at(core::BlockPhase::attn_fwd));
-  step.add("a2a.out.fwd", L * at(core::BlockPhase::a2a_out_fwd));
+  step.add("a2a.out.fwd", L * a2a_out_fwd);
   step.add("gemm.qkv.fwd", L * g.qkv);
   step.add("gemm.o.fwd", L * g.o);
   step.add("mlp.fwd", L * g.mlp);
@@ -304,7 +310,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add("logits.bwd", 2 * logits_gemm + loss_pass_s(sc, d, false));
   step.add("a2a.qkv.recompute", ck ? L * a2a_qkv : 0);
   step.add("attn.recompute", ck ? L * at(core::BlockPhase::attn_fwd) : 0);
-  step.add("a2a.out.recompute", ck ? L * at(core::BlockPhase::a2a_out_fwd) : 0);
+  step.add("a2a.out.recompute", ck ? L * a2a_out_fwd : 0);
   step.add("gemm.qkv.recompute", ck ? L * g.qkv : 0);
   step.add("gemm.o.recompute", ck ? L * g.o : 0);
   step.add("mlp.recompute", ck ? L * g.mlp : 0);
@@ -316,7 +322,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add("mlp.bwd", L * 2 * g.mlp);
   step.add("swiglu.bwd", e.swiglu_bwd);
   step.add("gemm.o.bwd", L * 2 * g.o);
-  step.add("a2a.out.bwd", L * at(core::BlockPhase::a2a_out_bwd));
+  step.add("a2a.out.bwd", L * a2a_out_bwd);
   step.add("attn.bwd", L * at(core::BlockPhase::attn_bwd));
   step.add("a2a.qkv.bwd", L * a2a_qkv);
   step.add("gemm.qkv.bwd", L * 2 * g.qkv);

@@ -77,11 +77,16 @@ TEST_CASE("time: all-to-all alpha-beta with pack/unpack copies", "[sim][time][go
   once.plan.kv_strategy = KvStrategy::send_once;
   CHECK(blk(predict(rep), core::BlockPhase::a2a_qkv_fwd) - blk(predict(once), core::BlockPhase::a2a_qkv_fwd) ==
         Approx(2.0 * (4096 * 8 * 128 * 2 + 4096 * 32 * 128 * 2) / 3350e9));
-  // sp = 1: nothing is exchanged
+  // sp = 1: nothing is exchanged; the block (our runtime) still copies each tensor once between its
+  // layouts (read + write at HBM speed), the DeepSpeed step has no exchange at all
   Scenario one = make_scenario(llama31_8b(), h100_sxm(), 8, 1, 131072);
   const Prediction p1 = predict(one);
-  CHECK(blk(p1, core::BlockPhase::a2a_qkv_fwd) == 0);
+  const double q1 = 131072.0 * 32 * 128 * 2, kv1 = 131072.0 * 8 * 128 * 2;
+  CHECK(blk(p1, core::BlockPhase::a2a_qkv_fwd) == Approx(2 * (q1 + 2 * kv1) / 3350e9));
+  CHECK(blk(p1, core::BlockPhase::a2a_out_bwd) == Approx(2 * q1 / 3350e9));
+  CHECK(p1.step.get("a2a.qkv.fwd") == 0);
   CHECK(p1.step.get("a2a.out.bwd") == 0);
+  CHECK(p1.step.get("a2a.out.recompute") == 0);
 }
 
 TEST_CASE("time: sp spanning nodes is bounded by the NIC", "[sim][time]") {
