@@ -161,6 +161,9 @@ class Runner:
         CLOCK.in_backward = True
         eng.backward(loss)
         CLOCK.in_backward = False
+        # the embedding's backward range opens at its output's gradient but has no closing mark (its
+        # input, input_ids, takes no gradient): close it here, so the backward's tail after it is "other"
+        CLOCK.pop("embed.bwd")
         with timed("optimizer.step"):
             eng.step()
         times, step_s, wall_s = CLOCK.end_step()
