@@ -25,6 +25,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from png_out import save_png  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
@@ -111,8 +113,10 @@ def mark_nothing_fits(ax, xs, color, offset):
 
 
 def save(fig, outdir, name, caption):
-    fig.savefig(os.path.join(outdir, name), dpi=110)
+    ok = save_png(fig, os.path.join(outdir, name), 110)
     plt.close(fig)
+    if not ok:
+        sys.exit(1)  # `ulysses report` then fails and writes no summary.md
     return f"{name}\t{caption}"
 
 

@@ -21,23 +21,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from png_out import save_png  # noqa: E402
+
 GIB = float(1 << 30)
 
 
 def save(fig, path):
-    """Written whole or not at all (a temporary file renamed over `path`); False, with one line on
-    stderr, when it cannot be written."""
-    tmp = f"{path}.tmp{os.getpid()}.png"
-    try:
-        fig.savefig(tmp, dpi=130)
-        os.replace(tmp, path)
-        return True
-    except OSError as e:
-        print(f"cannot write {path}: {e.strerror}", file=sys.stderr)
-        return False
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    return save_png(fig, path, 130)
 
 
 def main():

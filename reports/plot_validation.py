@@ -13,11 +13,15 @@ import argparse
 import json
 import os
 import statistics
+import sys
+import textwrap
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from png_out import save_png  # noqa: E402
 
 PHASES = ["a2a.qkv.fwd", "attn.fwd", "a2a.out.fwd", "a2a.out.bwd", "attn.bwd", "a2a.qkv.bwd"]
 COLORS = dict(zip(PHASES, ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]))
@@ -32,6 +36,8 @@ def main():
     prefix = a.prefix or os.path.splitext(a.record)[0]
     cases = rec["cases"]
     title = f"{rec.get('set_name', rec.get('record', ''))}: {rec.get('device', '')}".strip(": ")
+    title = textwrap.fill(title, 100)  # the device line of a record is long: wrapped, not cut at the figure's edge
+    ok = True
 
     # 1. predicted vs measured
     fig, ax = plt.subplots(figsize=(6.5, 6))
@@ -58,7 +64,7 @@ def main():
     ax.legend(fontsize=7)
     ax.grid(True, which="both", lw=0.3)
     fig.tight_layout()
-    fig.savefig(prefix + "-pred-vs-meas.png", dpi=130)
+    ok = save_png(fig, prefix + "-pred-vs-meas.png", 130) and ok
 
     # 2. signed error per phase
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -83,7 +89,7 @@ def main():
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", lw=0.3)
     fig.tight_layout()
-    fig.savefig(prefix + "-error.png", dpi=130)
+    ok = save_png(fig, prefix + "-error.png", 130) and ok
 
     # 3. memory
     fig, ax = plt.subplots(figsize=(6, 5.5))
@@ -101,9 +107,12 @@ def main():
     ax.legend(fontsize=7)
     ax.grid(True, which="both", lw=0.3)
     fig.tight_layout()
-    fig.savefig(prefix + "-memory.png", dpi=130)
+    ok = save_png(fig, prefix + "-memory.png", 130) and ok
+    if not ok:
+        return 1
     print("wrote", prefix + "-pred-vs-meas.png", prefix + "-error.png", prefix + "-memory.png")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
