@@ -37,26 +37,30 @@ core::seconds_t loss_pass_s(const Scenario& sc, const Dims& d, bool forward) {
 EagerTimes eager_times(const Scenario& sc, const Dims& d) {
   EagerTimes e;
   if (sc.plan.runtime != Runtime::pytorch) return e;
-  const double hbm = sc.hw.hbm_GBps * 1e9;
-  const auto t = [&](double elems, EagerRate r) { return elems * eager_bytes_per_elem(sc, r) / hbm; };
+  const double per_byte = 1 / (sc.hw.hbm_GBps * 1e9);
+  const auto t = [&](double elems, EagerRate r) { return elems * eager_bytes_per_elem(sc, r) * per_byte; };
   const double T = static_cast<double>(d.B) * static_cast<double>(d.S_l), L = static_cast<double>(d.L);
   const double Th = T * static_cast<double>(d.h), TF = T * static_cast<double>(d.F);
   // q and k on this rank's tokens with every head (RoPE and the q/k norm run before the exchange)
   const double Tqk = T * static_cast<double>(d.H + d.H_kv) * static_cast<double>(d.D);
   const bool qk = sc.model.qk_norm, ck = d.ckpt, tm = sc.plan.tiled_mlp;
 
+  // one pass of each op over one layer's tensors
+  const double rms_f = t(Th, EagerRate::rmsnorm_fwd), rms_b = t(Th, EagerRate::rmsnorm_bwd);
+  const double rope_f = t(Tqk, EagerRate::rope_fwd), rope_b = t(Tqk, EagerRate::rope_bwd);
+  const double add = t(Th, EagerRate::add_fwd);
   // per layer: input and post-attention norms (+ Qwen3's q/k norms); the final norm once
-  const double norm_f = 2 * t(Th, EagerRate::rmsnorm_fwd) + (qk ? t(Tqk, EagerRate::headnorm_fwd) : 0);
-  const double norm_b = 2 * t(Th, EagerRate::rmsnorm_bwd) + (qk ? t(Tqk, EagerRate::headnorm_bwd) : 0);
-  e.norm_fwd = L * norm_f + t(Th, EagerRate::rmsnorm_fwd);
-  e.norm_bwd = L * norm_b + t(Th, EagerRate::rmsnorm_bwd);
+  const double norm_f = 2 * rms_f + (qk ? t(Tqk, EagerRate::headnorm_fwd) : 0);
+  const double norm_b = 2 * rms_b + (qk ? t(Tqk, EagerRate::headnorm_bwd) : 0);
+  e.norm_fwd = L * norm_f + rms_f;
+  e.norm_bwd = L * norm_b + rms_b;
   // torch's non-reentrant checkpoint stops the recompute at the layer's last saved tensor (the
   // down projection's input): both norms, RoPE, the first residual add and the activation product
   e.norm_recompute = ck ? L * norm_f : 0;
   // two residual adds forward; backward: RoPE's and one gradient sum at each of the two forks
-  e.rope_add_fwd = L * (t(Tqk, EagerRate::rope_fwd) + 2 * t(Th, EagerRate::add_fwd));
-  e.rope_add_recompute = ck ? L * (t(Tqk, EagerRate::rope_fwd) + t(Th, EagerRate::add_fwd)) : 0;
-  e.rope_add_bwd = L * (t(Tqk, EagerRate::rope_bwd) + 2 * t(Th, EagerRate::add_fwd));
+  e.rope_add_fwd = L * (rope_f + 2 * add);
+  e.rope_add_recompute = ck ? L * (rope_f + add) : 0;
+  e.rope_add_bwd = L * (rope_b + 2 * add);
   e.swiglu_fwd = L * t(TF, EagerRate::swiglu_fwd);
   e.swiglu_recompute = ck ? e.swiglu_fwd : 0;
   e.swiglu_tiled_recompute = tm ? e.swiglu_fwd : 0;  // TiledMLP reruns each shard's forward
