@@ -27,70 +27,65 @@ double number_at(const Json& j, const char* key, const std::string& where, bool 
 
 double positive(const Json& j, const char* key, const std::string& where) { return number_at(j, key, where); }
 
+std::string string_at(const Json& j, const char* key, const std::string& where) {
+  if (!need(j, key, where).is_string()) throw std::runtime_error(fmt::format("op bench: {}.{}: must be a string", where, key));
+  return j.at(key).get<std::string>();
+}
+
+bool bool_at(const Json& j, const char* key, const std::string& where) {
+  if (!need(j, key, where).is_boolean()) throw std::runtime_error(fmt::format("op bench: {}.{}: must be true or false", where, key));
+  return j.at(key).get<bool>();
+}
+
+// Each row of the list ops[key] read by `row(json, "ops.<key>[i]")` into `out`. An absent optional
+// list leaves `out` empty; a present one must be a list (non-empty when `non_empty`).
+template <class T, class Row>
+void rows(const Json& ops, const char* key, bool required, bool non_empty, std::vector<T>& out, Row row) {
+  if (!required && !ops.contains(key)) return;
+  const Json& list = need(ops, key, "ops");
+  if (!list.is_array() || (non_empty && list.empty()))
+    throw std::runtime_error(fmt::format("op bench: ops.{}: must be a {}list", key, non_empty ? "non-empty " : ""));
+  for (std::size_t i = 0; i < list.size(); ++i) out.push_back(row(list[i], fmt::format("ops.{}[{}]", key, i)));
+}
+
 }  // namespace
 
 OpBench op_bench_of(const Json& ops) {
   OpBench b;
-  const Json& attn = need(ops, "attention", "ops");
-  if (!attn.is_array() || attn.empty()) throw std::runtime_error("op bench: ops.attention: must be a non-empty list");
-  for (std::size_t i = 0; i < attn.size(); ++i) {
-    const std::string w = fmt::format("ops.attention[{}]", i);
-    const Json& r = attn[i];
+  rows(ops, "attention", true, true, b.attention, [](const Json& r, const std::string& w) {
     OpBench::Attention a;
-    if (!need(r, "impl", w).is_string()) throw std::runtime_error(fmt::format("op bench: {}.impl: must be a string", w));
-    a.impl = r.at("impl").get<std::string>();
+    a.impl = string_at(r, "impl", w);
     a.S = static_cast<std::int64_t>(positive(r, "S", w));
     a.H = static_cast<std::int64_t>(positive(r, "H", w));
     a.H_kv = static_cast<std::int64_t>(positive(r, "H_kv", w));
     a.D = static_cast<std::int64_t>(positive(r, "D", w));
-    if (!need(r, "causal", w).is_boolean()) throw std::runtime_error(fmt::format("op bench: {}.causal: must be true or false", w));
-    a.causal = r.at("causal").get<bool>();
+    a.causal = bool_at(r, "causal", w);
     a.fwd_s = positive(r, "fwd_s", w);
     a.bwd_s = number_at(r, "bwd_s", w, true);
-    b.attention.push_back(a);
-  }
-  const Json& gemm = need(ops, "gemm", "ops");
-  if (!gemm.is_array()) throw std::runtime_error("op bench: ops.gemm: must be a list");
-  for (std::size_t i = 0; i < gemm.size(); ++i) {
-    const std::string w = fmt::format("ops.gemm[{}]", i);
-    const Json& r = gemm[i];
+    return a;
+  });
+  rows(ops, "gemm", true, false, b.gemm, [](const Json& r, const std::string& w) {
     OpBench::Gemm g;
-    if (!need(r, "op", w).is_string()) throw std::runtime_error(fmt::format("op bench: {}.op: must be a string", w));
-    g.op = r.at("op").get<std::string>();
+    g.op = string_at(r, "op", w);
     g.M = positive(r, "M", w), g.N = positive(r, "N", w), g.K = positive(r, "K", w), g.s = positive(r, "s", w);
-    b.gemm.push_back(g);
-  }
-  if (ops.contains("eager")) {
-    const Json& eager = ops.at("eager");
-    if (!eager.is_array()) throw std::runtime_error("op bench: ops.eager: must be a list");
-    for (std::size_t i = 0; i < eager.size(); ++i) {
-      const std::string w = fmt::format("ops.eager[{}]", i);
-      const Json& r = eager[i];
-      OpBench::Eager e;
-      if (!need(r, "op", w).is_string()) throw std::runtime_error(fmt::format("op bench: {}.op: must be a string", w));
-      e.op = r.at("op").get<std::string>();
-      e.T = positive(r, "T", w), e.elems = positive(r, "elems", w);
-      e.extra_elems = number_at(r, "extra_elems", w, true);
-      // a backward may take no time (an add passes its gradient through): >= 0; the fit checks its slope
-      e.fwd_s = positive(r, "fwd_s", w), e.bwd_s = number_at(r, "bwd_s", w, true);
-      b.eager.push_back(e);
-    }
-  }
-  if (ops.contains("zero_step")) {
-    const Json& zs = ops.at("zero_step");
-    if (!zs.is_array()) throw std::runtime_error("op bench: ops.zero_step: must be a list");
-    for (std::size_t i = 0; i < zs.size(); ++i) {
-      const std::string w = fmt::format("ops.zero_step[{}]", i);
-      const Json& r = zs[i];
-      OpBench::ZeroStep z;
-      for (const char* k : {"offload_optimizer", "torch_adam"})
-        if (!need(r, k, w).is_boolean()) throw std::runtime_error(fmt::format("op bench: {}.{}: must be true or false", w, k));
-      z.offload_optimizer = r.at("offload_optimizer").get<bool>();
-      z.torch_adam = r.at("torch_adam").get<bool>();
-      z.params = positive(r, "params", w), z.step_s = positive(r, "step_s", w), z.bwd_s = positive(r, "bwd_s", w);
-      b.zero_step.push_back(z);
-    }
-  }
+    return g;
+  });
+  rows(ops, "eager", false, false, b.eager, [](const Json& r, const std::string& w) {
+    OpBench::Eager e;
+    e.op = string_at(r, "op", w);
+    e.T = positive(r, "T", w), e.elems = positive(r, "elems", w);
+    e.extra_elems = number_at(r, "extra_elems", w, true);
+    // a backward may take no time (an add passes its gradient through): >= 0; the fit checks its slope
+    e.fwd_s = positive(r, "fwd_s", w), e.bwd_s = number_at(r, "bwd_s", w, true);
+    return e;
+  });
+  rows(ops, "zero_step", false, false, b.zero_step, [](const Json& r, const std::string& w) {
+    OpBench::ZeroStep z;
+    z.offload_optimizer = bool_at(r, "offload_optimizer", w);
+    z.torch_adam = bool_at(r, "torch_adam", w);
+    z.params = positive(r, "params", w), z.step_s = positive(r, "step_s", w), z.bwd_s = positive(r, "bwd_s", w);
+    return z;
+  });
   if (ops.contains("adamw")) {
     const Json& a = ops.at("adamw");
     b.adamw_params = static_cast<std::int64_t>(positive(a, "params", "ops.adamw"));
