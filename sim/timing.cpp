@@ -238,7 +238,7 @@ struct GenericExchange {
 core::seconds_t exchange_phase_s(const Scenario& sc, const Dims& d, const Curve* c, GenericExchange& g) {
   // P = 1: nothing moves, but our runtime still copies each tensor once between the two layouts (the
   // single chunk is the tensor in both; one pack or unpack kernel per tensor: runtime/cuda/exchange.cpp
-  // Exchanger::run): read + write of every byte at the copy bandwidth
+  // Exchanger::run lines 79, 113, 125, 153; docs/MODEL.md "All-to-all"): read + write of every byte at the copy bandwidth
   if (d.P <= 1) return 2 * g.bytes / (copy_GBps(sc) * kGBps);
   if (!c) return g.time_s(sc, d);
   const double bytes = g.bytes;
