@@ -189,6 +189,7 @@ def eager(model, tokens):
             q = rnd(1, T, H, D).transpose(1, 2)
             k = rnd(1, T, KV, D).transpose(1, 2)
             pos = torch.arange(T, device="cuda", dtype=torch.float32)
+            # cos/sin of the positions (any base: the values do not change the time of the ops on them)
             inv = 1.0 / (500000.0 ** (torch.arange(0, D, 2, device="cuda", dtype=torch.float32) / D))
             emb = torch.cat((torch.outer(pos, inv),) * 2, dim=-1)[None]
             cos, sin = emb.cos().to(torch.bfloat16), emb.sin().to(torch.bfloat16)
