@@ -233,10 +233,6 @@ core::bytes_t logits_loss_bytes(const Dims& d) {
 core::bytes_t gpu_capacity_bytes(const Scenario& sc) { return sc.hw.hbm_bytes; }
 core::bytes_t host_capacity_bytes(const Scenario& sc) { return resolved_host_ram_bytes(sc); }
 
-const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu) {
-  return gpu_memory(sc, d, model_terms(model_terms_key(sc)), gpu);
-}
-
 const char* gpu_memory(const Scenario& sc, const Dims& d, const ModelTerms& mt, MemoryBreakdown& gpu) {
   const Plan& pl = sc.plan;
   const double Pn = static_cast<double>(d.total_params);

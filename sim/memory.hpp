@@ -53,8 +53,7 @@ core::bytes_t kv_bytes_per_rank(const Dims& d);  // B * S_l * max(H_kv, P) * D *
 
 // Fills p.gpu (per GPU peak), p.host (per node) and their capacities / fit flags.
 // Returns the moment at which the GPU peak happens (a string literal, docs/MODEL.md).
-// mt: model_terms(model_terms_key(sc)) (sim/model_terms.hpp), which the first form computes.
-const char* gpu_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& gpu);
+// mt: model_terms(model_terms_key(sc, d)) (sim/model_terms.hpp).
 const char* gpu_memory(const Scenario& sc, const Dims& d, const ModelTerms& mt, MemoryBreakdown& gpu);
 void host_memory(const Scenario& sc, const Dims& d, MemoryBreakdown& host);
 // Logits + loss working set: 14 bytes per logit of one tile (the whole B*S_l*V when untiled)

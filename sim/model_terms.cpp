@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/memory.hpp"
 #include "sim/model.hpp"
 
 namespace ulysses {
-
+namespace {
 constexpr double kSubGroupSize = 1e9;  // DeepSpeed ZeRO-3 sub_group_size default (zero/config.py)
+}  // namespace
 
 // The largest ZeRO-3 optimizer sub-group, in elements of one rank's partition. DeepSpeed walks the
 // parameters in model order adding each one's partition (ceil(numel / N)) and closes a sub-group
@@ -48,7 +50,7 @@ double largest_sub_group(const ModelSpec& mo, double N) {
   return std::max(best, cur);  // the last parameter closes the last group
 }
 
-ModelTermsKey model_terms_key(const Scenario& sc) {
+ModelTermsKey model_terms_key(const Scenario& sc, const Dims& d) {
   const ModelSpec& mo = sc.model;
   const Plan& pl = sc.plan;
   ModelTermsKey k;
@@ -58,8 +60,8 @@ ModelTermsKey model_terms_key(const Scenario& sc) {
   k.zero_stage = pl.zero_stage;
   k.offload_optimizer = pl.offload_optimizer, k.tiled_logits = pl.tiled_logits;
   k.reduce_bucket_size = pl.reduce_bucket_size;
-  k.P = pl.sp_size;
-  k.zero_group = pl.dp_shard_size * pl.sp_size;
+  k.P = d.P;
+  k.zero_group = d.zero_group;
   return k;
 }
 

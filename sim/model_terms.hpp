@@ -9,6 +9,8 @@
 
 namespace ulysses {
 
+struct Dims;  // sim/memory.hpp
+
 // Every input of ModelTerms (so model_terms() cannot read anything a cache keyed on it misses).
 struct ModelTermsKey {
   std::int64_t L = 0, h = 0, H = 0, H_kv = 0, D = 0, F = 0, V = 0;
@@ -16,10 +18,11 @@ struct ModelTermsKey {
   int zero_stage = 0;
   bool offload_optimizer = false, tiled_logits = false;
   double reduce_bucket_size = 0;
-  std::int64_t P = 1, zero_group = 1;  // sp_size; dp_shard_size * sp_size (Dims::zero_group)
+  std::int64_t P = 1, zero_group = 1;  // Dims::P, Dims::zero_group
   bool operator==(const ModelTermsKey&) const = default;
 };
-ModelTermsKey model_terms_key(const Scenario& sc);
+// d: derive_dims(sc) (sim/memory.hpp), where P and the ZeRO group are derived once
+ModelTermsKey model_terms_key(const Scenario& sc, const Dims& d);
 
 struct ModelTerms {
   double layer_grad = 0;         // the largest layer parameter above reduce_bucket_size (elements); 0: none

@@ -17,8 +17,8 @@ struct TermsCache {
   ModelTermsKey key[kEntries];
   ModelTerms terms[kEntries];
   int n = 0, last = 0;
-  ModelTerms get(const Scenario& sc) {
-    const ModelTermsKey k = model_terms_key(sc);
+  const ModelTerms& get(const Scenario& sc, const Dims& d) {
+    const ModelTermsKey k = model_terms_key(sc, d);
     if (n > 0 && key[last] == k) return terms[last];
     for (int i = 0; i < n; ++i)
       if (key[i] == k) return terms[last = i];
@@ -30,12 +30,7 @@ struct TermsCache {
 };
 thread_local TermsCache t_terms;
 
-}  // namespace
-
-Prediction predict(const Scenario& sc) { return predict(sc, t_terms.get(sc)); }
-
-Prediction predict(const Scenario& sc, const ModelTerms& mt) {
-  const Dims d = derive_dims(sc);
+Prediction predict_with(const Scenario& sc, const Dims& d, const ModelTerms& mt) {
   Prediction p;
   p.seq_len = d.S_req;
   p.padded_seq_len = d.S;
@@ -70,5 +65,14 @@ Prediction predict(const Scenario& sc, const ModelTerms& mt) {
   }
   return p;
 }
+
+}  // namespace
+
+Prediction predict(const Scenario& sc) {
+  const Dims d = derive_dims(sc);
+  return predict_with(sc, d, t_terms.get(sc, d));
+}
+
+Prediction predict(const Scenario& sc, const ModelTerms& mt) { return predict_with(sc, derive_dims(sc), mt); }
 
 }  // namespace ulysses

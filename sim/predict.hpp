@@ -11,7 +11,7 @@ namespace ulysses {
 // What depends on the model and the plan's ZeRO settings alone (sim/model_terms.hpp) is computed
 // once per structure: each thread keeps the last few, looked up by their whole key.
 Prediction predict(const Scenario& sc);
-// The same with the model terms given: mt = model_terms(model_terms_key(sc)).
+// The same with the model terms given: mt = model_terms(model_terms_key(sc, derive_dims(sc))).
 Prediction predict(const Scenario& sc, const ModelTerms& mt);
 
 }  // namespace ulysses

@@ -271,12 +271,6 @@ void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 
   block[static_cast<int>(core::BlockPhase::a2a_qkv_bwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(core::BlockPhase::attn_bwd)]);
 }
 
-double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step) {
-  std::array<core::seconds_t, 6> blk{};
-  block_times(sc, d, blk);
-  return step_times(sc, d, blk, step);
-}
-
 double step_times(const Scenario& sc, const Dims& d, const std::array<core::seconds_t, 6>& blk, PhaseTimes& step) {
   const Plan& pl = sc.plan;
   const double L = static_cast<double>(d.L), T = tokens(d);

@@ -41,9 +41,8 @@ core::seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K);
 core::seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped);
 // The six block phases of one layer (indexed by BlockPhase), forward and backward once.
 void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 6>& block);
-// Every step phase (docs/DESIGN.md names), in a fixed order; returns FLOPs executed per GPU.
-double step_times(const Scenario& sc, const Dims& d, PhaseTimes& step);
-// The same with this scenario's block_times() given (predict() has them already).
+// Every step phase (docs/DESIGN.md names), in a fixed order, given this scenario's block_times();
+// returns FLOPs executed per GPU.
 double step_times(const Scenario& sc, const Dims& d, const std::array<core::seconds_t, 6>& block, PhaseTimes& step);
 
 }  // namespace ulysses

@@ -1,14 +1,17 @@
 // predict()'s per-thread model terms (sim/model_terms.hpp): every field of every prediction equals
-// the one computed with freshly derived terms, over scenarios visited so that the cache hits, misses
-// and evicts (each key field changed alone, structures revisited); presets and test fixtures.
+// the one computed with terms derived from the scenario itself (not through the cache's key), over
+// scenarios visited so that the cache hits, misses and evicts (each key field changed alone, structures revisited); presets and test fixtures.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "sim/config.hpp"
+#include "sim/memory.hpp"
+#include "sim/model.hpp"
 #include "sim/model_terms.hpp"
 #include "sim/predict.hpp"
 #include "tests/sim/fixtures.hpp"
@@ -17,6 +20,22 @@ using namespace ulysses;
 using namespace ulysses::test;
 
 namespace {
+
+// The terms computed from the scenario itself (its model, plan and dims), without ModelTermsKey: what
+// the cache must give back. If the key left out an input the terms read, this would differ from it.
+ModelTerms direct_terms(const Scenario& sc) {
+  const Dims d = derive_dims(sc);
+  ModelTerms t;
+  const LayerParams lp = layer_params(sc.model);
+  for (int i = 0; i < lp.n; ++i)
+    if (double(lp.p[i].numel) > sc.plan.reduce_bucket_size) t.layer_grad = std::max(t.layer_grad, double(lp.p[i].numel));
+  if (sc.plan.zero_stage >= 3) {
+    t.flushes = reduce_flushes(sc.model, BucketPlan{sc.plan.reduce_bucket_size, sc.plan.offload_optimizer, sc.plan.tiled_logits},
+                               d.zero_group, d.P == 1);
+    if (!sc.plan.offload_optimizer) t.largest_sub_group = largest_sub_group(sc.model, static_cast<double>(d.zero_group));
+  }
+  return t;
+}
 
 // Bit equality of doubles (so -0.0 vs 0.0 or a NaN would count as different).
 bool same(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -69,6 +88,11 @@ TEST_CASE("predict(): the per-thread model terms give every field the fresh term
       preset("qwen3-4b", "h200-sxm-141gb", 8, 8),   // tied embeddings, q/k norms; the calibrated profile
       preset("qwen3-32b", "a100-sxm-80gb", 16, 8),
       preset("llama-3.1-405b", "h200-sxm-141gb", 64, 8),
+      [] {  // ZeRO-3 sharded over dp x sp (zero_group 16 != P 8), optimizer on the GPU, q/k/v biases
+        Scenario s = make_scenario(llama31_8b(), h100_sxm(), 16, 8, 131072);
+        s.plan.offload_optimizer = false, s.plan.torch_adam = true, s.model.qkv_bias = true;
+        return s;
+      }(),
   };
   // One change at a time, each applied on top of the previous ones: every ModelTermsKey field (the
   // model's shape, ZeRO stage, optimizer offload, tiled logits, bucket size, sp and dp sizes) and
@@ -112,11 +136,16 @@ TEST_CASE("predict(): the per-thread model terms give every field the fresh term
       for (std::size_t i = 0; i < seen.size(); ++i) order.push_back(&seen[(i * 7) % seen.size()]);
       for (std::size_t i = 0; i < order.size(); ++i) {
         const Scenario& x = *order[i];
-        if (i > 0 && model_terms_key(x) == model_terms_key(*order[i - 1])) ++hit_same_key;
-        const Prediction cached = predict(x);
-        const Prediction fresh = predict(x, model_terms(model_terms_key(x)));
+        if (i > 0 && model_terms_key(x, derive_dims(x)) == model_terms_key(*order[i - 1], derive_dims(*order[i - 1])))
+          ++hit_same_key;
         INFO(x.model.name << " on " << x.hw.name << ", step " << i);
-        REQUIRE(first_difference(cached, fresh) == "");
+        // the terms through the key equal the terms from the scenario itself (a key missing an input differs)
+        const ModelTerms direct = direct_terms(x), keyed = model_terms(model_terms_key(x, derive_dims(x)));
+        REQUIRE(same(keyed.layer_grad, direct.layer_grad));
+        REQUIRE(same(keyed.largest_sub_group, direct.largest_sub_group));
+        for (int f = 0; f < kFlushPlaces; ++f) REQUIRE(keyed.flushes.epilogue_bytes[f] == direct.flushes.epilogue_bytes[f]);
+        // and the cached prediction is the one with those terms
+        REQUIRE(first_difference(predict(x), predict(x, direct)) == "");
         ++compared;
       }
     }
@@ -131,7 +160,7 @@ TEST_CASE("model terms: a change of each key field alone changes some term", "[s
   Scenario s = make_scenario(llama31_8b(), h100_sxm(), 8, 1, 65536);
   s.plan.offload_optimizer = false;
   s.plan.reduce_bucket_size = 1e8;
-  const ModelTermsKey k = model_terms_key(s);
+  const ModelTermsKey k = model_terms_key(s, derive_dims(s));
   ModelTermsKey tied = k;
   tied.tied_embeddings = true, tied.reduce_bucket_size = 2e9;  // a bucket the head fills only in part
   auto differs = [&](const std::function<void(ModelTermsKey&)>& change, const ModelTermsKey* from = nullptr) {
