@@ -106,12 +106,8 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
     } else if (k == "eager_bytes_per_elem") {
       for (const auto& [op, rate] : map_items(v, wk)) {
         const Where wo = wk.child(op);
+        parse_choice(Scalar{op, false}, wo, std::vector<std::string>(kEagerRateKeys.begin(), kEagerRateKeys.end()));
         const int i = eager_rate_index(op);
-        if (i < 0) {
-          std::string keys;
-          for (const auto& name : kEagerRateKeys) keys += (keys.empty() ? "" : ", ") + std::string(name);
-          wo.fail("must be one of " + keys);
-        }
         c.eager_bytes_per_elem[static_cast<std::size_t>(i)] = positive_number(scalar_of(rate, wo, "a number"), wo);
       }
     } else if (k == "zero3_torch_adamw_step_ns_per_param") {
@@ -164,8 +160,9 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   if (c.nccl_buffer_bytes >= 0) line("nccl_buffer_GiB", gib_text(c.nccl_buffer_bytes));
   if (c.pytorch_context_bytes >= 0) line("pytorch_context_GiB", gib_text(c.pytorch_context_bytes));
   if (c.pytorch_nccl_buffer_bytes >= 0) line("pytorch_nccl_buffer_GiB", gib_text(c.pytorch_nccl_buffer_bytes));
-  if (c.torch_adamw_s_per_param > 0) line("torch_adamw_ns_per_param", number(c.torch_adamw_s_per_param * 1e9));
-  if (c.cpu_adam_s_per_param > 0) line("cpu_adam_ns_per_param", number(c.cpu_adam_s_per_param * 1e9));
+  // seconds per parameter written in ns, exactly (scaled(): the text reads back to the same double)
+  if (c.torch_adamw_s_per_param > 0) line("torch_adamw_ns_per_param", scaled(c.torch_adamw_s_per_param, 1e-9));
+  if (c.cpu_adam_s_per_param > 0) line("cpu_adam_ns_per_param", scaled(c.cpu_adam_s_per_param, 1e-9));
   if (std::any_of(c.eager_bytes_per_elem.begin(), c.eager_bytes_per_elem.end(), [](double x) { return x > 0; })) {
     out += pad + "eager_bytes_per_elem:\n";
     for (int i = 0; i < kEagerRates; ++i)
@@ -175,7 +172,7 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   for (const auto& [key, v] : {std::pair{"zero3_torch_adamw_step_ns_per_param", c.zero3_torch_adamw_step_s_per_param},
                                std::pair{"zero3_offload_step_ns_per_param", c.zero3_offload_step_s_per_param},
                                std::pair{"zero3_offload_grads_ns_per_param", c.zero3_offload_grads_s_per_param}})
-    if (v > 0) line(key, number(v * 1e9));
+    if (v > 0) line(key, scaled(v, 1e-9));
   if (c.pack_GBps > 0) line("pack_GBps", number(c.pack_GBps));
   if (c.a2a_alpha_per_tensor_s >= 0) line("a2a_alpha_per_tensor_us", scaled(c.a2a_alpha_per_tensor_s, kUs));
   if (!c.a2a_transport.empty()) line("a2a_transport", c.a2a_transport);

@@ -2,6 +2,7 @@
 // What predict() returns. Fixed-size, allocation-free (predict() must run >= 1e6/s/core).
 // Term and phase names are string literals with static storage.
 #include <array>
+#include <stdexcept>
 #include <cstdint>
 
 #include "core/phases.hpp"
@@ -38,7 +39,10 @@ struct PhaseTimes {
   static constexpr int kMax = 48;
   std::array<NamedTime, kMax> phases{};
   int n = 0;
-  void add(const char* name, core::seconds_t t) { phases[n++] = {name, t}; }
+  void add(const char* name, core::seconds_t t) {
+    if (n >= kMax) throw std::logic_error("PhaseTimes: more than kMax step phases");  // a model change outgrew it
+    phases[n++] = {name, t};
+  }
   core::seconds_t total() const {
     core::seconds_t t = 0;
     for (int i = 0; i < n; ++i) t += phases[i].time_s;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <vector>
 
+#include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
 #include "runtime/cuda/cuda_check.hpp"

@@ -438,6 +438,12 @@ void require_same(const Scenario& a, const Scenario& b) {
   CHECK(c.cuda_context_bytes == d.cuda_context_bytes);
   CHECK(c.nccl_buffer_bytes == d.nccl_buffer_bytes);
   CHECK(c.pack_GBps == d.pack_GBps);
+  CHECK(c.eager_bytes_per_elem == d.eager_bytes_per_elem);  // the unmeasured ones stay -1
+  CHECK(c.torch_adamw_s_per_param == d.torch_adamw_s_per_param);  // exact: written by scaled()
+  CHECK(c.cpu_adam_s_per_param == d.cpu_adam_s_per_param);
+  CHECK(c.zero3_torch_adamw_step_s_per_param == d.zero3_torch_adamw_step_s_per_param);
+  CHECK(c.zero3_offload_step_s_per_param == d.zero3_offload_step_s_per_param);
+  CHECK(c.zero3_offload_grads_s_per_param == d.zero3_offload_grads_s_per_param);
   const Plan &p = a.plan, &q = b.plan;
   CHECK(p.sp_size == q.sp_size);
   CHECK(p.dp_replicate_size == q.dp_replicate_size);
@@ -474,6 +480,13 @@ Calibration sample_calibration() {
   c.cuda_context_bytes = 537919488;
   c.nccl_buffer_bytes = 1LL << 30;
   c.pack_GBps = 2950;
+  c.eager_bytes_per_elem[static_cast<std::size_t>(EagerRate::rmsnorm_fwd)] = 59.03;
+  c.eager_bytes_per_elem[static_cast<std::size_t>(EagerRate::loss_bwd)] = 29.68;
+  c.torch_adamw_s_per_param = 0.02312e-9;
+  c.cpu_adam_s_per_param = 0.2634e-9;
+  c.zero3_torch_adamw_step_s_per_param = 0.03924e-9;
+  c.zero3_offload_step_s_per_param = 0.9462e-9;
+  c.zero3_offload_grads_s_per_param = 0.1572e-9;
   return c;
 }
 
@@ -542,6 +555,11 @@ TEST_CASE("calibrated section: parsed and validated, bad keys named", "[config]"
   CHECK(with_cal("  gemm_eff: [1, 2]\n") == "calibrated.gemm_eff[0]: must be a point [x, y]");
   CHECK(with_cal("  pack_gbps: 3\n") == "calibrated.pack_gbps: unknown key (did you mean 'pack_GBps'?)");
   CHECK(with_cal("  a2a_alpha_us: 3\n").empty());
+  CHECK(with_cal("  eager_bytes_per_elem:\n    rmsnorm.fwd: 59\n    layernorm.fwd: 3\n")
+            .rfind("calibrated.eager_bytes_per_elem.layernorm.fwd: must be one of rmsnorm.fwd, ", 0) == 0);
+  CHECK(with_cal("  eager_bytes_per_elem:\n    rope.bwd: 0\n").rfind("calibrated.eager_bytes_per_elem.rope.bwd: must be", 0) == 0);
+  CHECK(with_cal("  zero3_offload_step_ns_per_param: -1\n").rfind("calibrated.zero3_offload_step_ns_per_param: must be", 0) == 0);
+  CHECK(with_cal("  eager_bytes_per_elem:\n    loss.fwd: 31.3\n").empty());
 }
 
 TEST_CASE("profile files: every figure required, sources checked", "[config]") {
