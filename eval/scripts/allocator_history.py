@@ -10,10 +10,14 @@ allocated peak, and what stays mapped under memory pressure at that peak: the 20
 (the large pool's expandable-segment granule, c10/cuda/CUDACachingAllocator.cpp kLargeBuffer) that the
 live blocks touch, less the live bytes (docs/MODEL.md "Fixed costs and fragmentation"). No torch needed.
 
-Usage: allocator_history.py FILE.pickle [--growths N] [--frames K]
+Usage: allocator_history.py FILE.pickle [--growths N] [--frames K] [--trace OUT.txt]
+--trace writes the allocations and frees of the history in the replay format of
+sim/caching_allocator.hpp (read by `ulysses allocator-replay` and tests/sim): the input of the
+allocator simulation's check against the allocator itself (docs/MODEL.md "Reserved memory").
 Exit 2 with one line on a file that is not such a history.
 """
 import argparse
+import os
 import pickle
 import sys
 
@@ -46,12 +50,44 @@ def granule_bytes(live, base):
     return len(touched) * GRANULE
 
 
+def write_trace(path, evs, source):
+    """Replay trace: one line per event, in order. `a ID BYTES STREAM` an allocation (the requested
+    size; the allocator rounds it), `f ID` its block returned to the pool (free_completed), `m BYTES
+    STREAM` / `u BYTES STREAM` a mapping grown / released (the measurement the replay is checked
+    against). IDs number the allocations; streams are numbered in order of first use (0 = the first)."""
+    ids, streams, lines = {}, {}, []
+    n = 0
+    res = peak = 0
+    for ev in evs:
+        act, size = ev["action"], int(ev.get("size", 0))
+        st = streams.setdefault(int(ev.get("stream", 0)), len(streams))
+        if act == "alloc":
+            ids[ev["addr"]] = n
+            lines.append(f"a {n} {size} {st}")
+            n += 1
+        elif act == "free_completed" and ev["addr"] in ids:
+            lines.append(f"f {ids.pop(ev['addr'])}")
+        elif act in GROW:
+            res += size
+            peak = max(peak, res)
+            lines.append(f"m {size} {st}")
+        elif act in SHRINK:
+            res -= size
+            lines.append(f"u {size} {st}")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"# ulysses allocator trace v1: {len(lines)} events from {source}; reserved peak {peak} bytes\n")
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file")
     ap.add_argument("--growths", type=int, default=40, help="growth events to list (largest first)")
     ap.add_argument("--frames", type=int, default=4, help="Python frames per event")
     ap.add_argument("--blocks", type=int, default=12, help="live blocks to list at each peak (largest first)")
+    ap.add_argument("--trace", help="also write the replay trace of device 0 to this file")
     a = ap.parse_args(argv)
     try:
         with open(a.file, "rb") as f:
@@ -60,6 +96,9 @@ def main(argv):
     except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError) as e:
         print(f"{a.file}: not a torch memory history ({type(e).__name__}: {e})", file=sys.stderr)
         return 2
+    if a.trace:
+        evs = next((e for e in traces if e), [])
+        write_trace(a.trace, evs, a.file)
     for dev, evs in enumerate(traces):
         if not evs:
             continue

@@ -2,10 +2,10 @@
 # One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
 # Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
-# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|ballast-history|calibrate|finish
+# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|finish
 set -u
 cd "$(dirname "$0")/../.."
-mode=${1:?validate|rest|capacity|compare|diagnose|ballast-history|calibrate|finish}
+mode=${1:?validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|finish}
 export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
 bin=$PWD/.gpu/bin/ulysses
@@ -46,6 +46,19 @@ case $mode in
     done
     timeout 120 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2>&1; echo "calibrate rc $?"; tail -5 $r/calibrate.log ;;
+  alloc-trace)  # the allocator's own record of eight validation cases, as replay traces for the
+    # allocator simulation's check (docs/MODEL.md "Reserved memory"); one warm-up and one timed step each
+    for c in ${ALLOC_TRACE_CASES:-llama8b-l2-none-s16k llama8b-l2-tlog-s32k llama8b-l2-tmlp-s64k llama8b-l2-all-s96k \
+             qwen3-4b-l2-none-s16k qwen3-4b-l2-tlog-s48k qwen3-8b-l3-ckoff-s64k qwen3-4b-l2-all-s128k}; do
+      ULYSSES_MEMORY_HISTORY=$r/hist-$c timeout 100 $bin validate --backend deepspeed \
+        --set scenarios/validation/h200-alst.yaml --case $c --warmup 1 --iters 1 --out $r/trace-$c.json > $r/trace-$c.log 2>&1
+      echo "$c rc $? $(( $(date +%s) - t0 )) s"
+      for f in $r/hist-$c*.pickle; do
+        [ -f "$f" ] || continue
+        python3 eval/scripts/allocator_history.py $f --growths 12 --frames 3 --trace $r/trace-$c.txt > $r/hist-$c.txt 2>&1
+        echo "history $c rc $?"; rm -f $f
+      done
+    done ;;
   ballast-history)  # the allocator's history of a capacity probe under its ballast (issue 12: the
     # llama8b-l2-tlog-tmlp-ckoff case; each bisection round is one worker, the last one's history stays)
     c=llama8b-l2-tlog-tmlp-ckoff

@@ -1,0 +1,65 @@
+// Replays a recorded allocator trace through the simulation (eval/alloc_replay.hpp).
+#include "eval/alloc_replay.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/errors.hpp"
+#include "sim/caching_allocator.hpp"
+
+namespace ulysses::eval {
+
+AllocReplay replay_alloc_trace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw core::InputError(path, "file", "cannot be opened");
+  AllocReplay r;
+  CachingAllocatorSim sim;
+  std::unordered_map<std::int64_t, CachingAllocatorSim::Id> ids;  // trace id -> simulated block
+  std::int64_t mapped = 0;
+  std::string line;
+  std::int64_t n = 0;
+  bool header = false;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      header = header || line.rfind("# ulysses allocator trace v1", 0) == 0;
+      continue;
+    }
+    if (!header) throw core::InputError(path, "line " + std::to_string(n), "expected the header '# ulysses allocator trace v1' first");
+    std::istringstream ls(line);
+    char op = 0;
+    std::int64_t a = -1, b = -1, c = -1;
+    ls >> op;
+    const auto bad = [&](const char* rule) { return core::InputError(path, "line " + std::to_string(n), rule); };
+    std::string rest;
+    if (op == 'a') {
+      if (!(ls >> a >> b >> c) || (ls >> rest)) throw bad("must be 'a ID BYTES STREAM'");
+      if (a < 0 || b < 0 || c < 0 || c > 1000000) throw bad("ID, BYTES and STREAM must be non-negative (STREAM <= 1000000)");
+      if (!ids.emplace(a, sim.malloc(b, static_cast<int>(c))).second) throw bad("allocation ID used twice");
+      ++r.allocs;
+    } else if (op == 'f') {
+      if (!(ls >> a) || (ls >> rest)) throw bad("must be 'f ID'");
+      auto it = ids.find(a);
+      if (it == ids.end()) throw bad("frees an ID that is not allocated");
+      sim.free(it->second);
+      ids.erase(it);
+    } else if (op == 'm' || op == 'u') {
+      if (!(ls >> b >> c) || (ls >> rest) || b < 0) throw bad("must be 'm BYTES STREAM' or 'u BYTES STREAM'");
+      mapped += op == 'm' ? b : -b;
+      r.released = r.released || op == 'u';
+      r.measured_peak_reserved = std::max(r.measured_peak_reserved, mapped);
+    } else {
+      throw bad("must start with a, f, m or u");
+    }
+    ++r.events;
+  }
+  if (!header) throw core::InputError(path, "file", "is not an allocator trace (no '# ulysses allocator trace v1' header)");
+  r.simulated_peak_reserved = sim.peak_reserved();
+  r.simulated_peak_allocated = sim.peak_allocated();
+  return r;
+}
+
+}  // namespace ulysses::eval

@@ -1,0 +1,22 @@
+#pragma once
+// A recorded allocator trace (eval/scripts/allocator_history.py --trace) replayed through the allocator
+// simulation (sim/caching_allocator.hpp): the simulation's reserved bytes next to what PyTorch mapped in
+// the same run. The check of the simulation against the allocator itself, alone (docs/MODEL.md
+// "Reserved memory"); nothing of the step model is involved.
+#include <cstdint>
+#include <string>
+
+namespace ulysses::eval {
+
+struct AllocReplay {
+  std::int64_t events = 0, allocs = 0;
+  std::int64_t measured_peak_reserved = 0;   // from the trace's own map / unmap lines
+  std::int64_t simulated_peak_reserved = 0;
+  std::int64_t simulated_peak_allocated = 0;
+  bool released = false;                     // the run unmapped memory (pressure): the simulation does not apply
+};
+
+// Reads and replays one trace. InputError (file, line N, rule) on a malformed line.
+AllocReplay replay_alloc_trace(const std::string& path);
+
+}  // namespace ulysses::eval
