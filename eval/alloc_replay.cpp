@@ -2,6 +2,7 @@
 #include "eval/alloc_replay.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -18,6 +19,7 @@ AllocReplay replay_alloc_trace(const std::string& path) {
   CachingAllocatorSim sim;
   std::unordered_map<std::int64_t, CachingAllocatorSim::Id> ids;  // trace id -> simulated block
   std::int64_t mapped = 0;
+  bool releasing = false;  // inside a run of unmap lines: one empty_cache() of the process
   std::string line;
   std::int64_t n = 0;
   bool header = false;
@@ -33,6 +35,7 @@ AllocReplay replay_alloc_trace(const std::string& path) {
     char op = 0;
     std::int64_t a = -1, b = -1, c = -1;
     ls >> op;
+    if (op != 'u') releasing = false;
     const auto bad = [&](const char* rule) { return core::InputError(path, "line " + std::to_string(n), rule); };
     std::string rest;
     if (op == 'a') {
@@ -49,15 +52,24 @@ AllocReplay replay_alloc_trace(const std::string& path) {
     } else if (op == 'm' || op == 'u') {
       if (!(ls >> b >> c) || (ls >> rest) || b < 0) throw bad("must be 'm BYTES STREAM' or 'u BYTES STREAM'");
       mapped += op == 'm' ? b : -b;
-      r.released = r.released || op == 'u';
+      if (op == 'u' && !releasing) {
+        sim.empty_cache();
+        releasing = true;
+        ++r.releases;
+      }
       r.measured_peak_reserved = std::max(r.measured_peak_reserved, mapped);
     } else {
       throw bad("must start with a, f, m or u");
     }
     ++r.events;
+    // after every allocation and free the reserved bytes agree (a map line precedes the allocation that
+    // caused it; the simulation maps inside malloc)
+    if (op == 'a' || op == 'f') r.max_reserved_gap = std::max(r.max_reserved_gap, std::abs(sim.reserved() - mapped));
   }
   if (!header) throw core::InputError(path, "file", "is not an allocator trace (no '# ulysses allocator trace v1' header)");
   r.simulated_peak_reserved = sim.peak_reserved();
+  r.measured_reserved_end = mapped;
+  r.simulated_reserved_end = sim.reserved();
   r.simulated_peak_allocated = sim.peak_allocated();
   return r;
 }

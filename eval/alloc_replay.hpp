@@ -13,7 +13,9 @@ struct AllocReplay {
   std::int64_t measured_peak_reserved = 0;   // from the trace's own map / unmap lines
   std::int64_t simulated_peak_reserved = 0;
   std::int64_t simulated_peak_allocated = 0;
-  bool released = false;                     // the run unmapped memory (pressure): the simulation does not apply
+  std::int64_t releases = 0;                 // runs of unmap lines, each replayed as one empty_cache()
+  std::int64_t measured_reserved_end = 0, simulated_reserved_end = 0;
+  std::int64_t max_reserved_gap = 0;        // largest |simulated - measured| reserved bytes after any line
 };
 
 // Reads and replays one trace. InputError (file, line N, rule) on a malformed line.

@@ -23,8 +23,10 @@ class CachingAllocatorSim {
   using Id = std::int64_t;
   // Allocates `bytes` on `stream` (any integer naming a stream); returns the block's id.
   Id malloc(std::int64_t bytes, int stream);
-  // Returns a block to its pool (the allocator's free_completed). An unknown id is ignored.
+  // Returns a block to its pool (the allocator's free_completed). An unknown or free id is ignored.
   void free(Id id);
+  // torch.cuda.empty_cache(): every whole granule inside a free block is unmapped.
+  void empty_cache();
 
   std::int64_t reserved() const { return reserved_; }
   std::int64_t peak_reserved() const { return peak_reserved_; }
@@ -33,26 +35,30 @@ class CachingAllocatorSim {
   std::int64_t reserved_on(int stream) const;  // both pools of one stream
 
  private:
+  // A block of a segment: allocated, free (mapped) or unmapped address space.
   struct Block {
-    std::int64_t addr = 0, size = 0;
-    bool free = true;
-    int arena = 0;
+    std::int64_t size = 0;
+    bool allocated = false, mapped = true;
   };
-  // One expandable segment per (stream, pool): blocks by address over its mapped prefix.
+  // One expandable segment per (stream, pool): its blocks by address cover [0, kVirtual).
   struct Arena {
     int stream = 0;
     bool small = false;
-    std::int64_t mapped = 0;  // bytes mapped from address 0
-    std::map<std::int64_t, Id> by_addr;                      // every block (address -> id)
-    std::set<std::pair<std::int64_t, std::int64_t>> free;    // free blocks (size, address)
+    std::int64_t granule = 0, mapped = 0;
+    std::map<std::int64_t, Block> blocks;                  // address -> block
+    std::set<std::pair<std::int64_t, std::int64_t>> free;  // free mapped blocks (size, address)
   };
+  using It = std::map<std::int64_t, Block>::iterator;
   Arena& arena_for(int stream, bool small);
-  Id take(Arena& ar, std::int64_t addr);
-  void split_off(Arena& ar, int arena_index, Id id, std::int64_t size);
-  bool tail_free(const Arena& ar, std::int64_t addr) const;
+  static std::int64_t expandable_size(Arena& ar, It b);
+  It find_expandable(Arena& ar, std::int64_t size);
+  It map_block(Arena& ar, It b, std::int64_t size);
+  It merge(Arena& ar, It b);  // with free neighbours of the same mapped state
+  void add_free(Arena& ar, It b) { ar.free.insert({b->second.size, b->first}); }
+  void drop_free(Arena& ar, It b) { ar.free.erase({b->second.size, b->first}); }
 
   std::vector<Arena> arenas_;
-  std::map<Id, Block> blocks_;
+  std::map<Id, std::pair<int, std::int64_t>> live_;  // id -> (arena, address)
   Id next_id_ = 0;
   std::int64_t reserved_ = 0, peak_reserved_ = 0, allocated_ = 0, peak_allocated_ = 0;
 };
