@@ -6,18 +6,20 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/errors.hpp"
 #include "sim/caching_allocator.hpp"
 
 namespace ulysses::eval {
 
-AllocReplay replay_alloc_trace(const std::string& path) {
+AllocReplay replay_alloc_trace(const std::string& path, std::int64_t min_bytes) {
   std::ifstream in(path);
   if (!in) throw core::InputError(path, "file", "cannot be opened");
   AllocReplay r;
   CachingAllocatorSim sim;
   std::unordered_map<std::int64_t, CachingAllocatorSim::Id> ids;  // trace id -> simulated block
+  std::unordered_set<std::int64_t> skipped;                        // ids below min_bytes
   std::int64_t mapped = 0;
   bool releasing = false;  // inside a run of unmap lines: one empty_cache() of the process
   std::string line;
@@ -41,11 +43,17 @@ AllocReplay replay_alloc_trace(const std::string& path) {
     if (op == 'a') {
       if (!(ls >> a >> b >> c) || (ls >> rest)) throw bad("must be 'a ID BYTES STREAM'");
       if (a < 0 || b < 0 || c < 0 || c > 1000000) throw bad("ID, BYTES and STREAM must be non-negative (STREAM <= 1000000)");
-      if (!ids.emplace(a, sim.malloc(b, static_cast<int>(c))).second) throw bad("allocation ID used twice");
-      ++r.allocs;
+      if (ids.count(a) || skipped.count(a)) throw bad("allocation ID used twice");
+      if (b < min_bytes) {
+        skipped.insert(a);
+      } else {
+        ids.emplace(a, sim.malloc(b, static_cast<int>(c)));
+        ++r.allocs;
+      }
     } else if (op == 'f') {
       if (!(ls >> a) || (ls >> rest)) throw bad("must be 'f ID'");
       auto it = ids.find(a);
+      if (it == ids.end() && skipped.erase(a)) continue;
       if (it == ids.end()) throw bad("frees an ID that is not allocated");
       sim.free(it->second);
       ids.erase(it);

@@ -18,7 +18,9 @@ struct AllocReplay {
   std::int64_t max_reserved_gap = 0;        // largest |simulated - measured| reserved bytes after any line
 };
 
-// Reads and replays one trace. InputError (file, line N, rule) on a malformed line.
-AllocReplay replay_alloc_trace(const std::string& path);
+// Reads and replays one trace. InputError (file, line N, rule) on a malformed line. min_bytes > 0: the
+// allocations smaller than that (and their frees) are left out of the replay, to see how much of the
+// sequence a prediction must know (docs/MODEL.md "Reserved memory").
+AllocReplay replay_alloc_trace(const std::string& path, std::int64_t min_bytes = 0);
 
 }  // namespace ulysses::eval

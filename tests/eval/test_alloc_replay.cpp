@@ -3,6 +3,8 @@
 // through sim/caching_allocator; the reserved bytes must agree after every allocation and free.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -28,6 +30,34 @@ TEST_CASE("allocator sim replays the recorded traces byte for byte", "[eval][all
     CHECK(r.simulated_reserved_end == r.measured_reserved_end);
   }
   CHECK(n >= 8);
+}
+
+// How much of the sequence a prediction must know: the small pool (<= 1 MiB) does not matter for the
+// peak; blocks of 16-64 MiB do. The table: build/tests/ulysses_tests "[.alloc-sensitivity]" -s
+TEST_CASE("allocator sim: the small pool hardly moves the reserved peak", "[eval][allocator]") {
+  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
+    if (e.path().filename().string().rfind("trace-", 0) != 0) continue;
+    const eval::AllocReplay all = eval::replay_alloc_trace(e.path().string());
+    const eval::AllocReplay large = eval::replay_alloc_trace(e.path().string(), (1 << 20) + 1);
+    INFO(e.path().string());
+    CHECK(large.allocs < all.allocs);
+    CHECK(std::abs(double(large.simulated_peak_reserved) / double(all.simulated_peak_reserved) - 1) < 1e-3);
+  }
+}
+
+TEST_CASE("allocator sim: the reserved peak without the allocations below 1, 16, 64 MiB", "[.alloc-sensitivity]") {
+  std::printf("# trace                                   peak   >1MiB  >=16MiB >=64MiB\n");
+  std::printf("#                                        (GiB)    (%%)     (%%)     (%%)\n");
+  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("trace-", 0) != 0) continue;
+    const double all = double(eval::replay_alloc_trace(e.path().string()).simulated_peak_reserved);
+    const auto err = [&](std::int64_t mn) {
+      return 100 * (double(eval::replay_alloc_trace(e.path().string(), mn).simulated_peak_reserved) / all - 1);
+    };
+    std::printf("  %-38s %6.2f %+6.2f %+7.2f %+7.2f\n", name.c_str(), all / double(1 << 30), err((1 << 20) + 1),
+                err(16 << 20), err(64 << 20));
+  }
 }
 
 TEST_CASE("allocator trace: a malformed line is one input error naming the line", "[eval][allocator]") {
