@@ -94,19 +94,23 @@ void apply_eager(const std::vector<runtime::deepspeed::OpBench::Eager>& rows, do
   }
 }
 
-// ZeRO-3's step per parameter, on the GPU (torch AdamW only: FusedAdam is another optimizer) and
-// offloaded; the offload's gradient copies = its backward less the GPU run's, per parameter.
+// ZeRO-3's step per parameter, on the GPU with either optimizer (torch AdamW, DeepSpeed's FusedAdam)
+// and offloaded; the offload's gradient copies = its backward less a GPU run's, per parameter.
 void apply_zero_step(const std::vector<runtime::deepspeed::OpBench::ZeroStep>& rows, Calibration& c,
                      std::vector<std::string>& out) {
-  const runtime::deepspeed::OpBench::ZeroStep *gpu = nullptr, *off = nullptr;
-  for (const auto& r : rows) (r.offload_optimizer ? off : gpu) = &r;
-  if (gpu && gpu->torch_adam) {
-    c.zero3_torch_adamw_step_s_per_param = gpu->step_s / gpu->params;
+  const runtime::deepspeed::OpBench::ZeroStep *torch_gpu = nullptr, *fused_gpu = nullptr, *off = nullptr;
+  for (const auto& r : rows) (r.offload_optimizer ? off : r.torch_adam ? torch_gpu : fused_gpu) = &r;
+  if (torch_gpu) {
+    c.zero3_torch_adamw_step_s_per_param = torch_gpu->step_s / torch_gpu->params;
     out.push_back(fmt::format("zero3_torch_adamw_step_ns_per_param: {:.4g} (engine.step(), {:.4g} parameters)",
-                              c.zero3_torch_adamw_step_s_per_param * 1e9, gpu->params));
-  } else if (gpu) {
-    out.push_back("zero3_torch_adamw_step_ns_per_param: not filed (the bench's GPU optimizer was FusedAdam)");
+                              c.zero3_torch_adamw_step_s_per_param * 1e9, torch_gpu->params));
   }
+  if (fused_gpu) {
+    c.zero3_fused_adam_step_s_per_param = fused_gpu->step_s / fused_gpu->params;
+    out.push_back(fmt::format("zero3_fused_adam_step_ns_per_param: {:.4g} (engine.step() with FusedAdam, {:.4g} parameters)",
+                              c.zero3_fused_adam_step_s_per_param * 1e9, fused_gpu->params));
+  }
+  const runtime::deepspeed::OpBench::ZeroStep* gpu = torch_gpu ? torch_gpu : fused_gpu;
   if (off) {
     c.zero3_offload_step_s_per_param = off->step_s / off->params;
     out.push_back(fmt::format("zero3_offload_step_ns_per_param: {:.4g} (engine.step() with offload_optimizer, {:.4g} parameters)",

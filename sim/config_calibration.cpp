@@ -18,7 +18,8 @@ const std::vector<std::string> kCalibrationKeys = {
     "host_link_h2d_GBps", "host_link_d2h_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
     "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us",
     "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param",
-    "eager_bytes_per_elem", "zero3_torch_adamw_step_ns_per_param", "zero3_offload_step_ns_per_param",
+    "eager_bytes_per_elem", "zero3_torch_adamw_step_ns_per_param", "zero3_fused_adam_step_ns_per_param",
+    "zero3_offload_step_ns_per_param",
     "zero3_offload_grads_ns_per_param"};
 
 // A curve: a list of [x, y] pairs, x > 0 strictly increasing; y checked by `y_rule`.
@@ -112,6 +113,8 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
       }
     } else if (k == "zero3_torch_adamw_step_ns_per_param") {
       c.zero3_torch_adamw_step_s_per_param = positive_number(num("a number"), wk) * 1e-9;
+    } else if (k == "zero3_fused_adam_step_ns_per_param") {
+      c.zero3_fused_adam_step_s_per_param = positive_number(num("a number"), wk) * 1e-9;
     } else if (k == "zero3_offload_step_ns_per_param") {
       c.zero3_offload_step_s_per_param = positive_number(num("a number"), wk) * 1e-9;
     } else if (k == "zero3_offload_grads_ns_per_param") {
@@ -170,6 +173,7 @@ std::string calibration_yaml(const Calibration& c, int indent) {
         out += fmt::format("{}  {}: {}\n", pad, kEagerRateKeys[static_cast<std::size_t>(i)], number(x));
   }
   for (const auto& [key, v] : {std::pair{"zero3_torch_adamw_step_ns_per_param", c.zero3_torch_adamw_step_s_per_param},
+                               std::pair{"zero3_fused_adam_step_ns_per_param", c.zero3_fused_adam_step_s_per_param},
                                std::pair{"zero3_offload_step_ns_per_param", c.zero3_offload_step_s_per_param},
                                std::pair{"zero3_offload_grads_ns_per_param", c.zero3_offload_grads_s_per_param}})
     if (v > 0) line(key, scaled(v, 1e-9));

@@ -87,10 +87,12 @@ struct Calibration {
   // (sim/eager.hpp; profile keys calibrated.eager_bytes_per_elem.<op>.<pass>); < 0: not measured
   std::array<double, kEagerRates> eager_bytes_per_elem = eager_unmeasured();
   // (added with the op bench's zero_step rows) DeepSpeed ZeRO-3 around the optimizer, per parameter of
-  // the rank's partition: engine.step() with torch.optim.AdamW on the GPU; engine.step() with
-  // offload_optimizer (DeepSpeedCPUAdam, one process); the backward's extra time with offload (the
-  // gradient partitions' copies to the host). Seconds per parameter; < 0: not measured
+  // the rank's partition: engine.step() with torch.optim.AdamW on the GPU; with DeepSpeed's FusedAdam
+  // on the GPU (plan.torch_adam false); engine.step() with offload_optimizer (DeepSpeedCPUAdam, one
+  // process); the backward's extra time with offload (the gradient partitions' copies to the host).
+  // Seconds per parameter; < 0: not measured
   double zero3_torch_adamw_step_s_per_param = -1;
+  double zero3_fused_adam_step_s_per_param = -1;
   double zero3_offload_step_s_per_param = -1;
   double zero3_offload_grads_s_per_param = -1;
 };

@@ -380,6 +380,8 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
     }
   } else if (pl.torch_adam && measured(cal.zero3_torch_adamw_step_s_per_param)) {
     opt = local_params * cal.zero3_torch_adamw_step_s_per_param;
+  } else if (!pl.torch_adam && measured(cal.zero3_fused_adam_step_s_per_param)) {
+    opt = local_params * cal.zero3_fused_adam_step_s_per_param;
   } else {
     // ZeRO-3's own passes around the optimizer on the GPU: gradient norm, flat fp32 gradient,
     // unscale/clip, fp32 -> bf16 parameters (kZero3StepBytesPerParam, docs/MODEL.md)

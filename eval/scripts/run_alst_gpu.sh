@@ -2,10 +2,10 @@
 # One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
 # Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
-# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|finish
+# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish
 set -u
 cd "$(dirname "$0")/../.."
-mode=${1:?validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|finish}
+mode=${1:?validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish}
 export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
 bin=$PWD/.gpu/bin/ulysses
@@ -76,12 +76,24 @@ case $mode in
 m = dict(heads=32, kv_heads=8, head_dim=128, hidden=4096, ffn_hidden=14336, vocab=128256, qk_norm=False, qkv_bias=False)
 print(json.dumps(opbench.eager(m, [2048, 4096])))" > $r/eager-smoke.log 2>&1; echo "eager smoke rc $?"; tail -3 $r/eager-smoke.log | cut -c1-600
     # and ZeRO-3's step on a small stack (builds CPU Adam once for the calibrate below)
-    RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 PYTHONPATH=/tmp/alst-site timeout 240 python3 -c "
+    RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 TORCH_CUDA_ARCH_LIST=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1) PYTHONPATH=/tmp/alst-site timeout 240 python3 -c "
 import sys, json; sys.path.insert(0, 'runtime/deepspeed'); from ulysses_worker import opbench
 print(json.dumps(opbench.zero_step(dict(torch_adam=True), 1024, 8, 1024)))" > $r/zero-smoke.log 2>&1
     echo "zero smoke rc $?"; grep -E "^\[|Error|error" $r/zero-smoke.log | tail -4 | cut -c1-600
     timeout 420 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2> $r/calibrate.err; echo "calibrate rc $?"; cat $r/calibrate.log; grep -iE "error|Traceback" $r/calibrate.err | tail -5 ;;
+  fused)  # the op bench with its FusedAdam row (calibrate), then FusedAdam's whole step next to the model
+    # predicting it with the profile that calibrate just wrote (plan.torch_adam false: DeepSpeed's default)
+    RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29612 TORCH_CUDA_ARCH_LIST=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1) PYTHONPATH=/tmp/alst-site timeout 300 python3 -c "
+import sys, json; sys.path.insert(0, 'runtime/deepspeed'); from ulysses_worker import opbench
+print(json.dumps(opbench.zero_step(dict(torch_adam=True), 1024, 8, 1024)))" > $r/zero-smoke.log 2>&1
+    echo "zero smoke rc $?"; grep -E "^\[|Error|error" $r/zero-smoke.log | tail -4 | cut -c1-600
+    timeout 330 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
+      > $r/calibrate.log 2> $r/calibrate.err; echo "calibrate rc $?"; grep -E "zero3|adam" $r/calibrate.log
+    [ -s $r/h200-sxm-141gb.yaml ] && cp $r/h200-sxm-141gb.yaml profiles/h200-sxm-141gb.yaml
+    timeout 150 $bin compare --backend deepspeed --model llama-3.1-8b --profile h200-sxm-141gb --gpus 1 --sp-size 1 --layers 2 \
+      --seq-len 32768 --attn-implementation sdpa --tiled-logits --torch-adam=false --format json > $r/fusedadam.json \
+      2> $r/fusedadam.err; echo "fusedadam compare rc $?"; tail -3 $r/fusedadam.err ;;
   finish)  # the fixed costs (calibrate), then FusedAdam (plan.torch_adam false) on one case
     timeout 150 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2>&1; echo "calibrate rc $?"; tail -3 $r/calibrate.log

@@ -136,12 +136,15 @@ TEST_CASE("op bench: ZeRO-3's whole step per parameter, and the offload's gradie
   CHECK(c.zero3_torch_adamw_step_s_per_param == Approx(0.010 / 256e6));
   CHECK(c.zero3_offload_step_s_per_param == Approx(0.120 / 256e6));
   CHECK(c.zero3_offload_grads_s_per_param == Approx(0.030 / 256e6));
-  // FusedAdam on the GPU: not torch AdamW's figure; an offload backward no slower: no gradient figure
-  b.zero_step = {{false, false, 256e6, 0.010, 0.050}, {true, false, 256e6, 0.120, 0.040}};
+  CHECK(c.zero3_fused_adam_step_s_per_param < 0);  // no FusedAdam row
+  // FusedAdam on the GPU: its own figure, not torch AdamW's; an offload backward no slower: no gradient figure
+  b.zero_step = {{false, false, 256e6, 0.020, 0.050}, {true, false, 256e6, 0.120, 0.040}};
   Calibration d;
   calib::apply_op_bench(b, kPeak, kHbm, d);
   CHECK(d.zero3_torch_adamw_step_s_per_param < 0);
+  CHECK(d.zero3_fused_adam_step_s_per_param == Approx(0.020 / 256e6));
   CHECK(d.zero3_offload_grads_s_per_param < 0);
+  c.zero3_fused_adam_step_s_per_param = d.zero3_fused_adam_step_s_per_param;
 
   // the model: the measured figures replace the formulas, per parameter of the rank's partition
   Scenario sc = test::make_scenario(test::llama31_8b(), test::h200_sxm(), 8, 8, 65536);
@@ -153,6 +156,8 @@ TEST_CASE("op bench: ZeRO-3's whole step per parameter, and the offload's gradie
   Prediction p = predict(sc);
   CHECK(p.step.get("optimizer.step") == Approx(local_params * 0.010 / 256e6));
   CHECK(p.step.get("offload.grads") == 0);
+  sc.plan.torch_adam = false;  // FusedAdam: its own measured step
+  CHECK(predict(sc).step.get("optimizer.step") == Approx(local_params * 0.020 / 256e6));
   sc.plan.offload_optimizer = true;
   p = predict(sc);
   CHECK(p.step.get("optimizer.step") == Approx(local_params * 8 * 0.120 / 256e6));  // 8 processes on the node

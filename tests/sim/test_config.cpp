@@ -442,6 +442,7 @@ void require_same(const Scenario& a, const Scenario& b) {
   CHECK(c.torch_adamw_s_per_param == d.torch_adamw_s_per_param);  // exact: written by scaled()
   CHECK(c.cpu_adam_s_per_param == d.cpu_adam_s_per_param);
   CHECK(c.zero3_torch_adamw_step_s_per_param == d.zero3_torch_adamw_step_s_per_param);
+  CHECK(c.zero3_fused_adam_step_s_per_param == d.zero3_fused_adam_step_s_per_param);
   CHECK(c.zero3_offload_step_s_per_param == d.zero3_offload_step_s_per_param);
   CHECK(c.zero3_offload_grads_s_per_param == d.zero3_offload_grads_s_per_param);
   const Plan &p = a.plan, &q = b.plan;
@@ -485,6 +486,7 @@ Calibration sample_calibration() {
   c.torch_adamw_s_per_param = 0.02312e-9;
   c.cpu_adam_s_per_param = 0.2634e-9;
   c.zero3_torch_adamw_step_s_per_param = 0.03924e-9;
+  c.zero3_fused_adam_step_s_per_param = 0.1437e-9;
   c.zero3_offload_step_s_per_param = 0.9462e-9;
   c.zero3_offload_grads_s_per_param = 0.1572e-9;
   return c;

@@ -11,7 +11,8 @@ What the step model needs from the PyTorch process and cannot take from a datash
              partition of n parameters, as ZeRO keeps them: seconds per step;
   cpu_adam   DeepSpeedCPUAdam.step (optimizer offload) over n fp32 host parameters: seconds per step;
   zero_step  DeepSpeed ZeRO-3's engine.step() and engine.backward() on a stack of Linear layers of
-             about as many parameters, the optimizer on the GPU and offloaded (see zero_step);
+             about as many parameters, the optimizer on the GPU (torch AdamW, FusedAdam) and
+             offloaded (see zero_step);
   eager      the elementwise passes of the HF decoder layer that no GEMM or attention holds, each
              on its own, forward and backward, at one rank's token counts T: the model family's
              RMSNorm over [T, h] (input/post-attention/final norm) and over [T, H, D] (Qwen3's
@@ -230,15 +231,16 @@ def zero_step(plan, hidden, layers, tokens, iters=3):
     hidden) (n = layers * hidden^2 parameters, one rank): engine.step() (the step's own passes and
     the optimizer: the plan's on the GPU, DeepSpeedCPUAdam with offload_optimizer) and
     engine.backward() (with offload: the gradient partitions' copies to the host), wall-clock with
-    the device synchronized, medians after one warm-up; once on the GPU, once offloaded."""
+    the device synchronized, medians after one warm-up; on the GPU with torch AdamW and with DeepSpeed's
+    FusedAdam (optimizer.params.torch_adam true / false; FusedAdam JIT-builds on first use), then offloaded."""
     import gc
 
     import deepspeed
     from . import dsconfig
     rows = []
-    for offload in (False, True):
+    for offload, torch_adam in ((False, True), (False, False), (True, False)):
         p = dict(plan, zero_stage=3, offload_optimizer=offload, offload_params=False, sp_size=1,
-                 dp_replicate_size=1, dp_shard_size=1, micro_batch_size=1)
+                 dp_replicate_size=1, dp_shard_size=1, micro_batch_size=1, torch_adam=torch_adam)
         model = torch.nn.Sequential(*[torch.nn.Linear(hidden, hidden, bias=False) for _ in range(layers)])
         model = model.to(torch.bfloat16)
         n = sum(t.numel() for t in model.parameters())
