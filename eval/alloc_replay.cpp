@@ -27,6 +27,7 @@ AllocReplay replay_alloc_trace(const std::string& path, std::int64_t min_bytes) 
   bool header = false;
   while (std::getline(in, line)) {
     ++n;
+    if (const auto hash = line.find(" #"); hash != std::string::npos) line.resize(hash);  // frames: a comment
     if (line.empty()) continue;
     if (line[0] == '#') {
       header = header || line.rfind("# ulysses allocator trace v1", 0) == 0;

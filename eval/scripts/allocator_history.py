@@ -50,11 +50,13 @@ def granule_bytes(live, base):
     return len(touched) * GRANULE
 
 
-def write_trace(path, evs, source):
+def write_trace(path, evs, source, frames_min=0, frames=3):
     """Replay trace: one line per event, in order. `a ID BYTES STREAM` an allocation (the requested
     size; the allocator rounds it), `f ID` its block returned to the pool (free_completed), `m BYTES
     STREAM` / `u BYTES STREAM` a mapping grown / released (the measurement the replay is checked
-    against). IDs number the allocations; streams are numbered in order of first use (0 = the first)."""
+    against). IDs number the allocations; streams are numbered in order of first use (0 = the first).
+    frames_min > 0: an allocation of at least that many bytes carries its Python frames after ' # '
+    (where in DeepSpeed / transformers / torch it came from); the readers ignore them."""
     ids, streams, lines = {}, {}, []
     n = 0
     res = peak = 0
@@ -63,7 +65,8 @@ def write_trace(path, evs, source):
         st = streams.setdefault(int(ev.get("stream", 0)), len(streams))
         if act == "alloc":
             ids[ev["addr"]] = n
-            lines.append(f"a {n} {size} {st}")
+            where = " <- ".join(frames_of(ev, frames)) if frames_min and size >= frames_min else ""
+            lines.append(f"a {n} {size} {st}" + (f" # {where}" if where else ""))
             n += 1
         elif act == "free_completed" and ev["addr"] in ids:
             lines.append(f"f {ids.pop(ev['addr'])}")
@@ -88,6 +91,8 @@ def main(argv):
     ap.add_argument("--frames", type=int, default=4, help="Python frames per event")
     ap.add_argument("--blocks", type=int, default=12, help="live blocks to list at each peak (largest first)")
     ap.add_argument("--trace", help="also write the replay trace of device 0 to this file")
+    ap.add_argument("--trace-frames-min", type=int, default=0,
+                    help="in the trace, the frames of every allocation of at least this many bytes")
     a = ap.parse_args(argv)
     try:
         with open(a.file, "rb") as f:
@@ -98,7 +103,7 @@ def main(argv):
         return 2
     if a.trace:
         evs = next((e for e in traces if e), [])
-        write_trace(a.trace, evs, a.file)
+        write_trace(a.trace, evs, a.file, a.trace_frames_min, a.frames)
     for dev, evs in enumerate(traces):
         if not evs:
             continue

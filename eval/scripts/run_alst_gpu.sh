@@ -50,12 +50,13 @@ case $mode in
     # allocator simulation's check (docs/MODEL.md "Reserved memory"); one warm-up and one timed step each
     for c in ${ALLOC_TRACE_CASES:-llama8b-l2-none-s16k llama8b-l2-tlog-s32k llama8b-l2-tmlp-s64k llama8b-l2-all-s96k \
              qwen3-4b-l2-none-s16k qwen3-4b-l2-tlog-s48k qwen3-8b-l3-ckoff-s64k qwen3-4b-l2-all-s128k}; do
-      ULYSSES_MEMORY_HISTORY=$r/hist-$c timeout 100 $bin validate --backend deepspeed \
+      ULYSSES_MEMORY_HISTORY=$r/hist-$c timeout 150 $bin validate --backend deepspeed \
         --set scenarios/validation/h200-alst.yaml --case $c --warmup 1 --iters 1 --out $r/trace-$c.json > $r/trace-$c.log 2>&1
       echo "$c rc $? $(( $(date +%s) - t0 )) s"
       for f in $r/hist-$c*.pickle; do
         [ -f "$f" ] || continue
-        python3 eval/scripts/allocator_history.py $f --growths 12 --frames 3 --trace $r/trace-$c.txt > $r/hist-$c.txt 2>&1
+        python3 eval/scripts/allocator_history.py $f --growths 12 --frames 4 --trace $r/trace-$c.txt \
+          --trace-frames-min ${ALLOC_TRACE_FRAMES_MIN:-16777216} > $r/hist-$c.txt 2>&1
         echo "history $c rc $?"; rm -f $f
       done
     done ;;

@@ -76,7 +76,7 @@ TEST_CASE("allocator trace: a malformed line is one input error naming the line"
                     Catch::Contains("line 3") && Catch::Contains("not allocated"));
   CHECK_THROWS_WITH(eval::replay_alloc_trace(write("d.txt", (head + "x 1\n").c_str())), Catch::Contains("must start with"));
   CHECK_THROWS_AS(eval::replay_alloc_trace((dir / "missing.txt").string()), core::InputError);
-  const eval::AllocReplay r = eval::replay_alloc_trace(write("e.txt", (head + "m 20971520 0\na 0 2097152 0\nf 0\n").c_str()));
+  const eval::AllocReplay r = eval::replay_alloc_trace(write("e.txt", (head + "m 20971520 0\na 0 2097152 0 # frames: a comment\nf 0\n").c_str()));
   CHECK(r.simulated_peak_reserved == 20971520);
   CHECK(r.measured_peak_reserved == 20971520);
   CHECK(r.max_reserved_gap == 0);
