@@ -7,13 +7,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string>
 
 #include "core/errors.hpp"
 #include "eval/alloc_replay.hpp"
+#include "eval/validation_set.hpp"
+#include "sim/caching_allocator.hpp"
+#include "sim/step_allocs.hpp"
 #include "tests/cli/run_cli.hpp"
 
 using namespace ulysses;
 using ulysses::test::record_path;
+using ulysses::test::source_path;
 
 TEST_CASE("allocator sim replays the recorded traces byte for byte", "[eval][allocator]") {
   int n = 0;
@@ -81,4 +87,42 @@ TEST_CASE("allocator trace: a malformed line is one input error naming the line"
   CHECK(r.measured_peak_reserved == 20971520);
   CHECK(r.max_reserved_gap == 0);
   std::filesystem::remove_all(dir);
+}
+
+// The generated engine construction (sim/step_allocs.hpp) against each recording: the reserved bytes
+// when the first step allocates its embedding output ([B, S, h] bf16), large pool only (the mappings
+// that are multiples of 20 MiB; the small pool maps 2 MiB at a time and the generator leaves it out).
+TEST_CASE("generated ZeRO-3 construction: the recorded reserved bytes at the first step", "[eval][allocator]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("trace-", 0) != 0) continue;
+    name = name.substr(6, name.size() - 10);
+    const SetCase* c = nullptr;
+    for (const auto& x : set.cases)
+      if (x.name == name) c = &x;
+    REQUIRE(c != nullptr);
+    const Scenario sc = eval::case_scenario(set.model, set.profile, eval::case_keys(set, *c), "set", name);
+    const std::int64_t th = sc.plan.micro_batch_size * sc.plan.seq_len * sc.model.hidden * 2;
+    std::ifstream in(e.path());
+    std::string line;
+    std::int64_t large = 0, at_cut = -1;
+    while (std::getline(in, line) && at_cut < 0) {
+      std::istringstream ls(line);
+      char op = 0;
+      std::int64_t x = 0, y = 0;
+      ls >> op >> x >> y;
+      if ((op == 'm' || op == 'u') && x % (std::int64_t{20} << 20) == 0) large += op == 'm' ? x : -x;
+      if (op == 'a' && y == th) at_cut = large;
+    }
+    CachingAllocatorSim a;
+    REQUIRE(deepspeed_construction(sc, a));
+    INFO(name << ": recorded " << at_cut << " B, generated " << a.reserved() << " B");
+    std::printf("%-30s recorded %8.3f GiB generated %8.3f GiB  %+.1f MiB\n", name.c_str(), double(at_cut) / (1 << 30),
+                double(a.reserved()) / (1 << 30), double(a.reserved() - at_cut) / (1 << 20));
+    CHECK(a.reserved() == at_cut);
+    ++n;
+  }
+  CHECK(n >= 8);
 }
