@@ -27,11 +27,16 @@ GROW = ("segment_alloc", "segment_map")
 SHRINK = ("segment_free", "segment_unmap")
 
 
+PLUMBING = ("torch/nn/modules/module.py", "torch/utils/_contextlib.py", "torch/_compile.py", "torch/_dynamo/")
+
+
 def frames_of(ev, k):
+    """The first k Python frames of an event, innermost first, without torch's own plumbing (the
+    module call wrappers, decorators); the frames of torch's functional and autograd code stay."""
     out = []
     for f in ev.get("frames", []) or []:
         name = f.get("filename", "?")
-        if "torch/" in name and "autograd" not in name and "nn/modules" not in name:
+        if any(p in name for p in PLUMBING) or name.startswith("<"):
             continue
         out.append(f"{name.split('site-packages/')[-1]}:{f.get('line', '?')} {f.get('name', '?')}")
         if len(out) >= k:

@@ -55,7 +55,7 @@ case $mode in
       echo "$c rc $? $(( $(date +%s) - t0 )) s"
       for f in $r/hist-$c*.pickle; do
         [ -f "$f" ] || continue
-        python3 eval/scripts/allocator_history.py $f --growths 12 --frames 4 --trace $r/trace-$c.txt \
+        python3 eval/scripts/allocator_history.py $f --growths 12 --frames ${ALLOC_TRACE_FRAMES:-4} --trace $r/trace-$c.txt \
           --trace-frames-min ${ALLOC_TRACE_FRAMES_MIN:-16777216} > $r/hist-$c.txt 2>&1
         echo "history $c rc $?"; rm -f $f
       done
