@@ -7,9 +7,11 @@
 // for this stack (records/validation/alloc-traces, with the frames each step below names); every size
 // is the model's (sim/model.hpp).
 //
-// Built so far: DeepSpeed's engine construction. Not yet: the steps (forward, loss, backward, the
-// gradient path on the reduce stream, the optimizer step); docs/STATUS.md "Open work on issue 12".
+// Built so far: DeepSpeed's engine construction and a step's forward through the decoder layers. Not
+// yet: the loss, the backward, the gradient path on the reduce stream, the optimizer step, TiledMLP and
+// checkpoint offload (docs/STATUS.md "Open work on issue 12").
 #include <cstdint>
+#include <vector>
 
 #include "sim/caching_allocator.hpp"
 #include "sim/scenario.hpp"
@@ -19,9 +21,39 @@ namespace ulysses {
 // Allocations below this many bytes are left out (the small pool and the small large-pool blocks).
 inline constexpr std::int64_t kStepAllocsMinBytes = std::int64_t{16} << 20;
 
-// The ZeRO-3 engine's construction (deepspeed.initialize under Accelerate, zero.Init) on one partition
-// (plan.zero_stage 3, zero_group 1) without parameter offload; what stays allocated stays in `a`.
-// Returns false (emitting nothing) for a plan it does not cover.
+// The run's allocations on the compute stream, part by part. `log`, when given, receives the requested
+// bytes of every allocation emitted, in order (the check against a recording). A plan the generator
+// does not cover yet (covered() false) emits nothing.
+class TrainingAllocs {
+ public:
+  using Id = CachingAllocatorSim::Id;
+  TrainingAllocs(const Scenario& sc, CachingAllocatorSim& a, std::vector<std::int64_t>* log = nullptr);
+  // construction(): ZeRO-3 at one partition without parameter offload. forward(): also activation
+  // checkpointing with the checkpoints on the GPU, no TiledMLP, eager RMSNorm, micro-batch 1 per rank.
+  bool construction_covered() const;
+  bool forward_covered() const;
+  // The ZeRO-3 engine's construction (deepspeed.initialize under Accelerate, zero.Init).
+  void construction();
+  // One step's forward up to the final norm's output; the first step of the process also allocates
+  // cuBLAS's workspace. What the backward needs stays allocated.
+  void forward(bool first_step);
+
+ private:
+  Id alloc(std::int64_t bytes);
+  void free(Id& id);
+  Id rmsnorm(std::int64_t x_bytes);  // eager RMSNorm without autograd's saved tensors: its output
+  Id rope(std::int64_t x_bytes);     // apply_rotary_pos_emb on one of q, k: its output
+  Id attention(Id& normed);          // the attention module: the o_proj output (frees `normed`)
+  Id layer(Id x);                    // one checkpointed decoder layer: its output
+
+  const Scenario& sc_;
+  CachingAllocatorSim& a_;
+  std::vector<std::int64_t>* log_;
+  std::vector<Id> keep_;  // what lives to the backward (checkpoints, cos/sin, the final norm's saved set)
+};
+
+// deepspeed_construction(sc, a): TrainingAllocs(sc, a).construction(); false (nothing emitted) for a plan
+// it does not cover.
 bool deepspeed_construction(const Scenario& sc, CachingAllocatorSim& a);
 
 }  // namespace ulysses

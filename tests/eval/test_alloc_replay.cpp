@@ -126,3 +126,55 @@ TEST_CASE("generated ZeRO-3 construction: the recorded reserved bytes at the fir
   }
   CHECK(n >= 8);
 }
+
+// The generated sequence through the first step's forward (sim/step_allocs.hpp) against the recordings
+// of the plans it covers: every allocation of 16 MiB and more, in order, with the same size; and the
+// large pool's reserved bytes after the last of them.
+TEST_CASE("generated allocations: construction and the first forward, allocation by allocation", "[eval][allocator]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
+  int covered = 0;
+  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("trace-", 0) != 0) continue;
+    name = name.substr(6, name.size() - 10);
+    const SetCase* c = nullptr;
+    for (const auto& x : set.cases)
+      if (x.name == name) c = &x;
+    REQUIRE(c != nullptr);
+    const Scenario sc = eval::case_scenario(set.model, set.profile, eval::case_keys(set, *c), "set", name);
+    CachingAllocatorSim a;
+    std::vector<std::int64_t> log;
+    TrainingAllocs gen(sc, a, &log);
+    if (!gen.forward_covered()) continue;
+    ++covered;
+    gen.construction();
+    gen.forward(true);
+    // the recording: sizes of the allocations >= 16 MiB, and the large pool's mapped bytes after the
+    // log.size()-th of them
+    std::ifstream in(e.path());
+    std::string line;
+    std::vector<std::int64_t> rec;
+    std::int64_t large = 0, at_end = -1;
+    while (std::getline(in, line) && rec.size() < log.size()) {
+      std::istringstream ls(line);
+      char op = 0;
+      std::int64_t x = 0, y = 0;
+      ls >> op >> x >> y;
+      if ((op == 'm' || op == 'u') && x % (std::int64_t{20} << 20) == 0) large += op == 'm' ? x : -x;
+      if (op == 'a' && y >= kStepAllocsMinBytes) {
+        rec.push_back(y);
+        if (rec.size() == log.size()) at_end = large;
+      }
+    }
+    std::size_t first_diff = 0;
+    while (first_diff < log.size() && first_diff < rec.size() && log[first_diff] == rec[first_diff]) ++first_diff;
+    INFO(name << ": " << log.size() << " generated allocations, the first that differs is #" << first_diff);
+    if (first_diff < log.size() && first_diff < rec.size())
+      INFO("generated " << log[first_diff] << " B, recorded " << rec[first_diff] << " B");
+    CHECK(first_diff == log.size());
+    std::printf("%-28s %5zu allocations >= 16 MiB equal; reserved recorded %8.3f GiB generated %8.3f GiB\n", name.c_str(),
+                first_diff, double(at_end) / (1 << 30), double(a.reserved()) / (1 << 30));
+    CHECK(a.reserved() == at_end);
+  }
+  CHECK(covered >= 4);
+}
