@@ -252,9 +252,58 @@ void TrainingAllocs::forward(bool first_step) {
   free(sq);
   Id n = alloc(2 * th);
   keep_.push_back(alloc(th));
-  keep_.push_back(alloc(th));
+  final_hidden_ = alloc(th);
   free(n);
   free(x);
+}
+
+void TrainingAllocs::loss(bool first_step) {
+  if (!forward_covered()) return;
+  const Dims d = derive_dims(sc_);
+  const std::int64_t T = d.B * d.S_l;
+  if (!sc_.plan.tiled_logits) {
+    // runtime/deepspeed/ulysses_worker/features.py 57-58: lm_head(hidden) bf16, .float(), log_softmax
+    // (saved); the fp32 copy and the bf16 logits released once cross_entropy has them
+    Id logits = alloc(T * d.V * kBf16);
+    Id f32 = alloc(T * d.V * kFp32);
+    log_probs_ = alloc(T * d.V * kFp32);
+    free(f32);
+    free(logits);
+    return;
+  }
+  // TiledFusedLogitsLoss.forward (deepspeed/runtime/sequence_parallel/ulysses_sp.py 1173-1210): x_grad =
+  // zeros_like(x), then torch.chunk of the tokens into d.logits_shards shards (the chunk size rounded up,
+  // so possibly fewer), each shard's forward (features.py 51-52: lm_head, .float(), cross_entropy) and
+  // its backward at once: nll's and log_softmax's fp32 gradients, the bf16 one, the lm_head's input
+  // gradient (added into x_grad) and weight gradient (the first shard's becomes the parameter's .grad,
+  // the others are added to it). The first backward GEMM of the process allocates the autograd
+  // thread's own cuBLAS workspace.
+  x_grad_ = alloc(T * d.h * kBf16);
+  const std::int64_t chunk = (T + d.logits_shards - 1) / d.logits_shards;
+  for (std::int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const std::int64_t n = std::min(chunk, T - t0);
+    Id logits = alloc(n * d.V * kBf16);
+    Id f32 = alloc(n * d.V * kFp32);
+    free(logits);
+    Id logp = alloc(n * d.V * kFp32);
+    free(f32);
+    Id g_nll = alloc(n * d.V * kFp32);
+    Id g_logp = alloc(n * d.V * kFp32);
+    free(g_nll);
+    free(logp);
+    Id g_bf16 = alloc(n * d.V * kBf16);
+    free(g_logp);
+    Id g_in = alloc(n * d.h * kBf16);
+    if (first_step && t0 == 0) keep_.push_back(alloc(kCublasWorkspaceBytes));
+    Id g_w = alloc(d.V * d.h * kBf16);
+    free(g_bf16);
+    if (t0 == 0) {
+      head_grad_ = g_w;
+    } else {
+      free(g_w);
+    }
+    free(g_in);
+  }
 }
 
 bool deepspeed_construction(const Scenario& sc, CachingAllocatorSim& a) {

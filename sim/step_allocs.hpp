@@ -7,9 +7,9 @@
 // for this stack (records/validation/alloc-traces, with the frames each step below names); every size
 // is the model's (sim/model.hpp).
 //
-// Built so far: DeepSpeed's engine construction and a step's forward through the decoder layers. Not
-// yet: the loss, the backward, the gradient path on the reduce stream, the optimizer step, TiledMLP and
-// checkpoint offload (docs/STATUS.md "Open work on issue 12").
+// Built so far: DeepSpeed's engine construction, a step's forward through the decoder layers and the
+// loss's forward. Not yet: the backward, the gradient path on the reduce stream, the optimizer step,
+// TiledMLP, checkpoint and optimizer offload (docs/STATUS.md "Open work on issue 12").
 #include <cstdint>
 #include <vector>
 
@@ -37,6 +37,9 @@ class TrainingAllocs {
   // One step's forward up to the final norm's output; the first step of the process also allocates
   // cuBLAS's workspace. What the backward needs stays allocated.
   void forward(bool first_step);
+  // The loss after forward(): untiled, the logits' forward (the backward's part comes with backward());
+  // tiled (TiledFusedLogitsLoss), every tile's forward and backward, which it runs inside its forward.
+  void loss(bool first_step);
 
  private:
   Id alloc(std::int64_t bytes);
@@ -50,6 +53,10 @@ class TrainingAllocs {
   CachingAllocatorSim& a_;
   std::vector<std::int64_t>* log_;
   std::vector<Id> keep_;  // what lives to the backward (checkpoints, cos/sin, the final norm's saved set)
+  Id final_hidden_ = -1;  // the final norm's output, the loss's input
+  Id log_probs_ = -1;     // untiled: log_softmax's output, saved for the backward
+  Id x_grad_ = -1;        // tiled: the gradient of the loss's input, filled tile by tile
+  Id head_grad_ = -1;     // tiled: the lm_head's weight gradient (the first tile's, the others added to it)
 };
 
 // deepspeed_construction(sc, a): TrainingAllocs(sc, a).construction(); false (nothing emitted) for a plan

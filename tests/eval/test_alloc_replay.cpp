@@ -127,10 +127,10 @@ TEST_CASE("generated ZeRO-3 construction: the recorded reserved bytes at the fir
   CHECK(n >= 8);
 }
 
-// The generated sequence through the first step's forward (sim/step_allocs.hpp) against the recordings
-// of the plans it covers: every allocation of 16 MiB and more, in order, with the same size; and the
-// large pool's reserved bytes after the last of them.
-TEST_CASE("generated allocations: construction and the first forward, allocation by allocation", "[eval][allocator]") {
+// The generated sequence through the first step's loss (sim/step_allocs.hpp) against the recordings of
+// the plans it covers: every allocation of 16 MiB and more, in order, with the same size; and the large
+// pool's reserved bytes after the last of them.
+TEST_CASE("generated allocations: construction, the first forward and the loss, allocation by allocation", "[eval][allocator]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
   int covered = 0;
   for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
@@ -149,6 +149,7 @@ TEST_CASE("generated allocations: construction and the first forward, allocation
     ++covered;
     gen.construction();
     gen.forward(true);
+    gen.loss(true);
     // the recording: sizes of the allocations >= 16 MiB, and the large pool's mapped bytes after the
     // log.size()-th of them
     std::ifstream in(e.path());
@@ -174,7 +175,9 @@ TEST_CASE("generated allocations: construction and the first forward, allocation
     CHECK(first_diff == log.size());
     std::printf("%-28s %5zu allocations >= 16 MiB equal; reserved recorded %8.3f GiB generated %8.3f GiB\n", name.c_str(),
                 first_diff, double(at_end) / (1 << 30), double(a.reserved()) / (1 << 30));
-    CHECK(a.reserved() == at_end);
+    // the allocations below 16 MiB are left out: they may take or leave a granule (<= 0.5 % here; the
+    // sensitivity test above puts their effect on the peak at up to 1.3 %)
+    CHECK(std::abs(double(a.reserved() - at_end)) <= 0.005 * double(at_end));
   }
   CHECK(covered >= 4);
 }
