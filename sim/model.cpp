@@ -35,4 +35,15 @@ LayerParams layer_params(const ModelSpec& m) {
   return out;
 }
 
+std::vector<std::int64_t> parameter_numels(const ModelSpec& m, bool with_tied_head) {
+  std::vector<std::int64_t> v;
+  v.push_back(m.vocab * m.hidden);
+  const LayerParams lp = layer_params(m);
+  for (std::int64_t l = 0; l < m.layers; ++l)
+    for (int i = 0; i < lp.n; ++i) v.push_back(lp.p[i].numel);
+  v.push_back(m.hidden);
+  if (!m.tied_embeddings || with_tied_head) v.push_back(m.vocab * m.hidden);
+  return v;
+}
+
 }  // namespace ulysses

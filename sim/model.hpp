@@ -1,6 +1,7 @@
 #pragma once
 // Parameter counts of a decoder-only transformer with SwiGLU MLP and RMSNorm (Llama, Qwen).
 #include <cstdint>
+#include <vector>
 
 #include "sim/scenario.hpp"
 
@@ -33,6 +34,10 @@ struct LayerParams {
   int n = 0;
 };
 LayerParams layer_params(const ModelSpec& m);
+// Every parameter tensor of the model in model.parameters() order, in elements: the embedding, per layer
+// layer_params(), the final norm, the lm_head unless tied (with_tied_head: also then; zero.Init creates
+// it before the weights are tied).
+std::vector<std::int64_t> parameter_numels(const ModelSpec& m, bool with_tied_head = false);
 inline std::int64_t total_params(const ModelSpec& m) { return count_params(m).total(m.layers); }
 
 }  // namespace ulysses

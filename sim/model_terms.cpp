@@ -9,16 +9,23 @@
 #include "sim/model.hpp"
 
 namespace ulysses {
-namespace {
-constexpr double kSubGroupSize = 1e9;  // DeepSpeed ZeRO-3 sub_group_size default (zero/config.py)
-}  // namespace
+std::vector<double> zero3_sub_groups(const ModelSpec& mo, double N) {
+  std::vector<double> g;
+  double cur = 0;
+  for (std::int64_t numel : parameter_numels(mo)) {
+    cur += std::ceil(double(numel) / N);
+    if (cur >= kZero3SubGroupElems) g.push_back(cur), cur = 0;
+  }
+  if (cur > 0) g.push_back(cur);
+  return g;
+}
 
 // The largest ZeRO-3 optimizer sub-group, in elements of one rank's partition. DeepSpeed walks the
 // parameters in model order adding each one's partition (ceil(numel / N)) and closes a sub-group
 // when it reaches sub_group_size or at the last parameter (stage3.py _create_fp16_sub_groups).
 // HF order: embedding; per layer q, k, v (each + bias), o, q_norm, k_norm, gate, up, down, the two
 // norms; final norm; lm_head. Whole layers that keep the group short are added at once, so the cost
-// is a few steps per sub-group.
+// is a few steps per sub-group (zero3_sub_groups walks them one parameter at a time; a test compares).
 double largest_sub_group(const ModelSpec& mo, double N) {
   const double h = double(mo.hidden);
   auto part = [&](double numel) { return std::ceil(numel / N); };
@@ -31,11 +38,11 @@ double largest_sub_group(const ModelSpec& mo, double N) {
   double cur = 0, best = 0;
   auto add = [&](double p) {
     cur += p;
-    if (cur >= kSubGroupSize) best = std::max(best, cur), cur = 0;
+    if (cur >= kZero3SubGroupElems) best = std::max(best, cur), cur = 0;
   };
   add(part(double(mo.vocab) * h));
   for (std::int64_t l = 0; l < mo.layers;) {
-    const double room = kSubGroupSize - cur;  // > 0: a closed group restarts at 0
+    const double room = kZero3SubGroupElems - cur;  // > 0: a closed group restarts at 0
     const std::int64_t whole = std::min<std::int64_t>(mo.layers - l, std::max<std::int64_t>(0, std::int64_t(std::ceil(room / per_layer)) - 1));
     if (whole > 0) {
       cur += double(whole) * per_layer;

@@ -3,6 +3,7 @@
 // seq_len: the ZeRO-3 bucket flushes, the largest optimizer sub-group, the largest layer gradient
 // kept outside the bucket. Computed once per structure: predict() keeps the last few per thread.
 #include <cstdint>
+#include <vector>
 
 #include "sim/reduce_flush.hpp"
 #include "sim/scenario.hpp"
@@ -31,7 +32,13 @@ struct ModelTerms {
 };
 ModelTerms model_terms(const ModelTermsKey& k);
 
-// The largest ZeRO-3 optimizer sub-group, in elements of one rank's partition (N ranks).
+inline constexpr double kZero3SubGroupElems = 1e9;  // DeepSpeed ZeRO-3 sub_group_size default (zero/config.py)
+
+// ZeRO-3's optimizer sub-groups (stage3.py _create_fp16_sub_groups), in elements of one rank's partition
+// (N ranks): the parameters' partitions (ceil(numel / N)) added in model order, a group closed when it
+// reaches sub_group_size, the last one at the last parameter. Every group, in order.
+std::vector<double> zero3_sub_groups(const ModelSpec& mo, double N);
+// The largest of them, without the walk's allocations (predict()'s hot path).
 double largest_sub_group(const ModelSpec& mo, double N);
 
 }  // namespace ulysses

@@ -5,49 +5,27 @@
 #include <algorithm>
 #include <vector>
 
-#include "sim/memory.hpp"
+#include "core/bf16.hpp"
 #include "sim/model.hpp"
+#include "sim/model_terms.hpp"
 
 namespace ulysses {
 namespace {
 
-constexpr std::int64_t kBf16 = 2, kFp32 = 4;
+constexpr std::int64_t kBf16 = core::kBf16Bytes, kFp32 = 4;
 // cuBLAS's workspace, allocated through the caching allocator at the process's first matmul (the rotary
 // embedding's, modeling_llama.py 122) and kept: 32 MiB in every recording (torch 2.11 on H200)
 constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t{32} << 20;
-constexpr double kSubGroupElems = 1e9;  // ZeRO-3 sub_group_size default (zero/config.py)
-
-// The model's parameter tensors in registration order (model.parameters()): the embedding, per layer
-// layer_params(), the final norm, the lm_head unless tied (with_tied_head: also then, as zero.Init
-// creates it before the weights are tied). Elements.
-std::vector<std::int64_t> parameter_numels(const ModelSpec& m, bool with_tied_head = false) {
-  std::vector<std::int64_t> v;
-  v.push_back(m.vocab * m.hidden);
-  const LayerParams lp = layer_params(m);
-  for (std::int64_t l = 0; l < m.layers; ++l)
-    for (int i = 0; i < lp.n; ++i) v.push_back(lp.p[i].numel);
-  v.push_back(m.hidden);
-  if (!m.tied_embeddings || with_tied_head) v.push_back(m.vocab * m.hidden);
-  return v;
-}
-
-// ZeRO-3's optimizer sub-groups (stage3.py _create_fp16_sub_groups): partitions added in model order,
-// a group closed when it reaches sub_group_size, the last one at the last parameter. Elements.
-std::vector<std::int64_t> sub_groups(const std::vector<std::int64_t>& numels) {
-  std::vector<std::int64_t> g;
-  std::int64_t cur = 0;
-  for (std::int64_t n : numels) {
-    cur += n;
-    if (static_cast<double>(cur) >= kSubGroupElems) g.push_back(cur), cur = 0;
-  }
-  if (cur > 0) g.push_back(cur);
-  return g;
-}
-
 }  // namespace
 
 TrainingAllocs::TrainingAllocs(const Scenario& sc, CachingAllocatorSim& a, std::vector<std::int64_t>* log)
-    : sc_(sc), a_(a), log_(log) {}
+    : sc_(sc), d_(derive_dims(sc)), a_(a), log_(log) {
+  const std::int64_t T = d_.B * d_.S_l;
+  th_ = T * d_.h * kBf16;
+  q_ = T * d_.H * d_.D * kBf16;
+  kv_ = T * d_.H_kv * d_.D * kBf16;
+  mlp_ = T * d_.F * kBf16;
+}
 
 bool TrainingAllocs::construction_covered() const {
   const Plan& pl = sc_.plan;
@@ -104,10 +82,11 @@ void TrainingAllocs::construction() {
   const bool on_gpu = !pl.offload_optimizer;
   // _create_fp32_partitions (stage3.py 1170, 1172): per sub-group `converted = ....to(fp32)`, then its
   // `.clone()` kept; the previous `converted` is released when the name is bound to the next one
-  const std::vector<std::int64_t> groups = sub_groups(numels);
+  const std::vector<double> groups = zero3_sub_groups(sc_.model, 1);
   if (on_gpu) {
     Id converted = -1;
-    for (std::int64_t g : groups) {
+    for (double gd : groups) {
+      const auto g = static_cast<std::int64_t>(gd);
       const Id next = alloc(g * kFp32);
       free(converted);
       converted = next;
@@ -115,7 +94,7 @@ void TrainingAllocs::construction() {
     }
     free(converted);
     // initialize_optimizer_states (1306): an fp32 gradient buffer of the largest sub-group, dropped again
-    Id buffer = alloc(*std::max_element(groups.begin(), groups.end()) * kFp32);
+    Id buffer = alloc(static_cast<std::int64_t>(*std::max_element(groups.begin(), groups.end())) * kFp32);
     free(buffer);
   }
   // _setup_for_real_optimizer: the contiguous gradients' bucket on the GPU (782, reduce_bucket_size
@@ -163,8 +142,6 @@ TrainingAllocs::Id TrainingAllocs::rope(std::int64_t x) {
 // and k through its head-dim RMSNorm, the projection released after it), RoPE on q and k, sdpa's
 // output, o_proj; then the module's tensors and the normed input are released.
 TrainingAllocs::Id TrainingAllocs::attention(Id& normed) {
-  const Dims d = derive_dims(sc_);
-  const std::int64_t T = d.B * d.S_l, q_bytes = T * d.H * d.D * kBf16, kv_bytes = T * d.H_kv * d.D * kBf16;
   const auto project = [&](std::int64_t bytes) {
     Id p = alloc(bytes);  // deepspeed/runtime/zero/linear.py 92
     if (!sc_.model.qk_norm) return p;
@@ -172,15 +149,15 @@ TrainingAllocs::Id TrainingAllocs::attention(Id& normed) {
     free(p);
     return n;
   };
-  Id q = project(q_bytes);
-  Id k = project(kv_bytes);
-  Id v = alloc(kv_bytes);
-  Id qe = rope(q_bytes);
-  Id ke = rope(kv_bytes);
+  Id q = project(q_);
+  Id k = project(kv_);
+  Id v = alloc(kv_);
+  Id qe = rope(q_);
+  Id ke = rope(kv_);
   free(q);
   free(k);
-  Id o = alloc(q_bytes);                    // integrations/sdpa_attention.py 158
-  const Id out = alloc(T * d.h * kBf16);    // o_proj
+  Id o = alloc(q_);               // integrations/sdpa_attention.py 158
+  const Id out = alloc(th_);      // o_proj
   free(o);
   free(qe);
   free(ke);
@@ -190,11 +167,9 @@ TrainingAllocs::Id TrainingAllocs::attention(Id& normed) {
 }
 
 // One decoder layer in the checkpointed first pass (modeling_llama.py 300-324): nothing is saved, every
-// tensor is released when nothing refers to it.
-TrainingAllocs::Id TrainingAllocs::layer(Id x) {
-  (void)x;  // the layer's input stays: the checkpoint keeps it
-  const Dims d = derive_dims(sc_);
-  const std::int64_t T = d.B * d.S_l, th = T * d.h * kBf16, mlp = T * d.F * kBf16;
+// tensor is released when nothing refers to it (the layer's input stays: the checkpoint keeps it).
+TrainingAllocs::Id TrainingAllocs::layer() {
+  const std::int64_t th = th_, mlp = mlp_;
   Id n1 = rmsnorm(th);
   Id att = attention(n1);
   Id h1 = alloc(th);  // 317 residual + hidden_states
@@ -219,13 +194,13 @@ TrainingAllocs::Id TrainingAllocs::layer(Id x) {
 
 void TrainingAllocs::forward(bool first_step) {
   if (!forward_covered()) return;
-  const Dims d = derive_dims(sc_);
-  const std::int64_t T = d.B * d.S_l, th = T * d.h * kBf16;
-  keep_.push_back(alloc(th));  // the embedding's output (torch/nn/functional.py 2567): layer 0's checkpoint
+  const Dims& d = d_;
+  const std::int64_t T = d.B * d.S_l, th = th_;
+  embed_out_ = alloc(th);  // the embedding's output (torch/nn/functional.py 2567): layer 0's checkpoint
   // the rotary embedding (modeling_llama.py 122-125): freqs [B, D/2, T] fp32, the first matmul's cuBLAS
   // workspace, emb = cat(freqs, freqs) fp32, cos and sin and their * attention_scaling, the bf16 copies
   // the layers use (kept: the checkpoints recompute with them)
-  Id freqs = alloc(T * d.D * 2);
+  Id freqs = alloc(T * (d.D / 2) * kFp32);
   if (first_step) keep_.push_back(alloc(kCublasWorkspaceBytes));
   Id emb = alloc(T * d.D * kFp32);
   Id c0 = alloc(T * d.D * kFp32);
@@ -240,9 +215,9 @@ void TrainingAllocs::forward(bool first_step) {
   free(emb);
   free(c1);
   free(s1);
-  Id x = keep_.front();
+  Id x = embed_out_;
   for (std::int64_t l = 0; l < d.L; ++l) {
-    x = layer(x);
+    x = layer();
     if (l + 1 < d.L) keep_.push_back(x);  // the next layer's checkpoint
   }
   // the final norm, with autograd (outside the checkpoints): the fp32 input and the bf16 normalized
@@ -259,7 +234,7 @@ void TrainingAllocs::forward(bool first_step) {
 
 void TrainingAllocs::loss(bool first_step) {
   if (!forward_covered()) return;
-  const Dims d = derive_dims(sc_);
+  const Dims& d = d_;
   const std::int64_t T = d.B * d.S_l;
   if (!sc_.plan.tiled_logits) {
     // runtime/deepspeed/ulysses_worker/features.py 57-58: lm_head(hidden) bf16, .float(), log_softmax
@@ -278,7 +253,7 @@ void TrainingAllocs::loss(bool first_step) {
   // gradient (added into x_grad) and weight gradient (the first shard's becomes the parameter's .grad,
   // the others are added to it). The first backward GEMM of the process allocates the autograd
   // thread's own cuBLAS workspace.
-  x_grad_ = alloc(T * d.h * kBf16);
+  x_grad_ = alloc(th_);
   const std::int64_t chunk = (T + d.logits_shards - 1) / d.logits_shards;
   for (std::int64_t t0 = 0; t0 < T; t0 += chunk) {
     const std::int64_t n = std::min(chunk, T - t0);
@@ -304,13 +279,6 @@ void TrainingAllocs::loss(bool first_step) {
     }
     free(g_in);
   }
-}
-
-bool deepspeed_construction(const Scenario& sc, CachingAllocatorSim& a) {
-  TrainingAllocs t(sc, a);
-  if (!t.construction_covered()) return false;
-  t.construction();
-  return true;
 }
 
 }  // namespace ulysses

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/caching_allocator.hpp"
+#include "sim/memory.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses {
@@ -47,20 +48,19 @@ class TrainingAllocs {
   Id rmsnorm(std::int64_t x_bytes);  // eager RMSNorm without autograd's saved tensors: its output
   Id rope(std::int64_t x_bytes);     // apply_rotary_pos_emb on one of q, k: its output
   Id attention(Id& normed);          // the attention module: the o_proj output (frees `normed`)
-  Id layer(Id x);                    // one checkpointed decoder layer: its output
+  Id layer();                        // one checkpointed decoder layer: its output
 
   const Scenario& sc_;
+  const Dims d_;
+  std::int64_t th_ = 0, q_ = 0, kv_ = 0, mlp_ = 0;  // [T, h], q, one of k / v, one MLP intermediate (bytes)
   CachingAllocatorSim& a_;
   std::vector<std::int64_t>* log_;
   std::vector<Id> keep_;  // what lives to the backward (checkpoints, cos/sin, the final norm's saved set)
+  Id embed_out_ = -1;     // the embedding's output: layer 0's checkpoint
   Id final_hidden_ = -1;  // the final norm's output, the loss's input
   Id log_probs_ = -1;     // untiled: log_softmax's output, saved for the backward
   Id x_grad_ = -1;        // tiled: the gradient of the loss's input, filled tile by tile
   Id head_grad_ = -1;     // tiled: the lm_head's weight gradient (the first tile's, the others added to it)
 };
-
-// deepspeed_construction(sc, a): TrainingAllocs(sc, a).construction(); false (nothing emitted) for a plan
-// it does not cover.
-bool deepspeed_construction(const Scenario& sc, CachingAllocatorSim& a);
 
 }  // namespace ulysses

@@ -3,12 +3,14 @@
 // through sim/caching_allocator; the reserved bytes must agree after every allocation and free.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/errors.hpp"
 #include "eval/alloc_replay.hpp"
@@ -21,11 +23,56 @@ using namespace ulysses;
 using ulysses::test::record_path;
 using ulysses::test::source_path;
 
+namespace {
+
+// The recorded traces, records/validation/alloc-traces/trace-<case>.txt, in name order.
+std::vector<std::filesystem::path> recorded_traces() {
+  std::vector<std::filesystem::path> v;
+  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces")))
+    if (e.path().filename().string().rfind("trace-", 0) == 0) v.push_back(e.path());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// The validation case a trace records (trace-<case>.txt), its scenario built from the set.
+Scenario recorded_case(const eval::ValidationSet& set, const std::filesystem::path& p) {
+  const std::string file = p.filename().string();
+  const std::string name = file.substr(6, file.size() - 10);
+  for (const auto& c : set.cases)
+    if (c.name == name) return eval::case_scenario(set.model, set.profile, eval::case_keys(set, c), "set", name);
+  FAIL("no case " << name << " in the validation set");
+  return {};
+}
+
+// A recording as the generator's checks read it: the requested bytes of its allocations of
+// kStepAllocsMinBytes and more, in order, and the large pool's mapped bytes at each of them (its own
+// mapping included: a map line precedes the allocation that caused it). Mappings in whole 20 MiB
+// granules are the large pool's; the small pool maps 2 MiB at a time and the generator leaves it out.
+struct LargeAllocs {
+  std::vector<std::int64_t> bytes, mapped;
+};
+LargeAllocs large_allocs(const std::filesystem::path& p) {
+  LargeAllocs r;
+  std::ifstream in(p);
+  std::string line;
+  std::int64_t large = 0;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    char op = 0;
+    std::int64_t x = 0, y = 0;
+    ls >> op >> x >> y;
+    if ((op == 'm' || op == 'u') && x % kAllocLargeGranule == 0) large += op == 'm' ? x : -x;
+    if (op == 'a' && y >= kStepAllocsMinBytes) r.bytes.push_back(y), r.mapped.push_back(large);
+  }
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("allocator sim replays the recorded traces byte for byte", "[eval][allocator]") {
   int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
-    const std::string p = e.path().string();
-    if (e.path().filename().string().rfind("trace-", 0) != 0) continue;
+  for (const auto& path : recorded_traces()) {
+    const std::string p = path.string();
     ++n;
     const eval::AllocReplay r = eval::replay_alloc_trace(p);
     INFO(p);
@@ -41,11 +88,10 @@ TEST_CASE("allocator sim replays the recorded traces byte for byte", "[eval][all
 // How much of the sequence a prediction must know: the small pool (<= 1 MiB) does not matter for the
 // peak; blocks of 16-64 MiB do. The table: build/tests/ulysses_tests "[.alloc-sensitivity]" -s
 TEST_CASE("allocator sim: the small pool hardly moves the reserved peak", "[eval][allocator]") {
-  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
-    if (e.path().filename().string().rfind("trace-", 0) != 0) continue;
-    const eval::AllocReplay all = eval::replay_alloc_trace(e.path().string());
-    const eval::AllocReplay large = eval::replay_alloc_trace(e.path().string(), (1 << 20) + 1);
-    INFO(e.path().string());
+  for (const auto& path : recorded_traces()) {
+    const eval::AllocReplay all = eval::replay_alloc_trace(path.string());
+    const eval::AllocReplay large = eval::replay_alloc_trace(path.string(), (1 << 20) + 1);
+    INFO(path.string());
     CHECK(large.allocs < all.allocs);
     CHECK(std::abs(double(large.simulated_peak_reserved) / double(all.simulated_peak_reserved) - 1) < 1e-3);
   }
@@ -54,12 +100,11 @@ TEST_CASE("allocator sim: the small pool hardly moves the reserved peak", "[eval
 TEST_CASE("allocator sim: the reserved peak without the allocations below 1, 16, 64 MiB", "[.alloc-sensitivity]") {
   std::printf("# trace                                   peak   >1MiB  >=16MiB >=64MiB\n");
   std::printf("#                                        (GiB)    (%%)     (%%)     (%%)\n");
-  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("trace-", 0) != 0) continue;
-    const double all = double(eval::replay_alloc_trace(e.path().string()).simulated_peak_reserved);
+  for (const auto& path : recorded_traces()) {
+    const std::string name = path.filename().string();
+    const double all = double(eval::replay_alloc_trace(path.string()).simulated_peak_reserved);
     const auto err = [&](std::int64_t mn) {
-      return 100 * (double(eval::replay_alloc_trace(e.path().string(), mn).simulated_peak_reserved) / all - 1);
+      return 100 * (double(eval::replay_alloc_trace(path.string(), mn).simulated_peak_reserved) / all - 1);
     };
     std::printf("  %-38s %6.2f %+6.2f %+7.2f %+7.2f\n", name.c_str(), all / double(1 << 30), err((1 << 20) + 1),
                 err(16 << 20), err(64 << 20));
@@ -89,38 +134,25 @@ TEST_CASE("allocator trace: a malformed line is one input error naming the line"
   std::filesystem::remove_all(dir);
 }
 
-// The generated engine construction (sim/step_allocs.hpp) against each recording: the reserved bytes
-// when the first step allocates its embedding output ([B, S, h] bf16), large pool only (the mappings
-// that are multiples of 20 MiB; the small pool maps 2 MiB at a time and the generator leaves it out).
+// The generated engine construction (sim/step_allocs.hpp) against each recording: the large pool's
+// reserved bytes when the first step allocates its embedding output ([B, S, h] bf16).
 TEST_CASE("generated ZeRO-3 construction: the recorded reserved bytes at the first step", "[eval][allocator]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
   int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
-    std::string name = e.path().filename().string();
-    if (name.rfind("trace-", 0) != 0) continue;
-    name = name.substr(6, name.size() - 10);
-    const SetCase* c = nullptr;
-    for (const auto& x : set.cases)
-      if (x.name == name) c = &x;
-    REQUIRE(c != nullptr);
-    const Scenario sc = eval::case_scenario(set.model, set.profile, eval::case_keys(set, *c), "set", name);
+  for (const auto& path : recorded_traces()) {
+    const Scenario sc = recorded_case(set, path);
     const std::int64_t th = sc.plan.micro_batch_size * sc.plan.seq_len * sc.model.hidden * 2;
-    std::ifstream in(e.path());
-    std::string line;
-    std::int64_t large = 0, at_cut = -1;
-    while (std::getline(in, line) && at_cut < 0) {
-      std::istringstream ls(line);
-      char op = 0;
-      std::int64_t x = 0, y = 0;
-      ls >> op >> x >> y;
-      if ((op == 'm' || op == 'u') && x % (std::int64_t{20} << 20) == 0) large += op == 'm' ? x : -x;
-      if (op == 'a' && y == th) at_cut = large;
-    }
+    const LargeAllocs rec = large_allocs(path);
+    const auto first = std::find(rec.bytes.begin(), rec.bytes.end(), th);
+    REQUIRE(first != rec.bytes.end());
+    const std::int64_t at_cut = rec.mapped[static_cast<std::size_t>(first - rec.bytes.begin())];
     CachingAllocatorSim a;
-    REQUIRE(deepspeed_construction(sc, a));
-    INFO(name << ": recorded " << at_cut << " B, generated " << a.reserved() << " B");
-    std::printf("%-30s recorded %8.3f GiB generated %8.3f GiB  %+.1f MiB\n", name.c_str(), double(at_cut) / (1 << 30),
-                double(a.reserved()) / (1 << 30), double(a.reserved() - at_cut) / (1 << 20));
+    TrainingAllocs gen(sc, a);
+    REQUIRE(gen.construction_covered());
+    gen.construction();
+    INFO(path.filename().string() << ": recorded " << at_cut << " B, generated " << a.reserved() << " B");
+    std::printf("%-36s recorded %8.3f GiB generated %8.3f GiB  %+.1f MiB\n", path.filename().string().c_str(),
+                double(at_cut) / (1 << 30), double(a.reserved()) / (1 << 30), double(a.reserved() - at_cut) / (1 << 20));
     CHECK(a.reserved() == at_cut);
     ++n;
   }
@@ -133,15 +165,8 @@ TEST_CASE("generated ZeRO-3 construction: the recorded reserved bytes at the fir
 TEST_CASE("generated allocations: construction, the first forward and the loss, allocation by allocation", "[eval][allocator]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
   int covered = 0;
-  for (const auto& e : std::filesystem::directory_iterator(record_path("validation/alloc-traces"))) {
-    std::string name = e.path().filename().string();
-    if (name.rfind("trace-", 0) != 0) continue;
-    name = name.substr(6, name.size() - 10);
-    const SetCase* c = nullptr;
-    for (const auto& x : set.cases)
-      if (x.name == name) c = &x;
-    REQUIRE(c != nullptr);
-    const Scenario sc = eval::case_scenario(set.model, set.profile, eval::case_keys(set, *c), "set", name);
+  for (const auto& path : recorded_traces()) {
+    const Scenario sc = recorded_case(set, path);
     CachingAllocatorSim a;
     std::vector<std::int64_t> log;
     TrainingAllocs gen(sc, a, &log);
@@ -150,31 +175,17 @@ TEST_CASE("generated allocations: construction, the first forward and the loss, 
     gen.construction();
     gen.forward(true);
     gen.loss(true);
-    // the recording: sizes of the allocations >= 16 MiB, and the large pool's mapped bytes after the
-    // log.size()-th of them
-    std::ifstream in(e.path());
-    std::string line;
-    std::vector<std::int64_t> rec;
-    std::int64_t large = 0, at_end = -1;
-    while (std::getline(in, line) && rec.size() < log.size()) {
-      std::istringstream ls(line);
-      char op = 0;
-      std::int64_t x = 0, y = 0;
-      ls >> op >> x >> y;
-      if ((op == 'm' || op == 'u') && x % (std::int64_t{20} << 20) == 0) large += op == 'm' ? x : -x;
-      if (op == 'a' && y >= kStepAllocsMinBytes) {
-        rec.push_back(y);
-        if (rec.size() == log.size()) at_end = large;
-      }
-    }
-    std::size_t first_diff = 0;
-    while (first_diff < log.size() && first_diff < rec.size() && log[first_diff] == rec[first_diff]) ++first_diff;
-    INFO(name << ": " << log.size() << " generated allocations, the first that differs is #" << first_diff);
-    if (first_diff < log.size() && first_diff < rec.size())
-      INFO("generated " << log[first_diff] << " B, recorded " << rec[first_diff] << " B");
-    CHECK(first_diff == log.size());
-    std::printf("%-28s %5zu allocations >= 16 MiB equal; reserved recorded %8.3f GiB generated %8.3f GiB\n", name.c_str(),
-                first_diff, double(at_end) / (1 << 30), double(a.reserved()) / (1 << 30));
+    const LargeAllocs rec = large_allocs(path);
+    REQUIRE(rec.bytes.size() >= log.size());
+    const auto diff = std::mismatch(log.begin(), log.end(), rec.bytes.begin());
+    const std::size_t equal = static_cast<std::size_t>(diff.first - log.begin());
+    const std::string name = path.filename().string();
+    INFO(name << ": " << log.size() << " generated allocations, the first that differs is #" << equal);
+    if (equal < log.size()) INFO("generated " << *diff.first << " B, recorded " << *diff.second << " B");
+    CHECK(equal == log.size());
+    const std::int64_t at_end = rec.mapped[log.size() - 1];
+    std::printf("%-36s %5zu allocations >= 16 MiB equal; reserved recorded %8.3f GiB generated %8.3f GiB\n", name.c_str(),
+                equal, double(at_end) / (1 << 30), double(a.reserved()) / (1 << 30));
     // the allocations below 16 MiB are left out: they may take or leave a granule (<= 0.5 % here; the
     // sensitivity test above puts their effect on the peak at up to 1.3 %)
     CHECK(std::abs(double(a.reserved() - at_end)) <= 0.005 * double(at_end));

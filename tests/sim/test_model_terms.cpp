@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -188,4 +189,24 @@ TEST_CASE("model terms: a change of each key field alone changes some term", "[s
   CHECK(differs([](ModelTermsKey& c) { c.reduce_bucket_size = 5e8; }));
   CHECK(differs([](ModelTermsKey& c) { c.P = 8; }));
   CHECK(differs([](ModelTermsKey& c) { c.zero_group = 64; }));
+}
+
+TEST_CASE("largest_sub_group is the largest of zero3_sub_groups' walk", "[sim][model_terms]") {
+  for (const char* name : {"llama-3.1-8b", "llama-3.1-70b", "qwen3-4b", "qwen3-8b"}) {
+    ModelSpec mo = load_model(name);
+    for (std::int64_t layers : {2, 3, 32}) {
+      mo.layers = layers;
+      for (double N : {1.0, 8.0, 32.0}) {
+        const std::vector<double> g = zero3_sub_groups(mo, N);
+        INFO(name << " L=" << layers << " N=" << N);
+        REQUIRE(!g.empty());
+        double total = 0;
+        for (double x : g) total += x;
+        double parts = 0;
+        for (std::int64_t n : parameter_numels(mo)) parts += std::ceil(double(n) / N);
+        CHECK(total == parts);
+        CHECK(*std::max_element(g.begin(), g.end()) == largest_sub_group(mo, N));
+      }
+    }
+  }
 }
