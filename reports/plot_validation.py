@@ -27,6 +27,12 @@ PHASES = ["a2a.qkv.fwd", "attn.fwd", "a2a.out.fwd", "a2a.out.bwd", "attn.bwd", "
 COLORS = dict(zip(PHASES, ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]))
 
 
+def wrapped(title, fig):
+    """The record's device line is long: wrapped to the figure's width (about 11.5 characters of the
+    9-point title per inch), not cut at its edge."""
+    return textwrap.fill(title, int(fig.get_figwidth() * 11.5))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("record")
@@ -36,7 +42,6 @@ def main():
     prefix = a.prefix or os.path.splitext(a.record)[0]
     cases = rec["cases"]
     title = f"{rec.get('set_name', rec.get('record', ''))}: {rec.get('device', '')}".strip(": ")
-    title = textwrap.fill(title, 100)  # the device line of a record is long: wrapped, not cut at the figure's edge
     ok = True
 
     # 1. predicted vs measured
@@ -60,7 +65,7 @@ def main():
     ax.set_yscale("log")
     ax.set_xlabel("measured (us, median over iterations, max over ranks)")
     ax.set_ylabel("predicted (us)")
-    ax.set_title(f"predicted vs measured per phase\n{title}", fontsize=9)
+    ax.set_title(f"predicted vs measured per phase\n{wrapped(title, fig)}", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", lw=0.3)
     fig.tight_layout()
@@ -85,7 +90,7 @@ def main():
     ax.set_xticks(range(len(PHASES) + 1))
     ax.set_xticklabels(PHASES + ["peak memory"], fontsize=8)
     ax.set_ylabel("signed error (%) = (pred - meas) / meas")
-    ax.set_title(f"signed error per phase (bar = median)\n{title}", fontsize=9)
+    ax.set_title(f"signed error per phase (bar = median)\n{wrapped(title, fig)}", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", lw=0.3)
     fig.tight_layout()
@@ -103,7 +108,7 @@ def main():
     ax.set_yscale("log")
     ax.set_xlabel("measured peak per rank (GiB)")
     ax.set_ylabel("predicted block_peak_bytes (GiB)")
-    ax.set_title(f"peak memory of the block\n{title}", fontsize=9)
+    ax.set_title(f"peak memory of the block\n{wrapped(title, fig)}", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", lw=0.3)
     fig.tight_layout()
