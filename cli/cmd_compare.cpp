@@ -39,7 +39,7 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
     std::filesystem::rename(trace + ".cupti.rank0.json", trace + ".cupti.json", ec);
     if (ec) std::cerr << fmt::format("ulysses compare: no CUPTI trace from the worker ({}); {} has the phases\n", ec.message(), trace);
   }
-  const eval::StepComparison c = eval::compare_step(p, m);
+  const eval::StepComparison c = eval::compare_step(sc, p, m);
   if (format == Format::json) {
     Json j = eval::comparison_json(c);
     j["version"] = reports::version_json();

@@ -132,7 +132,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
       rec["failed_cases"].push_back({{"name", r.name}, {"error", e.what()}});
       continue;
     }
-    r.c = eval::compare_step(p, r.m);
+    r.c = eval::compare_step(r.sc, p, r.m);
     rec["device"] = r.m.device;
     rec["cases"].push_back(eval::step_case_json(r));
     std::cerr << fmt::format("[{:.0f} s] case {} ({}/{}): step {:.3f} s, allocated {:+.1f} %, reserved {:+.1f} %\n",

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "sim/step_allocs.hpp"
+
 namespace ulysses::eval {
 
 const std::vector<PhaseGroup>& step_phase_groups() {
@@ -55,7 +57,7 @@ Row row(const std::string& name, double pred, double meas, bool scored) {
 }
 }  // namespace
 
-StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepMeasurement& m) {
+StepComparison compare_step(const Scenario& sc, const Prediction& p, const runtime::deepspeed::StepMeasurement& m) {
   StepComparison c;
   const auto& groups = step_phase_groups();
   // each measured range to its group once (names no group lists go to "other")
@@ -79,7 +81,10 @@ StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepM
   }
   c.step = row("step", p.step_time_s, m.step_median_s, true);
   c.allocated = row("max_memory_allocated", double(predicted_allocated_bytes(p)), double(m.max_memory_allocated), true);
-  c.reserved = row("max_memory_reserved", double(predicted_reserved_bytes(p)), double(m.max_memory_reserved), true);
+  const std::int64_t generated = generated_reserved_peak(sc, kGeneratedReservedSteps);
+  c.reserved_generated = generated >= 0;
+  c.reserved = row("max_memory_reserved", c.reserved_generated ? double(generated) : double(predicted_reserved_bytes(p)),
+                   double(m.max_memory_reserved), true);
   c.predicted_peak_at = p.gpu_peak_at;
   c.measured_peak_at = m.peak_at;
   return c;
@@ -99,6 +104,7 @@ runtime::deepspeed::Json comparison_json(const StepComparison& c) {
   j["step"] = row(c.step);
   j["max_memory_allocated"] = row(c.allocated);
   j["max_memory_reserved"] = row(c.reserved);
+  j["max_memory_reserved"]["predicted_from"] = c.reserved_generated ? "allocation sequence" : "binding reserved bytes";
   j["peak_at"] = {{"predicted", c.predicted_peak_at}, {"measured", c.measured_peak_at}};
   return j;
 }

@@ -36,12 +36,16 @@ struct StepComparison {
   std::vector<Row> phases;                  // in the groups' order, only groups seen or predicted
   Row step;                                 // step time (median over timed steps)
   Row allocated, reserved;                  // peak bytes
+  bool reserved_generated = false;          // reserved predicted from the allocation sequence
   std::string predicted_peak_at, measured_peak_at;
 };
 
 double error_pct(double predicted, double measured);
 
-StepComparison compare_step(const Prediction& p, const runtime::deepspeed::StepMeasurement& m);
+// The reserved row: under expandable segments, for a plan the allocation sequence covers
+// (sim/step_allocs.hpp), the peak of that sequence through the allocator simulation (a run with room
+// to spare); else the model's binding reserved bytes (what an out-of-memory decides on).
+StepComparison compare_step(const Scenario& sc, const Prediction& p, const runtime::deepspeed::StepMeasurement& m);
 // phases [{name, predicted, measured, error_pct, scored}], step, max_memory_allocated/reserved, peak_at
 runtime::deepspeed::Json comparison_json(const StepComparison& c);
 

@@ -44,7 +44,7 @@ struct Stat {
 };
 
 struct StepSummary {
-  Stat allocated, reserved, step;              // reserved: cases run with expandable segments only
+  Stat allocated, reserved, reserved_generated, step;  // reserved: cases run with expandable segments only; reserved_generated: of them, those the allocation sequence covers
   std::vector<Stat> phases;                    // per phase group (scored rows)
 };
 StepSummary summarize_steps(const std::vector<StepCase>& cases);

@@ -42,8 +42,6 @@ struct Walk {
   }
 };
 
-// The backward arrival order within a layer: the MLP (down, up, gate), the post-attention norm and
-// o_proj, then after the attention the q/k norms and the q, k, v projections, last the input norm.
 FlushAt place(LayerParamRole r) {
   using R = LayerParamRole;
   switch (r) {
@@ -64,6 +62,12 @@ int rank(LayerParamRole r) {
 
 }  // namespace
 
+LayerParams layer_params_in_backward_order(const ModelSpec& mo) {
+  LayerParams lp = layer_params(mo);
+  std::stable_sort(lp.p, lp.p + lp.n, [](const LayerParam& a, const LayerParam& b) { return rank(a.role) < rank(b.role); });
+  return lp;
+}
+
 ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t zero_group, bool flat_buffer) {
   return reduce_flushes(mo, BucketPlan{pl.reduce_bucket_size, pl.offload_optimizer, pl.tiled_logits}, zero_group, flat_buffer);
 }
@@ -74,8 +78,7 @@ ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int
   w.zero_group = static_cast<double>(std::max<std::int64_t>(zero_group, 1));
   w.flat_buffer = flat_buffer;
   w.offload = pl.offload_optimizer;
-  LayerParams lp = layer_params(mo);
-  std::sort(lp.p, lp.p + lp.n, [](const LayerParam& a, const LayerParam& b) { return rank(a.role) < rank(b.role); });
+  const LayerParams lp = layer_params_in_backward_order(mo);
   const double head = double(mo.vocab) * double(mo.hidden);
   // The lm_head's gradient arrives first, in the logits backward; a tied one (the embedding) only
   // once all its uses are accumulated, at the end, unless the tiled loss accumulates it in its own

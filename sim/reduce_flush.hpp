@@ -3,6 +3,7 @@
 // what its epilogue allocates on the reduce stream (docs/MODEL.md "Reduce epilogue").
 #include <cstdint>
 
+#include "sim/model.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses {
@@ -17,6 +18,11 @@ inline constexpr int kFlushPlaces = 4;
 struct ReduceFlushes {
   double epilogue_bytes[kFlushPlaces] = {0, 0, 0, 0};  // the largest flush epilogue at each place; 0: none
 };
+
+// A layer's parameters in the order their gradients arrive in the backward: the MLP (down, up, gate),
+// the post-attention norm and o_proj, then after the attention the q/k norms and the v, k, q
+// projections, last the input norm.
+LayerParams layer_params_in_backward_order(const ModelSpec& mo);
 
 // The reduce bucket (plan.reduce_bucket_size elements) filled in the order gradients arrive, for
 // ZeRO stage 3 over N = zero_group ranks. flat_buffer: count the flattened bf16 bucket the

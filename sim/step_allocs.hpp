@@ -7,9 +7,9 @@
 // for this stack (records/validation/alloc-traces, with the frames each step below names); every size
 // is the model's (sim/model.hpp).
 //
-// Built so far: DeepSpeed's engine construction, a step's forward through the decoder layers and the
-// loss's forward. Not yet: the backward, the gradient path on the reduce stream, the optimizer step,
-// TiledMLP, checkpoint and optimizer offload (docs/STATUS.md "Open work on issue 12").
+// Built: DeepSpeed's engine construction and whole steps (forward, loss, backward with the reduce
+// stream's flushes, the optimizer on the GPU) of checkpointed plans. Not yet: TiledMLP, checkpoint
+// offload, optimizer offload (docs/STATUS.md "Open work on issue 12").
 #include <cstdint>
 #include <vector>
 
@@ -21,18 +21,32 @@ namespace ulysses {
 
 // Allocations below this many bytes are left out (the small pool and the small large-pool blocks).
 inline constexpr std::int64_t kStepAllocsMinBytes = std::int64_t{16} << 20;
+// cuBLAS's workspace, allocated through the caching allocator by each thread's first matmul (the
+// rotary embedding's, modeling_llama.py 122; autograd's thread at its first backward GEMM) and kept:
+// 32 MiB in every recording (torch 2.11 on H200)
+inline constexpr std::int64_t kCublasWorkspaceBytes = std::int64_t{32} << 20;
 
-// The run's allocations on the compute stream, part by part. `log`, when given, receives the requested
-// bytes of every allocation emitted, in order (the check against a recording). A plan the generator
-// does not cover yet (covered() false) emits nothing.
+// The run's allocations, part by part: construction(), then per step forward(), loss(), backward() and
+// optimizer_step(); run() does all of it for a run of `steps` steps. `log`, when given, receives the
+// requested bytes of every allocation emitted, in order (the check against a recording). A plan the
+// generator does not cover yet (covered() false) emits nothing.
 class TrainingAllocs {
  public:
   using Id = CachingAllocatorSim::Id;
-  TrainingAllocs(const Scenario& sc, CachingAllocatorSim& a, std::vector<std::int64_t>* log = nullptr);
-  // construction(): ZeRO-3 at one partition without parameter offload. forward(): also activation
-  // checkpointing with the checkpoints on the GPU, no TiledMLP, eager RMSNorm, micro-batch 1 per rank.
+  // When a tensor freed while the reduce stream still uses it (record_stream) returns to its pool: the
+  // allocator processes the stream's events at a later malloc, once the GPU has done that work.
+  enum class DeferredFree {
+    next_alloc,   // at the next allocation (the GPU keeps up with the host)
+    end_of_backward,  // only when the backward ends (the host runs far ahead)
+  };
+  TrainingAllocs(const Scenario& sc, CachingAllocatorSim& a, std::vector<std::int64_t>* log = nullptr,
+                 DeferredFree deferred = DeferredFree::next_alloc);
+  // construction(): ZeRO-3 at one partition without parameter offload. forward() and the rest of a
+  // step: also activation checkpointing with the checkpoints on the GPU, no TiledMLP, eager RMSNorm,
+  // micro-batch 1 per rank, the optimizer on the GPU.
   bool construction_covered() const;
   bool forward_covered() const;
+  bool step_covered() const;
   // The ZeRO-3 engine's construction (deepspeed.initialize under Accelerate, zero.Init).
   void construction();
   // One step's forward up to the final norm's output; the first step of the process also allocates
@@ -41,26 +55,76 @@ class TrainingAllocs {
   // The loss after forward(): untiled, the logits' forward (the backward's part comes with backward());
   // tiled (TiledFusedLogitsLoss), every tile's forward and backward, which it runs inside its forward.
   void loss(bool first_step);
+  // The backward from the loss to the embedding, with DeepSpeed's gradient bucket (contiguous copies
+  // and flushes on the reduce stream).
+  void backward(bool first_step);
+  // DeepSpeed ZeRO-3's step with torch's AdamW on the GPU (the first step creates its state).
+  void optimizer_step(bool first_step);
+  // construction() and `steps` whole steps; false when the plan is not covered (nothing emitted).
+  bool run(int steps);
 
  private:
-  Id alloc(std::int64_t bytes);
+  // What eager RMSNorm saves for its backward (autograd on): the fp32 input, the normalized bf16 tensor;
+  // and its output.
+  struct Norm {
+    Id f32 = -1, t = -1, out = -1;
+  };
+  // A checkpointed layer's tensors, recomputed for its backward.
+  struct Recomputed {
+    Norm n1, n2, qn, kn;  // qn, kn: Qwen3's head-dim norms
+    Id v = -1, qe = -1, ke = -1, o = -1;
+    Id gate = -1, act = -1, up = -1, prod = -1;
+  };
+  Id alloc(std::int64_t bytes, int stream = 0);
   void free(Id& id);
+  void free_later(Id& id);  // freed while the reduce stream uses it (DeferredFree)
+  void release_deferred();
   Id rmsnorm(std::int64_t x_bytes);  // eager RMSNorm without autograd's saved tensors: its output
+  Norm rmsnorm_saved(std::int64_t x_bytes);
   Id rope(std::int64_t x_bytes);     // apply_rotary_pos_emb on one of q, k: its output
   Id attention(Id& normed);          // the attention module: the o_proj output (frees `normed`)
   Id layer();                        // one checkpointed decoder layer: its output
+  Recomputed recompute();            // the checkpoint's recompute, up to the last tensor it saves
+  // Eager RMSNorm's backward over x (rows x cols elements): the input's gradient. Frees `g` and the saved
+  // tensors (the final norm releases `t` after `g`); `input`, when given, is released before the last
+  // temporary (the layer's checkpoint at its input norm).
+  Id rmsnorm_backward(Id& g, Norm& n, std::int64_t rows, std::int64_t cols, bool final_norm, Id* input = nullptr);
+  Id rope_backward(Id& g, std::int64_t x_bytes);  // its input's gradient (frees `g`)
+  void layer_backward(std::int64_t l);  // recompute and gradients of layer l (frees its checkpoint)
+  // A parameter's gradient reaches DeepSpeed's reduce hook (stage3.py 1569-1590, 1614-1638): `grad`
+  // is its tensor when allocated here (-1: below the size generated).
+  void arrive(double numel, Id& grad);
+  void flush();  // __reduce_and_partition_ipg_grads
 
   const Scenario& sc_;
   const Dims d_;
   std::int64_t th_ = 0, q_ = 0, kv_ = 0, mlp_ = 0;  // [T, h], q, one of k / v, one MLP intermediate (bytes)
   CachingAllocatorSim& a_;
   std::vector<std::int64_t>* log_;
-  std::vector<Id> keep_;  // what lives to the backward (checkpoints, cos/sin, the final norm's saved set)
-  Id embed_out_ = -1;     // the embedding's output: layer 0's checkpoint
-  Id final_hidden_ = -1;  // the final norm's output, the loss's input
-  Id log_probs_ = -1;     // untiled: log_softmax's output, saved for the backward
-  Id x_grad_ = -1;        // tiled: the gradient of the loss's input, filled tile by tile
-  Id head_grad_ = -1;     // tiled: the lm_head's weight gradient (the first tile's, the others added to it)
+  DeferredFree policy_;
+  std::vector<Id> deferred_;      // freed, waiting for the reduce stream
+  std::vector<Id> ckpt_;          // per layer: its input, which the checkpoint keeps (layer 0: the embedding's output)
+  Id cos_ = -1, sin_ = -1;        // the rotary embedding's bf16 cos and sin (the recompute uses them)
+  Norm final_norm_;               // the final norm's saved tensors (out: the loss's input)
+  Id final_hidden_ = -1;          // the loss's input, referenced by the step until the next one
+  Id log_probs_ = -1;             // untiled: log_softmax's output, saved for the backward
+  Id x_grad_ = -1;                // tiled: the gradient of the loss's input, filled tile by tile
+  Id head_grad_ = -1;             // the lm_head's weight gradient
+  Id hidden_grad_ = -1;           // the residual stream's gradient, accumulated in place layer by layer
+  // DeepSpeed's ipg bucket (reduce_bucket_size elements): elements and parameters in it, and the
+  // gradients it holds that were too large for its contiguous buffer
+  double bucket_elems_ = 0;
+  int bucket_params_ = 0;
+  std::vector<Id> bucket_held_;
 };
+
+// The reserved peak (every stream and pool) of DeepSpeed's construction and `steps` steps of the plan,
+// as the allocation sequence above drives the allocator simulation: what max_memory_reserved reads in
+// a run with room to spare under expandable_segments. -1 when the generator does not cover the plan.
+std::int64_t generated_reserved_peak(const Scenario& sc, int steps);
+// The steps the deepspeed backend's validate runs (one warm-up, the memory step, the timed steps) reach
+// their reserved peak by the third: construction's layout, the first step's optimizer state, and one
+// step over the holes they leave.
+inline constexpr int kGeneratedReservedSteps = 3;
 
 }  // namespace ulysses

@@ -70,7 +70,7 @@ TEST_CASE("deepspeed results: ranks merged, phases grouped against the step mode
   Scenario sc = two_layers(16384);
   sc.plan.tiled_mlp = true;
   const Prediction p = predict(sc);
-  const auto c = eval::compare_step(p, m);
+  const auto c = eval::compare_step(sc, p, m);
   auto find = [&](const std::string& n) {
     auto it = std::find_if(c.phases.begin(), c.phases.end(), [&](auto& r) { return r.name == n; });
     REQUIRE(it != c.phases.end());

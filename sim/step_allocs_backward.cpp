@@ -1,0 +1,294 @@
+// The PyTorch runtime's allocations in order (sim/step_allocs.hpp): the backward (the loss's, the final
+// norm's, per checkpointed layer the recompute and the gradients, the embedding's), DeepSpeed's gradient
+// bucket on the reduce stream, and the optimizer step. Autograd's C++ temporaries carry no Python
+// frames: their order is the recorded one (records/validation/alloc-traces), their sizes the ops' own
+// (docs/MODEL.md "Reserved memory").
+#include <algorithm>
+
+#include "core/bf16.hpp"
+#include "sim/model.hpp"
+#include "sim/model_terms.hpp"
+#include "sim/reduce_flush.hpp"
+#include "sim/step_allocs.hpp"
+#include "sim/torch_scratch.hpp"
+
+namespace ulysses {
+namespace {
+constexpr std::int64_t kBf16 = core::kBf16Bytes, kFp32 = 4, kFp64 = 8;
+constexpr int kReduceStream = 1;  // DeepSpeed's reduce_and_partition_stream
+}  // namespace
+
+// Eager RMSNorm with autograd's saved tensors (a checkpointed layer's recompute, the final norm):
+// modeling_llama.py 64-67; the fp32 input and the normalized bf16 tensor stay for the backward.
+TrainingAllocs::Norm TrainingAllocs::rmsnorm_saved(std::int64_t x) {
+  Norm n;
+  n.f32 = alloc(2 * x);  // 64
+  Id sq = alloc(2 * x);  // 65
+  free(sq);
+  Id r = alloc(2 * x);   // 66
+  n.t = alloc(x);        // 67 .to(input_dtype)
+  n.out = alloc(x);      // 67 weight * ...
+  free(r);
+  return n;
+}
+
+// The non-reentrant checkpoint's recompute of one decoder layer (torch/utils/checkpoint.py): the
+// forward again with autograd saving, stopped once the last saved tensor exists (the down projection
+// runs, its output and the residual are dropped).
+TrainingAllocs::Recomputed TrainingAllocs::recompute() {
+  Recomputed r;
+  r.n1 = rmsnorm_saved(th_);
+  const auto project = [&](std::int64_t bytes, Norm& hn) {
+    Id p = alloc(bytes);  // zero/linear.py 92
+    if (!sc_.model.qk_norm) return p;
+    hn = rmsnorm_saved(bytes);
+    free(p);
+    return hn.out;
+  };
+  Id q = project(q_, r.qn);
+  Id k = project(kv_, r.kn);
+  r.v = alloc(kv_);
+  r.qe = rope(q_);
+  r.ke = rope(kv_);
+  free(q);  // RoPE saves nothing of its input (cos and sin need no gradient)
+  free(k);
+  r.o = alloc(q_);            // sdpa's output
+  Id op = alloc(th_);         // o_proj
+  Id h1 = alloc(th_);         // 317 residual
+  free(op);
+  r.n2 = rmsnorm_saved(th_);
+  r.gate = alloc(mlp_);
+  r.act = alloc(mlp_);
+  r.up = alloc(mlp_);
+  r.prod = alloc(mlp_);
+  Id down = alloc(th_);
+  free(down);
+  free(h1);
+  return r;
+}
+
+// Autograd through eager RMSNorm (weight * t, t = (x * rsqrt(mean(x^2) + eps)).to(bf16), x = input.to(fp32)),
+// as the recordings order it: the weight's gradient reduced over the rows (torch's reduction scratch,
+// sim/torch_scratch.hpp), then the fp32 chain back to the input's gradient.
+TrainingAllocs::Id TrainingAllocs::rmsnorm_backward(Id& g, Norm& n, std::int64_t rows, std::int64_t cols,
+                                                    bool final_norm, Id* input) {
+  const std::int64_t x = rows * cols * kBf16;
+  Id p = alloc(x);
+  Id q = alloc(x);
+  if (!final_norm) free(n.t);
+  Id red = alloc(reduction_scratch_bytes(rows, cols, kFp32));
+  free(red);
+  free(q);
+  free(g);
+  if (final_norm) free(n.t);
+  Id s = alloc(2 * x);
+  free(p);
+  Id u = alloc(2 * x);
+  Id w = alloc(2 * x);
+  free(u);
+  free(s);
+  Id x1 = alloc(2 * x), x2 = alloc(2 * x), x3 = alloc(2 * x), x4 = alloc(2 * x);
+  free(x3);
+  free(x2);
+  free(n.f32);
+  free(x1);
+  if (input) free(*input);
+  free(x4);
+  const Id out = alloc(x);
+  free(w);
+  return out;
+}
+
+// Autograd through apply_rotary_pos_emb (x * cos + rotate_half(x) * sin) for one of q, k: the input's
+// gradient.
+TrainingAllocs::Id TrainingAllocs::rope_backward(Id& g, std::int64_t x) {
+  Id a = alloc(x);
+  Id half = alloc(x / 2);
+  const Id out = alloc(x);
+  free(half);
+  Id b = alloc(x);
+  free(a);
+  free(b);
+  Id c = alloc(x);
+  free(g);
+  free(c);
+  return out;
+}
+
+void TrainingAllocs::layer_backward(std::int64_t l) {
+  const Dims& d = d_;
+  const std::int64_t T = d.B * d.S_l;
+  const double h = double(d.h), hd = double(d.H) * double(d.D), kvd = double(d.H_kv) * double(d.D);
+  const double mlp_w = double(d.F) * h;
+  Recomputed r = recompute();
+  const auto weight_grad = [&](double numel) {
+    Id w = alloc(static_cast<std::int64_t>(numel) * kBf16);  // zero/linear.py 129
+    arrive(numel, w);
+  };
+  // the MLP (zero/linear.py 126 input, 129 weight): down, the SwiGLU product, up, SiLU, gate
+  Id g_prod = alloc(mlp_);
+  weight_grad(mlp_w);
+  free(r.prod);
+  Id g_a = alloc(mlp_), g_b = alloc(mlp_);
+  free(r.act);
+  free(r.up);
+  free(g_prod);
+  Id g_n2 = alloc(th_);
+  weight_grad(mlp_w);
+  free(g_a);
+  Id g_silu = alloc(mlp_);
+  free(r.gate);
+  free(g_b);
+  Id g_gate_in = alloc(th_);
+  weight_grad(mlp_w);
+  free(r.n2.out);
+  free(g_silu);
+  free(g_gate_in);  // added into g_n2
+  // the post-attention norm: its input's gradient is added to the residual stream's
+  Id y = rmsnorm_backward(g_n2, r.n2, T, d.h, false);
+  Id none = -1;
+  arrive(h, none);
+  free(y);
+  // o_proj (its output's gradient is the residual stream's), sdpa, RoPE on k and q
+  Id g_o = alloc(q_);
+  weight_grad(hd * h);
+  Id dq = alloc(q_), dk = alloc(kv_), dv = alloc(kv_);
+  Id ws = alloc(sdpa_backward_scratch_bytes(T, d.H, d.H_kv, d.D));
+  free(ws);
+  free(r.o);
+  free(r.v);
+  free(r.qe);
+  free(r.ke);
+  free(g_o);
+  Id gk = rope_backward(dk, kv_);
+  Id gq = rope_backward(dq, q_);
+  // v, k, q projections; with Qwen3's head norms k and q go through their norm's backward first; k's
+  // and q's gradients are copied contiguous ([B, H, T, D] -> [B, T, H*D]) for the projection
+  Id g_n1 = alloc(th_);
+  weight_grad(kvd * h);
+  free(dv);
+  const auto qk = [&](Id& g, Norm& hn, std::int64_t heads, std::int64_t bytes, double w_numel, bool last) {
+    if (sc_.model.qk_norm) {
+      Id yh = rmsnorm_backward(g, hn, T * heads, d.D, false);
+      arrive(double(d.D), none);
+      g = yh;
+    }
+    Id c = alloc(bytes);
+    free(g);
+    Id gi = alloc(th_);
+    weight_grad(w_numel);
+    if (last) free(r.n1.out);
+    free(c);
+    free(gi);  // added into g_n1
+  };
+  qk(gk, r.kn, d.H_kv, kv_, kvd * h, false);
+  qk(gq, r.qn, d.H, q_, hd * h, true);
+  // the input norm; the layer's checkpoint goes with its last use
+  Id& input = ckpt_[static_cast<std::size_t>(l)];
+  y = rmsnorm_backward(g_n1, r.n1, T, d.h, false, &input);
+  arrive(h, none);
+  free(y);
+}
+
+void TrainingAllocs::backward(bool first_step) {
+  if (!step_covered()) return;
+  const Dims& d = d_;
+  const std::int64_t T = d.B * d.S_l;
+  const double head = double(d.V) * double(d.h);
+  const bool tied = sc_.model.tied_embeddings;
+  Id g_final = x_grad_;
+  x_grad_ = -1;
+  Id tied_head_grad = -1;  // untiled with tied embeddings: autograd sums both uses before the hook
+  if (!sc_.plan.tiled_logits) {
+    // cross_entropy's backward: nll's and log_softmax's fp32 gradients, the bf16 one, then the lm_head's
+    // input and weight gradients (the first backward GEMM: autograd's thread's cuBLAS workspace)
+    Id g_nll = alloc(T * d.V * kFp32);
+    Id g_logp = alloc(T * d.V * kFp32);
+    free(g_nll);
+    free(log_probs_);
+    Id g_bf16 = alloc(T * d.V * kBf16);
+    free(g_logp);
+    g_final = alloc(th_);
+    if (first_step) alloc(kCublasWorkspaceBytes);
+    Id g_w = alloc(static_cast<std::int64_t>(head) * kBf16);
+    free(g_bf16);
+    if (tied) tied_head_grad = g_w;
+    else arrive(head, g_w);
+  }
+  // the final norm: its input's gradient starts the residual stream's
+  hidden_grad_ = rmsnorm_backward(g_final, final_norm_, T, d.h, true);
+  Id none = -1;
+  arrive(double(d.h), none);
+  for (std::int64_t l = d.L - 1; l >= 0; --l) layer_backward(l);
+  // the embedding (embedding_dense_backward): the weight's gradient, the partial-segment sums
+  Id g_emb = alloc(static_cast<std::int64_t>(head) * kBf16);
+  Id partials = alloc(embedding_backward_partials_bytes(T, d.h));
+  free(partials);
+  free(hidden_grad_);
+  free(cos_);
+  free(sin_);
+  if (tied_head_grad >= 0) {
+    free(g_emb);  // added into the lm_head's
+    g_emb = tied_head_grad;
+  }
+  arrive(head, g_emb);  // tied and tiled: the second arrival of the same parameter
+  // the backward's epilogue flushes what the bucket holds
+  flush();
+  if (policy_ == DeferredFree::end_of_backward) release_deferred();
+}
+
+// stage3.py reduce_independent_p_g_buckets_and_remove_grads (1569-1590) and __add_grad_to_ipg_bucket
+// (1614-1638): a gradient that would overflow a non-empty bucket flushes it first; one that fits is
+// copied into the contiguous buffer on the reduce stream and its own tensor released (record_stream);
+// one that does not fit stays the parameter's .grad until its flush.
+void TrainingAllocs::arrive(double numel, Id& grad) {
+  const double limit = sc_.plan.reduce_bucket_size;
+  if (bucket_params_ > 0 && bucket_elems_ + numel > limit) flush();
+  if (bucket_elems_ + numel <= limit) {
+    free_later(grad);
+  } else if (grad >= 0) {
+    bucket_held_.push_back(grad);
+    grad = -1;
+  }
+  bucket_elems_ += numel;
+  ++bucket_params_;
+}
+
+// __reduce_and_partition_ipg_grads at one partition: reduce_scatter_coalesced flattens two or more
+// gradients into one bf16 buffer on the reduce stream (torch/_utils.py _flatten_dense_tensors; one
+// tensor is viewed, not copied); then the parameters' gradients are released.
+void TrainingAllocs::flush() {
+  if (bucket_params_ >= 2) {
+    Id flat = alloc(static_cast<std::int64_t>(bucket_elems_) * kBf16, kReduceStream);
+    free(flat);
+  }
+  for (Id& id : bucket_held_) free_later(id);
+  bucket_held_.clear();
+  bucket_elems_ = 0, bucket_params_ = 0;
+}
+
+// DeepSpeed ZeRO-3's step (stage3.py step) with torch.optim.AdamW (foreach) on the GPU:
+// get_grad_norm_direct's fp64 copy of each gradient (2457), then per sub-group the bf16 gradients
+// flattened and made fp32 (_prepare_fp32_grad_for_sub_group, 2686), AdamW's state created at the first
+// step (adam.py 178, 182: exp_avg, exp_avg_sq) and the foreach sqrt's temporary (adam.py 791), the fp32
+// gradient released.
+void TrainingAllocs::optimizer_step(bool first_step) {
+  if (!step_covered()) return;
+  release_deferred();  // the step synchronizes with the reduce stream first
+  for (std::int64_t n : parameter_numels(sc_.model)) {
+    Id t = alloc(n * kFp64);
+    free(t);
+  }
+  for (double gd : zero3_sub_groups(sc_.model, 1)) {
+    const auto g = static_cast<std::int64_t>(gd);
+    Id flat = alloc(g * kBf16);
+    Id f32 = alloc(g * kFp32);
+    free(flat);
+    if (first_step) alloc(g * kFp32), alloc(g * kFp32);
+    Id tmp = alloc(g * kFp32);
+    free(tmp);
+    free(f32);
+  }
+}
+
+}  // namespace ulysses

@@ -1,0 +1,192 @@
+// The PyTorch runtime's allocations in order (sim/step_allocs.hpp): a step's forward and the loss. Each
+// block names the source lines (transformers 5.17, DeepSpeed 0.19.8) of the allocations it emits, as the
+// recorded frames show them.
+#include <algorithm>
+
+#include "core/bf16.hpp"
+#include "sim/step_allocs.hpp"
+
+namespace ulysses {
+namespace {
+constexpr std::int64_t kBf16 = core::kBf16Bytes, kFp32 = 4;
+}  // namespace
+
+// Eager RMSNorm (transformers 5.17 modeling_llama.py 62-67; Qwen3RMSNorm is the same code) without
+// autograd's saved tensors, as inside a checkpointed layer's first pass: its output.
+TrainingAllocs::Id TrainingAllocs::rmsnorm(std::int64_t x) {
+  Id f32 = alloc(2 * x);  // 64 .to(float32)
+  Id sq = alloc(2 * x);   // 65 pow(2), reduced by mean
+  free(sq);
+  Id n = alloc(2 * x);    // 66 * rsqrt(...); the fp32 copy released when the name is rebound
+  free(f32);
+  Id t = alloc(x);        // 67 .to(input_dtype)
+  const Id out = alloc(x);  // 67 weight * ...
+  free(t);
+  free(n);
+  return out;
+}
+
+// apply_rotary_pos_emb on q or k (modeling_llama.py 158 / 159, rotate_half 131-134): x * cos, -x2, the
+// cat, its * sin, the sum.
+TrainingAllocs::Id TrainingAllocs::rope(std::int64_t x) {
+  Id xc = alloc(x);
+  Id neg = alloc(x / 2);
+  Id cat = alloc(x);
+  free(neg);
+  Id xs = alloc(x);
+  free(cat);
+  const Id out = alloc(x);
+  free(xc);
+  free(xs);
+  return out;
+}
+
+// The attention module (LlamaAttention / Qwen3Attention forward): q, k, v projections (Qwen3: each of q
+// and k through its head-dim RMSNorm, the projection released after it), RoPE on q and k, sdpa's
+// output, o_proj; then the module's tensors and the normed input are released.
+TrainingAllocs::Id TrainingAllocs::attention(Id& normed) {
+  const auto project = [&](std::int64_t bytes) {
+    Id p = alloc(bytes);  // deepspeed/runtime/zero/linear.py 92
+    if (!sc_.model.qk_norm) return p;
+    const Id n = rmsnorm(bytes);
+    free(p);
+    return n;
+  };
+  Id q = project(q_);
+  Id k = project(kv_);
+  Id v = alloc(kv_);
+  Id qe = rope(q_);
+  Id ke = rope(kv_);
+  free(q);
+  free(k);
+  Id o = alloc(q_);               // integrations/sdpa_attention.py 158
+  const Id out = alloc(th_);      // o_proj
+  free(o);
+  free(qe);
+  free(ke);
+  free(v);
+  free(normed);
+  return out;
+}
+
+// One decoder layer in the checkpointed first pass (modeling_llama.py 300-324): nothing is saved, every
+// tensor is released when nothing refers to it (the layer's input stays: the checkpoint keeps it).
+TrainingAllocs::Id TrainingAllocs::layer() {
+  const std::int64_t th = th_, mlp = mlp_;
+  Id n1 = rmsnorm(th);
+  Id att = attention(n1);
+  Id h1 = alloc(th);  // 317 residual + hidden_states
+  free(att);
+  Id n2 = rmsnorm(th);
+  // the MLP (175): down(act(gate(x)) * up(x))
+  Id gate = alloc(mlp);
+  Id act = alloc(mlp);
+  free(gate);
+  Id up = alloc(mlp);
+  Id prod = alloc(mlp);
+  free(act);
+  free(up);
+  Id down = alloc(th);
+  free(prod);
+  free(n2);
+  const Id out = alloc(th);  // 323 residual + hidden_states
+  free(down);
+  free(h1);
+  return out;
+}
+
+void TrainingAllocs::forward(bool first_step) {
+  if (!forward_covered()) return;
+  const Dims& d = d_;
+  const std::int64_t T = d.B * d.S_l, th = th_;
+  free(final_hidden_);  // the previous step's loss input, released when the step's names are rebound
+  ckpt_.assign(static_cast<std::size_t>(d.L), -1);
+  ckpt_[0] = alloc(th);  // the embedding's output (torch/nn/functional.py 2567): layer 0's checkpoint
+  // the rotary embedding (modeling_llama.py 122-125): freqs [B, D/2, T] fp32, the first matmul's cuBLAS
+  // workspace, emb = cat(freqs, freqs) fp32, cos and sin and their * attention_scaling, the bf16 copies
+  // the layers use (kept: the checkpoints recompute with them)
+  Id freqs = alloc(T * (d.D / 2) * kFp32);
+  if (first_step) alloc(kCublasWorkspaceBytes);
+  Id emb = alloc(T * d.D * kFp32);
+  Id c0 = alloc(T * d.D * kFp32);
+  Id c1 = alloc(T * d.D * kFp32);
+  free(c0);
+  Id s0 = alloc(T * d.D * kFp32);
+  Id s1 = alloc(T * d.D * kFp32);
+  free(s0);
+  cos_ = alloc(T * d.D * kBf16);
+  sin_ = alloc(T * d.D * kBf16);
+  free(freqs);
+  free(emb);
+  free(c1);
+  free(s1);
+  Id x = ckpt_[0];
+  for (std::int64_t l = 0; l < d.L; ++l) {
+    x = layer();
+    if (l + 1 < d.L) ckpt_[static_cast<std::size_t>(l + 1)] = x;  // the next layer's checkpoint
+  }
+  // the final norm, with autograd (outside the checkpoints): the fp32 input and the bf16 normalized
+  // tensor are saved; the last layer's output is released once the norm has returned
+  final_norm_.f32 = alloc(2 * th);
+  Id sq = alloc(2 * th);
+  free(sq);
+  Id n = alloc(2 * th);
+  final_norm_.t = alloc(th);
+  final_hidden_ = alloc(th);
+  free(n);
+  free(x);
+}
+
+void TrainingAllocs::loss(bool first_step) {
+  if (!forward_covered()) return;
+  const Dims& d = d_;
+  const std::int64_t T = d.B * d.S_l;
+  bucket_elems_ = 0, bucket_params_ = 0;
+  if (!sc_.plan.tiled_logits) {
+    // runtime/deepspeed/ulysses_worker/features.py 57-58: lm_head(hidden) bf16, .float(), log_softmax
+    // (saved); the fp32 copy and the bf16 logits released once cross_entropy has them
+    Id logits = alloc(T * d.V * kBf16);
+    Id f32 = alloc(T * d.V * kFp32);
+    log_probs_ = alloc(T * d.V * kFp32);
+    free(f32);
+    free(logits);
+    return;
+  }
+  // TiledFusedLogitsLoss.forward (deepspeed/runtime/sequence_parallel/ulysses_sp.py 1173-1210): x_grad =
+  // zeros_like(x), then torch.chunk of the tokens into d.logits_shards shards (the chunk size rounded up,
+  // so possibly fewer), each shard's forward (features.py 51-52: lm_head, .float(), cross_entropy) and
+  // its backward at once: nll's and log_softmax's fp32 gradients, the bf16 one, the lm_head's input
+  // gradient (added into x_grad) and weight gradient (the first shard's becomes the parameter's .grad,
+  // the others are added to it). The first backward GEMM of the process allocates the autograd
+  // thread's own cuBLAS workspace.
+  x_grad_ = alloc(th_);
+  const std::int64_t chunk = (T + d.logits_shards - 1) / d.logits_shards;
+  for (std::int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const std::int64_t n = std::min(chunk, T - t0);
+    Id logits = alloc(n * d.V * kBf16);
+    Id f32 = alloc(n * d.V * kFp32);
+    free(logits);
+    Id logp = alloc(n * d.V * kFp32);
+    free(f32);
+    Id g_nll = alloc(n * d.V * kFp32);
+    Id g_logp = alloc(n * d.V * kFp32);
+    free(g_nll);
+    free(logp);
+    Id g_bf16 = alloc(n * d.V * kBf16);
+    free(g_logp);
+    Id g_in = alloc(n * d.h * kBf16);
+    if (first_step && t0 == 0) alloc(kCublasWorkspaceBytes);
+    Id g_w = alloc(d.V * d.h * kBf16);
+    free(g_bf16);
+    if (t0 == 0) {
+      head_grad_ = g_w;
+    } else {
+      free(g_w);
+    }
+    free(g_in);
+  }
+  // DeepSpeed's hook takes the lm_head's gradient once, at the last tile (ds_grad_is_ready)
+  arrive(double(d.V) * double(d.h), head_grad_);
+}
+
+}  // namespace ulysses
