@@ -33,7 +33,8 @@ bool TrainingAllocs::construction_covered() const {
 
 bool TrainingAllocs::forward_covered() const {
   const Plan& pl = sc_.plan;
-  return construction_covered() && pl.activation_checkpointing && !pl.offload_checkpoints && !pl.tiled_mlp &&
+  // checkpoint offload: with TiledMLP (the recorded plans; the untiled MLP's own graph is not generated)
+  return construction_covered() && pl.activation_checkpointing && (!pl.offload_checkpoints || pl.tiled_mlp) &&
          pl.rmsnorm_implementation == RmsNormImpl::eager && pl.micro_batch_size == 1;
 }
 

@@ -73,7 +73,8 @@ class TrainingAllocs {
   struct Recomputed {
     Norm n1, n2, qn, kn;  // qn, kn: Qwen3's head-dim norms
     Id v = -1, qe = -1, ke = -1, o = -1;
-    Id gate = -1, act = -1, up = -1, prod = -1;
+    Id gate = -1, act = -1, up = -1, prod = -1;  // without TiledMLP (which saves only its input)
+    Id out = -1;  // an offloaded checkpoint's layer output
   };
   Id alloc(std::int64_t bytes, int stream = 0);
   void free(Id& id);
@@ -83,14 +84,18 @@ class TrainingAllocs {
   Norm rmsnorm_saved(std::int64_t x_bytes);
   Id rope(std::int64_t x_bytes);     // apply_rotary_pos_emb on one of q, k: its output
   Id attention(Id& normed);          // the attention module: the o_proj output (frees `normed`)
+  Id mlp_forward();                  // the MLP (TiledMLP: per shard) without autograd: its output
+  std::vector<std::int64_t> mlp_shard_tokens() const;  // the MLP's shards (one without TiledMLP)
   Id layer();                        // one checkpointed decoder layer: its output
   Recomputed recompute();            // the checkpoint's recompute, up to the last tensor it saves
   // Eager RMSNorm's backward over x (rows x cols elements): the input's gradient. Frees `g` and the saved
-  // tensors (the final norm releases `t` after `g`); `input`, when given, is released before the last
-  // temporary (the layer's checkpoint at its input norm).
-  Id rmsnorm_backward(Id& g, Norm& n, std::int64_t rows, std::int64_t cols, bool final_norm, Id* input = nullptr);
+  // tensors (`t_late`: `t` after `g`); `input`, when given, is released before the last temporary (the
+  // layer's checkpoint at its input norm).
+  Id rmsnorm_backward(Id& g, Norm& n, std::int64_t rows, std::int64_t cols, bool t_late, Id* input = nullptr);
   Id rope_backward(Id& g, std::int64_t x_bytes);  // its input's gradient (frees `g`)
   void layer_backward(std::int64_t l);  // recompute and gradients of layer l (frees its checkpoint)
+  Id mlp_backward(Recomputed& r);       // the MLP's gradients: its input's gradient
+  Id tiled_mlp_backward(Recomputed& r);
   // A parameter's gradient reaches DeepSpeed's reduce hook (stage3.py 1569-1590, 1614-1638): `grad`
   // is its tensor when allocated here (-1: below the size generated).
   void arrive(double numel, Id& grad);

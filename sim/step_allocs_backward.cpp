@@ -34,7 +34,7 @@ TrainingAllocs::Norm TrainingAllocs::rmsnorm_saved(std::int64_t x) {
 
 // The non-reentrant checkpoint's recompute of one decoder layer (torch/utils/checkpoint.py): the
 // forward again with autograd saving, stopped once the last saved tensor exists (the down projection
-// runs, its output and the residual are dropped).
+// runs, its output and the residual are dropped). An offloaded checkpoint runs the whole layer.
 TrainingAllocs::Recomputed TrainingAllocs::recompute() {
   Recomputed r;
   r.n1 = rmsnorm_saved(th_);
@@ -57,6 +57,15 @@ TrainingAllocs::Recomputed TrainingAllocs::recompute() {
   Id h1 = alloc(th_);         // 317 residual
   free(op);
   r.n2 = rmsnorm_saved(th_);
+  if (sc_.plan.tiled_mlp) {  // TiledMLP runs whole (without autograd inside) and saves its input
+    Id out = mlp_forward();
+    // the offloaded checkpoint's recompute runs the whole layer (runtime/deepspeed/ulysses_worker/
+    // offload.py: ctx.run(x), then autograd.backward(out, grad)): the residual too, its output kept
+    if (sc_.plan.offload_checkpoints) r.out = alloc(th_);
+    free(out);
+    free(h1);
+    return r;
+  }
   r.gate = alloc(mlp_);
   r.act = alloc(mlp_);
   r.up = alloc(mlp_);
@@ -69,18 +78,20 @@ TrainingAllocs::Recomputed TrainingAllocs::recompute() {
 
 // Autograd through eager RMSNorm (weight * t, t = (x * rsqrt(mean(x^2) + eps)).to(bf16), x = input.to(fp32)),
 // as the recordings order it: the weight's gradient reduced over the rows (torch's reduction scratch,
-// sim/torch_scratch.hpp), then the fp32 chain back to the input's gradient.
+// sim/torch_scratch.hpp), then the fp32 chain back to the input's gradient. The non-reentrant
+// checkpoint releases a saved tensor when the backward unpacks it (`t` before the reduction); a plain
+// graph after the node has run (`t_late`: the final norm, an offloaded checkpoint's layer).
 TrainingAllocs::Id TrainingAllocs::rmsnorm_backward(Id& g, Norm& n, std::int64_t rows, std::int64_t cols,
-                                                    bool final_norm, Id* input) {
+                                                    bool t_late, Id* input) {
   const std::int64_t x = rows * cols * kBf16;
   Id p = alloc(x);
   Id q = alloc(x);
-  if (!final_norm) free(n.t);
+  if (!t_late) free(n.t);
   Id red = alloc(reduction_scratch_bytes(rows, cols, kFp32));
   free(red);
   free(q);
   free(g);
-  if (final_norm) free(n.t);
+  if (t_late) free(n.t);
   Id s = alloc(2 * x);
   free(p);
   Id u = alloc(2 * x);
@@ -119,35 +130,22 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   const Dims& d = d_;
   const std::int64_t T = d.B * d.S_l;
   const double h = double(d.h), hd = double(d.H) * double(d.D), kvd = double(d.H_kv) * double(d.D);
-  const double mlp_w = double(d.F) * h;
+  const bool off = sc_.plan.offload_checkpoints;
+  Id& input = ckpt_[static_cast<std::size_t>(l)];
+  if (off) input = alloc(th_);  // offload.py: the pinned host copy back to the GPU
   Recomputed r = recompute();
   const auto weight_grad = [&](double numel) {
     Id w = alloc(static_cast<std::int64_t>(numel) * kBf16);  // zero/linear.py 129
     arrive(numel, w);
   };
-  // the MLP (zero/linear.py 126 input, 129 weight): down, the SwiGLU product, up, SiLU, gate
-  Id g_prod = alloc(mlp_);
-  weight_grad(mlp_w);
-  free(r.prod);
-  Id g_a = alloc(mlp_), g_b = alloc(mlp_);
-  free(r.act);
-  free(r.up);
-  free(g_prod);
-  Id g_n2 = alloc(th_);
-  weight_grad(mlp_w);
-  free(g_a);
-  Id g_silu = alloc(mlp_);
-  free(r.gate);
-  free(g_b);
-  Id g_gate_in = alloc(th_);
-  weight_grad(mlp_w);
-  free(r.n2.out);
-  free(g_silu);
-  free(g_gate_in);  // added into g_n2
+  Id g_n2 = sc_.plan.tiled_mlp ? tiled_mlp_backward(r) : mlp_backward(r);
   // the post-attention norm: its input's gradient is added to the residual stream's
-  Id y = rmsnorm_backward(g_n2, r.n2, T, d.h, false);
+  Id y = rmsnorm_backward(g_n2, r.n2, T, d.h, off);
   Id none = -1;
   arrive(h, none);
+  // an offloaded layer's own graph: the residual's gradient is a new tensor (the incoming one belongs
+  // to the outer graph), the norm's added into it
+  Id h_grad = off ? alloc(th_) : -1;
   free(y);
   // o_proj (its output's gradient is the residual stream's), sdpa, RoPE on k and q
   Id g_o = alloc(q_);
@@ -169,7 +167,7 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   free(dv);
   const auto qk = [&](Id& g, Norm& hn, std::int64_t heads, std::int64_t bytes, double w_numel, bool last) {
     if (sc_.model.qk_norm) {
-      Id yh = rmsnorm_backward(g, hn, T * heads, d.D, false);
+      Id yh = rmsnorm_backward(g, hn, T * heads, d.D, off);
       arrive(double(d.D), none);
       g = yh;
     }
@@ -184,10 +182,90 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   qk(gk, r.kn, d.H_kv, kv_, kvd * h, false);
   qk(gq, r.qn, d.H, q_, hd * h, true);
   // the input norm; the layer's checkpoint goes with its last use
-  Id& input = ckpt_[static_cast<std::size_t>(l)];
-  y = rmsnorm_backward(g_n1, r.n1, T, d.h, false, &input);
+  y = rmsnorm_backward(g_n1, r.n1, T, d.h, off, off ? nullptr : &input);
   arrive(h, none);
   free(y);
+  if (off) {  // the layer's input, its output and the outer graph's gradient go with the layer's backward
+    free(input);
+    free(r.out);
+    free(hidden_grad_);
+    hidden_grad_ = h_grad;
+  }
+}
+
+// The MLP's backward (zero/linear.py 126 input, 129 weight): down, the SwiGLU product, up, SiLU, gate.
+TrainingAllocs::Id TrainingAllocs::mlp_backward(Recomputed& r) {
+  const double mlp_w = double(d_.F) * double(d_.h);
+  const auto weight_grad = [&] {
+    Id w = alloc(static_cast<std::int64_t>(mlp_w) * kBf16);
+    arrive(mlp_w, w);
+  };
+  Id g_prod = alloc(mlp_);
+  weight_grad();
+  free(r.prod);
+  Id g_a = alloc(mlp_), g_b = alloc(mlp_);
+  free(r.act);
+  free(r.up);
+  free(g_prod);
+  Id g_n2 = alloc(th_);
+  weight_grad();
+  free(g_a);
+  Id g_silu = alloc(mlp_);
+  free(r.gate);
+  free(g_b);
+  Id g_gate_in = alloc(th_);
+  weight_grad();
+  free(r.n2.out);
+  free(g_silu);
+  free(g_gate_in);  // added into g_n2
+  return g_n2;
+}
+
+// TiledMLP.backward (ulysses_sp.py 1045-): the input's gradient buffer, then per shard the MLP again with
+// autograd and its backward (the engine's temporaries: graph.py 869; the weights' gradients from
+// zero/linear.py 134). The first shard's weight gradients become the parameters'; later shards' are
+// added to them and released; DeepSpeed's hook takes each at the last shard (ds_grad_is_ready).
+TrainingAllocs::Id TrainingAllocs::tiled_mlp_backward(Recomputed& r) {
+  const double mlp_w = double(d_.F) * double(d_.h);
+  const std::int64_t w_bytes = static_cast<std::int64_t>(mlp_w) * kBf16;
+  Id x_grad = alloc(th_);
+  Id w_down = -1, w_up = -1, w_gate = -1, prev_down = -1;
+  const std::vector<std::int64_t> shards = mlp_shard_tokens();
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const std::int64_t m = shards[k] * d_.F * kBf16, x = shards[k] * d_.h * kBf16;
+    const bool first = k == 0, last = k + 1 == shards.size();
+    const auto weight_grad = [&](Id& kept) {
+      Id w = alloc(w_bytes);
+      if (first) kept = w;
+      else free(w);
+      if (last) arrive(mlp_w, kept);
+    };
+    Id gate = alloc(m), act = alloc(m), up = alloc(m), prod = alloc(m);
+    Id down = alloc(x);
+    free(prev_down);
+    prev_down = down;
+    Id g_prod = alloc(m);
+    weight_grad(w_down);
+    free(prod);
+    Id g_a = alloc(m), g_b = alloc(m);
+    free(g_prod);
+    free(up);
+    free(act);
+    Id g_up_in = alloc(x);
+    weight_grad(w_up);
+    free(g_a);
+    Id g_silu = alloc(m);
+    free(g_b);
+    free(gate);
+    Id g_gate_in = alloc(x);
+    weight_grad(w_gate);
+    free(g_silu);
+    free(g_gate_in);
+    free(g_up_in);  // both copied into x_grad's shard
+  }
+  free(r.n2.out);
+  free(prev_down);
+  return x_grad;
 }
 
 void TrainingAllocs::backward(bool first_step) {
@@ -222,7 +300,7 @@ void TrainingAllocs::backward(bool first_step) {
   for (std::int64_t l = d.L - 1; l >= 0; --l) layer_backward(l);
   // the embedding (embedding_dense_backward): the weight's gradient, the partial-segment sums
   Id g_emb = alloc(static_cast<std::int64_t>(head) * kBf16);
-  Id partials = alloc(embedding_backward_partials_bytes(T, d.h));
+  Id partials = alloc(embedding_backward_partials_bytes(T, d.h, d.V));
   free(partials);
   free(hidden_grad_);
   free(cos_);

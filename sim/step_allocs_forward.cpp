@@ -69,25 +69,46 @@ TrainingAllocs::Id TrainingAllocs::attention(Id& normed) {
   return out;
 }
 
+// The MLP without autograd (modeling_llama.py 175: down(act(gate(x)) * up(x))): its output. TiledMLP
+// (ulysses_sp.py TiledMLP.forward) runs it per torch.chunk shard of the tokens and concatenates the
+// shards' outputs (1019).
+TrainingAllocs::Id TrainingAllocs::mlp_forward() {
+  std::vector<Id> downs;
+  for (const std::int64_t n : mlp_shard_tokens()) {
+    Id gate = alloc(n * d_.F * kBf16);
+    Id act = alloc(n * d_.F * kBf16);
+    free(gate);
+    Id up = alloc(n * d_.F * kBf16);
+    Id prod = alloc(n * d_.F * kBf16);
+    free(act);
+    free(up);
+    downs.push_back(alloc(n * d_.h * kBf16));
+    free(prod);
+  }
+  if (!sc_.plan.tiled_mlp) return downs.front();
+  const Id out = alloc(th_);
+  for (Id& id : downs) free(id);
+  return out;
+}
+
+std::vector<std::int64_t> TrainingAllocs::mlp_shard_tokens() const {
+  const std::int64_t T = d_.B * d_.S_l;
+  const std::int64_t chunk = (T + d_.mlp_shards - 1) / d_.mlp_shards;
+  std::vector<std::int64_t> v;
+  for (std::int64_t t0 = 0; t0 < T; t0 += chunk) v.push_back(std::min(chunk, T - t0));
+  return v;
+}
+
 // One decoder layer in the checkpointed first pass (modeling_llama.py 300-324): nothing is saved, every
 // tensor is released when nothing refers to it (the layer's input stays: the checkpoint keeps it).
 TrainingAllocs::Id TrainingAllocs::layer() {
-  const std::int64_t th = th_, mlp = mlp_;
+  const std::int64_t th = th_;
   Id n1 = rmsnorm(th);
   Id att = attention(n1);
   Id h1 = alloc(th);  // 317 residual + hidden_states
   free(att);
   Id n2 = rmsnorm(th);
-  // the MLP (175): down(act(gate(x)) * up(x))
-  Id gate = alloc(mlp);
-  Id act = alloc(mlp);
-  free(gate);
-  Id up = alloc(mlp);
-  Id prod = alloc(mlp);
-  free(act);
-  free(up);
-  Id down = alloc(th);
-  free(prod);
+  Id down = mlp_forward();
   free(n2);
   const Id out = alloc(th);  // 323 residual + hidden_states
   free(down);
@@ -120,10 +141,16 @@ void TrainingAllocs::forward(bool first_step) {
   free(emb);
   free(c1);
   free(s1);
+  // An offloaded checkpoint (runtime/deepspeed/ulysses_worker/offload.py) keeps only its host copy: a
+  // layer's input goes once the layer has run, after the copy stream's copy (record_stream); the
+  // embedding's output once the model's forward returns (its inputs_embeds name holds it).
+  const bool off = sc_.plan.offload_checkpoints;
   Id x = ckpt_[0];
   for (std::int64_t l = 0; l < d.L; ++l) {
+    Id in = x;
     x = layer();
-    if (l + 1 < d.L) ckpt_[static_cast<std::size_t>(l + 1)] = x;  // the next layer's checkpoint
+    if (off && l > 0) free_later(in);
+    if (!off && l + 1 < d.L) ckpt_[static_cast<std::size_t>(l + 1)] = x;  // the next layer's checkpoint
   }
   // the final norm, with autograd (outside the checkpoints): the fp32 input and the bf16 normalized
   // tensor are saved; the last layer's output is released once the norm has returned
@@ -135,6 +162,7 @@ void TrainingAllocs::forward(bool first_step) {
   final_hidden_ = alloc(th);
   free(n);
   free(x);
+  if (off) free_later(ckpt_[0]);
 }
 
 void TrainingAllocs::loss(bool first_step) {
