@@ -14,7 +14,6 @@
 namespace ulysses {
 namespace {
 
-constexpr double kNormChunkElems = 250000000.0;  // _constant_buffered_norm2(buffer_size=250000000)
 
 struct Walk {
   double bucket_limit = 0;

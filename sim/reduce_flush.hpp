@@ -19,6 +19,9 @@ struct ReduceFlushes {
   double epilogue_bytes[kFlushPlaces] = {0, 0, 0, 0};  // the largest flush epilogue at each place; 0: none
 };
 
+// _constant_buffered_norm2's chunk (stage3.py 1960-1966: buffer_size=250000000 elements)
+inline constexpr double kNormChunkElems = 250000000.0;
+
 // A layer's parameters in the order their gradients arrive in the backward: the MLP (down, up, gate),
 // the post-attention norm and o_proj, then after the attention the q/k norms and the v, k, q
 // projections, last the input norm.

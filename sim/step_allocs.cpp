@@ -38,7 +38,7 @@ bool TrainingAllocs::forward_covered() const {
          pl.rmsnorm_implementation == RmsNormImpl::eager && pl.micro_batch_size == 1;
 }
 
-bool TrainingAllocs::step_covered() const { return forward_covered() && !sc_.plan.offload_optimizer; }
+bool TrainingAllocs::step_covered() const { return forward_covered(); }
 
 TrainingAllocs::Id TrainingAllocs::alloc(std::int64_t bytes, int stream) {
   if (bytes < kStepAllocsMinBytes) return -1;

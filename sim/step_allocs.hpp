@@ -7,9 +7,9 @@
 // for this stack (records/validation/alloc-traces, with the frames each step below names); every size
 // is the model's (sim/model.hpp).
 //
-// Built: DeepSpeed's engine construction and whole steps (forward, loss, backward with the reduce
-// stream's flushes, the optimizer on the GPU) of checkpointed plans. Not yet: TiledMLP, checkpoint
-// offload, optimizer offload (docs/STATUS.md "Open work on issue 12").
+// Covered: ZeRO-3 at one partition without parameter offload, activation checkpointing (on the GPU, or
+// offloaded with TiledMLP), untiled or tiled logits, TiledMLP, the optimizer on the GPU (torch AdamW)
+// or offloaded; eager RMSNorm, micro-batch 1 (docs/MODEL.md "Reserved memory" has what is short).
 #include <cstdint>
 #include <vector>
 
@@ -42,8 +42,7 @@ class TrainingAllocs {
   TrainingAllocs(const Scenario& sc, CachingAllocatorSim& a, std::vector<std::int64_t>* log = nullptr,
                  DeferredFree deferred = DeferredFree::next_alloc);
   // construction(): ZeRO-3 at one partition without parameter offload. forward() and the rest of a
-  // step: also activation checkpointing with the checkpoints on the GPU, no TiledMLP, eager RMSNorm,
-  // micro-batch 1 per rank, the optimizer on the GPU.
+  // step: also activation checkpointing (its offload only with TiledMLP), eager RMSNorm, micro-batch 1.
   bool construction_covered() const;
   bool forward_covered() const;
   bool step_covered() const;
@@ -72,7 +71,7 @@ class TrainingAllocs {
   // A checkpointed layer's tensors, recomputed for its backward.
   struct Recomputed {
     Norm n1, n2, qn, kn;  // qn, kn: Qwen3's head-dim norms
-    Id v = -1, qe = -1, ke = -1, o = -1;
+    Id v = -1, qe = -1, ke = -1, o = -1, lse = -1;
     Id gate = -1, act = -1, up = -1, prod = -1;  // without TiledMLP (which saves only its input)
     Id out = -1;  // an offloaded checkpoint's layer output
   };
@@ -80,7 +79,7 @@ class TrainingAllocs {
   void free(Id& id);
   void free_later(Id& id);  // freed while the reduce stream uses it (DeferredFree)
   void release_deferred();
-  Id rmsnorm(std::int64_t x_bytes);  // eager RMSNorm without autograd's saved tensors: its output
+  Id rmsnorm(std::int64_t rows, std::int64_t cols);  // eager RMSNorm without autograd's saved tensors: its output
   Norm rmsnorm_saved(std::int64_t x_bytes);
   Id rope(std::int64_t x_bytes);     // apply_rotary_pos_emb on one of q, k: its output
   Id attention(Id& normed);          // the attention module: the o_proj output (frees `normed`)
@@ -120,6 +119,7 @@ class TrainingAllocs {
   // gradients it holds that were too large for its contiguous buffer
   double bucket_elems_ = 0;
   int bucket_params_ = 0;
+  std::vector<double> bucket_numels_;  // the parameters in it, in arrival order
   std::vector<Id> bucket_held_;
 };
 

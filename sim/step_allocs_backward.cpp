@@ -52,7 +52,8 @@ TrainingAllocs::Recomputed TrainingAllocs::recompute() {
   r.ke = rope(kv_);
   free(q);  // RoPE saves nothing of its input (cos and sin need no gradient)
   free(k);
-  r.o = alloc(q_);            // sdpa's output
+  r.o = alloc(q_);            // sdpa's output (cuDNN: empty_like(q))
+  r.lse = alloc(d_.B * d_.S_l * d_.H * kFp32);  // its logsumexp [B, H, T] fp32, saved
   Id op = alloc(th_);         // o_proj
   Id h1 = alloc(th_);         // 317 residual
   free(op);
@@ -89,6 +90,8 @@ TrainingAllocs::Id TrainingAllocs::rmsnorm_backward(Id& g, Norm& n, std::int64_t
   if (!t_late) free(n.t);
   Id red = alloc(reduction_scratch_bytes(rows, cols, kFp32));
   free(red);
+  Id none = -1;
+  arrive(double(cols), none);  // the weight's gradient reaches DeepSpeed's hook
   free(q);
   free(g);
   if (t_late) free(n.t);
@@ -141,8 +144,6 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   Id g_n2 = sc_.plan.tiled_mlp ? tiled_mlp_backward(r) : mlp_backward(r);
   // the post-attention norm: its input's gradient is added to the residual stream's
   Id y = rmsnorm_backward(g_n2, r.n2, T, d.h, off);
-  Id none = -1;
-  arrive(h, none);
   // an offloaded layer's own graph: the residual's gradient is a new tensor (the incoming one belongs
   // to the outer graph), the norm's added into it
   Id h_grad = off ? alloc(th_) : -1;
@@ -153,6 +154,7 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   Id dq = alloc(q_), dk = alloc(kv_), dv = alloc(kv_);
   Id ws = alloc(sdpa_backward_scratch_bytes(T, d.H, d.H_kv, d.D));
   free(ws);
+  free(r.lse);
   free(r.o);
   free(r.v);
   free(r.qe);
@@ -168,7 +170,6 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   const auto qk = [&](Id& g, Norm& hn, std::int64_t heads, std::int64_t bytes, double w_numel, bool last) {
     if (sc_.model.qk_norm) {
       Id yh = rmsnorm_backward(g, hn, T * heads, d.D, off);
-      arrive(double(d.D), none);
       g = yh;
     }
     Id c = alloc(bytes);
@@ -183,7 +184,6 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   qk(gq, r.qn, d.H, q_, hd * h, true);
   // the input norm; the layer's checkpoint goes with its last use
   y = rmsnorm_backward(g_n1, r.n1, T, d.h, off, off ? nullptr : &input);
-  arrive(h, none);
   free(y);
   if (off) {  // the layer's input, its output and the outer graph's gradient go with the layer's backward
     free(input);
@@ -295,16 +295,12 @@ void TrainingAllocs::backward(bool first_step) {
   }
   // the final norm: its input's gradient starts the residual stream's
   hidden_grad_ = rmsnorm_backward(g_final, final_norm_, T, d.h, true);
-  Id none = -1;
-  arrive(double(d.h), none);
   for (std::int64_t l = d.L - 1; l >= 0; --l) layer_backward(l);
   // the embedding (embedding_dense_backward): the weight's gradient, the partial-segment sums
   Id g_emb = alloc(static_cast<std::int64_t>(head) * kBf16);
   Id partials = alloc(embedding_backward_partials_bytes(T, d.h, d.V));
   free(partials);
   free(hidden_grad_);
-  free(cos_);
-  free(sin_);
   if (tied_head_grad >= 0) {
     free(g_emb);  // added into the lm_head's
     g_emb = tied_head_grad;
@@ -330,19 +326,33 @@ void TrainingAllocs::arrive(double numel, Id& grad) {
   }
   bucket_elems_ += numel;
   ++bucket_params_;
+  bucket_numels_.push_back(numel);
 }
 
 // __reduce_and_partition_ipg_grads at one partition: reduce_scatter_coalesced flattens two or more
 // gradients into one bf16 buffer on the reduce stream (torch/_utils.py _flatten_dense_tensors; one
 // tensor is viewed, not copied); then the parameters' gradients are released.
 void TrainingAllocs::flush() {
-  if (bucket_params_ >= 2) {
-    Id flat = alloc(static_cast<std::int64_t>(bucket_elems_) * kBf16, kReduceStream);
-    free(flat);
-  }
+  Id flat = bucket_params_ >= 2 ? alloc(static_cast<std::int64_t>(bucket_elems_) * kBf16, kReduceStream) : -1;
+  // with offload_optimizer, per parameter (partition_grads): the partition's GPU copy (2028), its fp64
+  // norm in chunks (_constant_buffered_norm2, 1960-1966) and the fp32 copy for the host
+  // (_offload_grad_partition_at_boundary, 1451), each released before the next
+  if (sc_.plan.offload_optimizer)
+    for (const double n : bucket_numels_) {
+      Id copy = alloc(static_cast<std::int64_t>(n) * kBf16, kReduceStream);
+      for (double done = 0; done < n; done += kNormChunkElems) {
+        Id chunk = alloc(static_cast<std::int64_t>(std::min(kNormChunkElems, n - done)) * kFp64, kReduceStream);
+        free(chunk);
+      }
+      Id f32 = alloc(static_cast<std::int64_t>(n) * kFp32, kReduceStream);
+      free(f32);
+      free(copy);
+    }
+  free(flat);
   for (Id& id : bucket_held_) free_later(id);
   bucket_held_.clear();
   bucket_elems_ = 0, bucket_params_ = 0;
+  bucket_numels_.clear();
 }
 
 // DeepSpeed ZeRO-3's step (stage3.py step) with torch.optim.AdamW (foreach) on the GPU:
@@ -353,6 +363,7 @@ void TrainingAllocs::flush() {
 void TrainingAllocs::optimizer_step(bool first_step) {
   if (!step_covered()) return;
   release_deferred();  // the step synchronizes with the reduce stream first
+  if (sc_.plan.offload_optimizer) return;  // the norm came with the flushes; the step runs on the host
   for (std::int64_t n : parameter_numels(sc_.model)) {
     Id t = alloc(n * kFp64);
     free(t);

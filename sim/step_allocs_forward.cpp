@@ -13,16 +13,23 @@ constexpr std::int64_t kBf16 = core::kBf16Bytes, kFp32 = 4;
 
 // Eager RMSNorm (transformers 5.17 modeling_llama.py 62-67; Qwen3RMSNorm is the same code) without
 // autograd's saved tensors, as inside a checkpointed layer's first pass: its output.
-TrainingAllocs::Id TrainingAllocs::rmsnorm(std::int64_t x) {
+TrainingAllocs::Id TrainingAllocs::rmsnorm(std::int64_t rows, std::int64_t cols) {
+  const std::int64_t x = rows * cols * kBf16, r = rows * kFp32;  // r: one fp32 per normalized row
   Id f32 = alloc(2 * x);  // 64 .to(float32)
-  Id sq = alloc(2 * x);   // 65 pow(2), reduced by mean
+  Id sq = alloc(2 * x);   // 65 pow(2)
+  Id var = alloc(r);      // 65 .mean(-1, keepdim=True)
   free(sq);
-  Id n = alloc(2 * x);    // 66 * rsqrt(...); the fp32 copy released when the name is rebound
+  Id ve = alloc(r);       // 66 variance + eps
+  Id rs = alloc(r);       // 66 rsqrt
+  free(ve);
+  Id n = alloc(2 * x);    // 66 x * rsqrt(...); the fp32 copy released when the name is rebound
+  free(rs);
   free(f32);
   Id t = alloc(x);        // 67 .to(input_dtype)
   const Id out = alloc(x);  // 67 weight * ...
   free(t);
   free(n);
+  free(var);
   return out;
 }
 
@@ -48,7 +55,7 @@ TrainingAllocs::Id TrainingAllocs::attention(Id& normed) {
   const auto project = [&](std::int64_t bytes) {
     Id p = alloc(bytes);  // deepspeed/runtime/zero/linear.py 92
     if (!sc_.model.qk_norm) return p;
-    const Id n = rmsnorm(bytes);
+    const Id n = rmsnorm(bytes / (d_.D * kBf16), d_.D);
     free(p);
     return n;
   };
@@ -103,11 +110,11 @@ std::vector<std::int64_t> TrainingAllocs::mlp_shard_tokens() const {
 // tensor is released when nothing refers to it (the layer's input stays: the checkpoint keeps it).
 TrainingAllocs::Id TrainingAllocs::layer() {
   const std::int64_t th = th_;
-  Id n1 = rmsnorm(th);
+  Id n1 = rmsnorm(d_.B * d_.S_l, d_.h);
   Id att = attention(n1);
   Id h1 = alloc(th);  // 317 residual + hidden_states
   free(att);
-  Id n2 = rmsnorm(th);
+  Id n2 = rmsnorm(d_.B * d_.S_l, d_.h);
   Id down = mlp_forward();
   free(n2);
   const Id out = alloc(th);  // 323 residual + hidden_states
@@ -120,7 +127,10 @@ void TrainingAllocs::forward(bool first_step) {
   if (!forward_covered()) return;
   const Dims& d = d_;
   const std::int64_t T = d.B * d.S_l, th = th_;
-  free(final_hidden_);  // the previous step's loss input, released when the step's names are rebound
+  // the previous step's loss input and rotary tables, released when the step's names are rebound
+  free(final_hidden_);
+  free(cos_);
+  free(sin_);
   ckpt_.assign(static_cast<std::size_t>(d.L), -1);
   ckpt_[0] = alloc(th);  // the embedding's output (torch/nn/functional.py 2567): layer 0's checkpoint
   // the rotary embedding (modeling_llama.py 122-125): freqs [B, D/2, T] fp32, the first matmul's cuBLAS

@@ -51,9 +51,16 @@ std::int64_t reduction_scratch_bytes(std::int64_t rows, std::int64_t cols, std::
   return acc_bytes * cols * ctas * bw * vec;
 }
 
+// SDPA picks cuDNN on sm_90 with cuDNN > 9.15 (sdp_utils.cpp priority_order, check_prefer_cudnn_attention;
+// GQA through enable_gqa); its backward (run_cudnn_SDP_bprop) takes one workspace of
+// mha_graph.get_workspace_size(): the frontend's fp32 dQ accumulator [H, T, D] and softmax sum [H, T]
+// (cudnn-frontend 1.18 CompositeSDPABackwardNode::get_fe_workspace_size_node), plus the closed cuDNN
+// plan's part, measured on one H200 (torch 2.11, cuDNN 9.19) alone: 256 B, and with grouped heads
+// (H_kv < H) another [H, T, D] fp32 for the full-head dK/dV it reduces.
 std::int64_t sdpa_backward_scratch_bytes(std::int64_t T, std::int64_t H, std::int64_t H_kv, std::int64_t D) {
-  (void)H_kv;
-  return 2 * T * H * D * 4 + T * H * 4;  // PROVISIONAL: source pending
+  const std::int64_t frontend = T * H * D * 4 + T * H * 4;
+  const std::int64_t plan = (H_kv < H ? T * H * D * 4 : 0) + 256;
+  return frontend + plan;
 }
 
 // embedding_dense_backward_cuda (Embedding.cu 256: up to 3072 indices only the gradient's zeros) ->

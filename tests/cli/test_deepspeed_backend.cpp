@@ -125,6 +125,9 @@ TEST_CASE("deepspeed records: the committed H200 step record re-predicts, and fo
   const auto re = rd::Json::parse(ulysses::test::slurp(dir / "re.json"));
   REQUIRE(re["cases"].size() == 16);
   CHECK(re["summary"]["max_memory_allocated"]["cases"] == 16);
+  // every case run with expandable segments has its reserved bytes from the generated allocation sequence
+  CHECK(re["summary"]["max_memory_reserved_from_allocation_sequence"]["cases"] == 13);
+  CHECK(re["summary"]["max_memory_reserved"]["median_abs_error_pct"].get<double>() <= 3.0);
   // every case's allocated error follows from its stored measurement and today's prediction
   for (const auto& c : re["cases"]) {
     const auto& a = c["comparison"]["max_memory_allocated"];

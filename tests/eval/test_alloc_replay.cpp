@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -159,38 +160,38 @@ TEST_CASE("generated ZeRO-3 construction: the recorded reserved bytes at the fir
   CHECK(n >= 8);
 }
 
-// The generated sequence through the first step's loss (sim/step_allocs.hpp) against the recordings of
-// the plans it covers: every allocation of 16 MiB and more, in order, with the same size; and the large
-// pool's reserved bytes after the last of them.
-TEST_CASE("generated allocations: construction, the first forward and the loss, allocation by allocation", "[eval][allocator]") {
+// The generated run (sim/step_allocs.hpp: construction and three steps, as the recordings ran them: one
+// warm-up, the memory step, one timed step) against every recording: each allocation of 16 MiB and more,
+// in order and size, and the reserved peak. Six recordings are matched allocation by allocation; two
+// differ where the generator is known short (docs/MODEL.md "Reserved memory": the offloaded flush's
+// place in a layer's backward under the host's lead; Qwen3's per-head norm rows at 128K).
+TEST_CASE("generated allocations: whole runs against the recordings", "[eval][allocator]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
-  int covered = 0;
+  int exact = 0, n = 0;
   for (const auto& path : recorded_traces()) {
     const Scenario sc = recorded_case(set, path);
     CachingAllocatorSim a;
     std::vector<std::int64_t> log;
     TrainingAllocs gen(sc, a, &log);
-    if (!gen.forward_covered()) continue;
-    ++covered;
-    gen.construction();
-    gen.forward(true);
-    gen.loss(true);
+    REQUIRE(gen.run(3));
+    ++n;
     const LargeAllocs rec = large_allocs(path);
-    REQUIRE(rec.bytes.size() >= log.size());
-    const auto diff = std::mismatch(log.begin(), log.end(), rec.bytes.begin());
-    const std::size_t equal = static_cast<std::size_t>(diff.first - log.begin());
+    const auto diff = std::mismatch(log.begin(), log.end(), rec.bytes.begin(), rec.bytes.end());
+    const bool equal = diff.first == log.end() && diff.second == rec.bytes.end();
+    exact += equal;
+    const eval::AllocReplay r = eval::replay_alloc_trace(path.string());
+    const double err = 100.0 * (double(a.peak_reserved()) / double(r.measured_peak_reserved) - 1);
     const std::string name = path.filename().string();
-    INFO(name << ": " << log.size() << " generated allocations, the first that differs is #" << equal);
-    if (equal < log.size()) INFO("generated " << *diff.first << " B, recorded " << *diff.second << " B");
-    CHECK(equal == log.size());
-    const std::int64_t at_end = rec.mapped[log.size() - 1];
-    std::printf("%-36s %5zu allocations >= 16 MiB equal; reserved recorded %8.3f GiB generated %8.3f GiB\n", name.c_str(),
-                equal, double(at_end) / (1 << 30), double(a.reserved()) / (1 << 30));
-    // the allocations below 16 MiB are left out: they may take or leave a granule (<= 0.5 % here; the
-    // sensitivity test above puts their effect on the peak at up to 1.3 %)
-    CHECK(std::abs(double(a.reserved() - at_end)) <= 0.005 * double(at_end));
+    INFO(name << ": " << (diff.first - log.begin()) << " of " << log.size() << " generated allocations equal ("
+              << rec.bytes.size() << " recorded); reserved peak " << err << " %");
+    std::printf("%-36s %5zu of %5zu allocations equal; reserved peak recorded %7.3f GiB generated %7.3f GiB %+.2f %%\n",
+                name.c_str(), static_cast<std::size_t>(diff.first - log.begin()), rec.bytes.size(),
+                double(r.measured_peak_reserved) / (1 << 30), double(a.peak_reserved()) / (1 << 30), err);
+    CHECK(std::abs(err) <= (equal ? 3.0 : 8.0));
+    CHECK(a.peak_reserved() == generated_reserved_peak(sc, 3));
   }
-  CHECK(covered >= 4);
+  CHECK(n >= 8);
+  CHECK(exact >= 6);
 }
 
 // The generated whole run (construction and three steps, as the recordings ran: one warm-up, the memory
@@ -215,5 +216,20 @@ TEST_CASE("generated allocations: whole steps against the recordings", "[.alloc-
       std::printf("  peak recorded %7.3f GiB generated %7.3f GiB %+6.2f %%\n", double(r.measured_peak_reserved) / (1 << 30),
                   double(a.peak_reserved()) / (1 << 30), 100.0 * (double(a.peak_reserved()) / double(r.measured_peak_reserved) - 1));
     }
+  }
+}
+
+TEST_CASE("generated allocations: dump", "[.alloc-dump]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
+  const char* want = std::getenv("ALLOC_DUMP_CASE");
+  for (const auto& path : recorded_traces()) {
+    if (!want || path.filename().string().find(want) == std::string::npos) continue;
+    const Scenario sc = recorded_case(set, path);
+    CachingAllocatorSim a;
+    std::vector<std::int64_t> log;
+    TrainingAllocs gen(sc, a, &log);
+    gen.run(3);
+    for (std::size_t i = 0; i < log.size(); ++i) std::printf("%zu:%.1fM ", i, double(log[i]) / (1 << 20));
+    std::printf("\n");
   }
 }
