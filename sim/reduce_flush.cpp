@@ -63,7 +63,7 @@ int rank(LayerParamRole r) {
 
 LayerParams layer_params_in_backward_order(const ModelSpec& mo) {
   LayerParams lp = layer_params(mo);
-  std::stable_sort(lp.p, lp.p + lp.n, [](const LayerParam& a, const LayerParam& b) { return rank(a.role) < rank(b.role); });
+  std::sort(lp.p, lp.p + lp.n, [](const LayerParam& a, const LayerParam& b) { return rank(a.role) < rank(b.role); });  // ranks are unique; no heap (predict() allocates nothing)
   return lp;
 }
 
