@@ -11,10 +11,12 @@
 // offloaded with TiledMLP), untiled or tiled logits, TiledMLP, the optimizer on the GPU (torch AdamW)
 // or offloaded; eager RMSNorm, micro-batch 1 (docs/MODEL.md "Reserved memory" has what is short).
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "sim/caching_allocator.hpp"
 #include "sim/memory.hpp"
+#include "sim/model.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses {
@@ -66,7 +68,7 @@ class TrainingAllocs {
   // What eager RMSNorm saves for its backward (autograd on): the fp32 input, the normalized bf16 tensor;
   // and its output.
   struct Norm {
-    Id f32 = -1, t = -1, out = -1;
+    Id f32 = -1, t = -1, out = -1, rs = -1;  // rs: rsqrt of the rows' mean square (fp32 per row)
   };
   // A checkpointed layer's tensors, recomputed for its backward.
   struct Recomputed {
@@ -80,7 +82,7 @@ class TrainingAllocs {
   void free_later(Id& id);  // freed while the reduce stream uses it (DeferredFree)
   void release_deferred();
   Id rmsnorm(std::int64_t rows, std::int64_t cols);  // eager RMSNorm without autograd's saved tensors: its output
-  Norm rmsnorm_saved(std::int64_t x_bytes);
+  Norm rmsnorm_saved(std::int64_t rows, std::int64_t cols);
   Id rope(std::int64_t x_bytes);     // apply_rotary_pos_emb on one of q, k: its output
   Id attention(Id& normed);          // the attention module: the o_proj output (frees `normed`)
   Id mlp_forward();                  // the MLP (TiledMLP: per shard) without autograd: its output
@@ -97,7 +99,10 @@ class TrainingAllocs {
   Id tiled_mlp_backward(Recomputed& r);
   // A parameter's gradient reaches DeepSpeed's reduce hook (stage3.py 1569-1590, 1614-1638): `grad`
   // is its tensor when allocated here (-1: below the size generated).
-  void arrive(double numel, Id& grad);
+  void arrive(std::int64_t id, double numel, Id& grad);  // id: the parameter's ds_id (-1: a norm weight)
+  std::int64_t param_id(LayerParamRole role) const;       // layer_'s parameter
+  std::int64_t head_id() const;
+  void overflow_check(double numel);  // the hook's flush of a bucket the gradient would overflow
   void flush();  // __reduce_and_partition_ipg_grads
 
   const Scenario& sc_;
@@ -119,7 +124,8 @@ class TrainingAllocs {
   // gradients it holds that were too large for its contiguous buffer
   double bucket_elems_ = 0;
   int bucket_params_ = 0;
-  std::vector<double> bucket_numels_;  // the parameters in it, in arrival order
+  std::vector<std::pair<std::int64_t, double>> bucket_numels_;  // its parameters: (ds_id, elements)
+  std::int64_t layer_ = 0;        // the layer whose backward runs
   std::vector<Id> bucket_held_;
 };
 

@@ -20,15 +20,21 @@ constexpr int kReduceStream = 1;  // DeepSpeed's reduce_and_partition_stream
 
 // Eager RMSNorm with autograd's saved tensors (a checkpointed layer's recompute, the final norm):
 // modeling_llama.py 64-67; the fp32 input and the normalized bf16 tensor stay for the backward.
-TrainingAllocs::Norm TrainingAllocs::rmsnorm_saved(std::int64_t x) {
+TrainingAllocs::Norm TrainingAllocs::rmsnorm_saved(std::int64_t rows, std::int64_t cols) {
+  const std::int64_t x = rows * cols * kBf16, rb = rows * kFp32;
   Norm n;
   n.f32 = alloc(2 * x);  // 64
-  Id sq = alloc(2 * x);  // 65
+  Id sq = alloc(2 * x);  // 65 pow
+  Id var = alloc(rb);    // 65 mean
   free(sq);
-  Id r = alloc(2 * x);   // 66
+  Id ve = alloc(rb);     // 66 + eps
+  n.rs = alloc(rb);      // 66 rsqrt, saved
+  free(ve);
+  Id r = alloc(2 * x);   // 66 x * rsqrt
   n.t = alloc(x);        // 67 .to(input_dtype)
   n.out = alloc(x);      // 67 weight * ...
   free(r);
+  free(var);
   return n;
 }
 
@@ -37,16 +43,17 @@ TrainingAllocs::Norm TrainingAllocs::rmsnorm_saved(std::int64_t x) {
 // runs, its output and the residual are dropped). An offloaded checkpoint runs the whole layer.
 TrainingAllocs::Recomputed TrainingAllocs::recompute() {
   Recomputed r;
-  r.n1 = rmsnorm_saved(th_);
-  const auto project = [&](std::int64_t bytes, Norm& hn) {
-    Id p = alloc(bytes);  // zero/linear.py 92
+  const std::int64_t T = d_.B * d_.S_l;
+  r.n1 = rmsnorm_saved(T, d_.h);
+  const auto project = [&](std::int64_t heads, Norm& hn) {
+    Id p = alloc(T * heads * d_.D * kBf16);  // zero/linear.py 92
     if (!sc_.model.qk_norm) return p;
-    hn = rmsnorm_saved(bytes);
+    hn = rmsnorm_saved(T * heads, d_.D);
     free(p);
     return hn.out;
   };
-  Id q = project(q_, r.qn);
-  Id k = project(kv_, r.kn);
+  Id q = project(d_.H, r.qn);
+  Id k = project(d_.H_kv, r.kn);
   r.v = alloc(kv_);
   r.qe = rope(q_);
   r.ke = rope(kv_);
@@ -57,7 +64,7 @@ TrainingAllocs::Recomputed TrainingAllocs::recompute() {
   Id op = alloc(th_);         // o_proj
   Id h1 = alloc(th_);         // 317 residual
   free(op);
-  r.n2 = rmsnorm_saved(th_);
+  r.n2 = rmsnorm_saved(T, d_.h);
   if (sc_.plan.tiled_mlp) {  // TiledMLP runs whole (without autograd inside) and saves its input
     Id out = mlp_forward();
     // the offloaded checkpoint's recompute runs the whole layer (runtime/deepspeed/ulysses_worker/
@@ -91,7 +98,9 @@ TrainingAllocs::Id TrainingAllocs::rmsnorm_backward(Id& g, Norm& n, std::int64_t
   Id red = alloc(reduction_scratch_bytes(rows, cols, kFp32));
   free(red);
   Id none = -1;
-  arrive(double(cols), none);  // the weight's gradient reaches DeepSpeed's hook
+  // the weight's gradient reaches DeepSpeed's hook (its place in a flush's order does not matter: a norm's
+  // epilogue is below the generated size)
+  arrive(-1, double(cols), none);
   free(q);
   free(g);
   if (t_late) free(n.t);
@@ -99,9 +108,20 @@ TrainingAllocs::Id TrainingAllocs::rmsnorm_backward(Id& g, Norm& n, std::int64_t
   free(p);
   Id u = alloc(2 * x);
   Id w = alloc(2 * x);
+  // the rows' fp32 temporaries (rsqrt's and the mean's gradients; >= 16 MiB only for per-head norms
+  // at long sequences), released with the saved rsqrt
+  const std::int64_t rb = rows * kFp32;
+  Id r1 = alloc(rb);
   free(u);
   free(s);
-  Id x1 = alloc(2 * x), x2 = alloc(2 * x), x3 = alloc(2 * x), x4 = alloc(2 * x);
+  Id r2 = alloc(rb), r3 = alloc(rb), r4 = alloc(rb);
+  free(r3);
+  free(r2);
+  free(r1);
+  free(n.rs);
+  Id x1 = alloc(2 * x);
+  free(r4);
+  Id x2 = alloc(2 * x), x3 = alloc(2 * x), x4 = alloc(2 * x);
   free(x3);
   free(x2);
   free(n.f32);
@@ -136,10 +156,11 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   const bool off = sc_.plan.offload_checkpoints;
   Id& input = ckpt_[static_cast<std::size_t>(l)];
   if (off) input = alloc(th_);  // offload.py: the pinned host copy back to the GPU
+  layer_ = l;
   Recomputed r = recompute();
-  const auto weight_grad = [&](double numel) {
+  const auto weight_grad = [&](double numel, LayerParamRole role) {
     Id w = alloc(static_cast<std::int64_t>(numel) * kBf16);  // zero/linear.py 129
-    arrive(numel, w);
+    arrive(param_id(role), numel, w);
   };
   Id g_n2 = sc_.plan.tiled_mlp ? tiled_mlp_backward(r) : mlp_backward(r);
   // the post-attention norm: its input's gradient is added to the residual stream's
@@ -150,7 +171,7 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   free(y);
   // o_proj (its output's gradient is the residual stream's), sdpa, RoPE on k and q
   Id g_o = alloc(q_);
-  weight_grad(hd * h);
+  weight_grad(hd * h, LayerParamRole::o);
   Id dq = alloc(q_), dk = alloc(kv_), dv = alloc(kv_);
   Id ws = alloc(sdpa_backward_scratch_bytes(T, d.H, d.H_kv, d.D));
   free(ws);
@@ -165,9 +186,10 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
   // v, k, q projections; with Qwen3's head norms k and q go through their norm's backward first; k's
   // and q's gradients are copied contiguous ([B, H, T, D] -> [B, T, H*D]) for the projection
   Id g_n1 = alloc(th_);
-  weight_grad(kvd * h);
+  weight_grad(kvd * h, LayerParamRole::v);
   free(dv);
-  const auto qk = [&](Id& g, Norm& hn, std::int64_t heads, std::int64_t bytes, double w_numel, bool last) {
+  const auto qk = [&](Id& g, Norm& hn, std::int64_t heads, std::int64_t bytes, double w_numel, LayerParamRole role,
+                      bool last) {
     if (sc_.model.qk_norm) {
       Id yh = rmsnorm_backward(g, hn, T * heads, d.D, off);
       g = yh;
@@ -175,13 +197,13 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
     Id c = alloc(bytes);
     free(g);
     Id gi = alloc(th_);
-    weight_grad(w_numel);
+    weight_grad(w_numel, role);
     if (last) free(r.n1.out);
     free(c);
     free(gi);  // added into g_n1
   };
-  qk(gk, r.kn, d.H_kv, kv_, kvd * h, false);
-  qk(gq, r.qn, d.H, q_, hd * h, true);
+  qk(gk, r.kn, d.H_kv, kv_, kvd * h, LayerParamRole::k, false);
+  qk(gq, r.qn, d.H, q_, hd * h, LayerParamRole::q, true);
   // the input norm; the layer's checkpoint goes with its last use
   y = rmsnorm_backward(g_n1, r.n1, T, d.h, off, off ? nullptr : &input);
   free(y);
@@ -196,25 +218,25 @@ void TrainingAllocs::layer_backward(std::int64_t l) {
 // The MLP's backward (zero/linear.py 126 input, 129 weight): down, the SwiGLU product, up, SiLU, gate.
 TrainingAllocs::Id TrainingAllocs::mlp_backward(Recomputed& r) {
   const double mlp_w = double(d_.F) * double(d_.h);
-  const auto weight_grad = [&] {
+  const auto weight_grad = [&](LayerParamRole role) {
     Id w = alloc(static_cast<std::int64_t>(mlp_w) * kBf16);
-    arrive(mlp_w, w);
+    arrive(param_id(role), mlp_w, w);
   };
   Id g_prod = alloc(mlp_);
-  weight_grad();
+  weight_grad(LayerParamRole::down);
   free(r.prod);
   Id g_a = alloc(mlp_), g_b = alloc(mlp_);
   free(r.act);
   free(r.up);
   free(g_prod);
   Id g_n2 = alloc(th_);
-  weight_grad();
+  weight_grad(LayerParamRole::up);
   free(g_a);
   Id g_silu = alloc(mlp_);
   free(r.gate);
   free(g_b);
   Id g_gate_in = alloc(th_);
-  weight_grad();
+  weight_grad(LayerParamRole::gate);
   free(r.n2.out);
   free(g_silu);
   free(g_gate_in);  // added into g_n2
@@ -234,31 +256,32 @@ TrainingAllocs::Id TrainingAllocs::tiled_mlp_backward(Recomputed& r) {
   for (std::size_t k = 0; k < shards.size(); ++k) {
     const std::int64_t m = shards[k] * d_.F * kBf16, x = shards[k] * d_.h * kBf16;
     const bool first = k == 0, last = k + 1 == shards.size();
-    const auto weight_grad = [&](Id& kept) {
+    const auto weight_grad = [&](Id& kept, LayerParamRole role) {
       Id w = alloc(w_bytes);
       if (first) kept = w;
       else free(w);
-      if (last) arrive(mlp_w, kept);
+      if (last) arrive(param_id(role), mlp_w, kept);
+      else overflow_check(mlp_w);
     };
     Id gate = alloc(m), act = alloc(m), up = alloc(m), prod = alloc(m);
     Id down = alloc(x);
     free(prev_down);
     prev_down = down;
     Id g_prod = alloc(m);
-    weight_grad(w_down);
+    weight_grad(w_down, LayerParamRole::down);
     free(prod);
     Id g_a = alloc(m), g_b = alloc(m);
     free(g_prod);
     free(up);
     free(act);
     Id g_up_in = alloc(x);
-    weight_grad(w_up);
+    weight_grad(w_up, LayerParamRole::up);
     free(g_a);
     Id g_silu = alloc(m);
     free(g_b);
     free(gate);
     Id g_gate_in = alloc(x);
-    weight_grad(w_gate);
+    weight_grad(w_gate, LayerParamRole::gate);
     free(g_silu);
     free(g_gate_in);
     free(g_up_in);  // both copied into x_grad's shard
@@ -291,7 +314,7 @@ void TrainingAllocs::backward(bool first_step) {
     Id g_w = alloc(static_cast<std::int64_t>(head) * kBf16);
     free(g_bf16);
     if (tied) tied_head_grad = g_w;
-    else arrive(head, g_w);
+    else arrive(head_id(), head, g_w);
   }
   // the final norm: its input's gradient starts the residual stream's
   hidden_grad_ = rmsnorm_backward(g_final, final_norm_, T, d.h, true);
@@ -305,19 +328,37 @@ void TrainingAllocs::backward(bool first_step) {
     free(g_emb);  // added into the lm_head's
     g_emb = tied_head_grad;
   }
-  arrive(head, g_emb);  // tied and tiled: the second arrival of the same parameter
+  arrive(0, head, g_emb);  // the embedding is parameter 0; tied and tiled: the head's second arrival
   // the backward's epilogue flushes what the bucket holds
   flush();
   if (policy_ == DeferredFree::end_of_backward) release_deferred();
 }
 
 // stage3.py reduce_independent_p_g_buckets_and_remove_grads (1569-1590) and __add_grad_to_ipg_bucket
-// (1614-1638): a gradient that would overflow a non-empty bucket flushes it first; one that fits is
+// (1614-1638): a gradient that would overflow a non-empty bucket flushes it first (also on the calls of
+// a tiled computation's shards before the last, which do not add it: ds_grad_is_ready); one that fits is
 // copied into the contiguous buffer on the reduce stream and its own tensor released (record_stream);
 // one that does not fit stays the parameter's .grad until its flush.
-void TrainingAllocs::arrive(double numel, Id& grad) {
+void TrainingAllocs::overflow_check(double numel) {
+  if (bucket_params_ > 0 && bucket_elems_ + numel > sc_.plan.reduce_bucket_size) flush();
+}
+
+// The parameter's ds_id: its place in model.parameters() (sim/model.hpp parameter_numels): the embedding,
+// per layer layer_params(), the final norm, an untied lm_head.
+std::int64_t TrainingAllocs::param_id(LayerParamRole role) const {
+  const LayerParams lp = layer_params(sc_.model);
+  int i = 0;
+  while (i < lp.n && lp.p[i].role != role) ++i;
+  return 1 + layer_ * lp.n + i;
+}
+
+std::int64_t TrainingAllocs::head_id() const {
+  return sc_.model.tied_embeddings ? 0 : 2 + d_.L * layer_params(sc_.model).n;
+}
+
+void TrainingAllocs::arrive(std::int64_t id, double numel, Id& grad) {
   const double limit = sc_.plan.reduce_bucket_size;
-  if (bucket_params_ > 0 && bucket_elems_ + numel > limit) flush();
+  overflow_check(numel);
   if (bucket_elems_ + numel <= limit) {
     free_later(grad);
   } else if (grad >= 0) {
@@ -326,7 +367,7 @@ void TrainingAllocs::arrive(double numel, Id& grad) {
   }
   bucket_elems_ += numel;
   ++bucket_params_;
-  bucket_numels_.push_back(numel);
+  bucket_numels_.push_back({id, numel});
 }
 
 // __reduce_and_partition_ipg_grads at one partition: reduce_scatter_coalesced flattens two or more
@@ -337,8 +378,10 @@ void TrainingAllocs::flush() {
   // with offload_optimizer, per parameter (partition_grads): the partition's GPU copy (2028), its fp64
   // norm in chunks (_constant_buffered_norm2, 1960-1966) and the fp32 copy for the host
   // (_offload_grad_partition_at_boundary, 1451), each released before the next
+  // (stage3.py 1677: the bucket's parameters sorted by ds_id for the reduce-scatter and partition_grads)
+  std::sort(bucket_numels_.begin(), bucket_numels_.end());
   if (sc_.plan.offload_optimizer)
-    for (const double n : bucket_numels_) {
+    for (const auto& [id, n] : bucket_numels_) {
       Id copy = alloc(static_cast<std::int64_t>(n) * kBf16, kReduceStream);
       for (double done = 0; done < n; done += kNormChunkElems) {
         Id chunk = alloc(static_cast<std::int64_t>(std::min(kNormChunkElems, n - done)) * kFp64, kReduceStream);

@@ -164,13 +164,9 @@ void TrainingAllocs::forward(bool first_step) {
   }
   // the final norm, with autograd (outside the checkpoints): the fp32 input and the bf16 normalized
   // tensor are saved; the last layer's output is released once the norm has returned
-  final_norm_.f32 = alloc(2 * th);
-  Id sq = alloc(2 * th);
-  free(sq);
-  Id n = alloc(2 * th);
-  final_norm_.t = alloc(th);
-  final_hidden_ = alloc(th);
-  free(n);
+  final_norm_ = rmsnorm_saved(T, d.h);
+  final_hidden_ = final_norm_.out;
+  final_norm_.out = -1;
   free(x);
   if (off) free_later(ckpt_[0]);
 }
@@ -221,10 +217,11 @@ void TrainingAllocs::loss(bool first_step) {
     } else {
       free(g_w);
     }
+    if (t0 + chunk < T) overflow_check(double(d.V) * double(d.h));  // DeepSpeed's hook, not ready yet
     free(g_in);
   }
   // DeepSpeed's hook takes the lm_head's gradient once, at the last tile (ds_grad_is_ready)
-  arrive(double(d.V) * double(d.h), head_grad_);
+  arrive(head_id(), double(d.V) * double(d.h), head_grad_);
 }
 
 }  // namespace ulysses
