@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA microbenchmarks behind `ulysses bench` (cli/cmd_bench.cpp), one per file:
 // exchange_bench.cpp, attention_bench.cpp, attention_sweep_bench.cpp (validator:
-// attention_validate.cpp). Every one validates, warms up, then times; times are per rank (CUDA
+// attention_validate.cpp), layer_bench.cpp. Every one validates, warms up, then times; times are per rank (CUDA
 // events), reported as the max over ranks of the per-rank median and the max over ranks and
 // iterations.
 //
@@ -42,6 +42,14 @@ double busbw_GBps(const BenchRow& r, std::int64_t P);
 // q, k, v exchange (a2a.qkv.fwd: pack + one NCCL group + unpack, for each slice count) next to
 // a bare ncclAlltoAll and a bare grouped ncclSend/ncclRecv of the same bytes per rank.
 BenchResult bench_exchange(const BlockShape& s, const RunOptions& opt, const std::vector<int>& slices);
+
+// A decoder layer's kernels outside attention and its projections (bench/layer_bench.cpp) at one
+// rank's shapes: T tokens, hidden h, MLP F, H / H_kv heads of D. Rows: bytes_per_rank = compulsory
+// bytes (elementwise kernels), flops (GEMMs).
+struct LayerShape {
+  std::int64_t T = 0, h = 0, F = 0, H = 0, H_kv = 0, D = 0;
+};
+BenchResult bench_layer(const LayerShape& s, const RunOptions& opt);
 
 // Local attention of one rank (H/P heads, full S) forward and backward, reference and flash
 // kernels; validated first against an fp64 oracle at S_check = min(S, 512).

@@ -21,6 +21,7 @@
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "core/errors.hpp"
+#include "core/layout.hpp"
 
 #ifdef ULYSSES_WITH_CUDA
 #include "bench/bench.hpp"
@@ -176,6 +177,33 @@ int bench_exchange_cmd(const runtime::BlockShape& shape, const runtime::RunOptio
   return ok ? core::kExitOk : core::kExitFailure;
 }
 
+// The layer's kernels at one rank's shapes of the scenario (T = B * S / P tokens), with the rates
+// against the profile's limits (hbm_GBps, bf16_dense_flops).
+int bench_layer_cmd(const Scenario& sc, const runtime::BlockShape& shape, const runtime::RunOptions& opt) {
+  const bench::LayerShape ls{shape.B * shape.S / shape.P, sc.model.hidden, sc.model.ffn_hidden, shape.H / shape.P,
+                             core::heads_per_rank(shape.H_kv, shape.P), shape.D};
+  const auto res = bench::bench_layer(ls, opt);
+  std::cout << fmt::format("bench layer: a decoder layer's kernels outside attention on {}\n"
+                           "T={} h={} F={} H={} H_kv={} D={} (one rank of {}); limits of {}: HBM {:.0f} GB/s, bf16 {:.0f} TFLOP/s\n"
+                           "bytes = each input read once, each output written once; GEMM FLOPs = 2 M N K\n\n",
+                           res.device, ls.T, ls.h, ls.F, ls.H, ls.H_kv, ls.D, sc.name, sc.hw.name, sc.hw.hbm_GBps,
+                           sc.hw.bf16_dense_flops * 1e-12);
+  reports::Table t({{"kernel", "", reports::Align::left}, {"median", "us"}, {"max", "us"}, {"rate", ""},
+                    {"of limit", "%"}, {"#wrong", ""}});
+  bool ok = true;
+  for (const auto& r : res.rows) {
+    const bool gemm = r.flops > 0;
+    const double rate = r.median_s > 0 ? (gemm ? r.flops / r.median_s * 1e-12 : double(r.bytes_per_rank) / r.median_s * 1e-9) : 0;
+    const double limit = gemm ? sc.hw.bf16_dense_flops * 1e-12 : sc.hw.hbm_GBps;
+    t.add_row({r.name, us(r.median_s), us(r.max_s), fmt::format("{:.1f} {}", rate, gemm ? "TFLOP/s" : "GB/s"),
+               limit > 0 ? fmt::format("{:.1f}", 100 * rate / limit) : "-", fmt::format("{}", r.wrong)});
+    ok = ok && r.wrong == 0;
+  }
+  std::cout << t.render() << (ok ? "validation: every kernel within its tolerance of the fp64 oracle\n"
+                                 : "validation: FAILED (#wrong > 0)\n");
+  return ok ? core::kExitOk : core::kExitFailure;
+}
+
 int bench_attention_cmd(const runtime::BlockShape& shape, const runtime::RunOptions& opt) {
   const auto res = bench::bench_attention(shape, opt);
   if (res.launcher_follower) return core::kExitOk;
@@ -236,7 +264,7 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
 
 int run_bench(int argc, char** argv) {
   po::options_description d("bench options");
-  d.add_options()("help,h", "this help")("what", po::value<std::string>(), "exchange | attention | block")(
+  d.add_options()("help,h", "this help")("what", po::value<std::string>(), "exchange | attention | block | layer")(
       "slices", po::value<std::string>()->default_value("1,2,4"),
       "exchange: slice counts to time (pipelined pack/send); block: the first one (default ULYSSES_A2A_SLICES or 1)")(
       "peer", po::value<std::string>(), "JSON output of bench/peers/ulysses_peer.py from the same call: print ratios")(
@@ -252,7 +280,7 @@ int run_bench(int argc, char** argv) {
   const auto vm = parse_args(argc, argv, d, &pos);
   if (vm.count("help") || !vm.count("what")) {
     print_help(argv[0],
-               "exchange|attention|block --scenario FILE [--seq-len N ...] [--slices 1,2,4] [--peer FILE]\n"
+               "exchange|attention|block|layer --scenario FILE [--seq-len N ...] [--slices 1,2,4] [--peer FILE]\n"
                "       attention --sweep | --quick | --points S:H:HKV:D:CAUSAL[,...] [--no-peer] [--json F] [--csv F]",
                "CUDA microbenchmarks, each validated before it is timed:\n"
                "  exchange   q,k,v seq->head exchange (pack + one NCCL group + unpack) vs a bare ncclAlltoAll and\n"
@@ -260,13 +288,15 @@ int run_bench(int argc, char** argv) {
                "  attention  one rank's local attention (H/P heads, full S), fwd and bwd, flash and reference;\n"
                "             --sweep/--quick/--points: the flash kernel over a grid of shapes on one GPU, then\n"
                "             PyTorch flash (FA2) and cuDNN on the same points (bench/peers/attn_peer.py), ratios\n"
-               "  block      the whole block (six phases) as `ulysses run --backend cuda`",
+               "  block      the whole block (six phases) as `ulysses run --backend cuda`\n"
+               "  layer      a decoder layer's kernels outside attention (RMSNorm, RoPE, SwiGLU, add) and its\n"
+               "             projections on cuBLASLt, at one rank's shapes; rates against the profile's limits",
                d);
     return vm.count("help") ? core::kExitOk : core::kExitInput;
   }
   const std::string what = vm["what"].as<std::string>();
-  if (what != "exchange" && what != "attention" && what != "block")
-    throw core::InputError("", "bench", "'" + what + "' is not one of exchange, attention, block");
+  if (what != "exchange" && what != "attention" && what != "block" && what != "layer")
+    throw core::InputError("", "bench", "'" + what + "' is not one of exchange, attention, block, layer");
   if (const auto points = attention_sweep_points(vm, what, s); !points.empty()) return attention_sweep_cmd(vm, points);
 #ifdef ULYSSES_WITH_CUDA
   runtime::RunOptions opt = run_options_of(vm);
@@ -276,6 +306,7 @@ int run_bench(int argc, char** argv) {
   const runtime::BlockShape shape = block_shape_checked(sc, vm, "cuda");
   if (what == "exchange") return bench_exchange_cmd(shape, opt, vm);
   if (what == "attention") return bench_attention_cmd(shape, opt);
+  if (what == "layer") return bench_layer_cmd(sc, shape, opt);
   return bench_block_cmd(shape, opt, vm);
 #else
   std::fprintf(stderr, "ulysses bench: this binary was built without the CUDA backend\n");
@@ -283,7 +314,7 @@ int run_bench(int argc, char** argv) {
 #endif
 }
 
-const RegisterCommand reg{"bench", "CUDA microbenchmarks: exchange, attention, block (validated, then timed)", &run_bench};
+const RegisterCommand reg{"bench", "CUDA microbenchmarks: exchange, attention, block, layer (validated, then timed)", &run_bench};
 
 }  // namespace
 }  // namespace ulysses::cli

@@ -1,0 +1,116 @@
+// The layer's elementwise kernels (kernels/layer_ops.hpp) against the fp64 oracle
+// (runtime/reference_layer.hpp) at Llama-like shapes. Tolerance: the kernels compute in fp32 and round
+// each output to bf16 once, so |kernel - oracle| <= 2^-8 |oracle| (one bf16 rounding, half an ulp is
+// 2^-9) + a small absolute floor for values that cancel; dw (fp32, sums over T rows) to 1e-3 relative.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/bf16.hpp"
+#include "kernels/layer_ops.hpp"
+#include "runtime/reference_layer.hpp"
+#include "tests/gpu/gpu_util.hpp"
+
+using namespace ulysses;
+using core::bf16;
+using gputest::Dev;
+
+namespace {
+
+std::vector<bf16> random_bf16(std::size_t n, std::uint32_t seed, float scale = 1.f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<bf16> v(n);
+  for (auto& x : v) x = core::float_to_bf16(d(g));
+  return v;
+}
+
+// how many of got (bf16 bits) are off the oracle by more than rel * |want| + abs
+std::int64_t wrong(const std::vector<bf16>& got, const std::vector<double>& want, double rel, double abs) {
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double g = core::bf16_to_float(got[i]);
+    if (!(std::fabs(g - want[i]) <= rel * std::fabs(want[i]) + abs)) ++n;
+  }
+  return n;
+}
+
+const __nv_bfloat16* cb(const Dev<bf16>& d) { return reinterpret_cast<const __nv_bfloat16*>(d.p); }
+__nv_bfloat16* b(Dev<bf16>& d) { return reinterpret_cast<__nv_bfloat16*>(d.p); }
+
+}  // namespace
+
+TEST_CASE("layer kernels: RMSNorm forward and backward against the fp64 oracle", "[.gpu][gpu][layer]") {
+  const double eps = 1e-5;
+  for (const std::int64_t h : {4096, 2560, 128, 8192}) {
+    const std::int64_t T = 300;
+    const auto x = random_bf16(T * h, 1, 2.f), w = random_bf16(h, 2), dout = random_bf16(T * h, 3);
+    std::vector<double> out(T * h), rstd(T), dx(T * h), dw(h);
+    runtime::rmsnorm_forward(T, h, x.data(), w.data(), eps, out.data(), rstd.data());
+    runtime::rmsnorm_backward(T, h, dout.data(), x.data(), w.data(), eps, dx.data(), dw.data());
+    Dev<bf16> dx_in(x), dw_in(w), d_out(T * h), d_dout(dout), d_dx(T * h);
+    Dev<float> d_rstd(T), d_dw(h);
+    Dev<char> ws(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
+    REQUIRE(kernels::rmsnorm_fwd(cb(dx_in), cb(dw_in), b(d_out), d_rstd.p, T, h, float(eps), nullptr) == cudaSuccess);
+    REQUIRE(kernels::rmsnorm_bwd(cb(d_dout), cb(dx_in), cb(dw_in), d_rstd.p, b(d_dx), d_dw.p, ws.p, T, h, nullptr) == cudaSuccess);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    INFO("h = " << h);
+    // the forward rounds twice (the normalized value, then the product): 2^-8 each
+    CHECK(wrong(d_out.download(), out, 1.0 / 128, 1e-3) == 0);
+    CHECK(wrong(d_dx.download(), dx, 1.0 / 128, 1e-3) == 0);
+    const auto gw = d_dw.download();
+    std::int64_t bad = 0;
+    for (std::int64_t j = 0; j < h; ++j) bad += !(std::fabs(gw[j] - dw[j]) <= 1e-3 * std::fabs(dw[j]) + 1e-3);
+    CHECK(bad == 0);
+    const auto gr = d_rstd.download();
+    for (std::int64_t t = 0; t < T; t += 37) CHECK(gr[t] == Approx(rstd[t]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("layer kernels: RoPE forward and backward against the fp64 oracle", "[.gpu][gpu][layer]") {
+  const std::int64_t T = 512, H = 8, D = 128;
+  std::vector<std::int64_t> pos(T);
+  for (std::int64_t t = 0; t < T; ++t) pos[t] = 65536 + 97 * t;  // late positions: large angles
+  std::vector<bf16> cos, sin;
+  runtime::rope_tables(T, D, pos.data(), 500000.0, cos, sin);
+  const auto x = random_bf16(T * H * D, 4);
+  for (const bool backward : {false, true}) {
+    std::vector<double> want(T * H * D);
+    runtime::rope_apply(T, H, D, x.data(), cos.data(), sin.data(), backward, want.data());
+    Dev<bf16> d_x(x), d_cos(cos), d_sin(sin);
+    REQUIRE(kernels::rope(b(d_x), cb(d_cos), cb(d_sin), T, H, D, backward, nullptr) == cudaSuccess);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    INFO("backward = " << backward);
+    CHECK(wrong(d_x.download(), want, 1.0 / 256, 1e-6) == 0);
+  }
+}
+
+TEST_CASE("layer kernels: SwiGLU and add against the fp64 oracle", "[.gpu][gpu][layer]") {
+  const std::int64_t n = 14336 * 64;
+  const auto gate = random_bf16(n, 6, 3.f), up = random_bf16(n, 7), dact = random_bf16(n, 8);
+  std::vector<double> act(n), dgate(n), dup(n), sum(n);
+  runtime::swiglu_forward(n, gate.data(), up.data(), act.data());
+  runtime::swiglu_backward(n, dact.data(), gate.data(), up.data(), dgate.data(), dup.data());
+  for (std::int64_t e = 0; e < n; ++e) sum[e] = double(core::bf16_to_float(gate[e])) + core::bf16_to_float(up[e]);
+  Dev<bf16> d_gate(gate), d_up(up), d_dact(dact), d_act(n), d_dgate(n), d_dup(n), d_sum(n);
+  REQUIRE(kernels::swiglu_fwd(cb(d_gate), cb(d_up), b(d_act), n, nullptr) == cudaSuccess);
+  REQUIRE(kernels::swiglu_bwd(cb(d_dact), cb(d_gate), cb(d_up), b(d_dgate), b(d_dup), n, nullptr) == cudaSuccess);
+  REQUIRE(kernels::add(cb(d_gate), cb(d_up), b(d_sum), n, nullptr) == cudaSuccess);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  // __expf's error (2 ulp of fp32) is far below bf16's rounding
+  CHECK(wrong(d_act.download(), act, 1.0 / 256, 1e-6) == 0);
+  CHECK(wrong(d_dgate.download(), dgate, 1.0 / 256, 1e-6) == 0);
+  CHECK(wrong(d_dup.download(), dup, 1.0 / 256, 1e-6) == 0);
+  CHECK(wrong(d_sum.download(), sum, 1.0 / 256, 0) == 0);
+}
+
+TEST_CASE("layer kernels: shapes they do not take are refused", "[.gpu][gpu][layer]") {
+  Dev<bf16> a(16), c(16);
+  Dev<float> r(4);
+  CHECK(kernels::rmsnorm_fwd(cb(a), cb(a), b(c), r.p, 4, 3, 1e-5f, nullptr) == cudaErrorInvalidValue);
+  CHECK(kernels::rope(b(a), cb(a), cb(a), 2, 1, 7, false, nullptr) == cudaErrorInvalidValue);
+  CHECK(kernels::swiglu_fwd(cb(a), cb(a), b(c), 15, nullptr) == cudaErrorInvalidValue);
+  CHECK(kernels::rmsnorm_bwd(cb(a), cb(a), cb(a), r.p, b(c), r.p, nullptr, 1, 2 * 256 * 32 + 2, nullptr) == cudaErrorInvalidValue);
+}
