@@ -7,16 +7,17 @@
 namespace ulysses::runtime {
 namespace {
 double f(core::bf16 v) { return core::bf16_to_float(v); }
+double f(double v) { return v; }
 double round_bf16(double v) { return core::bf16_to_float(core::float_to_bf16(static_cast<float>(v))); }
 double sigmoid(double g) { return 1.0 / (1.0 + std::exp(-g)); }
 }  // namespace
 
 // ---- RMSNorm ----
 
-void rmsnorm_forward(std::int64_t T, std::int64_t h, const core::bf16* x, const core::bf16* w, double eps,
-                     double* out, double* rstd) {
+template <class In>
+void rmsnorm_forward(std::int64_t T, std::int64_t h, const In* x, const In* w, double eps, double* out, double* rstd) {
   for (std::int64_t t = 0; t < T; ++t) {
-    const core::bf16* xt = x + t * h;  // [h]
+    const In* xt = x + t * h;  // [h]
     double ss = 0;
     for (std::int64_t j = 0; j < h; ++j) ss += f(xt[j]) * f(xt[j]);
     const double r = 1.0 / std::sqrt(ss / double(h) + eps);
@@ -25,13 +26,14 @@ void rmsnorm_forward(std::int64_t T, std::int64_t h, const core::bf16* x, const 
   }
 }
 
-void rmsnorm_backward(std::int64_t T, std::int64_t h, const core::bf16* dout, const core::bf16* x,
-                      const core::bf16* w, double eps, double* dx, double* dw) {
+template <class In>
+void rmsnorm_backward(std::int64_t T, std::int64_t h, const In* dout, const In* x, const In* w, double eps, double* dx,
+                      double* dw) {
   std::vector<double> n(static_cast<std::size_t>(h)), g(static_cast<std::size_t>(h));  // [h] each
   for (std::int64_t j = 0; j < h; ++j) dw[j] = 0;
   for (std::int64_t t = 0; t < T; ++t) {
-    const core::bf16* xt = x + t * h;     // [h]
-    const core::bf16* dt = dout + t * h;  // [h]
+    const In* xt = x + t * h;     // [h]
+    const In* dt = dout + t * h;  // [h]
     double ss = 0;
     for (std::int64_t j = 0; j < h; ++j) ss += f(xt[j]) * f(xt[j]);
     const double r = 1.0 / std::sqrt(ss / double(h) + eps);
@@ -64,13 +66,14 @@ void rope_tables(std::int64_t T, std::int64_t D, const std::int64_t* positions, 
     }
 }
 
-void rope_apply(std::int64_t T, std::int64_t H, std::int64_t D, const core::bf16* x, const core::bf16* cos,
+template <class In>
+void rope_apply(std::int64_t T, std::int64_t H, std::int64_t D, const In* x, const core::bf16* cos,
                 const core::bf16* sin, bool backward, double* out) {
   const std::int64_t half = D / 2;
   const double sign = backward ? -1.0 : 1.0;
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t hh = 0; hh < H; ++hh) {
-      const core::bf16* xr = x + (t * H + hh) * D;  // [D]
+      const In* xr = x + (t * H + hh) * D;  // [D]
       double* o = out + (t * H + hh) * D;           // [D]
       for (std::int64_t i = 0; i < half; ++i) {
         const double c = f(cos[t * half + i]), s = sign * f(sin[t * half + i]);
@@ -82,17 +85,31 @@ void rope_apply(std::int64_t T, std::int64_t H, std::int64_t D, const core::bf16
 
 // ---- SwiGLU ----
 
-void swiglu_forward(std::int64_t n, const core::bf16* gate, const core::bf16* up, double* act) {
+template <class In>
+void swiglu_forward(std::int64_t n, const In* gate, const In* up, double* act) {
   for (std::int64_t e = 0; e < n; ++e) act[e] = f(gate[e]) * sigmoid(f(gate[e])) * f(up[e]);
 }
 
-void swiglu_backward(std::int64_t n, const core::bf16* dact, const core::bf16* gate, const core::bf16* up,
-                     double* dgate, double* dup) {
+template <class In>
+void swiglu_backward(std::int64_t n, const In* dact, const In* gate, const In* up, double* dgate, double* dup) {
   for (std::int64_t e = 0; e < n; ++e) {
     const double g = f(gate[e]), sg = sigmoid(g), d = f(dact[e]);
     dup[e] = d * g * sg;
     dgate[e] = d * f(up[e]) * sg * (1 + g * (1 - sg));
   }
 }
+
+// ---- the two input types ----
+#define ULYSSES_REFERENCE_LAYER(In)                                                                                      \
+  template void rmsnorm_forward<In>(std::int64_t, std::int64_t, const In*, const In*, double, double*, double*);        \
+  template void rmsnorm_backward<In>(std::int64_t, std::int64_t, const In*, const In*, const In*, double, double*,      \
+                                     double*);                                                                          \
+  template void rope_apply<In>(std::int64_t, std::int64_t, std::int64_t, const In*, const core::bf16*,                 \
+                               const core::bf16*, bool, double*);                                                       \
+  template void swiglu_forward<In>(std::int64_t, const In*, const In*, double*);                                        \
+  template void swiglu_backward<In>(std::int64_t, const In*, const In*, const In*, double*, double*);
+ULYSSES_REFERENCE_LAYER(core::bf16)
+ULYSSES_REFERENCE_LAYER(double)
+#undef ULYSSES_REFERENCE_LAYER
 
 }  // namespace ulysses::runtime

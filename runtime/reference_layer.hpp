@@ -24,20 +24,24 @@
 
 namespace ulysses::runtime {
 
-void rmsnorm_forward(std::int64_t T, std::int64_t h, const core::bf16* x, const core::bf16* w, double eps,
-                     double* out, double* rstd);
-void rmsnorm_backward(std::int64_t T, std::int64_t h, const core::bf16* dout, const core::bf16* x,
-                      const core::bf16* w, double eps, double* dx, double* dw);
+// In: core::bf16 (bits, what the kernels read) or double (a layer's fp64 intermediates).
+template <class In>
+void rmsnorm_forward(std::int64_t T, std::int64_t h, const In* x, const In* w, double eps, double* out, double* rstd);
+template <class In>
+void rmsnorm_backward(std::int64_t T, std::int64_t h, const In* dout, const In* x, const In* w, double eps, double* dx,
+                      double* dw);
 
 // The bf16 cos and sin tables HF's rotary embedding hands the layers: [T, D/2] each.
 void rope_tables(std::int64_t T, std::int64_t D, const std::int64_t* positions, double theta,
                  std::vector<core::bf16>& cos, std::vector<core::bf16>& sin);
 // backward = false: out = rope(x); true: out = rope's transpose applied to x (the gradient).
-void rope_apply(std::int64_t T, std::int64_t H, std::int64_t D, const core::bf16* x, const core::bf16* cos,
+template <class In>
+void rope_apply(std::int64_t T, std::int64_t H, std::int64_t D, const In* x, const core::bf16* cos,
                 const core::bf16* sin, bool backward, double* out);
 
-void swiglu_forward(std::int64_t n, const core::bf16* gate, const core::bf16* up, double* act);
-void swiglu_backward(std::int64_t n, const core::bf16* dact, const core::bf16* gate, const core::bf16* up,
-                     double* dgate, double* dup);
+template <class In>
+void swiglu_forward(std::int64_t n, const In* gate, const In* up, double* act);
+template <class In>
+void swiglu_backward(std::int64_t n, const In* dact, const In* gate, const In* up, double* dgate, double* dup);
 
 }  // namespace ulysses::runtime

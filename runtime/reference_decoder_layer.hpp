@@ -1,0 +1,40 @@
+#pragma once
+// One Llama/Qwen-style decoder layer (without Qwen3's head norms), forward and backward in fp64: the
+// oracle of the CUDA runtime's layer (runtime/cuda/decoder_layer.hpp) and of the CPU backend's step.
+// Composed from the fp64 oracles of attention (reference_attention.hpp) and of the elementwise ops
+// (reference_layer.hpp); projections are exact fp64 products.
+//
+//   n1 = rmsnorm(x; w1)      q, k, v = n1 Wq^T, n1 Wk^T, n1 Wv^T      q, k = rope(q), rope(k)
+//   o = causal_attention(q, k, v)      h1 = x + o Wo^T      n2 = rmsnorm(h1; w2)
+//   act = silu(n2 Wg^T) * (n2 Wu^T)    y = h1 + act Wd^T
+// Shapes (T tokens): x, y, h1, n1, n2 [T, h]; q, o [T, H, D]; k, v [T, H_kv, D]; act [T, F];
+// Wq [H D, h], Wk, Wv [H_kv D, h], Wo [h, H D], Wg, Wu [F, h], Wd [h, F], w1, w2 [h].
+#include <cstdint>
+#include <vector>
+
+#include "core/bf16.hpp"
+
+namespace ulysses::runtime {
+
+struct DecoderLayerDims {
+  std::int64_t T = 0, h = 0, H = 0, H_kv = 0, D = 0, F = 0;
+  double eps = 1e-5;
+};
+
+template <class V>
+struct DecoderLayerParams {  // V = std::vector<core::bf16> (the weights a runtime holds) or std::vector<double>
+  V w1, wq, wk, wv, wo, w2, wg, wu, wd;
+};
+
+struct DecoderLayerResult {
+  std::vector<double> y;                                                 // [T, h]
+  std::vector<double> dx;                                                // [T, h]
+  DecoderLayerParams<std::vector<double>> dparams;                      // each parameter's gradient
+};
+
+// Forward from x, then the backward from dy; cos/sin: the bf16 RoPE tables [T, D/2] (rope_tables).
+DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& p,
+                                           const std::vector<core::bf16>& x, const std::vector<core::bf16>& dy,
+                                           const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin);
+
+}  // namespace ulysses::runtime
