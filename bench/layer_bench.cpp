@@ -170,7 +170,7 @@ BenchResult bench_layer(const LayerShape& s, const RunOptions& opt) {
       for (std::int64_t j = 0; j < h; ++j) wrong += !close(f(g[t * h + j]), f(a.host[t * h + j]) + f(b.host[t * h + j]), 1.0 / 256, 0);
     res.rows.push_back(row_of("residual add [T,h]", 6 * T * h, 0, wrong, time_kernel(opt, run)));
   }
-  // ---- projections: q (forward), gate (forward), down (input and weight gradients) ----
+  // ---- projections: q, k, gate (forward), down (input and weight gradients) ----
   {
     runtime::cuda::Gemm gemm;
     struct Proj {
@@ -178,7 +178,7 @@ BenchResult bench_layer(const LayerShape& s, const RunOptions& opt) {
       std::int64_t N, K;
       int pass;  // 0 forward, 1 input grad, 2 weight grad
     };
-    const Proj projs[] = {{"gemm q fwd X.Wq^T", H * D, h, 0}, {"gemm gate fwd X.Wg^T", F, h, 0},
+    const Proj projs[] = {{"gemm q fwd X.Wq^T", H * D, h, 0}, {"gemm k fwd X.Wk^T", H_kv * D, h, 0}, {"gemm gate fwd X.Wg^T", F, h, 0},
                           {"gemm down dX = dY.Wd", h, F, 1}, {"gemm down dW = dY^T.X", h, F, 2}};
     for (const Proj& p : projs) {
       const std::int64_t M = T, N = p.N, K = p.K;

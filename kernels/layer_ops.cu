@@ -104,21 +104,22 @@ __global__ void rmsnorm_bwd_dw_kernel(const float2* dw_part,  // [parts, h/2]
   dw[j] = s;
 }
 
-// ---- RoPE: one thread per (row, pair) ----
+// ---- RoPE: one thread per (row, two adjacent i): bf16 pairs at i and at i + D/2 ----
 
-__global__ void rope_kernel(__nv_bfloat16* qk,         // [T, H, D]
-                            const __nv_bfloat16* cos,  // [T, D/2]
-                            const __nv_bfloat16* sin,  // [T, D/2]
-                            std::int64_t T, std::int64_t H, std::int64_t half, float sign) {
-  const std::int64_t n = T * H * half;
+__global__ void rope_kernel(__nv_bfloat162* qk,         // [T, H, D/2 pairs]
+                            const __nv_bfloat162* cos,  // [T, D/4 pairs]
+                            const __nv_bfloat162* sin,  // [T, D/4 pairs]
+                            std::int64_t T, std::int64_t H, std::int64_t quarter, float sign) {
+  const std::int64_t n = T * H * quarter;
   for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n;
        e += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t i = e % half, row = e / half, t = row / H;
-    __nv_bfloat16* v = qk + row * 2 * half;
-    const float c = __bfloat162float(cos[t * half + i]), s = sign * __bfloat162float(sin[t * half + i]);
-    const float a = __bfloat162float(v[i]), b = __bfloat162float(v[i + half]);
-    v[i] = __float2bfloat16_rn(a * c - b * s);
-    v[i + half] = __float2bfloat16_rn(b * c + a * s);
+    const std::int64_t i = e % quarter, row = e / quarter, t = row / H;
+    __nv_bfloat162* v = qk + row * 2 * quarter;
+    const float2 c = __bfloat1622float2(cos[t * quarter + i]), sr = __bfloat1622float2(sin[t * quarter + i]);
+    const float2 s = make_float2(sign * sr.x, sign * sr.y);
+    const float2 a = __bfloat1622float2(v[i]), b = __bfloat1622float2(v[i + quarter]);
+    v[i] = __floats2bfloat162_rn(a.x * c.x - b.x * s.x, a.y * c.y - b.y * s.y);
+    v[i + quarter] = __floats2bfloat162_rn(b.x * c.x + a.x * s.x, b.y * c.y + a.y * s.y);
   }
 }
 
@@ -188,9 +189,10 @@ cudaError_t rmsnorm_bwd(const __nv_bfloat16* dout, const __nv_bfloat16* x, const
 
 cudaError_t rope(__nv_bfloat16* qk, const __nv_bfloat16* cos, const __nv_bfloat16* sin, std::int64_t T,
                  std::int64_t H, std::int64_t D, bool backward, cudaStream_t stream) {
-  if (T < 1 || H < 1 || D < 2 || D % 2) return cudaErrorInvalidValue;
-  rope_kernel<<<grid_for(T * H * (D / 2), kThreads), kThreads, 0, stream>>>(qk, cos, sin, T, H, D / 2,
-                                                                             backward ? -1.f : 1.f);
+  if (T < 1 || H < 1 || D < 4 || D % 4) return cudaErrorInvalidValue;
+  rope_kernel<<<grid_for(T * H * (D / 4), kThreads), kThreads, 0, stream>>>(
+      pairs<__nv_bfloat162>(qk), pairs<const __nv_bfloat162>(cos), pairs<const __nv_bfloat162>(sin), T, H, D / 4,
+      backward ? -1.f : 1.f);
   return cudaGetLastError();
 }
 

@@ -8,7 +8,7 @@
 //   qk (q or k)      : [T, H, D] bf16, rotated in place     cos, sin : [T, D/2] bf16
 //   gate, up, act, dact, dgate, dup : [T, F] bf16 (n = T * F elements)
 // Each launcher returns cudaSuccess or the launch error; a shape it does not take returns
-// cudaErrorInvalidValue (h or F odd, D odd, T < 1).
+// cudaErrorInvalidValue (h or F odd, D not a multiple of 4, T < 1, h > 16384 for rmsnorm_bwd).
 #include <cstddef>
 #include <cstdint>
 
