@@ -28,7 +28,9 @@ TrainingAllocs::TrainingAllocs(const Scenario& sc, CachingAllocatorSim& a, std::
 
 bool TrainingAllocs::construction_covered() const {
   const Plan& pl = sc_.plan;
-  return pl.zero_stage >= 3 && pl.dp_shard_size * pl.sp_size == 1 && !pl.offload_params;
+  // one rank: the recordings' runs (more ranks add the collectives' buffers, not generated)
+  return pl.zero_stage >= 3 && pl.dp_shard_size * pl.sp_size * pl.dp_replicate_size == 1 && sc_.gpus == 1 &&
+         !pl.offload_params;
 }
 
 bool TrainingAllocs::forward_covered() const {

@@ -234,3 +234,26 @@ TEST_CASE("generated allocations: dump", "[.alloc-dump]") {
                 double(a.reserved_on(0)) / (1 << 30), double(a.reserved_on(1)) / (1 << 30), double(a.peak_reserved()) / (1 << 30));
   }
 }
+
+// Which plans the generated sequence covers (sim/step_allocs.hpp): the others keep the binding reserved
+// bytes in validate (-1 here), never a sequence that does not describe them.
+TEST_CASE("generated allocations: the plans covered, and the ones refused", "[eval][allocator]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
+  const Scenario base = recorded_case(set, recorded_traces().front());
+  CHECK(generated_reserved_peak(base, 1) > 0);
+  const auto refused = [&](auto change) {
+    Scenario sc = base;
+    change(sc.plan);
+    return generated_reserved_peak(sc, 1) == -1;
+  };
+  CHECK(refused([](Plan& p) { p.expandable_segments = false; }));
+  CHECK(refused([](Plan& p) { p.zero_stage = 2; }));
+  CHECK(refused([](Plan& p) { p.dp_replicate_size = 2; }));
+  CHECK(refused([](Plan& p) { p.sp_size = 2; }));
+  CHECK(refused([](Plan& p) { p.offload_params = true; }));
+  CHECK(refused([](Plan& p) { p.activation_checkpointing = false; }));
+  CHECK(refused([](Plan& p) { p.micro_batch_size = 2; }));
+  CHECK(refused([](Plan& p) { p.offload_checkpoints = true, p.tiled_mlp = false; }));
+  CHECK_FALSE(refused([](Plan& p) { p.offload_checkpoints = true, p.tiled_mlp = true; }));
+  CHECK_FALSE(refused([](Plan& p) { p.offload_optimizer = true; }));
+}
