@@ -9,12 +9,6 @@ namespace {
 
 using Vec = std::vector<double>;
 
-Vec widen(const std::vector<core::bf16>& v) {
-  Vec out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = core::bf16_to_float(v[i]);
-  return out;
-}
-
 // Y [M, N] = X [M, K] W^T, W [N, K]
 Vec linear(const Vec& X, const Vec& W, std::int64_t M, std::int64_t N, std::int64_t K) {
   Vec Y(static_cast<std::size_t>(M * N));
@@ -52,13 +46,18 @@ Vec plus(const Vec& a, const Vec& b) {
 
 }  // namespace
 
+std::vector<double> widen(const std::vector<core::bf16>& v) {
+  std::vector<double> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = core::bf16_to_float(v[i]);
+  return out;
+}
+
 DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& pb,
-                                           const std::vector<core::bf16>& xb, const std::vector<core::bf16>& dyb,
+                                           const std::vector<double>& x, const std::vector<double>& dy,
                                            const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin) {
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
   const DecoderLayerParams<Vec> p{widen(pb.w1), widen(pb.wq), widen(pb.wk), widen(pb.wv), widen(pb.wo),
                                   widen(pb.w2), widen(pb.wg), widen(pb.wu), widen(pb.wd)};
-  const Vec x = widen(xb), dy = widen(dyb);
   const AttnDims ad{1, T, d.H, d.H_kv, d.D, true};
   // ---- forward ----
   Vec n1(T * h), r1(T), n2(T * h), r2(T);

@@ -32,9 +32,11 @@ struct DecoderLayerResult {
   DecoderLayerParams<std::vector<double>> dparams;                      // each parameter's gradient
 };
 
-// Forward from x, then the backward from dy; cos/sin: the bf16 RoPE tables [T, D/2] (rope_tables).
+// Forward from x, then the backward from dy (both fp64: a layer's input and the gradient of its output,
+// e.g. from the layer above); cos/sin: the bf16 RoPE tables [T, D/2] (rope_tables).
 DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& p,
-                                           const std::vector<core::bf16>& x, const std::vector<core::bf16>& dy,
+                                           const std::vector<double>& x, const std::vector<double>& dy,
                                            const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin);
+std::vector<double> widen(const std::vector<core::bf16>& v);  // bf16 bits to fp64
 
 }  // namespace ulysses::runtime

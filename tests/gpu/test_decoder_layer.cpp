@@ -60,7 +60,7 @@ TEST_CASE("decoder layer on the GPU equals its fp64 oracle", "[.gpu][gpu][layer]
   std::vector<bf16> cos, sin;
   runtime::rope_tables(T, d.D, pos.data(), 500000.0, cos, sin);
   const auto x = random_bf16(T * h, 10, 1.0), dy = random_bf16(T * h, 11, 1.0);
-  const runtime::DecoderLayerResult ref = runtime::decoder_layer_reference(d, p, x, dy, cos, sin);
+  const runtime::DecoderLayerResult ref = runtime::decoder_layer_reference(d, p, widen(x), widen(dy), cos, sin);
 
   runtime::cuda::Gemm gemm;
   runtime::cuda::DecoderLayer layer(d, p, cos, sin, gemm);

@@ -32,7 +32,7 @@ TEST_CASE("reference decoder layer: with o_proj and down_proj zero the layer is 
   std::vector<bf16> cos, sin;
   runtime::rope_tables(T, d.D, pos.data(), 10000.0, cos, sin);
   const auto x = random_bf16(T * h, 8), dy = random_bf16(T * h, 9);
-  const auto r = runtime::decoder_layer_reference(d, p, x, dy, cos, sin);
+  const auto r = runtime::decoder_layer_reference(d, p, runtime::widen(x), runtime::widen(dy), cos, sin);
   for (std::int64_t i = 0; i < T * h; ++i) {
     CHECK(r.y[i] == core::bf16_to_float(x[i]));   // y = x + 0 + 0
     CHECK(r.dx[i] == core::bf16_to_float(dy[i])); // nothing flows back through the zeroed projections

@@ -1,0 +1,92 @@
+// The fp64 training step (runtime/reference_step.hpp): forward through the layers keeping each
+// layer's input, the loss head over token shards, then the backward layer by layer (each layer's
+// reference recomputes its forward from the kept input: activation checkpointing, in fp64).
+#include "runtime/reference_step.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "runtime/reference_layer.hpp"
+
+namespace ulysses::runtime {
+
+std::vector<std::int64_t> shift_labels(const std::vector<std::int64_t>& tokens) {
+  std::vector<std::int64_t> labels(tokens.size(), kIgnoreLabel);
+  for (std::size_t t = 0; t + 1 < tokens.size(); ++t) labels[t] = tokens[t + 1];
+  return labels;
+}
+
+StepResult step_reference(const StepDims& d, const StepParams& p, const std::vector<std::int64_t>& tokens,
+                          const std::vector<std::int64_t>& labels, const std::vector<core::bf16>& cos,
+                          const std::vector<core::bf16>& sin, std::int64_t logits_shards, std::int64_t loss_divisor) {
+  const std::int64_t T = d.layer.T, h = d.layer.h, V = d.V;
+  if (static_cast<std::int64_t>(tokens.size()) != T || static_cast<std::int64_t>(labels.size()) != T || logits_shards < 1)
+    throw std::invalid_argument("step_reference: tokens and labels must have T entries, logits_shards >= 1");
+  const std::vector<double> embed = widen(p.embed), w_final = widen(p.w_final);
+  const std::vector<double> head = d.tied ? embed : widen(p.lm_head);
+  // ---- forward: the embedding, the layers (their inputs kept) ----
+  std::vector<std::vector<double>> inputs(static_cast<std::size_t>(d.L));
+  std::vector<double> x(static_cast<std::size_t>(T * h));
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t j = 0; j < h; ++j) x[t * h + j] = embed[tokens[t] * h + j];
+  const std::vector<double> zeros(x.size(), 0.0);
+  for (std::int64_t l = 0; l < d.L; ++l) {
+    inputs[l] = x;
+    x = decoder_layer_reference(d.layer, p.layers[l], x, zeros, cos, sin).y;
+  }
+  // ---- the final norm and the loss head, shard by shard (torch.chunk: chunks of ceil(T / shards)) ----
+  std::vector<double> n(static_cast<std::size_t>(T * h)), rstd(T);
+  rmsnorm_forward(T, h, x.data(), w_final.data(), d.layer.eps, n.data(), rstd.data());
+  StepResult res;
+  for (std::int64_t t = 0; t < T; ++t) res.valid_tokens += labels[t] != kIgnoreLabel;
+  const double divisor = double(loss_divisor > 0 ? loss_divisor : std::max<std::int64_t>(res.valid_tokens, 1));
+  std::vector<double> dn(static_cast<std::size_t>(T * h), 0.0), dhead(static_cast<std::size_t>(V * h), 0.0);
+  std::vector<double> logits(static_cast<std::size_t>(V));
+  const std::int64_t chunk = (T + logits_shards - 1) / logits_shards;
+  for (std::int64_t t0 = 0; t0 < T; t0 += chunk)
+    for (std::int64_t t = t0; t < std::min(T, t0 + chunk); ++t) {
+      if (labels[t] == kIgnoreLabel) continue;
+      double mx = -1e300;
+      for (std::int64_t v = 0; v < V; ++v) {
+        double s = 0;
+        for (std::int64_t j = 0; j < h; ++j) s += n[t * h + j] * head[v * h + j];
+        logits[v] = s;
+        mx = std::max(mx, s);
+      }
+      double z = 0;
+      for (std::int64_t v = 0; v < V; ++v) z += std::exp(logits[v] - mx);
+      const double lse = mx + std::log(z);
+      res.loss_sum += lse - logits[labels[t]];
+      // d(loss_sum / divisor) / d logits = (softmax - onehot) / divisor
+      for (std::int64_t v = 0; v < V; ++v) {
+        const double g = (std::exp(logits[v] - lse) - (v == labels[t] ? 1.0 : 0.0)) / divisor;
+        for (std::int64_t j = 0; j < h; ++j) {
+          dn[t * h + j] += g * head[v * h + j];
+          dhead[v * h + j] += g * n[t * h + j];
+        }
+      }
+    }
+  res.loss = res.loss_sum / double(std::max<std::int64_t>(res.valid_tokens, 1));
+  // ---- backward: the final norm, the layers top down, the embedding ----
+  std::vector<double> dx(static_cast<std::size_t>(T * h));
+  res.d_final.assign(static_cast<std::size_t>(h), 0.0);
+  rmsnorm_backward(T, h, dn.data(), x.data(), w_final.data(), d.layer.eps, dx.data(), res.d_final.data());
+  res.d_layers.resize(static_cast<std::size_t>(d.L));
+  for (std::int64_t l = d.L - 1; l >= 0; --l) {
+    DecoderLayerResult r = decoder_layer_reference(d.layer, p.layers[l], inputs[l], dx, cos, sin);
+    dx = std::move(r.dx);
+    res.d_layers[l] = std::move(r.dparams);
+  }
+  res.d_embed.assign(static_cast<std::size_t>(V * h), 0.0);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t j = 0; j < h; ++j) res.d_embed[tokens[t] * h + j] += dx[t * h + j];
+  if (d.tied) {
+    for (std::size_t i = 0; i < dhead.size(); ++i) res.d_embed[i] += dhead[i];
+  } else {
+    res.d_head = std::move(dhead);
+  }
+  return res;
+}
+
+}  // namespace ulysses::runtime
