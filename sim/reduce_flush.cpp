@@ -81,7 +81,9 @@ ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int
   const double head = double(mo.vocab) * double(mo.hidden);
   // The lm_head's gradient arrives first, in the logits backward; a tied one (the embedding) only
   // once all its uses are accumulated, at the end, unless the tiled loss accumulates it in its own
-  // inner backward (DeepSpeed's TiledFusedLogitsLoss marks it ready at its last tile).
+  // inner backward (DeepSpeed's TiledFusedLogitsLoss marks it ready at its last tile): then the
+  // embedding's backward brings the same parameter a second time (the allocator recordings show both
+  // flushes, docs/MODEL.md "Reserved memory").
   const bool head_first = !mo.tied_embeddings || pl.tiled_logits;
   if (head_first) w.arrive(head, FlushAt::between);
   w.arrive(double(mo.hidden), FlushAt::between);  // final norm
@@ -104,7 +106,7 @@ ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int
     if (n_seen < kSeen && n_seen == l) seen_elems[n_seen] = w.elems, seen_max[n_seen] = w.max_param, ++n_seen;
     for (int i = 0; i < lp.n; ++i) w.arrive(double(lp.p[i].numel), place(lp.p[i].role));
   }
-  if (!mo.tied_embeddings || !head_first) w.arrive(head, FlushAt::between);  // the embedding
+  w.arrive(head, FlushAt::between);  // the embedding
   if (w.elems > 0) w.flush(FlushAt::between);  // the backward's epilogue
   return w.out;
 }

@@ -69,7 +69,7 @@ ReduceFlushes plain_walk(const ModelSpec& m, const Plan& pl, double N, bool flat
     arrive(h * H * D, FlushAt::qkv);
     arrive(h, FlushAt::between);
   }
-  if (!m.tied_embeddings || !head_first) arrive(head, FlushAt::between);
+  arrive(head, FlushAt::between);  // the embedding (tied and tiled: the head a second time)
   if (elems > 0) {
     double& e = out.epilogue_bytes[static_cast<int>(FlushAt::between)];
     e = std::max(e, (flat ? 2 * elems : 0) + maxp);
