@@ -2,11 +2,14 @@
 // plots (reports/plot_report.py) and a Markdown summary (reports/report_md: DIR/summary.md, and stdout).
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+
+#include <sys/wait.h>
 
 #include <fmt/format.h>
 
@@ -76,10 +79,18 @@ Inputs load_inputs(const std::vector<std::string>& args) {
   return in;
 }
 
-// A python3 that imports matplotlib: `python3`, then /usr/bin/python3.
+// A python3 that imports matplotlib: `python3`, then /usr/bin/python3. A probe killed by SIGINT or
+// SIGTERM (std::system ignores SIGINT in the caller while it waits) passes the signal on to this
+// process, so that the caller's StopOnSignals sees it, and ends the search.
 std::string find_python() {
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", py).c_str()) == 0) return py;
+  for (const char* py : {"python3", "/usr/bin/python3"}) {
+    const int st = std::system(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", py).c_str());
+    if (st == 0) return py;
+    if (st != -1 && WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGTERM)) {
+      std::raise(WTERMSIG(st));
+      return "";
+    }
+  }
   return "";
 }
 
@@ -117,17 +128,39 @@ int run_report(int argc, char** argv) {
   fs::create_directories(dir, ec);
   if (ec) throw core::InputError("", "--out", "cannot create '" + dir.string() + "': " + ec.message());
 
-  // A failed report leaves no summary.md: an older one goes first (the plots are rewritten below).
+  // A failed or interrupted report leaves no summary.md (an older one goes first) and none of the files
+  // it wrote (report_data.json, the plots): SIGINT / SIGTERM set a flag while the plot script runs (it
+  // gets the terminal's signal itself), and every way out before the summary removes them.
+  const reports::StopOnSignals stop;
+  const auto interrupted = [&](int sig) {  // one line; `written` below removes this run's files
+    std::cerr << "ulysses: report interrupted by " << reports::signal_name(sig) << "; " << dir.string()
+              << " holds no summary.md, report_data.json or plots of this run\n";
+    return reports::exit_code_of_signal(sig);
+  };
   const fs::path summary_path = dir / "summary.md";
   if (std::remove(summary_path.c_str()) != 0 && errno != ENOENT)
     throw std::runtime_error("cannot replace '" + summary_path.string() + "': " + std::strerror(errno));
   const Json data = reports::report_data_json(in);
   const fs::path data_path = dir / "report_data.json";
+  std::vector<std::string> pngs;
+  struct Written {  // what this run wrote, removed unless the summary follows
+    const fs::path& dir;
+    const fs::path& data;
+    std::vector<std::string>& pngs;
+    bool keep = false;
+    ~Written() {
+      if (keep) return;
+      std::error_code e;
+      fs::remove(data, e);
+      for (const auto& line : pngs)  // "FILE<tab>TITLE" (reports/plot_report.py), FILE relative to the folder
+        if (const auto tab = line.find('\t'); tab != std::string::npos && tab > 0) fs::remove(dir / line.substr(0, tab), e);
+    }
+  } written{dir, data_path, pngs};
   reports::write_file_atomic(data_path.string(), data.dump(1) + "\n");
 
-  std::vector<std::string> pngs;
   if (!vm["no-plots"].as<bool>()) {
     const std::string py = find_python();
+    if (const int sig = reports::StopOnSignals::stop_signal(); sig != 0) return interrupted(sig);  // during the probe
     if (py.empty())
       throw std::runtime_error("no python3 with matplotlib found (tried python3, /usr/bin/python3); "
                                "install python3-matplotlib or pass --no-plots");
@@ -138,18 +171,28 @@ int run_report(int argc, char** argv) {
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) throw std::runtime_error("cannot run " + cmd);
     char line[4096];
-    while (std::fgets(line, sizeof line, p)) {
+    for (;;) {  // every line the script prints, also across a signal that interrupts the read
+      if (!std::fgets(line, sizeof line, p)) {
+        if (std::ferror(p) && errno == EINTR) {
+          std::clearerr(p);
+          continue;
+        }
+        break;
+      }
       std::string s = line;
       while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
       if (!s.empty()) pngs.push_back(s);
     }
     const int rc = pclose(p);
+    if (const int sig = reports::StopOnSignals::stop_signal(); sig != 0) return interrupted(sig);
     if (rc != 0) throw std::runtime_error("plot script failed (" + cmd + ")");
   }
+  if (const int sig = reports::StopOnSignals::stop_signal(); sig != 0) return interrupted(sig);
 
   const std::string md = reports::report_markdown(in, vm["title"].as<std::string>(),
                                                    vm.count("note") ? vm["note"].as<std::string>() : "", pngs);
   reports::write_file_atomic(summary_path.string(), md);
+  written.keep = true;
   std::cout << md;
   reports::check_stdout();
   return core::kExitOk;

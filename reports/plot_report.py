@@ -341,15 +341,16 @@ def main():
     with open(sys.argv[1]) as f:
         data = json.load(f)
     outdir = sys.argv[2]
-    lines = []
-    for key, rows in group_plans(data["results"]).items():
-        lines.append(plot_ablation(key, rows, outdir))
-        lines.append(plot_memory(key, rows, outdir, data["memory_families"]))
-    for s in data["sweeps"]:
-        lines.append(plot_sweep(s, outdir))
-    for line in lines:
+
+    def emit(line):  # each plot's Markdown line as soon as its PNG exists (the caller removes them on a stop)
         if line:
-            print(line)
+            print(line, flush=True)
+
+    for key, rows in group_plans(data["results"]).items():
+        emit(plot_ablation(key, rows, outdir))
+        emit(plot_memory(key, rows, outdir, data["memory_families"]))
+    for s in data["sweeps"]:
+        emit(plot_sweep(s, outdir))
 
 
 if __name__ == "__main__":

@@ -320,3 +320,41 @@ TEST_CASE("sweep_name_rule: plain file names only", "[cli][hostile]") {
     CHECK(!ulysses::sweep_name_rule(bad).empty());
   CHECK(ulysses::sweep_name_rule(std::string(128, 'n')).empty());
 }
+
+TEST_CASE("SIGTERM mid-report: exit 143, one line, none of the run's files left", "[cli][hostile]") {
+  const bool have_mpl = std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0 ||
+                        std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") == 0;
+  if (!have_mpl) {
+    WARN("skipped: no python3 with matplotlib");
+    return;
+  }
+  TempDir dir;
+  const auto plan = run_cli("plan --model llama-3.1-8b --gpus 8 --all-features --format json");
+  REQUIRE(plan.rc == 0);
+  put(dir / "plan.json", plan.out);
+  const std::string out = dir / "rep";
+  const pid_t pid = spawn({"report", dir / "plan.json", "--out", out}, dir / "stdout", dir / "stderr");
+  REQUIRE(pid > 0);
+  // the data file comes first, then the plot script runs for about a second
+  bool started = false;
+  for (int i = 0; i < 3000 && !started; ++i) {
+    started = fs::exists(out + "/report_data.json");
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(started);
+  ::kill(pid, SIGTERM);
+  const int status = wait_for(pid, 60);
+  const std::string err = slurp(dir / "stderr");
+  INFO(err);
+  REQUIRE(status != -1);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 0) {  // it finished before the signal: then whole
+    WARN("the report finished before the signal");
+    CHECK(fs::exists(out + "/summary.md"));
+    return;
+  }
+  CHECK(WEXITSTATUS(status) == 128 + SIGTERM);
+  CHECK(count_lines(err) == 1);
+  CHECK(err.find("interrupted") != std::string::npos);
+  CHECK(names_in(out).empty());
+}
