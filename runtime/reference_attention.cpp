@@ -160,11 +160,11 @@ void attention_backward(const AttnDims& a, const T* q, const T* k, const T* v, c
   });
 }
 
-std::vector<core::bf16> random_bf16(std::int64_t n, std::uint64_t seed) {
+std::vector<core::bf16> random_bf16(std::int64_t n, std::uint64_t seed, float scale) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> dist(0.f, 1.f);
   std::vector<core::bf16> x(static_cast<std::size_t>(n));
-  for (auto& e : x) e = core::float_to_bf16(dist(gen));
+  for (auto& e : x) e = core::float_to_bf16(scale * dist(gen));
   return x;
 }
 

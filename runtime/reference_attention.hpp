@@ -43,9 +43,9 @@ template <class T>
 void attention_backward(const AttnDims& a, const T* q, const T* k, const T* v, const T* o, const T* lse,
                         const T* dout, T* dq, T* dk, T* dv, int threads = 1);
 
-// The kernel checks' inputs: n values of N(0,1) (std::mt19937_64 seeded with `seed`,
-// std::normal_distribution<float>) rounded to bf16.
-std::vector<core::bf16> random_bf16(std::int64_t n, std::uint64_t seed);
+// The kernel checks' and the oracles' tests' inputs: n values of N(0,1) (std::mt19937_64 seeded with
+// `seed`, std::normal_distribution<float>) times `scale`, rounded to bf16.
+std::vector<core::bf16> random_bf16(std::int64_t n, std::uint64_t seed, float scale = 1.f);
 
 // The fp64 oracle of one attention call on bf16 inputs (shapes above): the forward, then the
 // backward from the unrounded fp64 o; on every hardware thread.

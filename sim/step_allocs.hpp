@@ -84,6 +84,7 @@ class TrainingAllocs {
   Id rmsnorm(std::int64_t rows, std::int64_t cols);  // eager RMSNorm without autograd's saved tensors: its output
   Norm rmsnorm_saved(std::int64_t rows, std::int64_t cols);
   Id rope(std::int64_t x_bytes);     // apply_rotary_pos_emb on one of q, k: its output
+  std::pair<Id, Id> loss_backward(std::int64_t n, Id& log_probs, bool first_gemm);  // (input, weight) grads
   Id attention(Id& normed);          // the attention module: the o_proj output (frees `normed`)
   Id mlp_forward();                  // the MLP (TiledMLP: per shard) without autograd: its output
   std::vector<std::int64_t> mlp_shard_tokens() const;  // the MLP's shards (one without TiledMLP)

@@ -301,18 +301,8 @@ void TrainingAllocs::backward(bool first_step) {
   x_grad_ = -1;
   Id tied_head_grad = -1;  // untiled with tied embeddings: autograd sums both uses before the hook
   if (!sc_.plan.tiled_logits) {
-    // cross_entropy's backward: nll's and log_softmax's fp32 gradients, the bf16 one, then the lm_head's
-    // input and weight gradients (the first backward GEMM: autograd's thread's cuBLAS workspace)
-    Id g_nll = alloc(T * d.V * kFp32);
-    Id g_logp = alloc(T * d.V * kFp32);
-    free(g_nll);
-    free(log_probs_);
-    Id g_bf16 = alloc(T * d.V * kBf16);
-    free(g_logp);
-    g_final = alloc(th_);
-    if (first_step) alloc(kCublasWorkspaceBytes);
-    Id g_w = alloc(static_cast<std::int64_t>(head) * kBf16);
-    free(g_bf16);
+    auto [g_in, g_w] = loss_backward(T, log_probs_, first_step);
+    g_final = g_in;
     if (tied) tied_head_grad = g_w;
     else arrive(head_id(), head, g_w);
   }

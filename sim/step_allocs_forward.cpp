@@ -171,6 +171,24 @@ void TrainingAllocs::forward(bool first_step) {
   if (off) free_later(ckpt_[0]);
 }
 
+// cross_entropy's backward over n tokens: nll's and log_softmax's fp32 gradients (log_softmax's saved
+// output released), the bf16 one, then the lm_head's input and weight gradients; the process's first
+// backward GEMM allocates autograd's thread's cuBLAS workspace. Returns (input grad, weight grad).
+std::pair<TrainingAllocs::Id, TrainingAllocs::Id> TrainingAllocs::loss_backward(std::int64_t n, Id& log_probs,
+                                                                                bool first_gemm) {
+  Id g_nll = alloc(n * d_.V * kFp32);
+  Id g_logp = alloc(n * d_.V * kFp32);
+  free(g_nll);
+  free(log_probs);
+  Id g_bf16 = alloc(n * d_.V * kBf16);
+  free(g_logp);
+  const Id g_in = alloc(n * d_.h * kBf16);
+  if (first_gemm) alloc(kCublasWorkspaceBytes);
+  const Id g_w = alloc(d_.V * d_.h * kBf16);
+  free(g_bf16);
+  return {g_in, g_w};
+}
+
 void TrainingAllocs::loss(bool first_step) {
   if (!forward_covered()) return;
   const Dims& d = d_;
@@ -202,16 +220,7 @@ void TrainingAllocs::loss(bool first_step) {
     free(logits);
     Id logp = alloc(n * d.V * kFp32);
     free(f32);
-    Id g_nll = alloc(n * d.V * kFp32);
-    Id g_logp = alloc(n * d.V * kFp32);
-    free(g_nll);
-    free(logp);
-    Id g_bf16 = alloc(n * d.V * kBf16);
-    free(g_logp);
-    Id g_in = alloc(n * d.h * kBf16);
-    if (first_step && t0 == 0) alloc(kCublasWorkspaceBytes);
-    Id g_w = alloc(d.V * d.h * kBf16);
-    free(g_bf16);
+    auto [g_in, g_w] = loss_backward(n, logp, first_step && t0 == 0);
     if (t0 == 0) {
       head_grad_ = g_w;
     } else {

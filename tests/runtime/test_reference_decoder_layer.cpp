@@ -5,19 +5,14 @@
 #include <vector>
 
 #include "runtime/reference_decoder_layer.hpp"
+#include "runtime/reference_attention.hpp"
 #include "runtime/reference_layer.hpp"
 
 using namespace ulysses;
 using core::bf16;
+using runtime::random_bf16;
 
 namespace {
-std::vector<bf16> random_bf16(std::size_t n, std::uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.f, 0.3f);
-  std::vector<bf16> v(n);
-  for (auto& x : v) x = core::float_to_bf16(d(g));
-  return v;
-}
 }  // namespace
 
 TEST_CASE("reference decoder layer: with o_proj and down_proj zero the layer is the identity", "[runtime][layer]") {

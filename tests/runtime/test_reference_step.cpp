@@ -8,21 +8,16 @@
 #include <random>
 #include <vector>
 
+#include "runtime/reference_attention.hpp"
 #include "runtime/reference_layer.hpp"
 #include "runtime/reference_step.hpp"
 
 using namespace ulysses;
 using core::bf16;
+using runtime::random_bf16;
 
 namespace {
 
-std::vector<bf16> random_bf16(std::size_t n, std::uint32_t seed, float scale) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<bf16> v(n);
-  for (auto& x : v) x = core::float_to_bf16(d(g));
-  return v;
-}
 
 struct Setup {
   runtime::StepDims d;
