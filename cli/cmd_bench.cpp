@@ -184,9 +184,9 @@ int bench_layer_cmd(const Scenario& sc, const runtime::BlockShape& shape, const 
                              core::heads_per_rank(shape.H_kv, shape.P), shape.D};
   const auto res = bench::bench_layer(ls, opt);
   std::cout << fmt::format("bench layer: a decoder layer's kernels outside attention on {}\n"
-                           "T={} h={} F={} H={} H_kv={} D={} (one rank of {}); limits of {}: HBM {:.0f} GB/s, bf16 {:.0f} TFLOP/s\n"
+                           "T={} h={} F={} H={} H_kv={} D={} (one rank of {}, {} GPU(s)); limits of {}: HBM {:.0f} GB/s, bf16 {:.0f} TFLOP/s\n"
                            "bytes = each input read once, each output written once; GEMM FLOPs = 2 M N K\n\n",
-                           res.device, ls.T, ls.h, ls.F, ls.H, ls.H_kv, ls.D, sc.name, sc.hw.name, sc.hw.hbm_GBps,
+                           res.device, ls.T, ls.h, ls.F, ls.H, ls.H_kv, ls.D, sc.model.name, sc.gpus, sc.hw.name, sc.hw.hbm_GBps,
                            sc.hw.bf16_dense_flops * 1e-12);
   reports::Table t({{"kernel", "", reports::Align::left}, {"median", "us"}, {"max", "us"}, {"rate", ""},
                     {"of limit", "%"}, {"#wrong", ""}});
