@@ -11,6 +11,7 @@
 
 #include "bench/bench.hpp"
 #include "core/bf16.hpp"
+#include "core/errors.hpp"
 #include "kernels/layer_ops.hpp"
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/device_info.hpp"
@@ -86,6 +87,11 @@ BenchRow row_of(std::string name, std::int64_t bytes, double flops, std::int64_t
 }  // namespace
 
 BenchResult bench_layer(const LayerShape& s, const RunOptions& opt) {
+  // the kernels' shape rules (kernels/layer_ops.hpp), as input errors before any device work
+  if (s.T < 1) throw core::InputError("", "--seq-len", "one rank's tokens (B * S / P) must be >= 1");
+  if (s.h % 2 || s.h > 16384) throw core::InputError("", "model.hidden", "the layer kernels take an even hidden size <= 16384");
+  if (s.F % 2) throw core::InputError("", "model.ffn_hidden", "the layer kernels take an even MLP size");
+  if (s.D % 4) throw core::InputError("", "model.head_dim", "RoPE's kernel takes a head dim that is a multiple of 4");
   CUDA_CHECK(cudaSetDevice(0));
   BenchResult res;
   const runtime::cuda::DeviceInfo info = runtime::cuda::device_info();

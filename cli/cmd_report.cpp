@@ -87,7 +87,9 @@ std::string find_python() {
     const int st = std::system(fmt::format("{} -c 'import matplotlib' >/dev/null 2>&1", py).c_str());
     if (st == 0) return py;
     if (st != -1 && WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGTERM)) {
-      std::raise(WTERMSIG(st));
+      // a signal to the whole group reached this process too (SIGTERM: its handler has run and reset
+      // itself: raising it again would kill without the cleanup); SIGINT, which std::system ignored
+      if (reports::StopOnSignals::stop_signal() == 0) std::raise(WTERMSIG(st));
       return "";
     }
   }

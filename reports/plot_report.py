@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 
 import matplotlib
@@ -336,6 +337,8 @@ def plot_sweep(summary, outdir):
 
 
 def main():
+    # a SIGTERM unwinds like Ctrl-C, so that png_out removes the PNG it was writing (report removes the rest)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if len(sys.argv) != 3:
         sys.exit("usage: plot_report.py DATA.json OUTDIR")
     with open(sys.argv[1]) as f:

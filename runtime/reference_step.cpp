@@ -23,6 +23,9 @@ StepResult step_reference(const StepDims& d, const StepParams& p, const std::vec
   const std::int64_t T = d.layer.T, h = d.layer.h, V = d.V;
   if (static_cast<std::int64_t>(tokens.size()) != T || static_cast<std::int64_t>(labels.size()) != T || logits_shards < 1)
     throw std::invalid_argument("step_reference: tokens and labels must have T entries, logits_shards >= 1");
+  for (std::int64_t t = 0; t < T; ++t)
+    if (tokens[t] < 0 || tokens[t] >= V || (labels[t] != kIgnoreLabel && (labels[t] < 0 || labels[t] >= V)))
+      throw std::invalid_argument("step_reference: a token or label outside [0, V) (labels may be kIgnoreLabel)");
   const std::vector<double> embed = widen(p.embed), w_final = widen(p.w_final);
   const std::vector<double> head = d.tied ? embed : widen(p.lm_head);
   // ---- forward: the embedding, the layers (their inputs kept) ----

@@ -35,6 +35,13 @@ bool TrainingAllocs::construction_covered() const {
 
 bool TrainingAllocs::forward_covered() const {
   const Plan& pl = sc_.plan;
+  // what the sequence was taken from: HF's sdpa attention (cuDNN on Hopper: sim/torch_scratch.cpp's
+  // workspace, and its reduction buffers for 132 SMs: H100 / H200 SXM), no q/k/v biases (their
+  // gradients' reductions are not generated), torch AdamW on the GPU (FusedAdam's temporaries are not)
+  const std::string& gpu = sc_.hw.gpu;
+  const bool hopper_sxm = gpu.find("H100 SXM") != std::string::npos || gpu.find("H200 SXM") != std::string::npos;
+  if (!hopper_sxm || pl.attn_implementation != "sdpa" || sc_.model.qkv_bias || (!pl.offload_optimizer && !pl.torch_adam))
+    return false;
   // checkpoint offload: with TiledMLP (the recorded plans; the untiled MLP's own graph is not generated)
   return construction_covered() && pl.activation_checkpointing && (!pl.offload_checkpoints || pl.tiled_mlp) &&
          pl.rmsnorm_implementation == RmsNormImpl::eager && pl.micro_batch_size == 1;

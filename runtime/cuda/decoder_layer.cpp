@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 
 #include "kernels/layer_ops.hpp"
 #include "runtime/cuda/cuda_check.hpp"
@@ -48,6 +49,17 @@ DecoderLayer::DecoderLayer(const DecoderLayerDims& d, const DecoderLayerParams<s
                            const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin, Gemm& gemm,
                            kernels::AttnKernel attn)
     : d_(d), gemm_(gemm), attn_(attn) {
+  try {
+    allocate(p, cos, sin);
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    for (void* q : owned_) cudaFree(q);
+    throw;
+  }
+}
+
+void DecoderLayer::allocate(const DecoderLayerParams<std::vector<core::bf16>>& p, const std::vector<core::bf16>& cos,
+                            const std::vector<core::bf16>& sin) {
+  const DecoderLayerDims& d = d_;
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
   const auto param = [&](const std::vector<core::bf16>& v, std::int64_t n) {
     if (static_cast<std::int64_t>(v.size()) != n) throw std::invalid_argument("decoder layer: a parameter has the wrong size");
@@ -66,7 +78,7 @@ DecoderLayer::DecoderLayer(const DecoderLayerDims& d, const DecoderLayerParams<s
   dact_ = bf(T * F), dg_ = bf(T * F), du_ = bf(T * F), dn_ = bf(T * h), tmp_h_ = bf(T * h), dh1_ = bf(T * h);
   do_ = bf(T * HD), dq_ = bf(T * HD), dk_ = bf(T * KD), dv_ = bf(T * KD);
   const std::size_t nws = kernels::rmsnorm_bwd_workspace_bytes(T, h);
-  const std::size_t aws = kernels::attn_bwd_workspace_bytes(attn, 1, T, d.H, d.H_kv, d.D);
+  const std::size_t aws = kernels::attn_bwd_workspace_bytes(attn_, 1, T, d.H, d.H_kv, d.D);
   CUDA_CHECK(cudaMalloc(&norm_ws_, nws));
   CUDA_CHECK(cudaMalloc(&attn_ws_, aws > 0 ? aws : 1));
   owned_.push_back(norm_ws_), owned_.push_back(attn_ws_);

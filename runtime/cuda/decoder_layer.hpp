@@ -38,6 +38,8 @@ class DecoderLayer {
   std::int64_t device_bytes() const { return bytes_; }
 
  private:
+  void allocate(const DecoderLayerParams<std::vector<core::bf16>>& p, const std::vector<core::bf16>& cos,
+                const std::vector<core::bf16>& sin);
   __nv_bfloat16* bf(std::int64_t n);  // a bf16 buffer of n elements owned by the layer
   float* fp(std::int64_t n);
   DecoderLayerDims d_;

@@ -187,7 +187,9 @@ TEST_CASE("generated allocations: whole runs against the recordings", "[eval][al
                 name.c_str(), static_cast<std::size_t>(diff.first - log.begin()), rec.bytes.size(),
                 double(r.measured_peak_reserved) / (1 << 30), double(a.peak_reserved()) / (1 << 30), err);
     CHECK(equal);
-    CHECK(std::abs(err) <= 8.0);
+    // within 3 %, except the one case the release time of record_stream'd tensors moves further
+    // (docs/MODEL.md "Reserved memory"): its own bound, so that the others cannot drift unseen
+    CHECK(std::abs(err) <= (name == "trace-qwen3-4b-l2-all-s128k.txt" ? 8.0 : 3.0));
     CHECK(a.peak_reserved() == generated_reserved_peak(sc, 3));
   }
   CHECK(n >= 8);
@@ -239,7 +241,8 @@ TEST_CASE("generated allocations: dump", "[.alloc-dump]") {
 // bytes in validate (-1 here), never a sequence that does not describe them.
 TEST_CASE("generated allocations: the plans covered, and the ones refused", "[eval][allocator]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
-  const Scenario base = recorded_case(set, recorded_traces().front());
+  const Scenario base = recorded_case(set, record_path("validation/alloc-traces/trace-llama8b-l2-none-s16k.txt"));
+  REQUIRE_FALSE(base.plan.offload_optimizer);
   CHECK(generated_reserved_peak(base, 1) > 0);
   const auto refused = [&](auto change) {
     Scenario sc = base;
@@ -254,6 +257,18 @@ TEST_CASE("generated allocations: the plans covered, and the ones refused", "[ev
   CHECK(refused([](Plan& p) { p.activation_checkpointing = false; }));
   CHECK(refused([](Plan& p) { p.micro_batch_size = 2; }));
   CHECK(refused([](Plan& p) { p.offload_checkpoints = true, p.tiled_mlp = false; }));
+  CHECK(refused([](Plan& p) { p.attn_implementation = "flash_attention_2"; }));
+  CHECK(refused([](Plan& p) { p.torch_adam = false; }));  // FusedAdam on the GPU
+  CHECK_FALSE(refused([](Plan& p) { p.torch_adam = false, p.offload_optimizer = true; }));  // the host's optimizer
+  CHECK(refused([](Plan& p) { p.rmsnorm_implementation = RmsNormImpl::fused; }));
+  {
+    Scenario sc = base;
+    sc.model.qkv_bias = true;
+    CHECK(generated_reserved_peak(sc, 1) == -1);
+    sc = base;
+    sc.hw.gpu = "NVIDIA A100 SXM4 80GB";
+    CHECK(generated_reserved_peak(sc, 1) == -1);
+  }
   CHECK_FALSE(refused([](Plan& p) { p.offload_checkpoints = true, p.tiled_mlp = true; }));
   CHECK_FALSE(refused([](Plan& p) { p.offload_optimizer = true; }));
 }

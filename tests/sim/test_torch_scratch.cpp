@@ -1,5 +1,5 @@
 // torch's in-op scratch sizes (sim/torch_scratch.hpp) against what torch 2.11's allocator recorded for
-// each op alone on one H200 (memory history of single ops; docs/MODEL.md "Reserved memory").
+// each op alone on one H200 (records/validation/torch-scratch; docs/MODEL.md "Reserved memory").
 #include <catch2/catch.hpp>
 
 #include "sim/torch_scratch.hpp"
