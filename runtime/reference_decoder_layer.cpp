@@ -61,7 +61,7 @@ DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const Deco
   const AttnDims ad{1, T, d.H, d.H_kv, d.D, true};
   // ---- forward ----
   Vec n1(T * h), r1(T), n2(T * h), r2(T);
-  rmsnorm_forward(T, h, x.data(), p.w1.data(), d.eps, n1.data(), r1.data());
+  rmsnorm_forward(T, h, x.data(), p.w1.data(), d.eps, n1.data(), r1.data(), d.round_normalized);
   const Vec q0 = linear(n1, p.wq, T, HD, h), k0 = linear(n1, p.wk, T, KD, h), v = linear(n1, p.wv, T, KD, h);
   Vec q(T * HD), k(T * KD);
   rope_apply(T, d.H, d.D, q0.data(), cos.data(), sin.data(), false, q.data());
@@ -69,7 +69,7 @@ DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const Deco
   Vec o(T * HD), lse(d.H * T);
   attention_forward<double>(ad, q.data(), k.data(), v.data(), o.data(), lse.data());
   const Vec h1 = plus(x, linear(o, p.wo, T, h, HD));
-  rmsnorm_forward(T, h, h1.data(), p.w2.data(), d.eps, n2.data(), r2.data());
+  rmsnorm_forward(T, h, h1.data(), p.w2.data(), d.eps, n2.data(), r2.data(), d.round_normalized);
   const Vec g = linear(n2, p.wg, T, F, h), u = linear(n2, p.wu, T, F, h);
   Vec act(T * F);
   swiglu_forward(T * F, g.data(), u.data(), act.data());
@@ -85,7 +85,7 @@ DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const Deco
   linear_dx(du, p.wu, T, F, h, dn2);
   dp.wg = linear_dw(dg, n2, T, F, h);
   dp.wu = linear_dw(du, n2, T, F, h);
-  rmsnorm_backward(T, h, dn2.data(), h1.data(), p.w2.data(), d.eps, dh1n.data(), dw2.data());
+  rmsnorm_backward(T, h, dn2.data(), h1.data(), p.w2.data(), d.eps, dh1n.data(), dw2.data(), d.round_normalized);
   dp.w2 = dw2;
   const Vec dh1 = plus(dy, dh1n);
   Vec dob(T * HD, 0.0);
@@ -103,7 +103,7 @@ DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const Deco
   dp.wq = linear_dw(dq0, n1, T, HD, h);
   dp.wk = linear_dw(dk0, n1, T, KD, h);
   dp.wv = linear_dw(dv, n1, T, KD, h);
-  rmsnorm_backward(T, h, dn1.data(), x.data(), p.w1.data(), d.eps, dxn.data(), dw1.data());
+  rmsnorm_backward(T, h, dn1.data(), x.data(), p.w1.data(), d.eps, dxn.data(), dw1.data(), d.round_normalized);
   dp.w1 = dw1;
   res.dx = plus(dh1, dxn);
   return res;

@@ -19,6 +19,7 @@ namespace ulysses::runtime {
 struct DecoderLayerDims {
   std::int64_t T = 0, h = 0, H = 0, H_kv = 0, D = 0, F = 0;
   double eps = 1e-5;
+  bool round_normalized = true;  // HF's bf16 rounding of the norms' normalized value (false: the smooth layer)
 };
 
 template <class V>

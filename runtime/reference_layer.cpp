@@ -15,20 +15,24 @@ double sigmoid(double g) { return 1.0 / (1.0 + std::exp(-g)); }
 // ---- RMSNorm ----
 
 template <class In>
-void rmsnorm_forward(std::int64_t T, std::int64_t h, const In* x, const In* w, double eps, double* out, double* rstd) {
+void rmsnorm_forward(std::int64_t T, std::int64_t h, const In* x, const In* w, double eps, double* out, double* rstd,
+                     bool round_n) {
   for (std::int64_t t = 0; t < T; ++t) {
     const In* xt = x + t * h;  // [h]
     double ss = 0;
     for (std::int64_t j = 0; j < h; ++j) ss += f(xt[j]) * f(xt[j]);
     const double r = 1.0 / std::sqrt(ss / double(h) + eps);
     rstd[t] = r;
-    for (std::int64_t j = 0; j < h; ++j) out[t * h + j] = f(w[j]) * round_bf16(f(xt[j]) * r);
+    for (std::int64_t j = 0; j < h; ++j) {
+      const double n = f(xt[j]) * r;
+      out[t * h + j] = f(w[j]) * (round_n ? round_bf16(n) : n);
+    }
   }
 }
 
 template <class In>
 void rmsnorm_backward(std::int64_t T, std::int64_t h, const In* dout, const In* x, const In* w, double eps, double* dx,
-                      double* dw) {
+                      double* dw, bool round_n) {
   std::vector<double> n(static_cast<std::size_t>(h)), g(static_cast<std::size_t>(h));  // [h] each
   for (std::int64_t j = 0; j < h; ++j) dw[j] = 0;
   for (std::int64_t t = 0; t < T; ++t) {
@@ -41,7 +45,7 @@ void rmsnorm_backward(std::int64_t T, std::int64_t h, const In* dout, const In* 
     for (std::int64_t j = 0; j < h; ++j) {
       n[j] = f(xt[j]) * r;
       g[j] = f(dt[j]) * f(w[j]);
-      dw[j] += f(dt[j]) * round_bf16(n[j]);
+      dw[j] += f(dt[j]) * (round_n ? round_bf16(n[j]) : n[j]);
       dot += g[j] * n[j];
     }
     dot /= double(h);
@@ -101,9 +105,9 @@ void swiglu_backward(std::int64_t n, const In* dact, const In* gate, const In* u
 
 // ---- the two input types ----
 #define ULYSSES_REFERENCE_LAYER(In)                                                                                      \
-  template void rmsnorm_forward<In>(std::int64_t, std::int64_t, const In*, const In*, double, double*, double*);        \
+  template void rmsnorm_forward<In>(std::int64_t, std::int64_t, const In*, const In*, double, double*, double*, bool);  \
   template void rmsnorm_backward<In>(std::int64_t, std::int64_t, const In*, const In*, const In*, double, double*,      \
-                                     double*);                                                                          \
+                                     double*, bool);                                                                    \
   template void rope_apply<In>(std::int64_t, std::int64_t, std::int64_t, const In*, const core::bf16*,                 \
                                const core::bf16*, bool, double*);                                                       \
   template void swiglu_forward<In>(std::int64_t, const In*, const In*, double*);                                        \

@@ -25,11 +25,14 @@
 namespace ulysses::runtime {
 
 // In: core::bf16 (bits, what the kernels read) or double (a layer's fp64 intermediates).
+// round_n = false: the normalized value is not rounded to bf16 (the smooth function the backward
+// differentiates; HF rounds it, and autograd passes the gradient through the rounding unchanged)
 template <class In>
-void rmsnorm_forward(std::int64_t T, std::int64_t h, const In* x, const In* w, double eps, double* out, double* rstd);
+void rmsnorm_forward(std::int64_t T, std::int64_t h, const In* x, const In* w, double eps, double* out, double* rstd,
+                     bool round_n = true);
 template <class In>
 void rmsnorm_backward(std::int64_t T, std::int64_t h, const In* dout, const In* x, const In* w, double eps, double* dx,
-                      double* dw);
+                      double* dw, bool round_n = true);
 
 // The bf16 cos and sin tables HF's rotary embedding hands the layers: [T, D/2] each.
 void rope_tables(std::int64_t T, std::int64_t D, const std::int64_t* positions, double theta,

@@ -1,6 +1,8 @@
 // The fp64 decoder layer (runtime/reference_decoder_layer.hpp) on identities its formula implies.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -40,4 +42,55 @@ TEST_CASE("reference decoder layer: with o_proj and down_proj zero the layer is 
   CHECK(swd > 0);
   CHECK(swo > 0);
   CHECK(sq == 0);
+}
+
+// The backward against central differences of the forward: with the norms' bf16 rounding off the layer
+// is smooth (autograd treats that rounding as the identity), so every input and parameter gradient of
+// L = <dy, y> is a slope. x is fp64 (steps of 1e-6); parameters are bf16 (steps of about 3 % of the value,
+// rounded to bf16: the slope over the rounded points).
+TEST_CASE("reference decoder layer: every gradient against central differences", "[runtime][layer]") {
+  runtime::DecoderLayerDims d;
+  d.T = 8, d.h = 16, d.H = 2, d.H_kv = 1, d.D = 8, d.F = 32, d.round_normalized = false;
+  const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  runtime::DecoderLayerParams<std::vector<bf16>> p{random_bf16(h, 11, 0.3f), random_bf16(HD * h, 12, 0.3f),
+                                                   random_bf16(KD * h, 13, 0.3f), random_bf16(KD * h, 14, 0.3f),
+                                                   random_bf16(h * HD, 15, 0.3f), random_bf16(h, 16, 0.3f),
+                                                   random_bf16(F * h, 17, 0.3f), random_bf16(F * h, 18, 0.3f),
+                                                   random_bf16(h * F, 19, 0.3f)};
+  std::vector<std::int64_t> pos(T);
+  for (std::int64_t t = 0; t < T; ++t) pos[t] = 3 * t;
+  std::vector<bf16> cos, sin;
+  runtime::rope_tables(T, d.D, pos.data(), 10000.0, cos, sin);
+  const std::vector<double> x = runtime::widen(random_bf16(T * h, 20)), dy = runtime::widen(random_bf16(T * h, 21));
+  const auto r = runtime::decoder_layer_reference(d, p, x, dy, cos, sin);
+  const auto loss = [&](const runtime::DecoderLayerParams<std::vector<bf16>>& q, const std::vector<double>& xx) {
+    const auto y = runtime::decoder_layer_reference(d, q, xx, dy, cos, sin).y;
+    double L = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) L += dy[i] * y[i];
+    return L;
+  };
+  for (const std::int64_t i : {0, 37, 77, 127}) {
+    auto xp = x, xm = x;
+    xp[i] += 1e-6, xm[i] -= 1e-6;
+    INFO("dx[" << i << "]");
+    CHECK(r.dx[i] == Approx((loss(p, xp) - loss(p, xm)) / 2e-6).epsilon(1e-5).margin(1e-6));
+  }
+  using P = runtime::DecoderLayerParams<std::vector<bf16>>;
+  using G = runtime::DecoderLayerParams<std::vector<double>>;
+  const std::pair<const char*, std::pair<std::vector<bf16> P::*, std::vector<double> G::*>> each[] = {
+      {"w1", {&P::w1, &G::w1}}, {"wq", {&P::wq, &G::wq}}, {"wk", {&P::wk, &G::wk}}, {"wv", {&P::wv, &G::wv}},
+      {"wo", {&P::wo, &G::wo}}, {"w2", {&P::w2, &G::w2}}, {"wg", {&P::wg, &G::wg}}, {"wu", {&P::wu, &G::wu}},
+      {"wd", {&P::wd, &G::wd}}};
+  for (const auto& [name, m] : each) {
+    const std::vector<bf16>& w = p.*(m.first);
+    for (const std::size_t i : {std::size_t{0}, w.size() / 2, w.size() - 1}) {
+      const double v = core::bf16_to_float(w[i]), step = std::max(std::fabs(v), 0.05) * 0.03;
+      const bf16 up = core::float_to_bf16(float(v + step)), dn = core::float_to_bf16(float(v - step));
+      P pp = p, pm = p;
+      (pp.*(m.first))[i] = up, (pm.*(m.first))[i] = dn;
+      const double slope = (loss(pp, x) - loss(pm, x)) / (double(core::bf16_to_float(up)) - core::bf16_to_float(dn));
+      INFO("d" << name << "[" << i << "]: " << (r.dparams.*(m.second))[i] << " vs " << slope);
+      CHECK((r.dparams.*(m.second))[i] == Approx(slope).epsilon(2e-2).margin(2e-4));
+    }
+  }
 }
