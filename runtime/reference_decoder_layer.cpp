@@ -75,6 +75,7 @@ DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const Deco
   swiglu_forward(T * F, g.data(), u.data(), act.data());
   DecoderLayerResult res;
   res.y = plus(h1, linear(act, p.wd, T, h, F));
+  if (dy.empty()) return res;  // the forward alone
   // ---- backward ----
   auto& dp = res.dparams;
   Vec dact(T * F, 0.0), dg(T * F), du(T * F), dn2(T * h, 0.0), dh1n(T * h), dw2(h);

@@ -34,7 +34,8 @@ struct DecoderLayerResult {
 };
 
 // Forward from x, then the backward from dy (both fp64: a layer's input and the gradient of its output,
-// e.g. from the layer above); cos/sin: the bf16 RoPE tables [T, D/2] (rope_tables).
+// e.g. from the layer above; dy empty: the forward alone, dx and dparams empty); cos/sin: the bf16 RoPE
+// tables [T, D/2] (rope_tables).
 DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& p,
                                            const std::vector<double>& x, const std::vector<double>& dy,
                                            const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "runtime/reference_layer.hpp"
+#include "sim/memory.hpp"
 
 namespace ulysses::runtime {
 
@@ -33,10 +34,9 @@ StepResult step_reference(const StepDims& d, const StepParams& p, const std::vec
   std::vector<double> x(static_cast<std::size_t>(T * h));
   for (std::int64_t t = 0; t < T; ++t)
     for (std::int64_t j = 0; j < h; ++j) x[t * h + j] = embed[tokens[t] * h + j];
-  const std::vector<double> zeros(x.size(), 0.0);
   for (std::int64_t l = 0; l < d.L; ++l) {
     inputs[l] = x;
-    x = decoder_layer_reference(d.layer, p.layers[l], x, zeros, cos, sin).y;
+    x = decoder_layer_reference(d.layer, p.layers[l], x, {}, cos, sin).y;
   }
   // ---- the final norm and the loss head, shard by shard (torch.chunk: chunks of ceil(T / shards)) ----
   std::vector<double> n(static_cast<std::size_t>(T * h)), rstd(T);
@@ -46,9 +46,9 @@ StepResult step_reference(const StepDims& d, const StepParams& p, const std::vec
   const double divisor = double(loss_divisor > 0 ? loss_divisor : std::max<std::int64_t>(res.valid_tokens, 1));
   std::vector<double> dn(static_cast<std::size_t>(T * h), 0.0), dhead(static_cast<std::size_t>(V * h), 0.0);
   std::vector<double> logits(static_cast<std::size_t>(V));
-  const std::int64_t chunk = (T + logits_shards - 1) / logits_shards;
-  for (std::int64_t t0 = 0; t0 < T; t0 += chunk)
-    for (std::int64_t t = t0; t < std::min(T, t0 + chunk); ++t) {
+  std::int64_t t0 = 0;
+  for (const std::int64_t n_shard : torch_chunk_sizes(T, logits_shards)) {
+    for (std::int64_t t = t0; t < t0 + n_shard; ++t) {
       if (labels[t] == kIgnoreLabel) continue;
       double mx = -1e300;
       for (std::int64_t v = 0; v < V; ++v) {
@@ -70,6 +70,8 @@ StepResult step_reference(const StepDims& d, const StepParams& p, const std::vec
         }
       }
     }
+    t0 += n_shard;
+  }
   res.loss = res.loss_sum / double(std::max<std::int64_t>(res.valid_tokens, 1));
   // ---- backward: the final norm, the layers top down, the embedding ----
   std::vector<double> dx(static_cast<std::size_t>(T * h));

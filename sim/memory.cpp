@@ -175,6 +175,13 @@ std::int64_t padded_seq_len(std::int64_t S, std::int64_t pad_to_multiple_of, std
   return ceil_div(S, m) * m;
 }
 
+std::vector<std::int64_t> torch_chunk_sizes(std::int64_t n, std::int64_t chunks) {
+  const std::int64_t size = (n + chunks - 1) / chunks;
+  std::vector<std::int64_t> v;
+  for (std::int64_t at = 0; at < n; at += size) v.push_back(std::min(size, n - at));
+  return v;
+}
+
 Dims derive_dims(const Scenario& sc) {
   const ModelSpec& mo = sc.model;
   const Plan& pl = sc.plan;

@@ -3,6 +3,7 @@
 // sum to their totals. Every term and assumption is written in docs/MODEL.md.
 // Allocation-free: term names are string literals, results go into fixed-size arrays.
 #include <cstdint>
+#include <vector>
 
 #include "sim/model.hpp"
 #include "sim/model_terms.hpp"
@@ -46,6 +47,10 @@ std::int64_t lcm64(std::int64_t a, std::int64_t b);
 // Padded S: ceil(S / m) * m with m = lcm(pad_to_multiple_of, P) when pad_to_multiple_of > 0.
 std::int64_t padded_seq_len(std::int64_t S, std::int64_t pad_to_multiple_of, std::int64_t P);
 Dims derive_dims(const Scenario& sc);
+
+// torch.chunk(n items, chunks): chunks of ceil(n / chunks), the last one shorter, possibly fewer chunks
+// than asked (TiledMLP's and the tiled loss's shards over the tokens).
+std::vector<std::int64_t> torch_chunk_sizes(std::int64_t n, std::int64_t chunks);
 
 // Bytes of one exchanged tensor per rank (bf16): q (or o) and one of k, v.
 core::bytes_t q_bytes_per_rank(const Dims& d);   // B * S_l * H * D * 2

@@ -11,10 +11,6 @@
 #include "sim/model_terms.hpp"
 
 namespace ulysses {
-namespace {
-
-constexpr std::int64_t kBf16 = core::kBf16Bytes, kFp32 = 4;
-}  // namespace
 
 TrainingAllocs::TrainingAllocs(const Scenario& sc, CachingAllocatorSim& a, std::vector<std::int64_t>* log,
                                DeferredFree deferred)
@@ -33,7 +29,7 @@ bool TrainingAllocs::construction_covered() const {
          !pl.offload_params;
 }
 
-bool TrainingAllocs::forward_covered() const {
+bool TrainingAllocs::step_covered() const {
   const Plan& pl = sc_.plan;
   // what the sequence was taken from: HF's sdpa attention (cuDNN on Hopper: sim/torch_scratch.cpp's
   // workspace, and its reduction buffers for 132 SMs: H100 / H200 SXM), no q/k/v biases (their
@@ -46,8 +42,6 @@ bool TrainingAllocs::forward_covered() const {
   return construction_covered() && pl.activation_checkpointing && (!pl.offload_checkpoints || pl.tiled_mlp) &&
          pl.rmsnorm_implementation == RmsNormImpl::eager && pl.micro_batch_size == 1;
 }
-
-bool TrainingAllocs::step_covered() const { return forward_covered(); }
 
 TrainingAllocs::Id TrainingAllocs::alloc(std::int64_t bytes, int stream) {
   if (bytes < kStepAllocsMinBytes) return -1;

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/bf16.hpp"
 #include "sim/caching_allocator.hpp"
 #include "sim/memory.hpp"
 #include "sim/model.hpp"
@@ -46,7 +47,6 @@ class TrainingAllocs {
   // construction(): ZeRO-3 at one partition without parameter offload. forward() and the rest of a
   // step: also activation checkpointing (its offload only with TiledMLP), eager RMSNorm, micro-batch 1.
   bool construction_covered() const;
-  bool forward_covered() const;
   bool step_covered() const;
   // The ZeRO-3 engine's construction (deepspeed.initialize under Accelerate, zero.Init).
   void construction();
@@ -81,13 +81,12 @@ class TrainingAllocs {
   void free(Id& id);
   void free_later(Id& id);  // freed while the reduce stream uses it (DeferredFree)
   void release_deferred();
-  Id rmsnorm(std::int64_t rows, std::int64_t cols);  // eager RMSNorm without autograd's saved tensors: its output
-  Norm rmsnorm_saved(std::int64_t rows, std::int64_t cols);
+  // eager RMSNorm over [rows, cols]; saved: with autograd (what the backward reads stays), else only `out`
+  Norm rmsnorm(std::int64_t rows, std::int64_t cols, bool saved);
   Id rope(std::int64_t x_bytes);     // apply_rotary_pos_emb on one of q, k: its output
   std::pair<Id, Id> loss_backward(std::int64_t n, Id& log_probs, bool first_gemm);  // (input, weight) grads
   Id attention(Id& normed);          // the attention module: the o_proj output (frees `normed`)
   Id mlp_forward();                  // the MLP (TiledMLP: per shard) without autograd: its output
-  std::vector<std::int64_t> mlp_shard_tokens() const;  // the MLP's shards (one without TiledMLP)
   Id layer();                        // one checkpointed decoder layer: its output
   Recomputed recompute();            // the checkpoint's recompute, up to the last tensor it saves
   // Eager RMSNorm's backward over x (rows x cols elements): the input's gradient. Frees `g` and the saved
@@ -121,13 +120,13 @@ class TrainingAllocs {
   Id x_grad_ = -1;                // tiled: the gradient of the loss's input, filled tile by tile
   Id head_grad_ = -1;             // the lm_head's weight gradient
   Id hidden_grad_ = -1;           // the residual stream's gradient, accumulated in place layer by layer
-  // DeepSpeed's ipg bucket (reduce_bucket_size elements): elements and parameters in it, and the
+  // DeepSpeed's ipg bucket (reduce_bucket_size elements): its parameters (ds_id, elements), and the
   // gradients it holds that were too large for its contiguous buffer
-  double bucket_elems_ = 0;
-  int bucket_params_ = 0;
-  std::vector<std::pair<std::int64_t, double>> bucket_numels_;  // its parameters: (ds_id, elements)
-  std::int64_t layer_ = 0;        // the layer whose backward runs
+  std::vector<std::pair<std::int64_t, double>> bucket_;
   std::vector<Id> bucket_held_;
+  double bucket_elems() const;
+  std::int64_t layer_ = 0;        // the layer whose backward runs
+  static constexpr std::int64_t kBf16 = core::kBf16Bytes, kFp32 = 4, kFp64 = 8;  // bytes per element
 };
 
 // The reserved peak (every stream and pool) of DeepSpeed's construction and `steps` steps of the plan,

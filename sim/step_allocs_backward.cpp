@@ -14,29 +14,8 @@
 
 namespace ulysses {
 namespace {
-constexpr std::int64_t kBf16 = core::kBf16Bytes, kFp32 = 4, kFp64 = 8;
 constexpr int kReduceStream = 1;  // DeepSpeed's reduce_and_partition_stream
 }  // namespace
-
-// Eager RMSNorm with autograd's saved tensors (a checkpointed layer's recompute, the final norm):
-// modeling_llama.py 64-67; the fp32 input and the normalized bf16 tensor stay for the backward.
-TrainingAllocs::Norm TrainingAllocs::rmsnorm_saved(std::int64_t rows, std::int64_t cols) {
-  const std::int64_t x = rows * cols * kBf16, rb = rows * kFp32;
-  Norm n;
-  n.f32 = alloc(2 * x);  // 64
-  Id sq = alloc(2 * x);  // 65 pow
-  Id var = alloc(rb);    // 65 mean
-  free(sq);
-  Id ve = alloc(rb);     // 66 + eps
-  n.rs = alloc(rb);      // 66 rsqrt, saved
-  free(ve);
-  Id r = alloc(2 * x);   // 66 x * rsqrt
-  n.t = alloc(x);        // 67 .to(input_dtype)
-  n.out = alloc(x);      // 67 weight * ...
-  free(r);
-  free(var);
-  return n;
-}
 
 // The non-reentrant checkpoint's recompute of one decoder layer (torch/utils/checkpoint.py): the
 // forward again with autograd saving, stopped once the last saved tensor exists (the down projection
@@ -44,11 +23,11 @@ TrainingAllocs::Norm TrainingAllocs::rmsnorm_saved(std::int64_t rows, std::int64
 TrainingAllocs::Recomputed TrainingAllocs::recompute() {
   Recomputed r;
   const std::int64_t T = d_.B * d_.S_l;
-  r.n1 = rmsnorm_saved(T, d_.h);
+  r.n1 = rmsnorm(T, d_.h, true);
   const auto project = [&](std::int64_t heads, Norm& hn) {
     Id p = alloc(T * heads * d_.D * kBf16);  // zero/linear.py 92
     if (!sc_.model.qk_norm) return p;
-    hn = rmsnorm_saved(T * heads, d_.D);
+    hn = rmsnorm(T * heads, d_.D, true);
     free(p);
     return hn.out;
   };
@@ -64,7 +43,7 @@ TrainingAllocs::Recomputed TrainingAllocs::recompute() {
   Id op = alloc(th_);         // o_proj
   Id h1 = alloc(th_);         // 317 residual
   free(op);
-  r.n2 = rmsnorm_saved(T, d_.h);
+  r.n2 = rmsnorm(T, d_.h, true);
   if (sc_.plan.tiled_mlp) {  // TiledMLP runs whole (without autograd inside) and saves its input
     Id out = mlp_forward();
     // the offloaded checkpoint's recompute runs the whole layer (runtime/deepspeed/ulysses_worker/
@@ -252,7 +231,7 @@ TrainingAllocs::Id TrainingAllocs::tiled_mlp_backward(Recomputed& r) {
   const std::int64_t w_bytes = static_cast<std::int64_t>(mlp_w) * kBf16;
   Id x_grad = alloc(th_);
   Id w_down = -1, w_up = -1, w_gate = -1, prev_down = -1;
-  const std::vector<std::int64_t> shards = mlp_shard_tokens();
+  const std::vector<std::int64_t> shards = torch_chunk_sizes(d_.B * d_.S_l, d_.mlp_shards);
   for (std::size_t k = 0; k < shards.size(); ++k) {
     const std::int64_t m = shards[k] * d_.F * kBf16, x = shards[k] * d_.h * kBf16;
     const bool first = k == 0, last = k + 1 == shards.size();
@@ -330,7 +309,13 @@ void TrainingAllocs::backward(bool first_step) {
 // copied into the contiguous buffer on the reduce stream and its own tensor released (record_stream);
 // one that does not fit stays the parameter's .grad until its flush.
 void TrainingAllocs::overflow_check(double numel) {
-  if (bucket_params_ > 0 && bucket_elems_ + numel > sc_.plan.reduce_bucket_size) flush();
+  if (!bucket_.empty() && bucket_elems() + numel > sc_.plan.reduce_bucket_size) flush();
+}
+
+double TrainingAllocs::bucket_elems() const {
+  double e = 0;
+  for (const auto& p : bucket_) e += p.second;
+  return e;
 }
 
 // The parameter's ds_id: its place in model.parameters() (sim/model.hpp parameter_numels): the embedding,
@@ -349,29 +334,27 @@ std::int64_t TrainingAllocs::head_id() const {
 void TrainingAllocs::arrive(std::int64_t id, double numel, Id& grad) {
   const double limit = sc_.plan.reduce_bucket_size;
   overflow_check(numel);
-  if (bucket_elems_ + numel <= limit) {
+  if (bucket_elems() + numel <= limit) {
     free_later(grad);
   } else if (grad >= 0) {
     bucket_held_.push_back(grad);
     grad = -1;
   }
-  bucket_elems_ += numel;
-  ++bucket_params_;
-  bucket_numels_.push_back({id, numel});
+  bucket_.push_back({id, numel});
 }
 
 // __reduce_and_partition_ipg_grads at one partition: reduce_scatter_coalesced flattens two or more
 // gradients into one bf16 buffer on the reduce stream (torch/_utils.py _flatten_dense_tensors; one
 // tensor is viewed, not copied); then the parameters' gradients are released.
 void TrainingAllocs::flush() {
-  Id flat = bucket_params_ >= 2 ? alloc(static_cast<std::int64_t>(bucket_elems_) * kBf16, kReduceStream) : -1;
+  Id flat = bucket_.size() >= 2 ? alloc(static_cast<std::int64_t>(bucket_elems()) * kBf16, kReduceStream) : -1;
   // with offload_optimizer, per parameter (partition_grads): the partition's GPU copy (2028), its fp64
   // norm in chunks (_constant_buffered_norm2, 1960-1966) and the fp32 copy for the host
   // (_offload_grad_partition_at_boundary, 1451), each released before the next
   // (stage3.py 1677: the bucket's parameters sorted by ds_id for the reduce-scatter and partition_grads)
-  std::sort(bucket_numels_.begin(), bucket_numels_.end());
+  std::sort(bucket_.begin(), bucket_.end());
   if (sc_.plan.offload_optimizer)
-    for (const auto& [id, n] : bucket_numels_) {
+    for (const auto& [id, n] : bucket_) {
       Id copy = alloc(static_cast<std::int64_t>(n) * kBf16, kReduceStream);
       for (double done = 0; done < n; done += kNormChunkElems) {
         Id chunk = alloc(static_cast<std::int64_t>(std::min(kNormChunkElems, n - done)) * kFp64, kReduceStream);
@@ -384,8 +367,7 @@ void TrainingAllocs::flush() {
   free(flat);
   for (Id& id : bucket_held_) free_later(id);
   bucket_held_.clear();
-  bucket_elems_ = 0, bucket_params_ = 0;
-  bucket_numels_.clear();
+  bucket_.clear();
 }
 
 // DeepSpeed ZeRO-3's step (stage3.py step) with torch.optim.AdamW (foreach) on the GPU:

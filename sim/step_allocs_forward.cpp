@@ -7,30 +7,28 @@
 #include "sim/step_allocs.hpp"
 
 namespace ulysses {
-namespace {
-constexpr std::int64_t kBf16 = core::kBf16Bytes, kFp32 = 4;
-}  // namespace
 
-// Eager RMSNorm (transformers 5.17 modeling_llama.py 62-67; Qwen3RMSNorm is the same code) without
-// autograd's saved tensors, as inside a checkpointed layer's first pass: its output.
-TrainingAllocs::Id TrainingAllocs::rmsnorm(std::int64_t rows, std::int64_t cols) {
+// Eager RMSNorm (transformers 5.17 modeling_llama.py 62-67; Qwen3RMSNorm is the same code). Without
+// autograd (a checkpointed layer's first pass) every temporary goes as its name is rebound; with it
+// (the recompute, the final norm) the fp32 input, the rsqrt and the normalized bf16 tensor stay.
+TrainingAllocs::Norm TrainingAllocs::rmsnorm(std::int64_t rows, std::int64_t cols, bool saved) {
   const std::int64_t x = rows * cols * kBf16, r = rows * kFp32;  // r: one fp32 per normalized row
-  Id f32 = alloc(2 * x);  // 64 .to(float32)
-  Id sq = alloc(2 * x);   // 65 pow(2)
-  Id var = alloc(r);      // 65 .mean(-1, keepdim=True)
+  Norm n;
+  n.f32 = alloc(2 * x);  // 64 .to(float32)
+  Id sq = alloc(2 * x);  // 65 pow(2)
+  Id var = alloc(r);     // 65 .mean(-1, keepdim=True)
   free(sq);
-  Id ve = alloc(r);       // 66 variance + eps
-  Id rs = alloc(r);       // 66 rsqrt
+  Id ve = alloc(r);      // 66 variance + eps
+  n.rs = alloc(r);       // 66 rsqrt
   free(ve);
-  Id n = alloc(2 * x);    // 66 x * rsqrt(...); the fp32 copy released when the name is rebound
-  free(rs);
-  free(f32);
-  Id t = alloc(x);        // 67 .to(input_dtype)
-  const Id out = alloc(x);  // 67 weight * ...
-  free(t);
-  free(n);
+  Id xr = alloc(2 * x);  // 66 x * rsqrt(...)
+  if (!saved) free(n.rs), free(n.f32);
+  n.t = alloc(x);        // 67 .to(input_dtype)
+  n.out = alloc(x);      // 67 weight * ...
+  if (!saved) free(n.t);
+  free(xr);
   free(var);
-  return out;
+  return n;
 }
 
 // apply_rotary_pos_emb on q or k (modeling_llama.py 158 / 159, rotate_half 131-134): x * cos, -x2, the
@@ -55,7 +53,7 @@ TrainingAllocs::Id TrainingAllocs::attention(Id& normed) {
   const auto project = [&](std::int64_t bytes) {
     Id p = alloc(bytes);  // deepspeed/runtime/zero/linear.py 92
     if (!sc_.model.qk_norm) return p;
-    const Id n = rmsnorm(bytes / (d_.D * kBf16), d_.D);
+    const Id n = rmsnorm(bytes / (d_.D * kBf16), d_.D, false).out;
     free(p);
     return n;
   };
@@ -81,7 +79,7 @@ TrainingAllocs::Id TrainingAllocs::attention(Id& normed) {
 // shards' outputs (1019).
 TrainingAllocs::Id TrainingAllocs::mlp_forward() {
   std::vector<Id> downs;
-  for (const std::int64_t n : mlp_shard_tokens()) {
+  for (const std::int64_t n : torch_chunk_sizes(d_.B * d_.S_l, d_.mlp_shards)) {
     Id gate = alloc(n * d_.F * kBf16);
     Id act = alloc(n * d_.F * kBf16);
     free(gate);
@@ -98,23 +96,15 @@ TrainingAllocs::Id TrainingAllocs::mlp_forward() {
   return out;
 }
 
-std::vector<std::int64_t> TrainingAllocs::mlp_shard_tokens() const {
-  const std::int64_t T = d_.B * d_.S_l;
-  const std::int64_t chunk = (T + d_.mlp_shards - 1) / d_.mlp_shards;
-  std::vector<std::int64_t> v;
-  for (std::int64_t t0 = 0; t0 < T; t0 += chunk) v.push_back(std::min(chunk, T - t0));
-  return v;
-}
-
 // One decoder layer in the checkpointed first pass (modeling_llama.py 300-324): nothing is saved, every
 // tensor is released when nothing refers to it (the layer's input stays: the checkpoint keeps it).
 TrainingAllocs::Id TrainingAllocs::layer() {
   const std::int64_t th = th_;
-  Id n1 = rmsnorm(d_.B * d_.S_l, d_.h);
+  Id n1 = rmsnorm(d_.B * d_.S_l, d_.h, false).out;
   Id att = attention(n1);
   Id h1 = alloc(th);  // 317 residual + hidden_states
   free(att);
-  Id n2 = rmsnorm(d_.B * d_.S_l, d_.h);
+  Id n2 = rmsnorm(d_.B * d_.S_l, d_.h, false).out;
   Id down = mlp_forward();
   free(n2);
   const Id out = alloc(th);  // 323 residual + hidden_states
@@ -124,7 +114,7 @@ TrainingAllocs::Id TrainingAllocs::layer() {
 }
 
 void TrainingAllocs::forward(bool first_step) {
-  if (!forward_covered()) return;
+  if (!step_covered()) return;
   const Dims& d = d_;
   const std::int64_t T = d.B * d.S_l, th = th_;
   // the previous step's loss input and rotary tables, released when the step's names are rebound
@@ -164,7 +154,7 @@ void TrainingAllocs::forward(bool first_step) {
   }
   // the final norm, with autograd (outside the checkpoints): the fp32 input and the bf16 normalized
   // tensor are saved; the last layer's output is released once the norm has returned
-  final_norm_ = rmsnorm_saved(T, d.h);
+  final_norm_ = rmsnorm(T, d.h, true);
   final_hidden_ = final_norm_.out;
   final_norm_.out = -1;
   free(x);
@@ -190,10 +180,9 @@ std::pair<TrainingAllocs::Id, TrainingAllocs::Id> TrainingAllocs::loss_backward(
 }
 
 void TrainingAllocs::loss(bool first_step) {
-  if (!forward_covered()) return;
+  if (!step_covered()) return;
   const Dims& d = d_;
   const std::int64_t T = d.B * d.S_l;
-  bucket_elems_ = 0, bucket_params_ = 0;
   if (!sc_.plan.tiled_logits) {
     // runtime/deepspeed/ulysses_worker/features.py 57-58: lm_head(hidden) bf16, .float(), log_softmax
     // (saved); the fp32 copy and the bf16 logits released once cross_entropy has them
@@ -212,21 +201,22 @@ void TrainingAllocs::loss(bool first_step) {
   // the others are added to it). The first backward GEMM of the process allocates the autograd
   // thread's own cuBLAS workspace.
   x_grad_ = alloc(th_);
-  const std::int64_t chunk = (T + d.logits_shards - 1) / d.logits_shards;
-  for (std::int64_t t0 = 0; t0 < T; t0 += chunk) {
-    const std::int64_t n = std::min(chunk, T - t0);
+  const std::vector<std::int64_t> shards = torch_chunk_sizes(T, d.logits_shards);
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const std::int64_t n = shards[k];
+    const bool first = k == 0, last = k + 1 == shards.size();
     Id logits = alloc(n * d.V * kBf16);
     Id f32 = alloc(n * d.V * kFp32);
     free(logits);
     Id logp = alloc(n * d.V * kFp32);
     free(f32);
-    auto [g_in, g_w] = loss_backward(n, logp, first_step && t0 == 0);
-    if (t0 == 0) {
+    auto [g_in, g_w] = loss_backward(n, logp, first_step && first);
+    if (first) {
       head_grad_ = g_w;
     } else {
       free(g_w);
     }
-    if (t0 + chunk < T) overflow_check(double(d.V) * double(d.h));  // DeepSpeed's hook, not ready yet
+    if (!last) overflow_check(double(d.V) * double(d.h));  // DeepSpeed's hook, not ready yet
     free(g_in);
   }
   // DeepSpeed's hook takes the lm_head's gradient once, at the last tile (ds_grad_is_ready)

@@ -64,7 +64,7 @@ TEST_CASE("reference decoder layer: every gradient against central differences",
   const std::vector<double> x = runtime::widen(random_bf16(T * h, 20)), dy = runtime::widen(random_bf16(T * h, 21));
   const auto r = runtime::decoder_layer_reference(d, p, x, dy, cos, sin);
   const auto loss = [&](const runtime::DecoderLayerParams<std::vector<bf16>>& q, const std::vector<double>& xx) {
-    const auto y = runtime::decoder_layer_reference(d, q, xx, dy, cos, sin).y;
+    const auto y = runtime::decoder_layer_reference(d, q, xx, {}, cos, sin).y;
     double L = 0;
     for (std::size_t i = 0; i < y.size(); ++i) L += dy[i] * y[i];
     return L;
