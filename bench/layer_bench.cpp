@@ -12,9 +12,11 @@
 #include "bench/bench.hpp"
 #include "core/bf16.hpp"
 #include "core/errors.hpp"
+#include "core/stats.hpp"
 #include "kernels/layer_ops.hpp"
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/device_info.hpp"
+#include "runtime/cuda/event_timer.hpp"
 #include "runtime/cuda/gemm.hpp"
 #include "runtime/reference_layer.hpp"
 
@@ -55,21 +57,7 @@ double f(bf16 v) { return core::bf16_to_float(v); }
 bool close(double got, double want, double rel, double abs) { return std::fabs(got - want) <= rel * std::fabs(want) + abs; }
 
 std::vector<double> time_kernel(const RunOptions& opt, const std::function<void()>& fn) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int it = 0; it < opt.warmup + opt.iters; ++it) {
-    CUDA_CHECK(cudaEventRecord(a, nullptr));
-    fn();
-    CUDA_CHECK(cudaEventRecord(b, nullptr));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (it >= opt.warmup) t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(a), cudaEventDestroy(b);
-  return t;
+  return runtime::cuda::time_on_stream(nullptr, opt.warmup, opt.iters, fn);
 }
 
 BenchRow row_of(std::string name, std::int64_t bytes, double flops, std::int64_t wrong, std::vector<double> t) {
@@ -78,9 +66,8 @@ BenchRow row_of(std::string name, std::int64_t bytes, double flops, std::int64_t
   r.bytes_per_rank = bytes;
   r.flops = flops;
   r.wrong = wrong;
-  std::sort(t.begin(), t.end());
-  r.median_s = t.empty() ? 0 : t[t.size() / 2];
-  r.max_s = t.empty() ? 0 : t.back();
+  r.median_s = t.empty() ? 0 : core::median(t);
+  r.max_s = t.empty() ? 0 : *std::max_element(t.begin(), t.end());
   return r;
 }
 

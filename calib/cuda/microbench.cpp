@@ -23,6 +23,7 @@
 #include "core/layout.hpp"
 #include "runtime/reference_attention.hpp"
 #include "core/stats.hpp"
+#include "runtime/cuda/event_timer.hpp"
 
 namespace ulysses::calib::cuda {
 
@@ -34,21 +35,7 @@ namespace {
 // Times fn (enqueued on st) warmup + iters times; the median of the timed ones in seconds.
 template <class F>
 double time_median(cudaStream_t st, int warmup, int iters, F&& fn) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int it = 0; it < warmup + iters; ++it) {
-    CUDA_CHECK(cudaEventRecord(a, st));
-    fn();
-    CUDA_CHECK(cudaEventRecord(b, st));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (it >= warmup) t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(a), cudaEventDestroy(b);
-  return core::median(t);
+  return core::median(time_on_stream(st, warmup, iters, fn));
 }
 
 kernels::AttnKernel kernel_of(const std::string& k) {

@@ -29,20 +29,12 @@ std::vector<double> download(const T* src, std::int64_t n) {
 
 }  // namespace
 
-__nv_bfloat16* DecoderLayer::bf(std::int64_t n) {
+void* DecoderLayer::own(std::size_t bytes) {
   void* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(n) * 2));
+  CUDA_CHECK(cudaMalloc(&p, bytes > 0 ? bytes : 1));
   owned_.push_back(p);
-  bytes_ += n * 2;
-  return static_cast<__nv_bfloat16*>(p);
-}
-
-float* DecoderLayer::fp(std::int64_t n) {
-  void* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(n) * 4));
-  owned_.push_back(p);
-  bytes_ += n * 4;
-  return static_cast<float*>(p);
+  bytes_ += static_cast<std::int64_t>(bytes);
+  return p;
 }
 
 DecoderLayer::DecoderLayer(const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& p,
@@ -77,12 +69,8 @@ void DecoderLayer::allocate(const DecoderLayerParams<std::vector<core::bf16>>& p
   dwd_ = bf(h * F), dw1_ = fp(h), dw2_ = fp(h);
   dact_ = bf(T * F), dg_ = bf(T * F), du_ = bf(T * F), dn_ = bf(T * h), tmp_h_ = bf(T * h), dh1_ = bf(T * h);
   do_ = bf(T * HD), dq_ = bf(T * HD), dk_ = bf(T * KD), dv_ = bf(T * KD);
-  const std::size_t nws = kernels::rmsnorm_bwd_workspace_bytes(T, h);
-  const std::size_t aws = kernels::attn_bwd_workspace_bytes(attn_, 1, T, d.H, d.H_kv, d.D);
-  CUDA_CHECK(cudaMalloc(&norm_ws_, nws));
-  CUDA_CHECK(cudaMalloc(&attn_ws_, aws > 0 ? aws : 1));
-  owned_.push_back(norm_ws_), owned_.push_back(attn_ws_);
-  bytes_ += static_cast<std::int64_t>(nws + aws);
+  norm_ws_ = own(kernels::rmsnorm_bwd_workspace_bytes(T, h));
+  attn_ws_ = own(kernels::attn_bwd_workspace_bytes(attn_, 1, T, d.H, d.H_kv, d.D));
 }
 
 DecoderLayer::~DecoderLayer() {

@@ -40,8 +40,9 @@ class DecoderLayer {
  private:
   void allocate(const DecoderLayerParams<std::vector<core::bf16>>& p, const std::vector<core::bf16>& cos,
                 const std::vector<core::bf16>& sin);
-  __nv_bfloat16* bf(std::int64_t n);  // a bf16 buffer of n elements owned by the layer
-  float* fp(std::int64_t n);
+  void* own(std::size_t bytes);  // device memory owned (and counted) by the layer
+  __nv_bfloat16* bf(std::int64_t n) { return static_cast<__nv_bfloat16*>(own(static_cast<std::size_t>(n) * 2)); }
+  float* fp(std::int64_t n) { return static_cast<float*>(own(static_cast<std::size_t>(n) * 4)); }
   DecoderLayerDims d_;
   Gemm& gemm_;
   kernels::AttnKernel attn_;
