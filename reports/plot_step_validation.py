@@ -3,7 +3,8 @@
 or the re-predicted `ulysses validate --stored FILE --json OUT.json`; docs/VALIDATION.md "Whole steps"):
 
   <prefix>-memory.png   predicted vs measured max_memory_allocated and max_memory_reserved per case,
-                        with y = x and the +-3 % band (reserved of runs without expandable segments hollow)
+                        with y = x and the +-3 % band (reserved: circles from the generated allocation
+                        sequence, squares the binding bytes, hollow runs without expandable segments)
   <prefix>-phases.png   signed error per scored phase group and the step (each dot a case; bar =
                         median; band = +-5 %; clipped at +-100 %, the clipped ones marked)
 
@@ -60,11 +61,18 @@ def main():
             x, y = r["measured"] / GIB, r["predicted"] / GIB
             lo, hi = min(lo, x, y), max(hi, x, y)
             hollow = key == "max_memory_reserved" and not c.get("expandable_segments", True)
-            ax.scatter([x], [y], s=36, facecolors="none" if hollow else "#1f77b4", edgecolors="#1f77b4")
+            square = key == "max_memory_reserved" and r.get("predicted_from") == "binding reserved bytes"
+            ax.scatter([x], [y], s=36, marker="s" if square else "o", facecolors="none" if hollow else "#1f77b4",
+                       edgecolors="#1f77b4")
             ax.annotate(str(i + 1), (x, y), fontsize=7, xytext=(4, -3 if i % 2 else 3), textcoords="offset points")
         xs = [lo * 0.95, hi * 1.05]
         ax.plot(xs, xs, "k-", lw=0.8, label="y = x")
         ax.fill_between(xs, [v * 0.97 for v in xs], [v * 1.03 for v in xs], color="0.85", label="+-3 %")
+        if key == "max_memory_reserved":  # what the marker says (empty legend entries: drawn off the data)
+            ax.scatter([], [], s=36, marker="o", color="#1f77b4", label="expandable segments: allocation sequence")
+            ax.scatter([], [], s=36, marker="s", color="#1f77b4", label="expandable segments: binding bytes")
+            ax.scatter([], [], s=36, marker="o", facecolors="none", edgecolors="#1f77b4",
+                       label="without expandable segments (not scored)")
         ax.set_xlabel(f"measured {title} (GiB)")
         ax.set_ylabel(f"predicted {title} (GiB)")
         ax.set_title(f"{title}: predicted vs measured")
