@@ -122,11 +122,18 @@ BenchResult bench_layer(const LayerShape& s, const RunOptions& opt) {
     const auto gq = q.download();
     std::int64_t wrong = 0;
     std::vector<double> want(H * D);
-    for (std::int64_t t : rows) {
-      runtime::rope_apply(1, H, D, q.host.data() + t * H * D, cos.data() + t * (D / 2), sin.data() + t * (D / 2), false, want.data());
-      for (std::int64_t e = 0; e < H * D; ++e) wrong += !close(f(gq[t * H * D + e]), want[e], 1.0 / 256, 1e-6);
-    }
-    // timed in place, alternately forward and backward (the values stay bounded)
+    // the backward (the transposed rotation) on the forward's output, checked the same way
+    CUDA_CHECK(kernels::rope(q.dev, c.dev, sn.dev, T, H, D, true, nullptr));
+    const auto gb = q.download();
+    for (std::int64_t t : rows)
+      for (const bool back : {false, true}) {
+        const std::vector<bf16>& in = back ? gq : q.host;
+        const std::vector<bf16>& got = back ? gb : gq;
+        runtime::rope_apply(1, H, D, in.data() + t * H * D, cos.data() + t * (D / 2), sin.data() + t * (D / 2), back,
+                            want.data());
+        for (std::int64_t e = 0; e < H * D; ++e) wrong += !close(f(got[t * H * D + e]), want[e], 1.0 / 256, 1e-6);
+      }
+    // timed in place, alternately forward and backward (both validated above; the values stay bounded)
     bool back = true;
     res.rows.push_back(row_of("rope [T,H,D]", 4 * T * H * D, 0, wrong, time_kernel(opt, [&] {
       CUDA_CHECK(kernels::rope(q.dev, c.dev, sn.dev, T, H, D, back, nullptr));
