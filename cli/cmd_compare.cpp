@@ -47,7 +47,7 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
     j["profile"] = sc.hw.name;
     j["calibrated"] = sc.hw.has_calibration;
     j["prediction"] = reports::prediction_json(p);
-    j["measurement"] = runtime::deepspeed::measurement_json(m);
+    j["measurement"] = runtime::measurement_json(m);
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << fmt::format("scenario {} ({} layers, S={}) on profile {} ({}), backend deepspeed on {}\n", sc.name,

@@ -39,7 +39,7 @@ int run_run(int argc, char** argv) {
     const Scenario sc = with_layers(scenario_from_options(vm, true), vm);
     const auto m = runtime::deepspeed::run_step(sc, step_options_of(vm), origin_of(vm));
     if (format == Format::json) {
-      reports::Json j = runtime::deepspeed::measurement_json(m);
+      reports::Json j = runtime::measurement_json(m);
       j["version"] = reports::version_json();
       j["scenario"] = sc.name;
       std::cout << j.dump(2) << "\n";

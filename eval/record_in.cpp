@@ -17,7 +17,7 @@ namespace {
 constexpr std::int64_t kMaxRecordBytes = std::int64_t{1} << 53;  // exact in a double
 constexpr std::int64_t kMaxRecordS = std::int64_t{1} << 40;
 
-// Every field of a stored step measurement that measurement_from_json (runtime/deepspeed) reads.
+// Every field of a stored step measurement that measurement_from_json (runtime/step_measurement.cpp) reads.
 void check_step_measurement(const reports::JsonIn& m) {
   constexpr std::int64_t kMaxBytes = std::int64_t{1} << 53;  // exact in a double
   constexpr double kMaxS = 1e7;

@@ -57,7 +57,7 @@ Row row(const std::string& name, double pred, double meas, bool scored) {
 }
 }  // namespace
 
-StepComparison compare_step(const Scenario& sc, const Prediction& p, const runtime::deepspeed::StepMeasurement& m) {
+StepComparison compare_step(const Scenario& sc, const Prediction& p, const runtime::StepMeasurement& m) {
   StepComparison c;
   const auto& groups = step_phase_groups();
   // each measured range to its group once (names no group lists go to "other")

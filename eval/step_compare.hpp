@@ -45,7 +45,7 @@ double error_pct(double predicted, double measured);
 // The reserved row: under expandable segments, for a plan the allocation sequence covers
 // (sim/step_allocs.hpp), the peak of that sequence through the allocator simulation (a run with room
 // to spare); else the model's binding reserved bytes (what an out-of-memory decides on).
-StepComparison compare_step(const Scenario& sc, const Prediction& p, const runtime::deepspeed::StepMeasurement& m);
+StepComparison compare_step(const Scenario& sc, const Prediction& p, const runtime::StepMeasurement& m);
 // phases [{name, predicted, measured, error_pct, scored}], step, max_memory_allocated/reserved, peak_at
 runtime::deepspeed::Json comparison_json(const StepComparison& c);
 

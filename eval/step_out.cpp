@@ -17,7 +17,7 @@ std::string ms(double s) { return fmt::format("{:.2f}", s * 1e3); }
 std::string gib(double b) { return fmt::format("{:.3f}", b / double(1ULL << 30)); }
 }  // namespace
 
-std::string step_table(const rd::StepMeasurement& m) {
+std::string step_table(const runtime::StepMeasurement& m) {
   std::string versions;
   for (auto it = m.versions.begin(); it != m.versions.end(); ++it)
     versions += fmt::format("{}{} {}", versions.empty() ? "" : ", ", it.key(), it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
@@ -59,7 +59,7 @@ std::string step_compare_table(const StepComparison& c) {
   return out;
 }
 
-reports::Json step_trace(const Prediction& p, const rd::StepMeasurement& m) {
+reports::Json step_trace(const Prediction& p, const runtime::StepMeasurement& m) {
   reports::TraceProcess pred{"predicted (step model, every rank)", {{"predicted step", {}}}};
   double t = 0;
   for (int i = 0; i < p.step.n; ++i) {

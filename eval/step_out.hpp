@@ -10,10 +10,10 @@
 
 namespace ulysses::eval {
 
-std::string step_table(const runtime::deepspeed::StepMeasurement& m);
+std::string step_table(const runtime::StepMeasurement& m);
 std::string step_compare_table(const StepComparison& c);
 // Chrome/Perfetto trace: the predicted step (the step model's phases back to back) and the measured
 // one (per rank, the last timed step's exclusive segments), as `compare --backend cuda` writes the block.
-reports::Json step_trace(const Prediction& p, const runtime::deepspeed::StepMeasurement& m);
+reports::Json step_trace(const Prediction& p, const runtime::StepMeasurement& m);
 
 }  // namespace ulysses::eval

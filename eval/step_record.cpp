@@ -31,12 +31,12 @@ Json step_case_json(const StepCase& c) {
   j["keys"] = Json::array();
   for (const auto& [k, v] : c.keys) j["keys"].push_back({k, v});
   j["expandable_segments"] = c.sc.plan.expandable_segments;
-  j["measured"] = rd::measurement_json(c.m);
+  j["measured"] = runtime::measurement_json(c.m);
   j["comparison"] = comparison_json(c.c);
   return j;
 }
 
-rd::StepMeasurement measurement_from_case(const Json& c) { return rd::measurement_from_json(c.at("measured")); }
+runtime::StepMeasurement measurement_from_case(const Json& c) { return runtime::measurement_from_json(c.at("measured")); }
 
 std::vector<StepCase> repredict_step_record(const Json& rec, const std::string& path, const std::string& profile) {
   std::vector<StepCase> cases;

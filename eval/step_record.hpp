@@ -18,7 +18,7 @@ struct StepCase {
   std::string name;
   Keys keys;                                   // set_key keys (defaults, then the case's)
   Scenario sc;
-  runtime::deepspeed::StepMeasurement m;
+  runtime::StepMeasurement m;
   StepComparison c;                            // today's prediction next to the measurement
 };
 
@@ -28,7 +28,7 @@ StepCase step_case_of(StepSetCase s);  // name, keys and scenario; nothing measu
 runtime::deepspeed::Json step_case_json(const StepCase& c);
 // The measurement back from a stored case (what measurement_of made of the worker's files).
 // eval/record_in.cpp load_record checks every field it reads first (one line naming file and key).
-runtime::deepspeed::StepMeasurement measurement_from_case(const runtime::deepspeed::Json& c);
+runtime::StepMeasurement measurement_from_case(const runtime::deepspeed::Json& c);
 // Every case of a stored step record (load_record) rebuilt with `profile` and re-predicted against its
 // measurement. InputError naming path and cases[i] when a case is not a stored step case.
 std::vector<StepCase> repredict_step_record(const runtime::deepspeed::Json& rec, const std::string& path,

@@ -57,7 +57,7 @@ TEST_CASE("deepspeed results: ranks merged, phases grouped against the step mode
   Json r1 = r0;
   r1["phases"]["attn.fwd"] = {0.030, 0.031, 0.032};
   r1["max_memory_allocated"] = 1100;
-  const rd::StepMeasurement m = rd::measurement_of({r0, r1});
+  const runtime::StepMeasurement m = rd::measurement_of({r0, r1});
   CHECK(m.ranks == 2);
   CHECK(m.max_memory_allocated == 1100);
   CHECK(m.step_median_s == Approx(2.1));

@@ -1,0 +1,86 @@
+// runtime/step_measurement.hpp: a whole step's measurement to JSON and back.
+#include "runtime/step_measurement.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ulysses::runtime {
+
+std::vector<double> step_losses_of(const Json& j) {
+  std::vector<double> out;
+  for (const auto& l : j.value("losses", Json::array()))
+    out.push_back(l.is_number() ? l.get<double>() : std::numeric_limits<double>::quiet_NaN());
+  return out;
+}
+
+
+bool StepMeasurement::correct() const {
+  return !losses.empty() && std::all_of(losses.begin(), losses.end(), [](double l) { return std::isfinite(l); });
+}
+
+Json measurement_json(const StepMeasurement& m) {
+  Json j;
+  j["backend"] = m.backend;
+  j["scope"] = "step";
+  j["device"] = m.device;
+  j["ranks"] = m.ranks;
+  j["versions"] = m.versions;
+  j["pytorch_cuda_alloc_conf"] = m.alloc_conf;
+  j["layers"] = m.layers;
+  j["seq_len"] = m.seq_len;
+  j["phases"] = Json::array();
+  for (const auto& p : m.phases) {
+    Json e{{"name", p.name}, {"median_s", p.median_s}, {"min_s", p.min_s}, {"max_s", p.max_s},
+           {"alloc_start_bytes", p.alloc_start_bytes}, {"peak_bytes", p.peak_bytes}, {"peak_reserved_bytes", p.peak_reserved_bytes}};
+    if (p.kernel_s >= 0) e["kernel_s"] = p.kernel_s;
+    j["phases"].push_back(e);
+  }
+  j["step_s"] = {{"median", m.step_median_s}, {"min", m.step_min_s}, {"max", m.step_max_s}};
+  j["max_memory_allocated"] = m.max_memory_allocated;
+  j["max_memory_reserved"] = m.max_memory_reserved;
+  j["peak_at"] = m.peak_at;
+  j["device_used_bytes"] = m.device_used_bytes;
+  j["host_rss_bytes"] = m.host_rss_bytes;
+  j["host_rss_peak_bytes"] = m.host_rss_peak_bytes;
+  j["checkpoint_pinned_bytes"] = m.pinned_bytes;
+  j["losses"] = m.losses;  // a NaN is written as null
+  j["correct"] = m.correct();
+  j["wall_s"] = m.wall_s;
+  return j;
+}
+
+StepMeasurement measurement_from_json(const Json& j) {
+  StepMeasurement m;
+  m.backend = j.value("backend", "deepspeed");
+  m.device = j.value("device", "");
+  m.alloc_conf = j.value("pytorch_cuda_alloc_conf", "");
+  m.versions = j.value("versions", Json::object());
+  m.ranks = j.value("ranks", 1);
+  m.layers = j.value("layers", std::int64_t{0});
+  m.seq_len = j.value("seq_len", std::int64_t{0});
+  for (const auto& p : j.at("phases")) {
+    StepPhase s;
+    s.name = p.at("name").get<std::string>();
+    s.median_s = p.at("median_s").get<double>();
+    s.min_s = p.value("min_s", 0.0), s.max_s = p.value("max_s", 0.0), s.kernel_s = p.value("kernel_s", -1.0);
+    s.alloc_start_bytes = p.value("alloc_start_bytes", std::int64_t{0});
+    s.peak_bytes = p.value("peak_bytes", std::int64_t{0});
+    s.peak_reserved_bytes = p.value("peak_reserved_bytes", std::int64_t{0});
+    m.phases.push_back(s);
+  }
+  m.step_median_s = j.at("step_s").at("median").get<double>();
+  m.step_min_s = j.at("step_s").value("min", 0.0), m.step_max_s = j.at("step_s").value("max", 0.0);
+  m.max_memory_allocated = j.at("max_memory_allocated").get<std::int64_t>();
+  m.max_memory_reserved = j.at("max_memory_reserved").get<std::int64_t>();
+  m.peak_at = j.value("peak_at", "");
+  m.device_used_bytes = j.value("device_used_bytes", std::int64_t{0});
+  m.host_rss_bytes = j.value("host_rss_bytes", std::int64_t{0});
+  m.host_rss_peak_bytes = j.value("host_rss_peak_bytes", std::int64_t{0});
+  m.pinned_bytes = j.value("checkpoint_pinned_bytes", std::int64_t{0});
+  m.losses = step_losses_of(j);
+  m.wall_s = j.value("wall_s", 0.0);
+  return m;
+}
+
+}  // namespace ulysses::runtime

@@ -1,0 +1,54 @@
+#pragma once
+// One whole training step measured, whichever runtime ran it: the deepspeed backend's Python worker
+// (runtime/deepspeed/step_run.hpp) or our CUDA runtime's step (runtime/cuda/step_run.hpp, --scope step).
+// Phases carry the step model's names (eval/step_compare.cpp groups them), so compare, validate and
+// report read both the same way.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ulysses::runtime {
+
+using Json = nlohmann::ordered_json;
+
+struct StepPhase {
+  std::string name;                    // step-model name + pass: gemm.qkv.fwd, attn.recompute, zero.allgather, other
+  double median_s = 0, min_s = 0, max_s = 0;  // per step (summed over layers), over timed steps; max over ranks
+  double kernel_s = -1;                // CUPTI: kernel time attributed to it in the traced step (-1: not traced)
+  std::int64_t alloc_start_bytes = 0;  // torch.cuda.memory_allocated at its start (max over its occurrences)
+  std::int64_t peak_bytes = 0;         // max_memory_allocated while it runs (memory step)
+  std::int64_t peak_reserved_bytes = 0;
+};
+
+struct StepMeasurement {
+  std::string backend = "deepspeed";   // "deepspeed" (the Python worker) | "cuda" (our runtime, --scope step)
+  std::string device, alloc_conf;      // GPU name; PYTORCH_CUDA_ALLOC_CONF the worker ran with ("" on cuda)
+  Json versions;                       // deepspeed: torch, transformers, accelerate, deepspeed, cuda, python
+  int ranks = 1;
+  std::int64_t layers = 0, seq_len = 0;
+  std::vector<StepPhase> phases;       // in first-seen order of the memory step
+  double step_median_s = 0, step_min_s = 0, step_max_s = 0;  // GPU-event step time, max over ranks
+  std::int64_t max_memory_allocated = 0, max_memory_reserved = 0;  // max over ranks and steps
+  std::string peak_at;                 // the phase during which the allocated peak happened
+  std::int64_t host_rss_bytes = 0, host_rss_peak_bytes = 0, pinned_bytes = 0;  // rank 0
+  std::int64_t device_used_bytes = 0;  // cudaMemGetInfo used at the end (context + NCCL + allocator)
+  struct Segment { std::string phase; double start_s = 0, dur_s = 0; };
+  std::vector<std::vector<Segment>> timeline;  // per rank: the last timed step, exclusive segments
+  std::vector<double> losses;          // rank 0, every step in order
+  double wall_s = 0;
+  Json raw;                            // deepspeed: rank 0's result as written by the worker
+  bool correct() const;                // every step's loss finite (a NaN or inf loss: the step did not train)
+};
+
+// The measurement as `run --format json` prints it and step records store it, and back
+// (docs/DEEPSPEED_BACKEND.md "Result"; the timeline and raw worker output are not part of it;
+// a stored measurement without "backend" is the deepspeed backend's).
+Json measurement_json(const StepMeasurement& m);
+StepMeasurement measurement_from_json(const Json& j);  // throws on a missing required key
+
+// losses as the worker and the records write them: null for a non-finite loss (strict JSON)
+std::vector<double> step_losses_of(const Json& j);
+
+}  // namespace ulysses::runtime
