@@ -12,7 +12,11 @@
 namespace ulysses::runtime::cuda {
 namespace {
 
-void upload(__nv_bfloat16* dst, const std::vector<core::bf16>& src) {
+using core::LayerOp;
+using core::Pass;
+
+void upload(bf16_t* dst, const std::vector<core::bf16>& src, std::int64_t n) {
+  if (static_cast<std::int64_t>(src.size()) != n) throw std::invalid_argument("decoder layer: a parameter has the wrong size");
   CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * 2, cudaMemcpyHostToDevice));
 }
 template <class T>
@@ -26,123 +30,174 @@ std::vector<double> download(const T* src, std::int64_t n) {
   }
   return out;
 }
+void mark(const LayerCtx& c, LayerOp op, Pass pass, cudaStream_t s) {
+  if (c.marks) c.marks->begin(core::phase_name(op, pass), s);
+}
 
 }  // namespace
 
-void* DecoderLayer::own(std::size_t bytes) {
-  void* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, bytes > 0 ? bytes : 1));
-  owned_.push_back(p);
-  bytes_ += static_cast<std::int64_t>(bytes);
-  return p;
+std::int64_t weight_elems(const DecoderLayerDims& d) {
+  const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  return 2 * h + HD * h + 2 * KD * h + h * HD + 3 * F * h;
+}
+
+LayerWeights alloc_weights(BufferSet& b, const DecoderLayerDims& d) {
+  const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  LayerWeights w;
+  w.w1 = b.take<bf16_t>(h), w.wq = b.take<bf16_t>(HD * h), w.wk = b.take<bf16_t>(KD * h), w.wv = b.take<bf16_t>(KD * h);
+  w.wo = b.take<bf16_t>(h * HD), w.w2 = b.take<bf16_t>(h), w.wg = b.take<bf16_t>(F * h), w.wu = b.take<bf16_t>(F * h);
+  w.wd = b.take<bf16_t>(h * F);
+  return w;
+}
+
+LayerGrads alloc_grads(BufferSet& b, const DecoderLayerDims& d) {
+  const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  LayerGrads g;
+  g.dwq = b.take<bf16_t>(HD * h), g.dwk = b.take<bf16_t>(KD * h), g.dwv = b.take<bf16_t>(KD * h);
+  g.dwo = b.take<bf16_t>(h * HD), g.dwg = b.take<bf16_t>(F * h), g.dwu = b.take<bf16_t>(F * h);
+  g.dwd = b.take<bf16_t>(h * F), g.dw1 = b.take<float>(h), g.dw2 = b.take<float>(h);
+  return g;
+}
+
+LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d) {
+  const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  LayerActs a;
+  a.n1 = b.take<bf16_t>(T * h), a.q = b.take<bf16_t>(T * HD), a.k = b.take<bf16_t>(T * KD), a.v = b.take<bf16_t>(T * KD);
+  a.o = b.take<bf16_t>(T * HD), a.h1 = b.take<bf16_t>(T * h), a.n2 = b.take<bf16_t>(T * h);
+  a.g = b.take<bf16_t>(T * F), a.u = b.take<bf16_t>(T * F), a.act = b.take<bf16_t>(T * F);
+  a.r1 = b.take<float>(T), a.r2 = b.take<float>(T), a.lse = b.take<float>(d.H * T);
+  return a;
+}
+
+LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::AttnKernel attn) {
+  const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  LayerScratch s;
+  s.dact = b.take<bf16_t>(T * F), s.dg = b.take<bf16_t>(T * F), s.du = b.take<bf16_t>(T * F);
+  s.dn = b.take<bf16_t>(T * h), s.tmp_h = b.take<bf16_t>(T * h), s.dh1 = b.take<bf16_t>(T * h);
+  s.do_ = b.take<bf16_t>(T * HD), s.dq = b.take<bf16_t>(T * HD), s.dk = b.take<bf16_t>(T * KD), s.dv = b.take<bf16_t>(T * KD);
+  s.norm_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
+  s.attn_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(attn, 1, T, d.H, d.H_kv, d.D)));
+  return s;
+}
+
+void upload_weights(const LayerWeights& w, const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& p) {
+  const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  upload(w.w1, p.w1, h), upload(w.wq, p.wq, HD * h), upload(w.wk, p.wk, KD * h), upload(w.wv, p.wv, KD * h);
+  upload(w.wo, p.wo, h * HD), upload(w.w2, p.w2, h), upload(w.wg, p.wg, F * h), upload(w.wu, p.wu, F * h);
+  upload(w.wd, p.wd, h * F);
+}
+
+DecoderLayerParams<std::vector<double>> download_grads(const LayerGrads& g, const DecoderLayerDims& d) {
+  const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  return {download(g.dw1, h),      download(g.dwq, HD * h), download(g.dwk, KD * h), download(g.dwv, KD * h),
+          download(g.dwo, h * HD), download(g.dw2, h),      download(g.dwg, F * h),  download(g.dwu, F * h),
+          download(g.dwd, h * F)};
+}
+
+void layer_forward(const LayerCtx& c, const LayerWeights& w, const LayerActs& a, const LayerScratch& sc,
+                   const bf16_t* x, bf16_t* y, Pass pass, cudaStream_t s) {
+  const DecoderLayerDims& d = c.d;
+  const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  Gemm& gemm = *c.gemm;
+  mark(c, LayerOp::norm, pass, s);
+  CUDA_CHECK(kernels::rmsnorm_fwd(x, w.w1, a.n1, a.r1, T, h, float(d.eps), s));
+  mark(c, LayerOp::gemm_qkv, pass, s);
+  gemm.forward(a.n1, w.wq, a.q, T, HD, h, s);
+  gemm.forward(a.n1, w.wk, a.k, T, KD, h, s);
+  gemm.forward(a.n1, w.wv, a.v, T, KD, h, s);
+  mark(c, LayerOp::rope_add, pass, s);
+  CUDA_CHECK(kernels::rope(a.q, c.cos, c.sin, T, d.H, d.D, false, s));
+  CUDA_CHECK(kernels::rope(a.k, c.cos, c.sin, T, d.H_kv, d.D, false, s));
+  mark(c, LayerOp::attn, pass, s);
+  kernels::AttnFwdParams p;
+  p.q = a.q, p.k = a.k, p.v = a.v, p.o = a.o, p.lse = a.lse;
+  p.B = 1, p.S = T, p.H = d.H, p.H_kv = d.H_kv, p.D = d.D, p.causal = true;
+  p.scale = float(1.0 / std::sqrt(double(d.D)));
+  CUDA_CHECK(kernels::attn_fwd(c.attn, p, s));
+  mark(c, LayerOp::gemm_o, pass, s);
+  gemm.forward(a.o, w.wo, sc.tmp_h, T, h, HD, s);
+  mark(c, LayerOp::rope_add, pass, s);
+  CUDA_CHECK(kernels::add(x, sc.tmp_h, a.h1, T * h, s));
+  mark(c, LayerOp::norm, pass, s);
+  CUDA_CHECK(kernels::rmsnorm_fwd(a.h1, w.w2, a.n2, a.r2, T, h, float(d.eps), s));
+  mark(c, LayerOp::mlp, pass, s);
+  gemm.forward(a.n2, w.wg, a.g, T, F, h, s);
+  gemm.forward(a.n2, w.wu, a.u, T, F, h, s);
+  CUDA_CHECK(kernels::swiglu_fwd(a.g, a.u, a.act, T * F, s));
+  if (pass == Pass::recompute) return;  // act is the last tensor the backward reads (down_proj's input)
+  gemm.forward(a.act, w.wd, sc.tmp_h, T, h, F, s);
+  mark(c, LayerOp::rope_add, pass, s);
+  CUDA_CHECK(kernels::add(a.h1, sc.tmp_h, y, T * h, s));
+}
+
+void layer_backward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g, const LayerActs& a,
+                    const LayerScratch& sc, const bf16_t* x, const bf16_t* dy, bf16_t* dx, cudaStream_t s) {
+  const DecoderLayerDims& d = c.d;
+  const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  Gemm& gemm = *c.gemm;
+  const Pass pass = Pass::bwd;
+  // the MLP
+  mark(c, LayerOp::mlp, pass, s);
+  gemm.input_grad(dy, w.wd, sc.dact, T, h, F, s);
+  gemm.weight_grad(dy, a.act, g.dwd, T, h, F, 0.f, s);
+  CUDA_CHECK(kernels::swiglu_bwd(sc.dact, a.g, a.u, sc.dg, sc.du, T * F, s));
+  gemm.input_grad(sc.dg, w.wg, sc.dn, T, F, h, s);
+  gemm.input_grad(sc.du, w.wu, sc.tmp_h, T, F, h, s);
+  CUDA_CHECK(kernels::add(sc.dn, sc.tmp_h, sc.dn, T * h, s));
+  gemm.weight_grad(sc.dg, a.n2, g.dwg, T, F, h, 0.f, s);
+  gemm.weight_grad(sc.du, a.n2, g.dwu, T, F, h, 0.f, s);
+  // the post-attention norm and the residual
+  mark(c, LayerOp::norm, pass, s);
+  CUDA_CHECK(kernels::rmsnorm_bwd(sc.dn, a.h1, w.w2, a.r2, sc.tmp_h, g.dw2, sc.norm_ws, T, h, s));
+  mark(c, LayerOp::rope_add, pass, s);
+  CUDA_CHECK(kernels::add(dy, sc.tmp_h, sc.dh1, T * h, s));
+  // o_proj, attention, RoPE
+  mark(c, LayerOp::gemm_o, pass, s);
+  gemm.input_grad(sc.dh1, w.wo, sc.do_, T, h, HD, s);
+  gemm.weight_grad(sc.dh1, a.o, g.dwo, T, h, HD, 0.f, s);
+  mark(c, LayerOp::attn, pass, s);
+  kernels::AttnBwdParams b;
+  b.q = a.q, b.k = a.k, b.v = a.v, b.o = a.o, b.dout = sc.do_, b.lse = a.lse, b.dq = sc.dq, b.dk = sc.dk, b.dv = sc.dv;
+  b.workspace = sc.attn_ws;
+  b.B = 1, b.S = T, b.H = d.H, b.H_kv = d.H_kv, b.D = d.D, b.causal = true;
+  b.scale = float(1.0 / std::sqrt(double(d.D)));
+  CUDA_CHECK(kernels::attn_bwd(c.attn, b, s));
+  mark(c, LayerOp::rope_add, pass, s);
+  CUDA_CHECK(kernels::rope(sc.dq, c.cos, c.sin, T, d.H, d.D, true, s));
+  CUDA_CHECK(kernels::rope(sc.dk, c.cos, c.sin, T, d.H_kv, d.D, true, s));
+  // q, k, v projections and the input norm
+  mark(c, LayerOp::gemm_qkv, pass, s);
+  gemm.input_grad(sc.dq, w.wq, sc.dn, T, HD, h, s);
+  gemm.input_grad(sc.dk, w.wk, sc.tmp_h, T, KD, h, s);
+  CUDA_CHECK(kernels::add(sc.dn, sc.tmp_h, sc.dn, T * h, s));
+  gemm.input_grad(sc.dv, w.wv, sc.tmp_h, T, KD, h, s);
+  CUDA_CHECK(kernels::add(sc.dn, sc.tmp_h, sc.dn, T * h, s));
+  gemm.weight_grad(sc.dq, a.n1, g.dwq, T, HD, h, 0.f, s);
+  gemm.weight_grad(sc.dk, a.n1, g.dwk, T, KD, h, 0.f, s);
+  gemm.weight_grad(sc.dv, a.n1, g.dwv, T, KD, h, 0.f, s);
+  mark(c, LayerOp::norm, pass, s);
+  CUDA_CHECK(kernels::rmsnorm_bwd(sc.dn, x, w.w1, a.r1, sc.tmp_h, g.dw1, sc.norm_ws, T, h, s));
+  mark(c, LayerOp::rope_add, pass, s);
+  CUDA_CHECK(kernels::add(sc.dh1, sc.tmp_h, dx, T * h, s));
 }
 
 DecoderLayer::DecoderLayer(const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& p,
                            const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin, Gemm& gemm,
                            kernels::AttnKernel attn)
-    : d_(d), gemm_(gemm), attn_(attn) {
-  try {
-    allocate(p, cos, sin);
-  } catch (...) {  // the destructor does not run for a constructor that throws
-    for (void* q : owned_) cudaFree(q);
-    throw;
-  }
+    : arena_([] { int dev = 0; CUDA_CHECK(cudaGetDevice(&dev)); return dev; }()), bufs_(arena_) {
+  const std::int64_t half = d.T * d.D / 2;
+  bf16_t* c = bufs_.take<bf16_t>(half);
+  bf16_t* s = bufs_.take<bf16_t>(half);
+  upload(c, cos, half), upload(s, sin, half);
+  ctx_ = LayerCtx{d, &gemm, attn, c, s, nullptr};
+  w_ = alloc_weights(bufs_, d), g_ = alloc_grads(bufs_, d), a_ = alloc_acts(bufs_, d), s_ = alloc_scratch(bufs_, d, attn);
+  upload_weights(w_, d, p);
 }
 
-void DecoderLayer::allocate(const DecoderLayerParams<std::vector<core::bf16>>& p, const std::vector<core::bf16>& cos,
-                            const std::vector<core::bf16>& sin) {
-  const DecoderLayerDims& d = d_;
-  const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
-  const auto param = [&](const std::vector<core::bf16>& v, std::int64_t n) {
-    if (static_cast<std::int64_t>(v.size()) != n) throw std::invalid_argument("decoder layer: a parameter has the wrong size");
-    __nv_bfloat16* b = bf(n);
-    upload(b, v);
-    return b;
-  };
-  w1_ = param(p.w1, h), wq_ = param(p.wq, HD * h), wk_ = param(p.wk, KD * h), wv_ = param(p.wv, KD * h);
-  wo_ = param(p.wo, h * HD), w2_ = param(p.w2, h), wg_ = param(p.wg, F * h), wu_ = param(p.wu, F * h);
-  wd_ = param(p.wd, h * F), cos_ = param(cos, T * d.D / 2), sin_ = param(sin, T * d.D / 2);
-  n1_ = bf(T * h), q_ = bf(T * HD), k_ = bf(T * KD), v_ = bf(T * KD), o_ = bf(T * HD), h1_ = bf(T * h);
-  n2_ = bf(T * h), g_ = bf(T * F), u_ = bf(T * F), act_ = bf(T * F);
-  r1_ = fp(T), r2_ = fp(T), lse_ = fp(d.H * T);
-  dwq_ = bf(HD * h), dwk_ = bf(KD * h), dwv_ = bf(KD * h), dwo_ = bf(h * HD), dwg_ = bf(F * h), dwu_ = bf(F * h);
-  dwd_ = bf(h * F), dw1_ = fp(h), dw2_ = fp(h);
-  dact_ = bf(T * F), dg_ = bf(T * F), du_ = bf(T * F), dn_ = bf(T * h), tmp_h_ = bf(T * h), dh1_ = bf(T * h);
-  do_ = bf(T * HD), dq_ = bf(T * HD), dk_ = bf(T * KD), dv_ = bf(T * KD);
-  norm_ws_ = own(kernels::rmsnorm_bwd_workspace_bytes(T, h));
-  attn_ws_ = own(kernels::attn_bwd_workspace_bytes(attn_, 1, T, d.H, d.H_kv, d.D));
-}
+void DecoderLayer::forward(const bf16_t* x, bf16_t* y, cudaStream_t s) { layer_forward(ctx_, w_, a_, s_, x, y, Pass::fwd, s); }
 
-DecoderLayer::~DecoderLayer() {
-  for (void* p : owned_) cudaFree(p);
-}
-
-void DecoderLayer::forward(const __nv_bfloat16* x, __nv_bfloat16* y, cudaStream_t s) {
-  const std::int64_t T = d_.T, h = d_.h, F = d_.F, HD = d_.H * d_.D, KD = d_.H_kv * d_.D;
-  CUDA_CHECK(kernels::rmsnorm_fwd(x, w1_, n1_, r1_, T, h, float(d_.eps), s));
-  gemm_.forward(n1_, wq_, q_, T, HD, h, s);
-  gemm_.forward(n1_, wk_, k_, T, KD, h, s);
-  gemm_.forward(n1_, wv_, v_, T, KD, h, s);
-  CUDA_CHECK(kernels::rope(q_, cos_, sin_, T, d_.H, d_.D, false, s));
-  CUDA_CHECK(kernels::rope(k_, cos_, sin_, T, d_.H_kv, d_.D, false, s));
-  kernels::AttnFwdParams a;
-  a.q = q_, a.k = k_, a.v = v_, a.o = o_, a.lse = lse_;
-  a.B = 1, a.S = T, a.H = d_.H, a.H_kv = d_.H_kv, a.D = d_.D, a.causal = true;
-  a.scale = float(1.0 / std::sqrt(double(d_.D)));
-  CUDA_CHECK(kernels::attn_fwd(attn_, a, s));
-  gemm_.forward(o_, wo_, tmp_h_, T, h, HD, s);
-  CUDA_CHECK(kernels::add(x, tmp_h_, h1_, T * h, s));
-  CUDA_CHECK(kernels::rmsnorm_fwd(h1_, w2_, n2_, r2_, T, h, float(d_.eps), s));
-  gemm_.forward(n2_, wg_, g_, T, F, h, s);
-  gemm_.forward(n2_, wu_, u_, T, F, h, s);
-  CUDA_CHECK(kernels::swiglu_fwd(g_, u_, act_, T * F, s));
-  gemm_.forward(act_, wd_, tmp_h_, T, h, F, s);
-  CUDA_CHECK(kernels::add(h1_, tmp_h_, y, T * h, s));
-}
-
-void DecoderLayer::backward(const __nv_bfloat16* x, const __nv_bfloat16* dy, __nv_bfloat16* dx, cudaStream_t s) {
-  const std::int64_t T = d_.T, h = d_.h, F = d_.F, HD = d_.H * d_.D, KD = d_.H_kv * d_.D;
-  // the MLP
-  gemm_.input_grad(dy, wd_, dact_, T, h, F, s);
-  gemm_.weight_grad(dy, act_, dwd_, T, h, F, 0.f, s);
-  CUDA_CHECK(kernels::swiglu_bwd(dact_, g_, u_, dg_, du_, T * F, s));
-  gemm_.input_grad(dg_, wg_, dn_, T, F, h, s);
-  gemm_.input_grad(du_, wu_, tmp_h_, T, F, h, s);
-  CUDA_CHECK(kernels::add(dn_, tmp_h_, dn_, T * h, s));
-  gemm_.weight_grad(dg_, n2_, dwg_, T, F, h, 0.f, s);
-  gemm_.weight_grad(du_, n2_, dwu_, T, F, h, 0.f, s);
-  // the post-attention norm and the residual
-  CUDA_CHECK(kernels::rmsnorm_bwd(dn_, h1_, w2_, r2_, tmp_h_, dw2_, norm_ws_, T, h, s));
-  CUDA_CHECK(kernels::add(dy, tmp_h_, dh1_, T * h, s));
-  // o_proj, attention, RoPE
-  gemm_.input_grad(dh1_, wo_, do_, T, h, HD, s);
-  gemm_.weight_grad(dh1_, o_, dwo_, T, h, HD, 0.f, s);
-  kernels::AttnBwdParams b;
-  b.q = q_, b.k = k_, b.v = v_, b.o = o_, b.dout = do_, b.lse = lse_, b.dq = dq_, b.dk = dk_, b.dv = dv_;
-  b.workspace = attn_ws_;
-  b.B = 1, b.S = T, b.H = d_.H, b.H_kv = d_.H_kv, b.D = d_.D, b.causal = true;
-  b.scale = float(1.0 / std::sqrt(double(d_.D)));
-  CUDA_CHECK(kernels::attn_bwd(attn_, b, s));
-  CUDA_CHECK(kernels::rope(dq_, cos_, sin_, T, d_.H, d_.D, true, s));
-  CUDA_CHECK(kernels::rope(dk_, cos_, sin_, T, d_.H_kv, d_.D, true, s));
-  // q, k, v projections and the input norm
-  gemm_.input_grad(dq_, wq_, dn_, T, HD, h, s);
-  gemm_.input_grad(dk_, wk_, tmp_h_, T, KD, h, s);
-  CUDA_CHECK(kernels::add(dn_, tmp_h_, dn_, T * h, s));
-  gemm_.input_grad(dv_, wv_, tmp_h_, T, KD, h, s);
-  CUDA_CHECK(kernels::add(dn_, tmp_h_, dn_, T * h, s));
-  gemm_.weight_grad(dq_, n1_, dwq_, T, HD, h, 0.f, s);
-  gemm_.weight_grad(dk_, n1_, dwk_, T, KD, h, 0.f, s);
-  gemm_.weight_grad(dv_, n1_, dwv_, T, KD, h, 0.f, s);
-  CUDA_CHECK(kernels::rmsnorm_bwd(dn_, x, w1_, r1_, tmp_h_, dw1_, norm_ws_, T, h, s));
-  CUDA_CHECK(kernels::add(dh1_, tmp_h_, dx, T * h, s));
-}
-
-DecoderLayerParams<std::vector<double>> DecoderLayer::grads() const {
-  const std::int64_t h = d_.h, F = d_.F, HD = d_.H * d_.D, KD = d_.H_kv * d_.D;
-  return {download(dw1_, h),      download(dwq_, HD * h), download(dwk_, KD * h), download(dwv_, KD * h),
-          download(dwo_, h * HD), download(dw2_, h),      download(dwg_, F * h),  download(dwu_, F * h),
-          download(dwd_, h * F)};
+void DecoderLayer::backward(const bf16_t* x, const bf16_t* dy, bf16_t* dx, cudaStream_t s) {
+  layer_backward(ctx_, w_, g_, a_, s_, x, dy, dx, s);
 }
 
 }  // namespace ulysses::runtime::cuda

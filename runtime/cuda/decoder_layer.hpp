@@ -3,61 +3,102 @@
 // Ulysses exchange yet): our RMSNorm / RoPE / SwiGLU / add kernels (kernels/layer_ops.hpp), the
 // attention kernels (kernels/attention.hpp) and cuBLASLt projections (runtime/cuda/gemm.hpp). The
 // formulas and shapes are runtime/reference_decoder_layer.hpp's, which is this layer's fp64 oracle.
-// Everything the backward needs is kept from the forward (no recompute yet); every tensor is bf16
-// except the norms' rstd (fp32) and their weight gradients (fp32).
+//
+// The layer's tensors are four sets, so that a step can keep them apart: weights and their gradients
+// (one per layer), activations (what the backward reads: one per layer, or one shared by every layer
+// under activation checkpointing, refilled by the recompute), and scratch (the backward's temporaries,
+// one for the whole step). Every tensor is bf16 except the norms' rstd, attention's lse and the norms'
+// weight gradients (fp32). Each op group runs after marks->begin(its phase name) (core/step_phases.hpp).
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "core/bf16.hpp"
+#include "core/step_phases.hpp"
 #include "kernels/attention.hpp"
+#include "runtime/cuda/device_memory.hpp"
 #include "runtime/cuda/gemm.hpp"
 #include "runtime/reference_decoder_layer.hpp"
 
 namespace ulysses::runtime::cuda {
 
+using bf16_t = __nv_bfloat16;
+
+// Called on the host, in stream order, before each phase's work is enqueued (timing, NVTX).
+class PhaseMarks {
+ public:
+  virtual ~PhaseMarks() = default;
+  virtual void begin(std::string_view phase, cudaStream_t stream) = 0;
+};
+
+struct LayerWeights {   // shapes: reference_decoder_layer.hpp
+  bf16_t *w1, *wq, *wk, *wv, *wo, *w2, *wg, *wu, *wd;
+};
+struct LayerGrads {
+  bf16_t *dwq, *dwk, *dwv, *dwo, *dwg, *dwu, *dwd;
+  float *dw1, *dw2;     // [h] each
+};
+struct LayerActs {      // kept by the forward (or refilled by the recompute)
+  bf16_t *n1, *q, *k, *v, *o, *h1, *n2, *g, *u, *act;  // [T,h] [T,HD] [T,KD] x2 [T,HD] [T,h] x2 [T,F] x3
+  float *r1, *r2, *lse;                                // [T] [T] [H, T]
+};
+struct LayerScratch {   // the backward's temporaries (and the forward's o_proj / down outputs in tmp_h)
+  bf16_t *dact, *dg, *du;                              // [T,F] x3
+  bf16_t *dn, *tmp_h, *dh1;                            // [T,h] x3
+  bf16_t *do_, *dq, *dk, *dv;                          // [T,HD] [T,HD] [T,KD] x2
+  void *norm_ws, *attn_ws;
+};
+
+LayerWeights alloc_weights(BufferSet& b, const DecoderLayerDims& d);
+LayerGrads alloc_grads(BufferSet& b, const DecoderLayerDims& d);
+LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d);
+LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::AttnKernel attn);
+std::int64_t weight_elems(const DecoderLayerDims& d);  // the nine parameters' elements
+
+struct LayerCtx {
+  DecoderLayerDims d;
+  Gemm* gemm;
+  kernels::AttnKernel attn;
+  const bf16_t *cos, *sin;  // [T, D/2] each
+  PhaseMarks* marks;        // may be null
+};
+
+// y [T, h] = layer(x [T, h]) into `a` (pass fwd), or the recompute of the backward (pass recompute:
+// stops after the last tensor the backward reads, act; y unused and may be null).
+void layer_forward(const LayerCtx& c, const LayerWeights& w, const LayerActs& a, const LayerScratch& s,
+                   const bf16_t* x, bf16_t* y, core::Pass pass, cudaStream_t stream);
+// dx [T, h] from dy [T, h] with `a` holding the forward of x; the gradients overwrite `g`.
+void layer_backward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g, const LayerActs& a,
+                    const LayerScratch& s, const bf16_t* x, const bf16_t* dy, bf16_t* dx, cudaStream_t stream);
+
+// The gradients downloaded (norm weights from fp32, the rest from bf16), as doubles.
+DecoderLayerParams<std::vector<double>> download_grads(const LayerGrads& g, const DecoderLayerDims& d);
+void upload_weights(const LayerWeights& w, const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& p);
+
+// One layer with its own weights, gradients, activations and scratch (tests, benches).
 class DecoderLayer {
  public:
   // Uploads the parameters and the RoPE tables ([T, D/2] bf16 each); allocates every buffer once.
   DecoderLayer(const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& p,
                const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin, Gemm& gemm,
                kernels::AttnKernel attn = kernels::AttnKernel::flash);
-  ~DecoderLayer();
-  DecoderLayer(const DecoderLayer&) = delete;
-  DecoderLayer& operator=(const DecoderLayer&) = delete;
 
-  // y [T, h] = layer(x [T, h]), device pointers; keeps what the backward reads.
-  void forward(const __nv_bfloat16* x, __nv_bfloat16* y, cudaStream_t stream);
-  // dx [T, h] from dy [T, h] after forward(x); the parameters' gradients land in grads().
-  void backward(const __nv_bfloat16* x, const __nv_bfloat16* dy, __nv_bfloat16* dx, cudaStream_t stream);
-
-  // The parameters' gradients, downloaded (norm weights from fp32, the rest from bf16), as doubles.
-  DecoderLayerParams<std::vector<double>> grads() const;
-  std::int64_t device_bytes() const { return bytes_; }
+  void forward(const bf16_t* x, bf16_t* y, cudaStream_t stream);
+  void backward(const bf16_t* x, const bf16_t* dy, bf16_t* dx, cudaStream_t stream);
+  DecoderLayerParams<std::vector<double>> grads() const { return download_grads(g_, ctx_.d); }
+  std::int64_t device_bytes() const { return arena_.peak_bytes(); }
 
  private:
-  void allocate(const DecoderLayerParams<std::vector<core::bf16>>& p, const std::vector<core::bf16>& cos,
-                const std::vector<core::bf16>& sin);
-  void* own(std::size_t bytes);  // device memory owned (and counted) by the layer
-  __nv_bfloat16* bf(std::int64_t n) { return static_cast<__nv_bfloat16*>(own(static_cast<std::size_t>(n) * 2)); }
-  float* fp(std::int64_t n) { return static_cast<float*>(own(static_cast<std::size_t>(n) * 4)); }
-  DecoderLayerDims d_;
-  Gemm& gemm_;
-  kernels::AttnKernel attn_;
-  std::vector<void*> owned_;
-  std::int64_t bytes_ = 0;
-  // parameters                        // shapes: reference_decoder_layer.hpp
-  __nv_bfloat16 *w1_, *wq_, *wk_, *wv_, *wo_, *w2_, *wg_, *wu_, *wd_, *cos_, *sin_;
-  // activations kept by the forward
-  __nv_bfloat16 *n1_, *q_, *k_, *v_, *o_, *h1_, *n2_, *g_, *u_, *act_;  // [T,h] [T,HD] [T,KD] x2 [T,HD] [T,h] x2 [T,F] x3
-  float *r1_, *r2_, *lse_;                                             // [T] [T] [H, T]
-  // gradients: parameters, then the backward's temporaries
-  __nv_bfloat16 *dwq_, *dwk_, *dwv_, *dwo_, *dwg_, *dwu_, *dwd_;
-  float *dw1_, *dw2_;
-  __nv_bfloat16 *dact_, *dg_, *du_, *dn_, *tmp_h_, *dh1_, *do_, *dq_, *dk_, *dv_;
-  void *norm_ws_ = nullptr, *attn_ws_ = nullptr;
+  DeviceArena arena_;
+  BufferSet bufs_;
+  LayerCtx ctx_;
+  LayerWeights w_;
+  LayerGrads g_;
+  LayerActs a_;
+  LayerScratch s_;
 };
 
 }  // namespace ulysses::runtime::cuda

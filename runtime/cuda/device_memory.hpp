@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace ulysses::runtime::cuda {
 
@@ -58,6 +59,27 @@ class DevBuf {
   DeviceArena* a_ = nullptr;
   std::int64_t n_ = 0;
   T* p_ = nullptr;
+};
+
+// Buffers owned together (a layer's weights, a step's activations), freed together; each buffer is
+// one arena allocation, so the arena's counters see every one.
+class BufferSet {
+ public:
+  explicit BufferSet(DeviceArena& a) : a_(&a) {}
+  template <class T>
+  T* take(std::int64_t count) {
+    bufs_.emplace_back(*a_, count * static_cast<std::int64_t>(sizeof(T)));
+    return reinterpret_cast<T*>(bufs_.back().get());
+  }
+  std::int64_t bytes() const {
+    std::int64_t n = 0;
+    for (const auto& b : bufs_) n += b.bytes();
+    return n;
+  }
+
+ private:
+  DeviceArena* a_;
+  std::vector<DevBuf<unsigned char>> bufs_;
 };
 
 }  // namespace ulysses::runtime::cuda

@@ -1,0 +1,29 @@
+#pragma once
+// The whole training step's phase names (docs/DESIGN.md "One vocabulary"): what the step model
+// predicts (sim/timing.cpp step_times) and what a whole-step run measures under NVTX ranges of these
+// names (our CUDA runtime's step: runtime/cuda/step_runner.cpp; the deepspeed backend's worker writes
+// the same strings). eval/step_compare.cpp groups them for the comparison. The Ulysses block's six
+// phases (core/phases.hpp) keep their names inside the step.
+#include <string_view>
+
+namespace ulysses::core {
+
+// The passes of a decoder layer's ops: the forward, the checkpoint's recompute in the backward, the backward.
+enum class Pass : int { fwd, recompute, bwd };
+
+// The op groups of a decoder layer; a phase name is "<group>.<pass>", e.g. gemm.qkv.recompute.
+enum class LayerOp : int { norm, gemm_qkv, rope_add, attn, gemm_o, mlp, count };
+
+inline constexpr std::string_view kLayerPhaseNames[3][6] = {
+    {"norm.fwd", "gemm.qkv.fwd", "rope_add.fwd", "attn.fwd", "gemm.o.fwd", "mlp.fwd"},
+    {"norm.recompute", "gemm.qkv.recompute", "rope_add.recompute", "attn.recompute", "gemm.o.recompute", "mlp.recompute"},
+    {"norm.bwd", "gemm.qkv.bwd", "rope_add.bwd", "attn.bwd", "gemm.o.bwd", "mlp.bwd"}};
+constexpr std::string_view phase_name(LayerOp op, Pass pass) {
+  return kLayerPhaseNames[static_cast<int>(pass)][static_cast<int>(op)];
+}
+
+// Around the layers.
+inline constexpr std::string_view kEmbedFwd = "embed.fwd", kEmbedBwd = "embed.bwd";
+inline constexpr std::string_view kLogitsFwd = "logits.fwd", kLogitsBwd = "logits.bwd";
+
+}  // namespace ulysses::core

@@ -1,0 +1,209 @@
+// One training step on one GPU (runtime/cuda/step_runner.hpp): parameters, buffers, then the step top
+// to bottom as runtime/reference_step.cpp computes it: embedding, layers, final norm, loss head per
+// chunk (logits, cross-entropy with its gradient, the lm_head's two GEMMs), the final norm's backward,
+// the layers top down (recomputed first under checkpointing), the embedding's backward.
+#include "runtime/cuda/step_runner.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/layer_ops.hpp"
+#include "kernels/loss_ops.hpp"
+#include "kernels/testdata.cuh"
+#include "runtime/cuda/cuda_check.hpp"
+#include "sim/memory.hpp"
+
+namespace ulysses::runtime::cuda {
+namespace {
+
+using core::Pass;
+
+// The seeded generator's tensor ids and the parameters' initial values (HF: normal(0, 0.02) matrices,
+// norm weights 1; here 1 + 0.1 u so that the norms' weight gradients are tested off the identity).
+constexpr std::uint32_t kEmbedId = 1000, kHeadId = 1001, kFinalId = 1002;
+constexpr std::uint32_t layer_param_id(std::int64_t l, int j) { return 2000 + static_cast<std::uint32_t>(16 * l + j); }
+constexpr float kMatrixScale = 0.02f, kNormScale = 0.1f;
+
+struct ParamFill {
+  std::uint32_t id;
+  float bias, scale;
+};
+ParamFill matrix(std::uint32_t id) { return {id, 0.f, kMatrixScale}; }
+ParamFill norm(std::uint32_t id) { return {id, 1.f, kNormScale}; }
+
+// The nine layer parameters in DecoderLayerParams order (w1, wq, wk, wv, wo, w2, wg, wu, wd).
+ParamFill layer_fill(std::int64_t l, int j) { return (j == 0 || j == 5) ? norm(layer_param_id(l, j)) : matrix(layer_param_id(l, j)); }
+
+std::vector<core::bf16> host_fill(std::int64_t n, std::uint64_t seed, ParamFill f) {
+  std::vector<core::bf16> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    volatile float p = f.scale * kernels::seeded_value(seed, f.id, static_cast<std::uint64_t>(i));  // no contraction: the device's
+    v[i] = core::float_to_bf16(f.bias + p);                                                          // __fadd_rn(__fmul_rn) bits
+  }
+  return v;
+}
+void device_fill(bf16_t* x, std::int64_t n, std::uint64_t seed, ParamFill f, cudaStream_t s) {
+  CUDA_CHECK(kernels::fill_seeded_param(x, n, seed, f.id, f.bias, f.scale, s));
+}
+
+template <class T>
+std::vector<double> download(const T* src, std::int64_t n) {
+  std::vector<T> h(static_cast<std::size_t>(n));
+  CUDA_CHECK(cudaMemcpy(h.data(), src, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  std::vector<double> out(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if constexpr (std::is_same_v<T, float>) out[i] = h[i];
+    else out[i] = core::bf16_to_float(reinterpret_cast<const core::bf16&>(h[i]));
+  }
+  return out;
+}
+
+std::int64_t layer_sizes(const DecoderLayerDims& d, int j) {  // DecoderLayerParams order
+  const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  const std::int64_t n[9] = {h, HD * h, KD * h, KD * h, h * HD, h, F * h, F * h, h * F};
+  return n[j];
+}
+bf16_t* layer_ptr(const LayerWeights& w, int j) {
+  bf16_t* p[9] = {w.w1, w.wq, w.wk, w.wv, w.wo, w.w2, w.wg, w.wu, w.wd};
+  return p[j];
+}
+std::vector<core::bf16>& layer_vec(DecoderLayerParams<std::vector<core::bf16>>& p, int j) {
+  std::vector<core::bf16>* v[9] = {&p.w1, &p.wq, &p.wk, &p.wv, &p.wo, &p.w2, &p.wg, &p.wu, &p.wd};
+  return *v[j];
+}
+
+}  // namespace
+
+StepParams StepRunner::host_params(const StepDims& d, std::uint64_t seed) {
+  StepParams p;
+  const std::int64_t Vh = d.V * d.layer.h;
+  p.embed = host_fill(Vh, seed, matrix(kEmbedId));
+  p.w_final = host_fill(d.layer.h, seed, norm(kFinalId));
+  if (!d.tied) p.lm_head = host_fill(Vh, seed, matrix(kHeadId));
+  p.layers.resize(static_cast<std::size_t>(d.L));
+  for (std::int64_t l = 0; l < d.L; ++l)
+    for (int j = 0; j < 9; ++j) layer_vec(p.layers[l], j) = host_fill(layer_sizes(d.layer, j), seed, layer_fill(l, j));
+  return p;
+}
+
+StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& arena, Gemm& gemm, std::uint64_t seed,
+                       kernels::AttnKernel attn)
+    : d_(d), plan_(plan), bufs_(arena) {
+  const DecoderLayerDims& ld = d.layer;
+  const std::int64_t T = ld.T, h = ld.h, V = d.V;
+  if (d.L < 1 || V < 2 || T < 1 || plan.logits_shards < 1 || plan.logits_shards > T)
+    throw std::invalid_argument("step runner: needs L >= 1, V >= 2, T >= 1 and 1 <= logits_shards <= T");
+  const std::int64_t Tc = torch_chunk_sizes(T, plan.logits_shards).front();
+  // parameters, then gradients, then what the step keeps, then its temporaries
+  embed_ = bufs_.take<bf16_t>(V * h);
+  w_final_ = bufs_.take<bf16_t>(h);
+  head_ = d.tied ? embed_ : bufs_.take<bf16_t>(V * h);
+  for (std::int64_t l = 0; l < d.L; ++l) w_.push_back(alloc_weights(bufs_, ld));
+  d_embed_ = bufs_.take<float>(V * h);
+  d_final_ = bufs_.take<float>(h);
+  d_head_ = bufs_.take<bf16_t>(V * h);
+  for (std::int64_t l = 0; l < d.L; ++l) g_.push_back(alloc_grads(bufs_, ld));
+  tokens_ = bufs_.take<std::int32_t>(T), labels_ = bufs_.take<std::int32_t>(T);
+  cos_ = bufs_.take<bf16_t>(T * ld.D / 2), sin_ = bufs_.take<bf16_t>(T * ld.D / 2);
+  for (std::int64_t l = 0; l <= d.L; ++l) hidden_.push_back(bufs_.take<bf16_t>(T * h));
+  const std::int64_t n_acts = plan.checkpoint ? 1 : d.L;
+  for (std::int64_t l = 0; l < n_acts; ++l) acts_.push_back(alloc_acts(bufs_, ld));
+  scratch_ = alloc_scratch(bufs_, ld, attn);
+  n_final_ = bufs_.take<bf16_t>(T * h), dn_final_ = bufs_.take<bf16_t>(T * h), rstd_final_ = bufs_.take<float>(T);
+  logits_ = bufs_.take<bf16_t>(Tc * V);
+  loss_rows_ = bufs_.take<float>(T);
+  dy_ = bufs_.take<bf16_t>(T * h), dx_ = bufs_.take<bf16_t>(T * h);
+  norm_ws_ = scratch_.norm_ws;
+  ctx_ = LayerCtx{ld, &gemm, attn, cos_, sin_, nullptr};
+  // the parameters from the seed
+  device_fill(embed_, V * h, seed, matrix(kEmbedId), nullptr);
+  device_fill(w_final_, h, seed, norm(kFinalId), nullptr);
+  if (!d.tied) device_fill(head_, V * h, seed, matrix(kHeadId), nullptr);
+  for (std::int64_t l = 0; l < d.L; ++l)
+    for (int j = 0; j < 9; ++j) device_fill(layer_ptr(w_[l], j), layer_sizes(ld, j), seed, layer_fill(l, j), nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void StepRunner::set_batch(const std::vector<std::int64_t>& tokens, const std::vector<std::int64_t>& labels,
+                           const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin, std::int64_t loss_divisor) {
+  const std::int64_t T = d_.layer.T;
+  if (static_cast<std::int64_t>(tokens.size()) != T || static_cast<std::int64_t>(labels.size()) != T ||
+      static_cast<std::int64_t>(cos.size()) != T * d_.layer.D / 2 || cos.size() != sin.size())
+    throw std::invalid_argument("step runner: tokens and labels need T entries, cos and sin T * D / 2");
+  std::vector<std::int32_t> t32(tokens.size()), l32(labels.size());
+  valid_ = 0;
+  for (std::int64_t t = 0; t < T; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= d_.V || (labels[t] != kIgnoreLabel && (labels[t] < 0 || labels[t] >= d_.V)))
+      throw std::invalid_argument("step runner: a token or label outside [0, V) (labels may be -100)");
+    t32[t] = static_cast<std::int32_t>(tokens[t]), l32[t] = static_cast<std::int32_t>(labels[t]);
+    valid_ += labels[t] != kIgnoreLabel;
+  }
+  divisor_ = loss_divisor > 0 ? loss_divisor : std::max<std::int64_t>(valid_, 1);
+  CUDA_CHECK(cudaMemcpy(tokens_, t32.data(), t32.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(labels_, l32.data(), l32.size() * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(cos_, cos.data(), cos.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(sin_, sin.data(), sin.size() * 2, cudaMemcpyHostToDevice));
+}
+
+void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
+  const DecoderLayerDims& ld = d_.layer;
+  const std::int64_t T = ld.T, h = ld.h, V = d_.V, L = d_.L;
+  Gemm& gemm = *ctx_.gemm;
+  LayerCtx c = ctx_;
+  c.marks = marks;
+  auto mark = [&](std::string_view phase) {
+    if (marks) marks->begin(phase, s);
+  };
+  auto acts = [&](std::int64_t l) -> const LayerActs& { return acts_[plan_.checkpoint ? 0 : l]; };
+  // ---- forward ----
+  mark(core::kEmbedFwd);
+  CUDA_CHECK(kernels::embedding_fwd(embed_, tokens_, hidden_[0], T, h, s));
+  for (std::int64_t l = 0; l < L; ++l) layer_forward(c, w_[l], acts(l), scratch_, hidden_[l], hidden_[l + 1], Pass::fwd, s);
+  mark(core::phase_name(core::LayerOp::norm, Pass::fwd));
+  CUDA_CHECK(kernels::rmsnorm_fwd(hidden_[L], w_final_, n_final_, rstd_final_, T, h, float(ld.eps), s));
+  // ---- the loss head, chunk by chunk: logits, loss and dlogits, then the lm_head's gradients ----
+  std::int64_t t0 = 0;
+  for (const std::int64_t Tc : torch_chunk_sizes(T, plan_.logits_shards)) {
+    mark(core::kLogitsFwd);
+    gemm.forward(n_final_ + t0 * h, head_, logits_, Tc, V, h, s);
+    CUDA_CHECK(kernels::cross_entropy_fwd_bwd(logits_, labels_ + t0, loss_rows_ + t0, Tc, V, float(divisor_), s));
+    mark(core::kLogitsBwd);
+    gemm.input_grad(logits_, head_, dn_final_ + t0 * h, Tc, V, h, s);
+    gemm.weight_grad(logits_, n_final_ + t0 * h, d_head_, Tc, V, h, t0 > 0 ? 1.f : 0.f, s);
+    t0 += Tc;
+  }
+  // ---- backward: the final norm, the layers top down, the embedding ----
+  mark(core::phase_name(core::LayerOp::norm, Pass::bwd));
+  CUDA_CHECK(kernels::rmsnorm_bwd(dn_final_, hidden_[L], w_final_, rstd_final_, dy_, d_final_, norm_ws_, T, h, s));
+  for (std::int64_t l = L - 1; l >= 0; --l) {
+    if (plan_.checkpoint) layer_forward(c, w_[l], acts(l), scratch_, hidden_[l], nullptr, Pass::recompute, s);
+    layer_backward(c, w_[l], g_[l], acts(l), scratch_, hidden_[l], dy_, dx_, s);
+    std::swap(dy_, dx_);
+  }
+  mark(core::kEmbedBwd);
+  CUDA_CHECK(cudaMemsetAsync(d_embed_, 0, static_cast<std::size_t>(V * h) * 4, s));
+  CUDA_CHECK(kernels::embedding_bwd(dy_, tokens_, d_embed_, T, h, s));
+  if (d_.tied) CUDA_CHECK(kernels::add_bf16_to_fp32(d_head_, d_embed_, V * h, s));
+}
+
+double StepRunner::loss_sum() const {
+  const std::vector<double> rows = download(loss_rows_, d_.layer.T);
+  double s = 0;
+  for (double r : rows) s += r;
+  return s;
+}
+
+StepResult StepRunner::grads() const {
+  StepResult r;
+  r.loss_sum = loss_sum();
+  r.valid_tokens = valid_;
+  r.loss = r.loss_sum / double(std::max<std::int64_t>(valid_, 1));
+  const std::int64_t Vh = d_.V * d_.layer.h;
+  r.d_embed = download(d_embed_, Vh);
+  r.d_final = download(d_final_, d_.layer.h);
+  if (!d_.tied) r.d_head = download(d_head_, Vh);
+  for (const LayerGrads& g : g_) r.d_layers.push_back(download_grads(g, d_.layer));
+  return r;
+}
+
+}  // namespace ulysses::runtime::cuda

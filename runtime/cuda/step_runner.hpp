@@ -1,0 +1,66 @@
+#pragma once
+// One training step's forward and backward on one GPU (issue 13, docs/STEP_RUNTIME.md): the token
+// embedding, L decoder layers (runtime/cuda/decoder_layer.hpp), the final RMSNorm, the lm_head and the
+// cross-entropy over shifted labels, untiled or over sequence chunks (tiled logits: the [T, V] logits
+// never exist at once). runtime/reference_step.hpp is its fp64 oracle, with the same parameters
+// (host_params draws them from the same seeded generator the device fills with).
+//
+// Activation checkpointing keeps each layer's input only; the backward recomputes the layer into one
+// activation set shared by every layer. Without it every layer keeps its own activations.
+// Every buffer is allocated once, up front, from the DeviceArena (the step's peak is the arena's).
+//
+// Tensors (T tokens, h hidden, V vocabulary, Tc = ceil(T / shards) tokens per logits chunk):
+//   tokens, labels [T] int32        hidden[l] [T, h] bf16 (l = 0..L: the layers' inputs, then the last output)
+//   n_final, dn_final [T, h] bf16   rstd_final [T] fp32       logits [Tc, V] bf16 (dlogits in place)
+//   loss_rows [T] fp32              d_embed [V, h] fp32       d_head [V, h] bf16      d_final [h] fp32
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/cuda/decoder_layer.hpp"
+#include "runtime/reference_step.hpp"
+
+namespace ulysses::runtime::cuda {
+
+struct StepPlan {
+  bool checkpoint = true;          // activation checkpointing (keep each layer's input, recompute)
+  std::int64_t logits_shards = 1;  // > 1: tiled logits over torch.chunk shards of the tokens
+};
+
+class StepRunner {
+ public:
+  // Allocates every buffer and fills the parameters from `seed` (host_params(d, seed) are the same).
+  StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& arena, Gemm& gemm, std::uint64_t seed,
+             kernels::AttnKernel attn = kernels::AttnKernel::flash);
+
+  // The batch: tokens and their (shifted) labels (T each), the RoPE tables [T, D/2], and the number
+  // of valid tokens the loss is divided by (over every SP rank; 0: this batch's own).
+  void set_batch(const std::vector<std::int64_t>& tokens, const std::vector<std::int64_t>& labels,
+                 const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin, std::int64_t loss_divisor = 0);
+
+  // Forward and backward: the gradients overwrite the previous step's. marks may be null.
+  void step(cudaStream_t stream, PhaseMarks* marks);
+
+  double loss_sum() const;                  // the last step's summed token losses (downloads, synchronous)
+  std::int64_t valid_tokens() const { return valid_; }
+  StepResult grads() const;                 // loss and gradients, as step_reference returns them
+  static StepParams host_params(const StepDims& d, std::uint64_t seed);
+
+ private:
+  StepDims d_;
+  StepPlan plan_;
+  BufferSet bufs_;
+  LayerCtx ctx_;
+  std::vector<LayerWeights> w_;
+  std::vector<LayerGrads> g_;
+  std::vector<LayerActs> acts_;  // one per layer, or one (checkpointing)
+  LayerScratch scratch_;
+  std::vector<bf16_t*> hidden_;  // L + 1
+  bf16_t *embed_, *w_final_, *head_, *cos_, *sin_, *n_final_, *dn_final_, *logits_, *d_head_, *dy_, *dx_;
+  float *rstd_final_, *loss_rows_, *d_embed_, *d_final_;
+  std::int32_t *tokens_, *labels_;
+  void* norm_ws_;
+  std::int64_t valid_ = 0, divisor_ = 0;
+};
+
+}  // namespace ulysses::runtime::cuda
