@@ -11,6 +11,7 @@
 #include "eval/block_run.hpp"
 #include "eval/step_compare.hpp"
 #include "eval/step_out.hpp"
+#include "eval/step_run.hpp"
 #include "reports/file_out.hpp"
 #include "reports/version.hpp"
 #include "core/errors.hpp"
@@ -21,9 +22,10 @@ namespace {
 
 using reports::Json;
 
-// --backend deepspeed: the whole step (all layers of the --layers model) predicted and run.
+// Whole steps (--backend deepspeed, or cuda --scope step): all layers of the --layers model predicted and run.
 int compare_step_scenario(const po::variables_map& vm, Format format) {
-  const Scenario sc = with_layers(scenario_from_options(vm, true), vm);
+  const std::string backend = backend_of(vm);
+  const Scenario sc = eval::step_scenario_for(backend, with_layers(scenario_from_options(vm, true), vm));
   const Prediction p = predict(sc);  // a scenario the model cannot predict fails before the run
   runtime::deepspeed::StepOptions o = step_options_of(vm);
   std::string trace;
@@ -32,7 +34,7 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
     check_output_option("--trace", trace);  // a bad path fails before the run
     o.trace = trace + ".cupti";
   }
-  const auto m = runtime::deepspeed::run_step(sc, o, origin_of(vm));
+  const auto m = eval::run_whole_step(backend, sc, o, origin_of(vm));
   if (!trace.empty()) {  // ours: predicted vs measured phases; the torch.profiler (CUPTI) one of rank 0 beside it
     reports::write_file_atomic(trace, eval::step_trace(p, m).dump(1) + "\n");
     std::error_code ec;
@@ -50,9 +52,9 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
     j["measurement"] = runtime::measurement_json(m);
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("scenario {} ({} layers, S={}) on profile {} ({}), backend deepspeed on {}\n", sc.name,
+    std::cout << fmt::format("scenario {} ({} layers, S={}) on profile {} ({}), backend {} on {}\n", sc.name,
                              sc.model.layers, sc.plan.seq_len, sc.hw.name,
-                             sc.hw.has_calibration ? "calibrated" : "uncalibrated", m.device)
+                             sc.hw.has_calibration ? "calibrated" : "uncalibrated", m.backend, m.device)
               << eval::step_compare_table(c);
   }
   if (!m.correct()) std::cerr << "ulysses compare: the measured run's loss is not finite\n";
@@ -81,8 +83,8 @@ int run_compare(int argc, char** argv) {
   const Format format = format_of(vm);
   if (format == Format::csv) throw core::InputError("", "--format", "compare writes table or json");
   const std::string backend = backend_of(vm);
-  refuse_step_options(vm, backend);
-  if (is_step_backend(backend)) return compare_step_scenario(vm, format);
+  refuse_step_options(vm);
+  if (is_step_run(vm)) return compare_step_scenario(vm, format);
   auto be = eval::open_backend(backend);
   const Scenario sc = scenario_from_options(vm, true);
   const runtime::BlockShape shape = block_shape_checked(sc, vm, backend);

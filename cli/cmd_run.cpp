@@ -4,6 +4,7 @@
 
 #include "cli/options.hpp"
 #include "eval/block_run.hpp"
+#include "eval/step_run.hpp"
 #include "eval/step_out.hpp"
 #include "reports/version.hpp"
 #include "core/errors.hpp"
@@ -22,22 +23,23 @@ int run_run(int argc, char** argv) {
   d.add(s);
   const auto vm = parse_args(argc, argv, d);
   if (vm.count("help")) {
-    print_help(argv[0], "--backend cpu|cuda|deepspeed --scenario FILE [--layers N] [--warmup N --iters N --seed N --format table|json]",
+    print_help(argv[0], "--backend cpu|cuda|deepspeed --scenario FILE [--scope block|step] [--layers N] [--warmup N --iters N --seed N --format table|json]",
                "Runs the Ulysses attention block of one layer (a2a.qkv.fwd, attn.fwd, a2a.out.fwd, a2a.out.bwd,\n"
                "attn.bwd, a2a.qkv.bwd) on the backend: one validating iteration (exchange bit-exact, Ulysses ==\n"
                "single-rank attention), warm-up, then timed iterations. Exit 1 when any check fails.\n"
                "--backend deepspeed runs whole training steps of the scenario on HF Transformers + Accelerate +\n"
-               "DeepSpeed (docs/DEEPSPEED_BACKEND.md): time and memory per phase, step time, peak allocated/reserved.",
+               "DeepSpeed (docs/DEEPSPEED_BACKEND.md): time and memory per phase, step time, peak allocated/reserved.\n"
+               "--backend cuda --scope step runs whole training steps on our runtime (docs/STEP_RUNTIME.md), same output.",
                d);
     return core::kExitOk;
   }
   const Format format = format_of(vm);
   if (format == Format::csv) throw core::InputError("", "--format", "run writes table or json");
   const std::string backend = backend_of(vm);
-  refuse_step_options(vm, backend);
-  if (is_step_backend(backend)) {  // a whole training step on HF + Accelerate + DeepSpeed
-    const Scenario sc = with_layers(scenario_from_options(vm, true), vm);
-    const auto m = runtime::deepspeed::run_step(sc, step_options_of(vm), origin_of(vm));
+  refuse_step_options(vm);
+  if (is_step_run(vm)) {  // a whole training step: HF + Accelerate + DeepSpeed, or our runtime
+    const Scenario sc = eval::step_scenario_for(backend, with_layers(scenario_from_options(vm, true), vm));
+    const auto m = eval::run_whole_step(backend, sc, step_options_of(vm), origin_of(vm));
     if (format == Format::json) {
       reports::Json j = runtime::measurement_json(m);
       j["version"] = reports::version_json();

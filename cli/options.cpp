@@ -298,17 +298,25 @@ runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_
 
 void add_step_options(po::options_description& d) {
   d.add_options()
-      ("layers", po::value<std::int64_t>(), "deepspeed backend: decoder layers to build (default: the model's)")
+      ("layers", po::value<std::int64_t>(), "whole steps: decoder layers to build (default: the model's)")
+      ("scope", po::value<std::string>(), "block (the Ulysses attention block; cpu and cuda's default) | step (the whole "
+                                          "training step: --backend cuda; deepspeed runs steps only)")
 ;
 }
 
-bool is_step_backend(const std::string& backend) { return backend == "deepspeed"; }
+bool is_step_run(const po::variables_map& vm) {
+  const std::string backend = backend_of(vm);
+  const std::string scope = vm.count("scope") ? vm["scope"].as<std::string>() : (backend == "deepspeed" ? "step" : "block");
+  if (scope != "block" && scope != "step") throw core::InputError("", "--scope", fmt::format("must be block or step (got '{}')", scope));
+  if (backend == "deepspeed" && scope != "step") throw core::InputError("", "--scope", "the deepspeed backend runs whole steps only (--scope step)");
+  return scope == "step";
+}
 
-void refuse_step_options(const po::variables_map& vm, const std::string& backend) {
-  if (is_step_backend(backend)) return;
+void refuse_step_options(const po::variables_map& vm) {
+  if (is_step_run(vm)) return;
   for (const char* k : {"layers"})
     if (vm.count(k))
-      throw core::InputError("", std::string("--") + k, fmt::format("only the deepspeed backend runs whole steps (got --backend {})", backend));
+      throw core::InputError("", std::string("--") + k, "only whole steps take it (--scope step, or --backend deepspeed)");
 }
 
 Scenario with_layers(Scenario sc, const po::variables_map& vm) {

@@ -103,11 +103,12 @@ std::string origin_of(const po::variables_map& vm);  // the --scenario file, or 
 // eval::block_shape_checked with errors naming origin_of(vm).
 runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_map& vm, const std::string& backend);
 
-// The deepspeed backend's flags: --layers N.
+// Whole steps' flags: --layers N, --scope block|step.
 void add_step_options(po::options_description& d);
-bool is_step_backend(const std::string& backend);  // "deepspeed"
-// InputError when --layers is given to a block backend.
-void refuse_step_options(const po::variables_map& vm, const std::string& backend);
+// A whole step (--backend deepspeed, or --scope step); InputError for a bad --scope.
+bool is_step_run(const po::variables_map& vm);
+// InputError when --layers is given to a block run.
+void refuse_step_options(const po::variables_map& vm);
 // --layers applied to the scenario (InputError when <= 0 or above the model's layers).
 Scenario with_layers(Scenario sc, const po::variables_map& vm);
 runtime::deepspeed::StepOptions step_options_of(const po::variables_map& vm);  // warmup/iters/seed

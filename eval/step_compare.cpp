@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/attn_impls.hpp"
 #include "sim/step_allocs.hpp"
+#include "sim/step_runtime_memory.hpp"
 
 namespace ulysses::eval {
 
@@ -80,6 +82,16 @@ StepComparison compare_step(const Scenario& sc, const Prediction& p, const runti
     c.phases.push_back(r);
   }
   c.step = row("step", p.step_time_s, m.step_median_s, true);
+  if (sc.plan.runtime == Runtime::ulysses) {  // our runtime: every buffer up front, allocated == reserved
+    const core::AttnImpl* impl = core::find_attn_impl(sc.plan.attn_implementation);
+    const bool flash = !impl || impl->kernel != core::AttnKernel::reference;
+    const double bytes = double(ulysses_step_bytes(derive_dims(sc), sc.model.tied_embeddings, flash).total());
+    c.allocated = row("max_memory_allocated", bytes, double(m.max_memory_allocated), true);
+    c.reserved = row("max_memory_reserved", bytes, double(m.max_memory_reserved), true);
+    c.predicted_peak_at = "construction";
+    c.measured_peak_at = m.peak_at;
+    return c;
+  }
   c.allocated = row("max_memory_allocated", double(predicted_allocated_bytes(p)), double(m.max_memory_allocated), true);
   const std::int64_t generated = generated_reserved_peak(sc, kGeneratedReservedSteps);
   c.reserved_generated = generated >= 0;

@@ -5,9 +5,14 @@
 
 #include <fmt/format.h>
 
+#include "core/errors.hpp"
 #include "core/heads.hpp"
 
 namespace ulysses::runtime {
+
+StepMeasurement Backend::run_step(const Scenario&, const StepRunOptions&, const std::string&) {
+  throw core::InputError("", "--scope", fmt::format("step: the {} backend runs the attention block only (whole steps: --backend cuda or deepspeed)", name()));
+}
 
 std::string validate(const BlockShape& s) {
   if (s.B <= 0 || s.S <= 0 || s.H <= 0 || s.H_kv <= 0 || s.D <= 0 || s.P <= 0)

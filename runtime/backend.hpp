@@ -1,6 +1,7 @@
 #pragma once
 // One interface for every backend (cpu reference, cuda): run the Ulysses attention block of
-// one layer, forward and backward, and return a Measurement keyed by docs/DESIGN.md phase names.
+// one layer, forward and backward, and return a Measurement keyed by docs/DESIGN.md phase names;
+// and (cuda) a whole training step, returned as a StepMeasurement (runtime/step_measurement.hpp).
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/step_measurement.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses::runtime {
@@ -78,11 +80,20 @@ struct OutOfMemory : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+struct StepRunOptions {
+  int warmup = 1;                   // untimed steps after the first (which also checks the loss)
+  int iters = 3;                    // timed steps (median, min, max)
+  std::uint64_t seed = 1234;        // parameters and tokens
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual Measurement run_block(const BlockShape& shape, const RunOptions& opt) = 0;
+  // The scenario's whole training step (`origin`: the scenario file, for error lines). A backend
+  // without one throws core::InputError naming --scope.
+  virtual StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin);
 };
 
 // "cpu" always; "cuda" when built with the CUDA backend. Throws std::runtime_error with one

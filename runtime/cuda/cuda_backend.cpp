@@ -22,6 +22,7 @@
 #include "runtime/checks.hpp"
 #include "runtime/cuda/block_runner.hpp"
 #include "runtime/cuda/cluster.hpp"
+#include "runtime/cuda/step_run.hpp"
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/tracing.hpp"
 #include "runtime/verify.hpp"
@@ -206,6 +207,10 @@ int default_slices() {
   const char* s = std::getenv("ULYSSES_A2A_SLICES");
   const int v = s ? std::atoi(s) : 1;
   return v >= 1 && v <= 64 ? v : 1;
+}
+
+StepMeasurement CudaBackend::run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) {
+  return cuda::run_step(sc, opt, origin);
 }
 
 Measurement CudaBackend::run_block(const BlockShape& shape, const RunOptions& opt) {

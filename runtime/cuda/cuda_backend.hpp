@@ -43,6 +43,8 @@ class CudaBackend : public Backend {
  public:
   std::string name() const override { return "cuda"; }
   Measurement run_block(const BlockShape& shape, const RunOptions& opt) override;
+  // --scope step: runtime/cuda/step_run.hpp
+  StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) override;
   Measurement run_block_ex(const BlockShape& shape, const RunOptions& opt, const CudaRunConfig& cfg,
                            std::vector<RankReport>* reports = nullptr);
 };

@@ -4,7 +4,8 @@
 // runner has (checkpointing on and off, tiled and untiled logits, tied and untied embeddings). The GPU
 // rounds every intermediate to bf16, the oracle none: loss within 0.5 %, each gradient's relative L2
 // error within 5 % (two layers of the decoder layer test's 3 % plus the loss head); two gradients
-// swapped must be far apart, so the comparison can fail.
+// swapped must be far apart, so the comparison can fail. The arena's peak equals the step model's
+// mirror of the buffers (sim/step_runtime_memory.hpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "core/bf16.hpp"
 #include "runtime/cuda/step_runner.hpp"
 #include "runtime/reference_layer.hpp"
+#include "sim/step_runtime_memory.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
 using namespace ulysses;
@@ -56,6 +58,11 @@ void check_step(bool tied, bool checkpoint, std::int64_t shards) {
   std::printf("step tied=%d checkpoint=%d shards=%lld: loss %.6f (fp64 %.6f), valid %lld, arena peak %lld bytes\n", tied,
               checkpoint, (long long)shards, g.loss, ref.loss, (long long)g.valid_tokens, (long long)arena.peak_bytes());
   CHECK(g.valid_tokens == ref.valid_tokens);
+  Dims sd;  // the step model's mirror of the runner's buffers (sim/step_runtime_memory.hpp), byte for byte
+  sd.B = 1, sd.S = sd.S_l = T, sd.h = d.layer.h, sd.H = d.layer.H, sd.H_kv = d.layer.H_kv, sd.D = d.layer.D;
+  sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = checkpoint, sd.logits_shards = shards;
+  const StepRuntimeBytes mirror = ulysses_step_bytes(sd, tied, true);
+  CHECK(arena.peak_bytes() == mirror.total() - mirror.gemm_workspace);
   CHECK(std::abs(g.loss - ref.loss) <= 5e-3 * ref.loss);
   std::vector<std::pair<std::string, double>> errs = {{"embed", rel_l2(g.d_embed, ref.d_embed)},
                                                       {"final_norm", rel_l2(g.d_final, ref.d_final)}};

@@ -1,0 +1,21 @@
+#pragma once
+// A whole training step run on a backend (`run`, `compare`): the deepspeed backend's Python worker, or
+// our CUDA runtime (--backend cuda --scope step), both read back as one StepMeasurement; and the
+// scenario the step model predicts for it (our runtime: plan.runtime = ulysses).
+#include <string>
+
+#include "runtime/deepspeed/step_run.hpp"
+#include "runtime/step_measurement.hpp"
+#include "sim/scenario.hpp"
+
+namespace ulysses::eval {
+
+// "deepspeed" -> runtime::deepspeed::run_step; any other name -> that backend's run_step (one
+// InputError line when it has none or is not built).
+runtime::StepMeasurement run_whole_step(const std::string& backend, const Scenario& sc,
+                                        const runtime::deepspeed::StepOptions& opt, const std::string& origin);
+
+// The scenario as the backend runs it: plan.runtime pytorch on deepspeed, ulysses on our runtime.
+Scenario step_scenario_for(const std::string& backend, Scenario sc);
+
+}  // namespace ulysses::eval

@@ -1,0 +1,174 @@
+// runtime/cuda/step_run.hpp: the step's phases timed with CUDA events at every boundary, collected
+// per phase name, and the StepMeasurement around them.
+#include "runtime/cuda/step_run.hpp"
+
+#include <nvtx3/nvToolsExt.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+#include "core/stats.hpp"
+#include "kernels/testdata.cuh"
+#include "runtime/cuda/block_runner.hpp"
+#include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/device_info.hpp"
+#include "runtime/cuda/step_runner.hpp"
+#include "runtime/cuda/tracing.hpp"
+#include "runtime/reference_layer.hpp"
+#include "runtime/step_plan.hpp"
+
+namespace ulysses::runtime::cuda {
+namespace {
+
+// An event at every phase boundary (one stream), an NVTX range per phase; after the step: each
+// segment's time, in order.
+class EventMarks : public PhaseMarks {
+ public:
+  ~EventMarks() override {
+    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+  }
+  void start() { n_ = 0, names_.clear(); }
+  void begin(std::string_view phase, cudaStream_t s) override {
+    if (!names_.empty()) nvtxRangePop();
+    record(s);
+    names_.emplace_back(phase);
+    nvtxRangePushA(names_.back().c_str());
+  }
+  void end(cudaStream_t s) {
+    if (!names_.empty()) nvtxRangePop();
+    record(s);
+  }
+  // After the stream finished: (phase, seconds) per segment, in order.
+  std::vector<std::pair<std::string, double>> segments() const {
+    std::vector<std::pair<std::string, double>> out;
+    for (std::size_t i = 0; i + 1 < n_; ++i) {
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, pool_[i], pool_[i + 1]));
+      out.emplace_back(names_[i], ms * 1e-3);
+    }
+    return out;
+  }
+
+ private:
+  void record(cudaStream_t s) {
+    if (n_ == pool_.size()) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      pool_.push_back(e);
+    }
+    CUDA_CHECK(cudaEventRecord(pool_[n_++], s));
+  }
+  std::vector<cudaEvent_t> pool_;
+  std::size_t n_ = 0;
+  std::vector<std::string> names_;
+};
+
+std::int64_t proc_status_kib(const char* key) {  // /proc/self/status "VmRSS:  123 kB"; -1 when absent
+  std::ifstream f("/proc/self/status");
+  std::string k;
+  while (f >> k) {
+    if (k == key) {
+      std::int64_t v = -1;
+      f >> v;
+      return v;
+    }
+    std::getline(f, k);
+  }
+  return -1;
+}
+
+}  // namespace
+
+StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) {
+  const StepShape shape = step_shape_of(sc, origin);
+  KernelChoice kernel;
+  try {
+    kernel = parse_kernel_choice(shape.attn_implementation);
+  } catch (const std::invalid_argument& e) {
+    throw core::InputError(origin, "plan.attn_implementation", e.what());
+  }
+  const auto wall0 = std::chrono::steady_clock::now();
+  prepare_nvtx_injection();
+  const DeviceInfo info = device_info();
+  CUDA_CHECK(cudaSetDevice(0));
+  const StepDims& d = shape.dims;
+  const std::int64_t T = d.layer.T;
+
+  DeviceArena arena(0);
+  Gemm gemm;
+  StepPlan plan;
+  plan.checkpoint = shape.checkpoint, plan.logits_shards = shape.logits_shards;
+  StepRunner run(d, plan, arena, gemm, opt.seed, kernel.kind);
+  std::vector<std::int64_t> tokens(static_cast<std::size_t>(T)), pos(static_cast<std::size_t>(T));
+  for (std::int64_t t = 0; t < T; ++t)
+    tokens[t] = static_cast<std::int64_t>(kernels::splitmix64(opt.seed ^ (0xA5A5ull << 40) ^ static_cast<std::uint64_t>(t)) %
+                                          static_cast<std::uint64_t>(d.V)),
+    pos[t] = t;
+  std::vector<core::bf16> cos, sin;
+  rope_tables(T, d.layer.D, pos.data(), 500000.0, cos, sin);
+  run.set_batch(tokens, shift_labels(tokens), cos, sin);
+
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  StepMeasurement m;
+  m.backend = "cuda";
+  m.device = info.name;
+  m.versions = Json{{"cuda_driver", info.driver}, {"cuda_runtime", info.runtime}, {"nccl", info.nccl}};
+  m.ranks = 1, m.layers = d.L, m.seq_len = sc.plan.seq_len;
+  const double divisor = double(std::max<std::int64_t>(run.valid_tokens(), 1));
+  EventMarks marks;
+  std::vector<std::string> order;                      // phases in first-seen order
+  std::map<std::string, std::vector<double>> per_step;  // phase -> its time in each timed step
+  std::vector<double> steps;
+  for (int it = 0; it < 1 + opt.warmup + opt.iters; ++it) {
+    const bool timed = it > opt.warmup;
+    marks.start();
+    run.step(s, timed ? &marks : nullptr);
+    if (timed) marks.end(s);
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    m.losses.push_back(run.loss_sum() / divisor);
+    if (it == 0 && !std::isfinite(m.losses.back())) break;  // the step did not train: correct() says so
+    if (!timed) continue;
+    std::map<std::string, double> sum;
+    double total = 0, t0 = 0;
+    std::vector<StepMeasurement::Segment> line;
+    for (const auto& [name, sec] : marks.segments()) {
+      if (!sum.count(name) && !per_step.count(name)) order.push_back(name);
+      sum[name] += sec, total += sec;
+      line.push_back({name, t0, sec});
+      t0 += sec;
+    }
+    for (const std::string& n : order) per_step[n].push_back(sum[n]);
+    steps.push_back(total);
+    m.timeline = {line};
+  }
+  CUDA_CHECK(cudaStreamDestroy(s));
+  const std::int64_t peak = arena.peak_bytes() + static_cast<std::int64_t>(Gemm::kWorkspaceBytes);
+  for (const std::string& n : order) {
+    const auto& v = per_step[n];
+    StepPhase p;
+    p.name = n;
+    p.median_s = core::median(v);
+    p.min_s = *std::min_element(v.begin(), v.end()), p.max_s = *std::max_element(v.begin(), v.end());
+    p.alloc_start_bytes = peak, p.peak_bytes = peak, p.peak_reserved_bytes = peak;  // allocated up front
+    m.phases.push_back(p);
+  }
+  if (!steps.empty()) {
+    m.step_median_s = core::median(steps);
+    m.step_min_s = *std::min_element(steps.begin(), steps.end()), m.step_max_s = *std::max_element(steps.begin(), steps.end());
+  }
+  m.max_memory_allocated = peak, m.max_memory_reserved = peak;
+  m.peak_at = "construction";
+  m.device_used_bytes = arena.sample_device_used();
+  m.host_rss_bytes = proc_status_kib("VmRSS:") * 1024, m.host_rss_peak_bytes = proc_status_kib("VmHWM:") * 1024;
+  m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return m;
+}
+
+}  // namespace ulysses::runtime::cuda

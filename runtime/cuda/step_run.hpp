@@ -1,0 +1,24 @@
+#pragma once
+// `run|compare --backend cuda --scope step`: the scenario's whole training step on our runtime
+// (runtime/cuda/step_runner.hpp) on one GPU, timed phase by phase, as a StepMeasurement
+// (runtime/step_measurement.hpp) with the step model's phase names.
+//
+//   1. the scenario's shapes and plan (runtime/step_plan.hpp: one InputError line for what the step
+//      does not run yet); parameters and tokens from the seed (labels shifted, RoPE tables for
+//      positions 0..T-1);
+//   2. one step whose loss must be finite, `warmup` untimed steps, then `iters` timed ones: a CUDA
+//      event at every phase boundary on the one stream (so the phases add up to the step exactly) and
+//      an NVTX range of the phase's name around its work; a phase's time per step is the sum of its
+//      segments (a layer phase: over the layers);
+//   3. memory: every buffer comes from the DeviceArena up front, plus cuBLASLt's workspace: the peak
+//      allocated and "reserved" are that total (no caching allocator), device_used_bytes the driver's
+//      view (context included).
+#include <string>
+
+#include "runtime/backend.hpp"
+
+namespace ulysses::runtime::cuda {
+
+StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin);
+
+}  // namespace ulysses::runtime::cuda

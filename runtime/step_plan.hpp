@@ -1,0 +1,25 @@
+#pragma once
+// What our runtime's whole step (--backend cuda --scope step, runtime/cuda/step_runner.hpp) runs of a
+// scenario: the model's shapes and the plan's features it has so far, or one InputError line naming
+// the key it does not run yet. GPU-free, so that the mapping is tested in CI.
+#include <cstdint>
+#include <string>
+
+#include "runtime/reference_step.hpp"
+#include "sim/scenario.hpp"
+
+namespace ulysses::runtime {
+
+struct StepShape {
+  StepDims dims;                   // T = B * S_l tokens of the one rank
+  bool checkpoint = true;          // plan.activation_checkpointing
+  std::int64_t logits_shards = 1;  // plan.tiled_logits: the step model's shard rule (sim/memory.cpp derive_dims)
+  std::string attn_implementation;
+};
+
+// Throws core::InputError(origin, key, rule) for what the step runtime does not run yet: more than one
+// GPU (sp_size, dp), micro_batch_size > 1, tiled_mlp, offload_checkpoints, offload_optimizer,
+// offload_params, Qwen3's head norms (model qk_norm), q/k/v biases, kv_strategy send_once.
+StepShape step_shape_of(const Scenario& sc, const std::string& origin);
+
+}  // namespace ulysses::runtime

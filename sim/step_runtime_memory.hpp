@@ -1,0 +1,29 @@
+#pragma once
+// Device bytes of our CUDA runtime's whole step on one rank (runtime/cuda/step_runner.cpp, issue 13):
+// the runner allocates every buffer once, up front, from its arena, so the step's peak is their sum,
+// plus cuBLASLt's workspace (runtime/cuda/gemm.hpp). This mirrors the runner buffer by buffer; the GPU
+// test (tests/gpu/test_step_runner.cpp) checks the arena's peak against it byte for byte, and
+// tests/sim/test_step_runtime_memory.cpp the sum for one shape by hand. docs/STEP_RUNTIME.md "Memory".
+#include "sim/memory.hpp"
+
+namespace ulysses {
+
+struct StepRuntimeBytes {
+  core::bytes_t params = 0;     // embedding, lm_head (untied), final norm, the layers' weights
+  core::bytes_t grads = 0;      // d_embed fp32, d_head bf16, d_final fp32, the layers' gradients
+  core::bytes_t kept = 0;       // tokens, labels, RoPE tables, the L + 1 hidden states, activation sets
+  core::bytes_t scratch = 0;    // the backward's temporaries and workspaces (norm, attention)
+  core::bytes_t loss_head = 0;  // final norm out and its gradient, rstd, one logits chunk, loss rows, dy/dx
+  core::bytes_t gemm_workspace = 0;
+  core::bytes_t total() const { return params + grads + kept + scratch + loss_head + gemm_workspace; }
+};
+
+// d: T = B * S_l tokens, the model's letters, ckpt (one activation set, else L) and logits_shards;
+// tied: the lm_head is the embedding; flash: the attention backward's workspace of the flash kernel
+// (else the reference kernel's).
+StepRuntimeBytes ulysses_step_bytes(const Dims& d, bool tied, bool flash);
+
+inline constexpr core::bytes_t kCublasLtWorkspaceBytes = core::bytes_t{32} << 20;  // runtime/cuda/gemm.hpp
+inline constexpr std::int64_t kRmsNormBwdBlocks = 264;  // kernels/layer_ops.cu: the dw partial sums' row blocks
+
+}  // namespace ulysses

@@ -1,0 +1,76 @@
+// What our runtime's step runs of a scenario (runtime/step_plan.hpp): the shapes of a real model, the
+// logits shards from the step model's rule, and one InputError line naming the key for what it does not run.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "core/errors.hpp"
+#include "runtime/step_plan.hpp"
+#include "tests/sim/fixtures.hpp"
+
+using namespace ulysses;
+
+namespace {
+Scenario llama(std::int64_t S) {
+  Scenario sc;
+  sc.name = "t";
+  sc.model = test::llama31_8b();
+  sc.model.layers = 2;
+  sc.hw = test::h200_sxm();
+  sc.plan.seq_len = S;
+  sc.plan.zero_stage = 3;
+  return sc;
+}
+std::string refusal(const Scenario& sc) {
+  try {
+    runtime::step_shape_of(sc, "s.yaml");
+  } catch (const core::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("step plan: llama-3.1-8b's shapes and the logits shards", "[runtime][step_plan]") {
+  Scenario sc = llama(32768);
+  runtime::StepShape s = runtime::step_shape_of(sc, "s.yaml");
+  CHECK(s.dims.layer.T == 32768);
+  CHECK(s.dims.layer.h == 4096);
+  CHECK(s.dims.layer.H == 32);
+  CHECK(s.dims.layer.H_kv == 8);
+  CHECK(s.dims.layer.F == 14336);
+  CHECK(s.dims.V == 128256);
+  CHECK(s.dims.L == 2);
+  CHECK_FALSE(s.dims.tied);
+  CHECK(s.checkpoint);
+  CHECK(s.logits_shards == 1);
+  sc.plan.tiled_logits = true;  // fp32 logits 32768 * 128256 * 4 = 15.7 GiB in tiles of <= 1 GiB
+  CHECK(runtime::step_shape_of(sc, "s.yaml").logits_shards == 16);
+}
+
+TEST_CASE("step plan: what the step does not run yet is one line naming the key", "[runtime][step_plan]") {
+  const Scenario base = llama(16384);
+  CHECK(refusal(base).empty());
+  struct Case {
+    const char* key;
+    void (*set)(Scenario&);
+  };
+  const Case cases[] = {
+      {"plan.sp_size", [](Scenario& s) { s.plan.sp_size = 2, s.gpus = 2; }},
+      {"plan.tiled_mlp", [](Scenario& s) { s.plan.tiled_mlp = true; }},
+      {"plan.offload_checkpoints", [](Scenario& s) { s.plan.offload_checkpoints = true; }},
+      {"plan.offload_optimizer", [](Scenario& s) { s.plan.offload_optimizer = true; }},
+      {"plan.micro_batch_size", [](Scenario& s) { s.plan.micro_batch_size = 2; }},
+      {"model.qk_norm", [](Scenario& s) { s.model.qk_norm = true; }},
+      {"model.qkv_bias", [](Scenario& s) { s.model.qkv_bias = true; }},
+  };
+  for (const Case& c : cases) {
+    Scenario sc = base;
+    c.set(sc);
+    const std::string why = refusal(sc);
+    INFO(c.key << ": " << why);
+    CHECK(why.find(c.key) != std::string::npos);
+    CHECK(why.find("s.yaml") != std::string::npos);
+    CHECK(why.find('\n') == std::string::npos);
+  }
+}

@@ -1,0 +1,48 @@
+// Our runtime's step buffers (sim/step_runtime_memory.hpp) for one small shape, summed by hand from the
+// runner's constructor (runtime/cuda/step_runner.cpp), and how the plan moves them. The GPU test
+// (tests/gpu/test_step_runner.cpp) checks the arena's peak against the same function.
+#include <catch2/catch.hpp>
+
+#include "sim/step_runtime_memory.hpp"
+
+using namespace ulysses;
+
+namespace {
+Dims small_dims() {
+  Dims d;
+  d.B = 1, d.S = d.S_l = 512, d.h = 512, d.H = 4, d.H_kv = 2, d.D = 128, d.F = 1024, d.V = 1000, d.L = 2;
+  d.ckpt = true, d.logits_shards = 1;
+  return d;
+}
+}  // namespace
+
+TEST_CASE("our runtime's step bytes, by hand for T=512 h=512 H=4/2 D=128 F=1024 V=1000 L=2", "[sim][step_runtime]") {
+  const Dims d = small_dims();
+  const StepRuntimeBytes b = ulysses_step_bytes(d, false, true);
+  // layer weights: q 512*512, k, v 256*512 each, o 512*512, gate/up/down 1024*512 each, two norms 512
+  const std::int64_t layer = 262144 + 2 * 131072 + 262144 + 3 * 524288;  // 2359296 matrix elements
+  CHECK(b.params == (2 * 1000 * 512 + 512 + 2 * (layer + 1024)) * 2);
+  CHECK(b.grads == 1000 * 512 * 4 + 512 * 4 + 1000 * 512 * 2 + 2 * (layer * 2 + 1024 * 4));
+  // one activation set: n1, h1, n2 [512,512]; q, o [512,512]; k, v [512,256]; g, u, act [512,1024]; r1, r2, lse
+  const std::int64_t acts = (3 * 262144 + 2 * 262144 + 2 * 131072 + 3 * 524288) * 2 + (2 * 512 + 4 * 512) * 4;
+  CHECK(b.kept == 2 * 512 * 4 + 2 * 512 * 64 * 2 + 3 * 262144 * 2 + acts);
+  // dact, dg, du; dn, tmp_h, dh1; do, dq; dk, dv; rmsnorm's 264 row-block partials; flash: dq_accum + 2 rows
+  CHECK(b.scratch == (3 * 524288 + 3 * 262144 + 2 * 262144 + 2 * 131072) * 2 + 264 * 512 * 4 + 512 * 512 * 4 + 2 * 4 * 512 * 4);
+  CHECK(b.loss_head == 2 * 262144 * 2 + 512 * 4 + 512 * 1000 * 2 + 512 * 4 + 2 * 262144 * 2);
+  CHECK(b.gemm_workspace == 32 << 20);
+  CHECK(b.total() == b.params + b.grads + b.kept + b.scratch + b.loss_head + b.gemm_workspace);
+}
+
+TEST_CASE("our runtime's step bytes follow the plan", "[sim][step_runtime]") {
+  Dims d = small_dims();
+  const StepRuntimeBytes ck = ulysses_step_bytes(d, false, true);
+  d.ckpt = false;
+  const StepRuntimeBytes all = ulysses_step_bytes(d, false, true);
+  CHECK(all.kept > ck.kept);  // every layer keeps its activations
+  CHECK(all.params == ck.params);
+  d.ckpt = true, d.logits_shards = 3;
+  CHECK(ulysses_step_bytes(d, false, true).loss_head == ck.loss_head - (512 - 171) * 1000 * 2);  // chunks of ceil(512/3)
+  d.logits_shards = 1;
+  CHECK(ulysses_step_bytes(d, true, true).params == ck.params - 1000 * 512 * 2);  // tied: no lm_head
+  CHECK(ulysses_step_bytes(d, false, false).scratch < ck.scratch);                // the reference kernel's delta only
+}
