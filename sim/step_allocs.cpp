@@ -49,6 +49,7 @@ TrainingAllocs::Id TrainingAllocs::alloc(std::int64_t bytes, int stream) {
   // process_events)
   if (policy_ == DeferredFree::next_alloc) release_deferred();
   if (log_) log_->push_back(bytes);
+  ++emitted_;
   return a_.malloc(bytes, stream);
 }
 
@@ -59,6 +60,7 @@ void TrainingAllocs::free(Id& id) {
 
 void TrainingAllocs::free_later(Id& id) {
   if (id >= 0) deferred_.push_back(id);
+  if (id >= 0 && deferred_log_) deferred_log_->push_back({id, emitted_});
   id = -1;
 }
 

@@ -63,6 +63,9 @@ class TrainingAllocs {
   void optimizer_step(bool first_step);
   // construction() and `steps` whole steps; false when the plan is not covered (nothing emitted).
   bool run(int steps);
+  // Diagnostics: every deferred free as (the block's id = its allocation's index, allocations emitted
+  // before the free was requested), in request order.
+  void log_deferred(std::vector<std::pair<Id, std::int64_t>>* out) { deferred_log_ = out; }
 
  private:
   // What eager RMSNorm saves for its backward (autograd on): the fp32 input, the normalized bf16 tensor;
@@ -112,6 +115,8 @@ class TrainingAllocs {
   std::vector<std::int64_t>* log_;
   DeferredFree policy_;
   std::vector<Id> deferred_;      // freed, waiting for the reduce stream
+  std::vector<std::pair<Id, std::int64_t>>* deferred_log_ = nullptr;
+  std::int64_t emitted_ = 0;      // allocations emitted so far
   std::vector<Id> ckpt_;          // per layer: its input, which the checkpoint keeps (layer 0: the embedding's output)
   Id cos_ = -1, sin_ = -1;        // the rotary embedding's bf16 cos and sin (the recompute uses them)
   Norm final_norm_;               // the final norm's saved tensors (out: the loss's input)

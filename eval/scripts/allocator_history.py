@@ -55,14 +55,19 @@ def granule_bytes(live, base):
     return len(touched) * GRANULE
 
 
-def write_trace(path, evs, source, frames_min=0, frames=3):
+def write_trace(path, evs, source, frames_min=0, frames=3, times=False):
     """Replay trace: one line per event, in order. `a ID BYTES STREAM` an allocation (the requested
     size; the allocator rounds it), `f ID` its block returned to the pool (free_completed), `m BYTES
     STREAM` / `u BYTES STREAM` a mapping grown / released (the measurement the replay is checked
     against). IDs number the allocations; streams are numbered in order of first use (0 = the first).
     frames_min > 0: an allocation of at least that many bytes carries its Python frames after ' # '
-    (where in DeepSpeed / transformers / torch it came from); the readers ignore them."""
+    (where in DeepSpeed / transformers / torch it came from); the readers ignore them.
+    times: every allocation and free also carries the host's clock after ' # ' (`t=` microseconds since
+    the first event; a free `t=` when it completed and `req=` when it was requested): how far the host
+    ran ahead of the GPU where a free waited for another stream (docs/MODEL.md "Reserved memory")."""
     ids, streams, lines = {}, {}, []
+    requested = {}
+    t0 = evs[0].get("time_us", 0) if evs else 0
     n = 0
     res = peak = 0
     for ev in evs:
@@ -71,10 +76,15 @@ def write_trace(path, evs, source, frames_min=0, frames=3):
         if act == "alloc":
             ids[ev["addr"]] = n
             where = " <- ".join(frames_of(ev, frames)) if frames_min and size >= frames_min else ""
+            if times:
+                where = f"t={ev.get('time_us', t0) - t0}" + (f" {where}" if where else "")
             lines.append(f"a {n} {size} {st}" + (f" # {where}" if where else ""))
             n += 1
+        elif act == "free_requested":
+            requested[ev["addr"]] = ev.get("time_us", t0) - t0
         elif act == "free_completed" and ev["addr"] in ids:
-            lines.append(f"f {ids.pop(ev['addr'])}")
+            when = (f" # t={ev.get('time_us', t0) - t0} req={requested.pop(ev['addr'], -1)}" if times else "")
+            lines.append(f"f {ids.pop(ev['addr'])}{when}")
         elif act in GROW:
             res += size
             peak = max(peak, res)
@@ -98,6 +108,8 @@ def main(argv):
     ap.add_argument("--trace", help="also write the replay trace of device 0 to this file")
     ap.add_argument("--trace-frames-min", type=int, default=0,
                     help="in the trace, the frames of every allocation of at least this many bytes")
+    ap.add_argument("--trace-times", action="store_true",
+                    help="in the trace, the host clock of every allocation and free (and when a free was requested)")
     a = ap.parse_args(argv)
     try:
         with open(a.file, "rb") as f:
@@ -108,7 +120,7 @@ def main(argv):
         return 2
     if a.trace:
         evs = next((e for e in traces if e), [])
-        write_trace(a.trace, evs, a.file, a.trace_frames_min, a.frames)
+        write_trace(a.trace, evs, a.file, a.trace_frames_min, a.frames, a.trace_times)
     for dev, evs in enumerate(traces):
         if not evs:
             continue

@@ -47,7 +47,8 @@ case $mode in
     timeout 120 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2>&1; echo "calibrate rc $?"; tail -5 $r/calibrate.log ;;
   alloc-trace)  # the allocator's own record of eight validation cases, as replay traces for the
-    # allocator simulation's check (docs/MODEL.md "Reserved memory"); one warm-up and one timed step each
+    # allocator simulation's check (docs/MODEL.md "Reserved memory"); one warm-up and one timed step each;
+    # ALLOC_TRACE_TIMES=1: each allocation and free also carries the host clock (the GPU's lag behind the host)
     for c in ${ALLOC_TRACE_CASES:-llama8b-l2-none-s16k llama8b-l2-tlog-s32k llama8b-l2-tmlp-s64k llama8b-l2-all-s96k \
              qwen3-4b-l2-none-s16k qwen3-4b-l2-tlog-s48k qwen3-8b-l3-ckoff-s64k qwen3-4b-l2-all-s128k}; do
       ULYSSES_MEMORY_HISTORY=$r/hist-$c timeout 150 $bin validate --backend deepspeed \
@@ -56,7 +57,7 @@ case $mode in
       for f in $r/hist-$c*.pickle; do
         [ -f "$f" ] || continue
         python3 eval/scripts/allocator_history.py $f --growths 12 --frames ${ALLOC_TRACE_FRAMES:-4} --trace $r/trace-$c.txt \
-          --trace-frames-min ${ALLOC_TRACE_FRAMES_MIN:-16777216} > $r/hist-$c.txt 2>&1
+          --trace-frames-min ${ALLOC_TRACE_FRAMES_MIN:-16777216} ${ALLOC_TRACE_TIMES:+--trace-times} > $r/hist-$c.txt 2>&1
         echo "history $c rc $?"; rm -f $f
       done
     done ;;

@@ -53,6 +53,30 @@ class AllocatorHistory(unittest.TestCase):
         self.assertRegex(out, r"\n\s+5\s+0\.039\s+0\.000")     # stream 5 reserved 40 MiB, nothing live at the peak
         self.assertIn("deepspeed/a.py:7 f", out)
 
+    def test_trace_times(self):
+        # --trace-times: the host clock of each allocation, and of each free's completion and request
+        B = 1 << 40
+        evs = [dict(ev("segment_map", B, 40 * MiB), time_us=1000),
+               dict(ev("alloc", B, 20 * MiB), time_us=1005),
+               dict(ev("free_requested", B, 20 * MiB), time_us=1100),
+               dict(ev("alloc", B + 20 * MiB, 20 * MiB), time_us=1250),
+               dict(ev("free_completed", B, 20 * MiB), time_us=1250)]
+        with tempfile.TemporaryDirectory() as d:
+            path, trace = os.path.join(d, "h.pickle"), os.path.join(d, "t.txt")
+            with open(path, "wb") as f:
+                pickle.dump({"device_traces": [evs], "segments": []}, f)
+            for times in (False, True):
+                p = subprocess.run([sys.executable, TOOL, path, "--trace", trace] + (["--trace-times"] if times else []),
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                with open(trace) as f:
+                    lines = f.read().splitlines()[1:]
+                if times:
+                    self.assertEqual(lines, ["m 41943040 0", "a 0 20971520 0 # t=5", "a 1 20971520 0 # t=250",
+                                             "f 0 # t=250 req=100"])
+                else:
+                    self.assertEqual(lines, ["m 41943040 0", "a 0 20971520 0", "a 1 20971520 0", "f 0"])
+
     def test_not_a_history(self):
         rc, out, err = run(None, raw=b"not a pickle")
         self.assertEqual(rc, 2)

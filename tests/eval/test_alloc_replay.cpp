@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -271,4 +272,73 @@ TEST_CASE("generated allocations: the plans covered, and the ones refused", "[ev
   }
   CHECK_FALSE(refused([](Plan& p) { p.offload_checkpoints = true, p.tiled_mlp = true; }));
   CHECK_FALSE(refused([](Plan& p) { p.offload_optimizer = true; }));
+}
+
+// Per allocation of kStepAllocsMinBytes and more of a recording (in order), how many such allocations
+// were issued before its free completed (-1: never freed).
+static std::vector<std::int64_t> recorded_completions(const std::filesystem::path& path) {
+  std::map<std::int64_t, std::int64_t> index;  // trace id -> large index
+  std::vector<std::int64_t> done;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    char op = 0;
+    std::int64_t x = 0, y = 0;
+    ls >> op >> x >> y;
+    if (op == 'a' && y >= kStepAllocsMinBytes) index[x] = static_cast<std::int64_t>(done.size()), done.push_back(-1);
+    if (op == 'f' && index.count(x)) done[static_cast<std::size_t>(index[x])] = static_cast<std::int64_t>(done.size());
+  }
+  return done;
+}
+
+// The generator's deferred frees (record_stream: sim/step_allocs.hpp DeferredFree) are the recording's:
+// each completes in the recording, never before the generator requests it (a request placed too late, or
+// a tensor the recording frees at once, fails), and in every recording some complete later than the next
+// allocation (what the next_alloc release leaves out; docs/MODEL.md "Reserved memory").
+TEST_CASE("generated allocations: the deferred frees complete after their request in the recordings", "[eval][allocator]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
+  for (const auto& path : recorded_traces()) {
+    const Scenario sc = recorded_case(set, path);
+    CachingAllocatorSim a;
+    std::vector<std::pair<CachingAllocatorSim::Id, std::int64_t>> deferred;
+    TrainingAllocs gen(sc, a);
+    gen.log_deferred(&deferred);
+    REQUIRE(gen.run(3));
+    const std::vector<std::int64_t> done = recorded_completions(path);
+    INFO(path.filename().string());
+    CHECK(deferred.size() >= 30);
+    int late = 0;
+    for (const auto& [id, req] : deferred) {
+      REQUIRE(id < static_cast<std::int64_t>(done.size()));
+      INFO("allocation " << id << " requested before allocation " << req);
+      CHECK(done[static_cast<std::size_t>(id)] >= req);
+      late += done[static_cast<std::size_t>(id)] > req;
+    }
+    CHECK(late > 0);
+  }
+}
+
+// When each deferred free completes in the recording, in allocations of 16 MiB and more after its
+// request: ALLOC_DUMP_CASE=<case> build/tests/ulysses_tests "[.alloc-lag]" -s
+TEST_CASE("generated allocations: deferred frees against the recording", "[.alloc-lag]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
+  const char* want = std::getenv("ALLOC_DUMP_CASE");
+  for (const auto& path : recorded_traces()) {
+    if (!want || path.filename().string().find(want) == std::string::npos) continue;
+    const Scenario sc = recorded_case(set, path);
+    CachingAllocatorSim a;
+    std::vector<std::int64_t> log;
+    std::vector<std::pair<CachingAllocatorSim::Id, std::int64_t>> deferred;
+    TrainingAllocs gen(sc, a, &log);
+    gen.log_deferred(&deferred);
+    gen.run(3);
+    const std::vector<std::int64_t> done = recorded_completions(path);
+    std::printf("# id  MiB  requested-before  completed-before(recorded)  late\n");
+    for (const auto& [id, req] : deferred) {
+      const std::int64_t rec = id < static_cast<std::int64_t>(done.size()) ? done[static_cast<std::size_t>(id)] : -2;
+      std::printf("%6lld %7.1f %6lld %6lld %+4lld\n", (long long)id, double(log[static_cast<std::size_t>(id)]) / (1 << 20),
+                  (long long)req, (long long)rec, (long long)(rec - req));
+    }
+  }
 }

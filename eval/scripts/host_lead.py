@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""How far the host ran ahead of the GPU in a recorded run: the input of a model of WHEN a free that
+waits for another stream (record_stream) completes (docs/MODEL.md "Reserved memory", issue 12).
+
+Two inputs, either or both:
+--history FILE.pickle  a torch memory history (ULYSSES_MEMORY_HISTORY; every event has the host clock
+    `time_us`; a free is `free_requested` then `free_completed`, the latter at the first malloc after
+    the GPU finished the streams that used the block). Prints per deferred free of 16 MiB and more (a
+    malloc came between request and completion) the host time between the two and the allocations of
+    16 MiB and more issued meanwhile, and the host's waits (> --wait-ms between two events) in the last
+    step with the Python frames around them.
+--cupti FILE.json      a torch profiler trace with CUDA activity (`ulysses compare --trace`). Prints
+    every runtime/driver call that held the host more than --wait-ms, the op it ran in, and for an
+    asynchronous call (a launch, memset, event record: it blocks only when the launch queue is full)
+    the stream commands issued between the GPU op whose completion released it and the call: the
+    depth of the queue the host can run ahead by.
+No torch needed. Exit 2 with one line on an unreadable input.
+"""
+import argparse
+import json
+import pickle
+import statistics
+import sys
+
+MB = 1 << 20
+ASYNC = ("cudaLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel", "cudaMemsetAsync", "cudaEventRecordWithFlags",
+         "cudaEventRecord", "cudaStreamWaitEvent")
+# stream commands: what occupies the GPU's queue (cudaMemcpyAsync too; queries and capture checks do not)
+COMMANDS = ASYNC + ("cudaMemcpyAsync",)
+PLUMBING = ("torch/nn/modules/module.py", "torch/autograd/function.py", "nvtx.py")
+
+
+def frames(ev, k=3):
+    out = []
+    for f in ev.get("frames", []) or []:
+        name = f.get("filename", "?")
+        if any(p in name for p in PLUMBING) or name.startswith("<"):
+            continue
+        out.append(f"{name.split('/')[-1]}:{f.get('line', '?')} {f.get('name', '?')}")
+        if len(out) >= k:
+            break
+    return " <- ".join(out)
+
+
+def history(path, wait_ms):
+    with open(path, "rb") as f:
+        evs = next(e for e in pickle.load(f)["device_traces"] if e)
+    requested, rows = {}, []
+    for i, ev in enumerate(evs):
+        if ev["action"] == "free_requested":
+            requested[ev["addr"]] = i
+        elif ev["action"] == "free_completed":
+            r = requested.pop(ev["addr"], None)
+            if r is None or ev["size"] < 16 * MB or not any(e["action"] == "alloc" for e in evs[r:i]):
+                continue
+            large = sum(1 for e in evs[r:i] if e["action"] == "alloc" and e["size"] >= 16 * MB)
+            waited = any(evs[j]["time_us"] - evs[j - 1]["time_us"] > wait_ms * 1e3 for j in range(max(r + 1, i - 20), i + 1))
+            rows.append(((ev["time_us"] - evs[r]["time_us"]) / 1e3, large, waited))
+    if rows:
+        lag, large = [r[0] for r in rows], [r[1] for r in rows]
+        print(f"{path}: {len(rows)} deferred frees of 16 MiB and more; host time request -> completion median "
+              f"{statistics.median(lag):.1f} ms, max {max(lag):.1f} ms; allocations of 16 MiB and more between: median "
+              f"{statistics.median(large):.0f}, max {max(large)}; completed within 20 events after a host wait > "
+              f"{wait_ms:g} ms: {sum(r[2] for r in rows)}")
+    # the last step: from the last embedding output (torch/nn/modules/sparse.py)
+    starts = [i for i, e in enumerate(evs) if e["action"] == "alloc" and any("sparse.py" in f["filename"] for f in e.get("frames") or [])]
+    for i in range(max(1, starts[-1] if starts else 1), len(evs)):
+        dt = (evs[i]["time_us"] - evs[i - 1]["time_us"]) / 1e3
+        if dt > wait_ms:
+            print(f"   host wait {dt:7.1f} ms before {evs[i]['action']:<15} {frames(evs[i])}   (after {frames(evs[i - 1], 2)})")
+
+
+def cupti(path, wait_ms):
+    with open(path) as f:
+        ev = json.load(f)["traceEvents"]
+    rt = sorted((e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")), key=lambda e: e["ts"])
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
+    ops = [e for e in ev if e.get("cat") in ("cpu_op", "user_annotation") and "dur" in e]
+    at = {e.get("args", {}).get("correlation"): i for i, e in enumerate(rt)}
+    t0 = min(e["ts"] for e in ops)
+    for i, call in enumerate(rt):
+        if call.get("dur", 0) <= wait_ms * 1e3:
+            continue
+        end = call["ts"] + call["dur"]
+        inside = sorted((o for o in ops if o["ts"] <= call["ts"] and o["ts"] + o["dur"] >= end and o.get("tid") == call.get("tid")),
+                        key=lambda o: o["dur"])
+        line = (f"{(call['ts'] - t0) / 1e3:9.1f} ms {call['name']:<26} held {call['dur'] / 1e3:7.1f} ms in "
+                + " < ".join(o["name"][:36] for o in inside[:4]))
+        if call["name"] in ASYNC:
+            done = [g for g in gpu if g["ts"] + g["dur"] <= end + 5]
+            g = max(done, key=lambda g: g["ts"] + g["dur"]) if done else {}
+            j = at.get(g.get("args", {}).get("correlation"))
+            if j is not None:
+                depth = sum(1 for e in rt[j + 1:i] if e["name"] in COMMANDS)
+                line += f"; released by {g['name'][:40]} ({g['dur'] / 1e3:.1f} ms), {depth} stream commands after its launch"
+        print(line)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--history")
+    ap.add_argument("--cupti")
+    ap.add_argument("--wait-ms", type=float, default=5.0)
+    a = ap.parse_args(argv)
+    try:
+        if a.history:
+            history(a.history, a.wait_ms)
+        if a.cupti:
+            cupti(a.cupti, a.wait_ms)
+    except (OSError, KeyError, ValueError, StopIteration, pickle.UnpicklingError, EOFError) as e:
+        print(f"not a memory history / profiler trace: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
