@@ -95,7 +95,7 @@ TEST_CASE("deepspeed CLI: bad input is one line and exit 2", "[deepspeed]") {
   CHECK(r.err.find("--layers") != std::string::npos);
   r = run_cli("run --backend cpu --scenario " + source_path("scenarios/cpu-tiny.yaml") + " --layers 2");
   CHECK(r.rc == 2);
-  CHECK(r.err.find("only the deepspeed backend") != std::string::npos);
+  CHECK(r.err.find("only whole steps take it") != std::string::npos);
 }
 
 TEST_CASE("deepspeed CLI: a missing stack is one line naming the install script, exit 1", "[deepspeed]") {
