@@ -28,5 +28,5 @@ done
 name="llama8b-l2-s${lens[0]}-nockpt"  # every layer keeps its activations
 timeout 120 "$bin/bin/ulysses" compare --backend cuda --scope step $base --seq-len "${lens[0]}" --activation-checkpointing false \
   --warmup 2 --iters 5 > "$O/compare-$name.txt" 2> "$O/compare-$name.err"; echo "compare $name rc $? ($(( $(date +%s) - t0 )) s)"
-cat "$O/compare-llama8b-l2-s${lens[0]}-tlog-false.txt"; tail -3 "$O"/compare-*.err
+cat "$O/compare-llama8b-l2-s${lens[0]}-tlog-false.txt"; tail -n 3 "$O"/compare-*.err
 cd "${OUT:-/tmp/step_out}" && tar czf step.tgz step && rm -rf step
