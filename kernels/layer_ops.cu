@@ -114,11 +114,13 @@ rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
     for (int e = 0; e < N; ++e) acc[k][e] = 0.f;
   }
   for (int s = 0; s < S - 1; ++s) issue(t0 + s);
+  float r_next = t0 < t1 ? rstd[t0] : 0.f;
   for (std::int64_t t = t0; t < t1; ++t) {
+    const float r = r_next;
+    if (t + 1 < t1) r_next = rstd[t + 1];  // used next row: its latency hides behind this one
     issue(t + S - 1);  // into the slot of row t - 1, which this thread has read
     cp_async_wait<S - 1>();
     const Pack<N>* xs = ring + ((t - t0) % S) * 2 * hu;  // [h/N] row t's x; its dout at xs + hu
-    const float r = rstd[t];
     float dot = 0;  // sum of dout * w * (x * rstd) over this thread's columns
     for (int k = 0; k < V; ++k) {
       const int j = threadIdx.x + k * blockDim.x;
