@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 namespace ulysses::kernels {
 namespace {
@@ -70,16 +71,33 @@ template <int N>
 struct alignas(2 * N) Pack {  // N bf16
   __nv_bfloat162 v[N / 2];
 };
+// one 16-byte (or 4-byte) access each, not one per bf16 pair
+template <int N>
+using Word = std::conditional_t<N == 8, uint4, unsigned>;
+template <int N>
+__device__ Pack<N> load(const Pack<N>* p) {
+  const Word<N> u = *reinterpret_cast<const Word<N>*>(p);
+  Pack<N> r;
+  memcpy(&r, &u, sizeof(r));
+  return r;
+}
+template <int N>
+__device__ void store(Pack<N>* p, const Pack<N>& v) {
+  Word<N> u;
+  memcpy(&u, &v, sizeof(u));
+  *reinterpret_cast<Word<N>*>(p) = u;
+}
 
+// "memory": the compiler keeps the ring's shared-memory reads after the wait and before the next copy
 template <int Bytes>
 __device__ void cp_async(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  if constexpr (Bytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(Bytes));
+  if constexpr (Bytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(Bytes) : "memory");
 }
-__device__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int Pending>
-__device__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending)); }
+__device__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory"); }
 
 template <int N, int V, int S>
 __global__ void __launch_bounds__(kBwdMaxThreads)
@@ -110,7 +128,9 @@ rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
   float acc[V][N];  // this thread's columns' dw sums over the block's rows
   for (int k = 0; k < V; ++k) {
     const int j = threadIdx.x + k * blockDim.x;
-    for (int e = 0; e < N / 2; ++e) wv[k].v[e] = j < hu ? w[j].v[e] : __floats2bfloat162_rn(0.f, 0.f);
+    if (j < hu) wv[k] = load(w + j);
+    else
+      for (int e = 0; e < N / 2; ++e) wv[k].v[e] = __floats2bfloat162_rn(0.f, 0.f);
     for (int e = 0; e < N; ++e) acc[k][e] = 0.f;
   }
   for (int s = 0; s < S - 1; ++s) issue(t0 + s);
@@ -125,7 +145,7 @@ rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
     for (int k = 0; k < V; ++k) {
       const int j = threadIdx.x + k * blockDim.x;
       if (j >= hu) break;
-      const Pack<N> xp = xs[j], dp = xs[hu + j];
+      const Pack<N> xp = load(xs + j), dp = load(xs + hu + j);
       for (int e = 0; e < N / 2; ++e) {
         const float2 xv = __bfloat1622float2(xp.v[e]), dv = __bfloat1622float2(dp.v[e]), wf = __bfloat1622float2(wv[k].v[e]);
         dot += dv.x * wf.x * (xv.x * r) + dv.y * wf.y * (xv.y * r);
@@ -141,7 +161,7 @@ rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
     for (int k = 0; k < V; ++k) {
       const int j = threadIdx.x + k * blockDim.x;
       if (j >= hu) break;
-      const Pack<N> xp = xs[j], dp = xs[hu + j];
+      const Pack<N> xp = load(xs + j), dp = load(xs + hu + j);
       Pack<N> out;
       for (int e = 0; e < N / 2; ++e) {
         const float2 xv = __bfloat1622float2(xp.v[e]), dv = __bfloat1622float2(dp.v[e]), wf = __bfloat1622float2(wv[k].v[e]);
@@ -150,7 +170,7 @@ rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
         acc[k][2 * e] += dv.x * nb.x, acc[k][2 * e + 1] += dv.y * nb.y;
         out.v[e] = __floats2bfloat162_rn(r * (dv.x * wf.x - n.x * m), r * (dv.y * wf.y - n.y * m));
       }
-      dx[t * hu + j] = out;
+      store(dx + t * hu + j, out);
     }
   }
   cp_async_wait<0>();  // the empty trailing groups
