@@ -1,6 +1,6 @@
 // rmsnorm_bwd variants (ring depth S, units per thread V, 16- or 4-byte accesses) timed alone at the
 // bench layer shapes, next to the whole call: a lab for kernels/layer_ops.cu, whose file it includes.
-// Build: nvcc -std=c++20 -O3 -arch=sm_90 -I. bench/ab/rmsnorm_bwd_sweep.cu -o rmsnorm_bwd_sweep (static
+// Build: `cmake --build build-cuda --target rmsnorm_bwd_sweep` (bench/rmsnorm_bwd_sweep there; static
 // cudart: stage it as is); run on one GPU, no arguments. Inputs are constants (timing only).
 #include "kernels/layer_ops.cu"
 #include <cstdio>
