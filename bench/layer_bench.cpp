@@ -1,13 +1,19 @@
 // `ulysses bench layer`: a decoder layer's kernels outside attention (kernels/layer_ops.hpp) and its
 // projections on cuBLASLt (runtime/cuda/gemm.hpp) at one rank's shapes of the scenario, on one GPU.
 // Each kernel runs once on the full inputs and is checked on rows 0, T/2 and T-1 against the fp64
-// oracle (runtime/reference_layer.hpp; the GEMMs against fp64 dot products), then timed (CUDA events,
+// oracle (runtime/reference_layer.hpp; the GEMMs against fp64 dot products; RMSNorm's dw on every
+// column, and its bits again after the timed runs), then timed (CUDA events,
 // warm-up then iterations, median and max). Bytes are the compulsory traffic (each input read once,
-// each output written once); FLOPs of a GEMM 2 M N K.
+// each output written once); FLOPs of a GEMM 2 M N K. Gemm picks each projection's algorithm on its
+// first (validation) call, so the timed calls run the kept algorithm; the row's note says which.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "bench/bench.hpp"
 #include "core/bf16.hpp"
@@ -25,29 +31,39 @@ namespace {
 
 using core::bf16;
 
-struct Buf {  // device bf16 tensor with its host copy
+struct Buf {  // device bf16 tensor with its host copy (seeded inputs only; outputs start as zeros)
+  std::size_t n = 0;
   std::vector<bf16> host;
   __nv_bfloat16* dev = nullptr;
   // seed != 0: uniform values of standard deviation `scale` from a counter hash (fast enough for the
-  // billions of elements of a long sequence's [T, F])
-  explicit Buf(std::size_t n, std::uint32_t seed = 0, float scale = 1.f) : host(n) {
-    if (seed) {
-      const float a = scale * 1.7320508f / 2147483648.f;  // sqrt(3) * scale over 2^31
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint64_t z = (std::uint64_t(seed) << 40) + i + 0x9E3779B97F4A7C15ull;  // splitmix64
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        host[i] = core::float_to_bf16(a * float(std::int32_t(std::uint32_t(z))));
-      }
-    }
+  // billions of elements of a long sequence's [T, F]; drawn on all host threads, the same values)
+  explicit Buf(std::size_t count, std::uint32_t seed = 0, float scale = 1.f) : n(count) {
     CUDA_CHECK(cudaMalloc(&dev, n * 2));
+    if (!seed) {
+      CUDA_CHECK(cudaMemset(dev, 0, n * 2));
+      return;
+    }
+    host.resize(n);
+    const float a = scale * 1.7320508f / 2147483648.f;  // sqrt(3) * scale over 2^31
+    const std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 32);
+    std::vector<std::thread> pool;
+    for (std::size_t wk = 0; wk < workers; ++wk)
+      pool.emplace_back([&, wk] {
+        for (std::size_t i = n * wk / workers; i < n * (wk + 1) / workers; ++i) {
+          std::uint64_t z = (std::uint64_t(seed) << 40) + i + 0x9E3779B97F4A7C15ull;  // splitmix64
+          z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+          z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+          z ^= z >> 31;
+          host[i] = core::float_to_bf16(a * float(std::int32_t(std::uint32_t(z))));
+        }
+      });
+    for (auto& t : pool) t.join();
     CUDA_CHECK(cudaMemcpy(dev, host.data(), n * 2, cudaMemcpyHostToDevice));
   }
   ~Buf() { cudaFree(dev); }
   Buf(const Buf&) = delete;
   std::vector<bf16> download() const {
-    std::vector<bf16> h(host.size());
+    std::vector<bf16> h(n);
     CUDA_CHECK(cudaMemcpy(h.data(), dev, h.size() * 2, cudaMemcpyDeviceToHost));
     return h;
   }
@@ -105,8 +121,26 @@ BenchResult bench_layer(const LayerShape& s, const RunOptions& opt) {
       runtime::rmsnorm_backward(1, h, dout.host.data() + t * h, x.host.data() + t * h, w.host.data(), eps, d.data(), dwr.data());
       for (std::int64_t j = 0; j < h; ++j) wf += !close(f(go[t * h + j]), o[j], 1.0 / 128, 1e-3), wb += !close(f(gdx[t * h + j]), d[j], 1.0 / 128, 1e-3);
     }
+    // dw: every column against fp64 sums over all T rows (the oracle one row at a time)
+    std::vector<float> gdw(h), gdw2(h);
+    CUDA_CHECK(cudaMemcpy(gdw.data(), dw, h * 4, cudaMemcpyDeviceToHost));
+    std::vector<double> dw_want(h, 0.0);
+    for (std::int64_t t = 0; t < T; ++t) {
+      runtime::rmsnorm_backward(1, h, dout.host.data() + t * h, x.host.data() + t * h, w.host.data(), eps, d.data(), dwr.data());
+      for (std::int64_t j = 0; j < h; ++j) dw_want[j] += dwr[j];
+    }
+    std::int64_t wdw = 0;
+    for (std::int64_t j = 0; j < h; ++j) wdw += !close(gdw[j], dw_want[j], 1e-3, 1e-3);
     res.rows.push_back(row_of("rmsnorm fwd [T,h]", 4 * T * h, 0, wf, time_kernel(opt, fwd)));
-    res.rows.push_back(row_of("rmsnorm bwd [T,h]", 6 * T * h, 0, wb, time_kernel(opt, bwd)));
+    res.rows.push_back(row_of("rmsnorm bwd [T,h]", 6 * T * h, 0, wb + wdw, time_kernel(opt, bwd)));
+    // the timed runs recomputed dw from the same inputs: the same bits every time (no atomics)
+    CUDA_CHECK(cudaMemcpy(gdw2.data(), dw, h * 4, cudaMemcpyDeviceToHost));
+    std::int64_t differ = 0;
+    for (std::int64_t j = 0; j < h; ++j) differ += std::memcmp(&gdw[j], &gdw2[j], sizeof(float)) != 0;
+    res.rows.back().wrong += differ;
+    res.rows.back().note = fmt::format("dx on 3 rows and dw on all {} columns against fp64 ({} off); dw's bits after the timed "
+                                       "runs equal the first run's in {} of {} columns",
+                                       h, wb + wdw, h - differ, h);
     cudaFree(rstd), cudaFree(dw), cudaFree(ws);
   }
   // ---- RoPE on q ----
@@ -203,6 +237,11 @@ BenchResult bench_layer(const LayerShape& s, const RunOptions& opt) {
           wrong += !close(f(g[r * cols + c]), want, 1.0 / 256, 1e-2 * std::sqrt(double(inner)));
         }
       res.rows.push_back(row_of(p.name, 0, 2.0 * double(M) * double(N) * double(K), wrong, time_kernel(opt, run)));
+      // Gemm's choice on the first call (runtime/cuda/gemm.hpp): the heuristic's first against the kept one
+      const auto& tu = gemm.last_tuning();
+      if (!tu.median_s.empty())
+        res.rows.back().note = fmt::format("cuBLASLt algorithm {} of {} kept: {:.0f} us in its tuning runs, the heuristic's first {:.0f} us",
+                                           tu.chosen, tu.median_s.size(), tu.median_s[tu.chosen] * 1e6, tu.median_s[0] * 1e6);
     }
   }
   return res;

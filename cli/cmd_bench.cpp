@@ -199,8 +199,10 @@ int bench_layer_cmd(const Scenario& sc, const runtime::BlockShape& shape, const 
                limit > 0 ? fmt::format("{:.1f}", 100 * rate / limit) : "-", fmt::format("{}", r.wrong)});
     ok = ok && r.wrong == 0;
   }
-  std::cout << t.render() << (ok ? "validation: every kernel within its tolerance of the fp64 oracle\n"
-                                 : "validation: FAILED (#wrong > 0)\n");
+  std::cout << t.render();
+  for (const auto& r : res.rows)
+    if (!r.note.empty()) std::cout << r.name << ": " << r.note << "\n";
+  std::cout << (ok ? "validation: every kernel within its tolerance of the fp64 oracle\n" : "validation: FAILED (#wrong > 0)\n");
   return ok ? core::kExitOk : core::kExitFailure;
 }
 

@@ -1,16 +1,20 @@
 // A decoder layer's elementwise kernels (kernels/layer_ops.hpp), read top to bottom: helpers, RMSNorm
 // forward, RMSNorm backward (rows, then the weight gradient's column sums), RoPE, SwiGLU, add.
-// Bandwidth-bound: bf16 pairs (__nv_bfloat162) in, fp32 math, one rounding per output.
+// Bandwidth-bound: bf16 pairs (__nv_bfloat162; 16-byte packs in rmsnorm_bwd) in, fp32 math, one rounding per output.
 #include "kernels/layer_ops.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <type_traits>
 
 namespace ulysses::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxPairsPerThread = 32;  // rmsnorm_bwd's register accumulators: h <= 2 * 256 * 32 = 16384
-constexpr int kBwdBlocks = 264;         // rmsnorm_bwd's row-block count (2 per SM on H100/H200)
+constexpr int kBwdMaxThreads = 512;  // rmsnorm_bwd's block: h <= 16384 is 32 bf16 per thread at most
+constexpr std::int64_t kBwdMaxH = 16384;
 
 __device__ float block_sum(float v, float* scratch) {  // scratch: [kThreads / 32] floats
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -52,56 +56,150 @@ __global__ void rmsnorm_fwd_kernel(const __nv_bfloat162* x,  // [T, h/2]
   }
 }
 
-// ---- RMSNorm backward: rows strided over the blocks; each thread keeps its columns' dw sums ----
+// ---- RMSNorm backward: dx and dw's partial sums in one pass over the rows, then dw ----
+// Each block takes a contiguous range of rows (one block per resident slot of the GPU, launched
+// once). Rows stream through a ring of S row buffers in shared memory (cp.async, S - 1 rows in
+// flight ahead of the one computed); each thread copies and reads only its own columns, so the ring
+// needs no barrier, and the row sum needs one. Each thread owns the same columns of every row and
+// sums their dw terms in registers, in row order, into its block's row of the workspace. A second
+// kernel adds the blocks' rows in block order. No atomics: dw's summation order depends only on T,
+// h and the grid (the device's resident block count, rmsnorm_bwd_workspace_bytes).
+// Accesses move N bf16 at once (N = 8: 16 bytes, when h % 8 == 0 and the pointers are 16-byte
+// aligned; else N = 2); a thread owns V units of a row: units threadIdx.x + k * blockDim.x, k < V.
 
-__global__ void rmsnorm_bwd_rows_kernel(const __nv_bfloat162* dout,  // [T, h/2]
-                                        const __nv_bfloat162* x,     // [T, h/2]
-                                        const __nv_bfloat162* w,     // [h/2]
-                                        const float* rstd,           // [T]
-                                        __nv_bfloat162* dx,          // [T, h/2]
-                                        float2* dw_part,             // [gridDim.x, h/2]
-                                        std::int64_t T, std::int64_t h2) {
-  __shared__ float scratch[kThreads / 32];
-  float2 acc[kMaxPairsPerThread];
-  for (int k = 0; k < kMaxPairsPerThread; ++k) acc[k] = make_float2(0.f, 0.f);
-  const float inv_h = 1.f / float(2 * h2);
-  for (std::int64_t row = blockIdx.x; row < T; row += gridDim.x) {
-    const float r = rstd[row];
-    float dot = 0;
-    for (int k = 0; k < kMaxPairsPerThread; ++k) {
-      const std::int64_t j = threadIdx.x + std::int64_t(k) * kThreads;
-      if (j >= h2) break;
-      const float2 xv = __bfloat1622float2(x[row * h2 + j]), dv = __bfloat1622float2(dout[row * h2 + j]);
-      const float2 wv = __bfloat1622float2(w[j]);
-      const float2 n = make_float2(xv.x * r, xv.y * r);
-      const float2 nb = __bfloat1622float2(__floats2bfloat162_rn(n.x, n.y));  // the forward's bf16(n)
-      acc[k].x += dv.x * nb.x, acc[k].y += dv.y * nb.y;
-      dot += dv.x * wv.x * n.x + dv.y * wv.y * n.y;
+template <int N>
+struct alignas(2 * N) Pack {  // N bf16
+  __nv_bfloat162 v[N / 2];
+};
+// one 16-byte (or 4-byte) access each, not one per bf16 pair
+template <int N>
+using Word = std::conditional_t<N == 8, uint4, unsigned>;
+template <int N>
+__device__ Pack<N> load(const Pack<N>* p) {
+  const Word<N> u = *reinterpret_cast<const Word<N>*>(p);
+  Pack<N> r;
+  memcpy(&r, &u, sizeof(r));
+  return r;
+}
+template <int N>
+__device__ void store(Pack<N>* p, const Pack<N>& v) {
+  Word<N> u;
+  memcpy(&u, &v, sizeof(u));
+  *reinterpret_cast<Word<N>*>(p) = u;
+}
+
+// "memory": the compiler keeps the ring's shared-memory reads after the wait and before the next copy
+template <int Bytes>
+__device__ void cp_async(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  if constexpr (Bytes == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(Bytes) : "memory");
+}
+__device__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int Pending>
+__device__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory"); }
+
+template <int N, int V, int S>
+__global__ void __launch_bounds__(kBwdMaxThreads)
+rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
+                        const Pack<N>* x,     // [T, h/N]
+                        const Pack<N>* w,     // [h/N]
+                        const float* rstd,    // [T]
+                        Pack<N>* dx,          // [T, h/N]
+                        float* dw_part,       // [gridDim.x, h]
+                        std::int64_t T, int hu) {
+  extern __shared__ uint4 smem[];
+  Pack<N>* ring = reinterpret_cast<Pack<N>*>(smem);   // [S, 2, h/N]: a row's x, then its dout
+  __shared__ float scratch[2][kBwdMaxThreads / 32];  // the row sums' warp partials, by row parity
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float inv_h = 1.f / float(hu * N);
+  const std::int64_t t0 = T * blockIdx.x / gridDim.x, t1 = T * (blockIdx.x + 1) / gridDim.x;
+  const auto issue = [&](std::int64_t t) {  // row t into ring slot (t - t0) % S, one commit group
+    if (t < t1) {
+      Pack<N>* slot = ring + ((t - t0) % S) * 2 * hu;
+      for (int k = 0; k < V; ++k) {
+        const int j = threadIdx.x + k * blockDim.x;
+        if (j < hu) cp_async<2 * N>(slot + j, x + t * hu + j), cp_async<2 * N>(slot + hu + j, dout + t * hu + j);
+      }
     }
-    const float m = block_sum(dot, scratch) * inv_h;
-    for (int k = 0; k < kMaxPairsPerThread; ++k) {
-      const std::int64_t j = threadIdx.x + std::int64_t(k) * kThreads;
-      if (j >= h2) break;
-      const float2 xv = __bfloat1622float2(x[row * h2 + j]), dv = __bfloat1622float2(dout[row * h2 + j]);
-      const float2 wv = __bfloat1622float2(w[j]);
-      dx[row * h2 + j] = __floats2bfloat162_rn(r * (dv.x * wv.x - xv.x * r * m), r * (dv.y * wv.y - xv.y * r * m));
+    cp_async_commit();
+  };
+  Pack<N> wv[V];    // [V] units of w (zero past the row's end: those threads add nothing)
+  float acc[V][N];  // this thread's columns' dw sums over the block's rows
+  for (int k = 0; k < V; ++k) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < hu) wv[k] = load(w + j);
+    else
+      for (int e = 0; e < N / 2; ++e) wv[k].v[e] = __floats2bfloat162_rn(0.f, 0.f);
+    for (int e = 0; e < N; ++e) acc[k][e] = 0.f;
+  }
+  for (int s = 0; s < S - 1; ++s) issue(t0 + s);
+  float r_next = t0 < t1 ? rstd[t0] : 0.f;
+  for (std::int64_t t = t0; t < t1; ++t) {
+    const float r = r_next;
+    if (t + 1 < t1) r_next = rstd[t + 1];  // used next row: its latency hides behind this one
+    issue(t + S - 1);  // into the slot of row t - 1, which this thread has read
+    cp_async_wait<S - 1>();
+    const Pack<N>* xs = ring + ((t - t0) % S) * 2 * hu;  // [h/N] row t's x; its dout at xs + hu
+    float dot = 0;  // sum of dout * w * (x * rstd) over this thread's columns
+    for (int k = 0; k < V; ++k) {
+      const int j = threadIdx.x + k * blockDim.x;
+      if (j >= hu) break;
+      const Pack<N> xp = load(xs + j), dp = load(xs + hu + j);
+      for (int e = 0; e < N / 2; ++e) {
+        const float2 xv = __bfloat1622float2(xp.v[e]), dv = __bfloat1622float2(dp.v[e]), wf = __bfloat1622float2(wv[k].v[e]);
+        dot += dv.x * wf.x * (xv.x * r) + dv.y * wf.y * (xv.y * r);
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    // one barrier per row: a parity's buffer is written again two rows later, after the next barrier
+    if (lane == 0) scratch[t & 1][warp] = dot;
+    __syncthreads();
+    float m = 0;
+    for (int i = 0; i < warps; ++i) m += scratch[t & 1][i];
+    m *= inv_h;
+    for (int k = 0; k < V; ++k) {
+      const int j = threadIdx.x + k * blockDim.x;
+      if (j >= hu) break;
+      const Pack<N> xp = load(xs + j), dp = load(xs + hu + j);
+      Pack<N> out;
+      for (int e = 0; e < N / 2; ++e) {
+        const float2 xv = __bfloat1622float2(xp.v[e]), dv = __bfloat1622float2(dp.v[e]), wf = __bfloat1622float2(wv[k].v[e]);
+        const float2 n = make_float2(xv.x * r, xv.y * r);
+        const float2 nb = __bfloat1622float2(__floats2bfloat162_rn(n.x, n.y));  // the forward's bf16(n)
+        acc[k][2 * e] += dv.x * nb.x, acc[k][2 * e + 1] += dv.y * nb.y;
+        out.v[e] = __floats2bfloat162_rn(r * (dv.x * wf.x - n.x * m), r * (dv.y * wf.y - n.y * m));
+      }
+      store(dx + t * hu + j, out);
     }
   }
-  for (int k = 0; k < kMaxPairsPerThread; ++k) {
-    const std::int64_t j = threadIdx.x + std::int64_t(k) * kThreads;
-    if (j >= h2) break;
-    dw_part[blockIdx.x * h2 + j] = acc[k];
+  cp_async_wait<0>();  // the empty trailing groups
+  for (int k = 0; k < V; ++k) {
+    const int j = threadIdx.x + k * blockDim.x;
+    if (j < hu)
+      for (int e = 0; e < N / 2; ++e)
+        reinterpret_cast<float2*>(dw_part + std::int64_t(blockIdx.x) * hu * N + std::int64_t(j) * N)[e] =
+            make_float2(acc[k][2 * e], acc[k][2 * e + 1]);
   }
 }
 
-__global__ void rmsnorm_bwd_dw_kernel(const float2* dw_part,  // [parts, h/2]
-                                      float2* dw,             // [h/2]
-                                      int parts, std::int64_t h2) {
-  const std::int64_t j = blockIdx.x * std::int64_t(kThreads) + threadIdx.x;
-  if (j >= h2) return;
-  float2 s = make_float2(0.f, 0.f);
-  for (int p = 0; p < parts; ++p) s.x += dw_part[p * h2 + j].x, s.y += dw_part[p * h2 + j].y;
-  dw[j] = s;
+// dw[c] = the blocks' partials of column c added in block order: 32 columns x 16 strided groups of
+// blocks per thread block, then the 16 group sums in group order
+__global__ void rmsnorm_bwd_dw_kernel(const float* dw_part,  // [parts, h]
+                                      float* dw,             // [h]
+                                      int parts, std::int64_t h) {
+  __shared__ float group[16][33];
+  const std::int64_t c = blockIdx.x * std::int64_t(32) + threadIdx.x;
+  float s = 0;
+  if (c < h)
+    for (int p = threadIdx.y; p < parts; p += 16) s += dw_part[p * h + c];
+  group[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < h) {
+    float t = 0;
+    for (int g = 0; g < 16; ++g) t += group[g][threadIdx.x];
+    dw[c] = t;
+  }
 }
 
 // ---- RoPE: one thread per (row, two adjacent i): bf16 pairs at i and at i + D/2 ----
@@ -158,6 +256,58 @@ __global__ void add_kernel(const __nv_bfloat162* a, const __nv_bfloat162* b, __n
 template <class T2, class T>
 T2* pairs(T* p) { return reinterpret_cast<T2*>(p); }
 
+// rmsnorm_bwd's launch for a row of h: N bf16 per access, V accesses per thread, S ring slots
+template <int N, int V, int S>
+void launch_bwd_rows(int grid, int threads, std::size_t smem, const __nv_bfloat16* dout, const __nv_bfloat16* x,
+                     const __nv_bfloat16* w, const float* rstd, __nv_bfloat16* dx, float* part, std::int64_t T,
+                     std::int64_t h, cudaStream_t s) {
+  rmsnorm_bwd_rows_kernel<N, V, S><<<grid, threads, smem, s>>>(pairs<const Pack<N>>(dout), pairs<const Pack<N>>(x),
+                                                               pairs<const Pack<N>>(w), rstd, pairs<Pack<N>>(dx), part, T,
+                                                               static_cast<int>(h / N));
+}
+
+struct BwdConfig {
+  const void* kernel;
+  int threads;
+  std::size_t smem;  // the ring: S rows of x and dout
+  decltype(&launch_bwd_rows<2, 8, 4>) launch;
+};
+
+template <int N, int V, int S>
+BwdConfig config_of(std::int64_t h) {
+  const std::int64_t per_thread = std::int64_t(N) * V;
+  return {reinterpret_cast<const void*>(&rmsnorm_bwd_rows_kernel<N, V, S>),
+          static_cast<int>(((h + per_thread - 1) / per_thread + 31) / 32 * 32), static_cast<std::size_t>(S * 4 * h),
+          &launch_bwd_rows<N, V, S>};
+}
+
+// 16 bf16 of a row per thread (32 past h = 8192): <= 512 threads up to h = 16384; a ring of 4 rows
+// (64 KiB at h = 4096), 2 past h = 8192
+BwdConfig bwd_config(std::int64_t h, bool vec8) {
+  if (vec8) return h <= 16 * kBwdMaxThreads ? config_of<8, 2, 4>(h) : config_of<8, 4, 2>(h);
+  return h <= 16 * kBwdMaxThreads ? config_of<2, 8, 4>(h) : config_of<2, 16, 2>(h);
+}
+
+// how many blocks of c fit on the current device at once (SMs x blocks per SM), looked up once
+cudaError_t resident_blocks(const BwdConfig& c, int* out) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int, std::size_t>, int> known;
+  int dev = 0, sms = 0, smem_max = 0, per_sm = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(dev, c.kernel, c.threads, c.smem);
+  if (const auto it = known.find(key); it != known.end()) return *out = it->second, cudaSuccess;
+  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  // the kernel may take the device's whole opt-in shared memory (every h's ring; occupancy below counts c's)
+  if (e == cudaSuccess) e = cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max - 1024);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.kernel, c.threads, c.smem);
+  if (e != cudaSuccess) return e;
+  if (per_sm < 1) return cudaErrorInvalidConfiguration;
+  return *out = known[key] = sms * per_sm, cudaSuccess;
+}
+
 }  // namespace
 
 cudaError_t rmsnorm_fwd(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out, float* rstd,
@@ -169,21 +319,31 @@ cudaError_t rmsnorm_fwd(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfl
 }
 
 std::size_t rmsnorm_bwd_workspace_bytes(std::int64_t T, std::int64_t h) {
-  return static_cast<std::size_t>(std::min<std::int64_t>(T, kBwdBlocks) * h) * sizeof(float);
+  if (T < 1 || h < 2 || h % 2 || h > kBwdMaxH) return 0;
+  const BwdConfig c = bwd_config(h, h % 8 == 0);
+  int resident = 0;
+  if (resident_blocks(c, &resident) != cudaSuccess) return 0;
+  return static_cast<std::size_t>(std::min<std::int64_t>(T, resident) * h) * sizeof(float);
 }
 
 cudaError_t rmsnorm_bwd(const __nv_bfloat16* dout, const __nv_bfloat16* x, const __nv_bfloat16* w,
                         const float* rstd, __nv_bfloat16* dx, float* dw, void* workspace, std::int64_t T,
                         std::int64_t h, cudaStream_t stream) {
-  if (T < 1 || h < 2 || h % 2 || h > 2 * kThreads * kMaxPairsPerThread) return cudaErrorInvalidValue;
-  const int parts = static_cast<int>(std::min<std::int64_t>(T, kBwdBlocks));
-  auto* part = static_cast<float2*>(workspace);
-  rmsnorm_bwd_rows_kernel<<<parts, kThreads, 0, stream>>>(pairs<const __nv_bfloat162>(dout), pairs<const __nv_bfloat162>(x),
-                                                          pairs<const __nv_bfloat162>(w), rstd, pairs<__nv_bfloat162>(dx),
-                                                          part, T, h / 2);
-  const cudaError_t e = cudaGetLastError();
+  if (T < 1 || h < 2 || h % 2 || h > kBwdMaxH || workspace == nullptr) return cudaErrorInvalidValue;
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  const bool vec8 = h % 8 == 0 && aligned(dout) && aligned(x) && aligned(w) && aligned(dx);
+  // the grid: one block per resident slot, at most the workspace's rows (sized for the 16-byte path)
+  const BwdConfig c = bwd_config(h, vec8), sized = bwd_config(h, h % 8 == 0);
+  int resident = 0, resident_sized = 0;
+  cudaError_t e = resident_blocks(c, &resident);
+  if (e == cudaSuccess) e = resident_blocks(sized, &resident_sized);
   if (e != cudaSuccess) return e;
-  rmsnorm_bwd_dw_kernel<<<grid_for(h / 2, kThreads), kThreads, 0, stream>>>(part, pairs<float2>(dw), parts, h / 2);
+  const int parts = static_cast<int>(std::min<std::int64_t>({T, resident, resident_sized}));
+  c.launch(parts, c.threads, c.smem, dout, x, w, rstd, dx, static_cast<float*>(workspace), T, h, stream);
+  e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  rmsnorm_bwd_dw_kernel<<<static_cast<unsigned>((h + 31) / 32), dim3(32, 16), 0, stream>>>(static_cast<float*>(workspace), dw,
+                                                                                          parts, h);
   return cudaGetLastError();
 }
 

@@ -8,7 +8,8 @@
 //   qk (q or k)      : [T, H, D] bf16, rotated in place     cos, sin : [T, D/2] bf16
 //   gate, up, act, dact, dgate, dup : [T, F] bf16 (n = T * F elements)
 // Each launcher returns cudaSuccess or the launch error; a shape it does not take returns
-// cudaErrorInvalidValue (h or F odd, D not a multiple of 4, T < 1, h > 16384 for rmsnorm_bwd).
+// cudaErrorInvalidValue (h or F odd, D not a multiple of 4, T < 1, h > 16384 or no workspace for
+// rmsnorm_bwd).
 #include <cstddef>
 #include <cstdint>
 
@@ -21,7 +22,9 @@ namespace ulysses::kernels {
 cudaError_t rmsnorm_fwd(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out, float* rstd,
                         std::int64_t T, std::int64_t h, float eps, cudaStream_t stream);
 // dx (bf16) and dw (fp32, overwritten) from dout, x, w and the forward's rstd. `workspace` holds the
-// per-block partial sums of dw: rmsnorm_bwd_workspace_bytes(T, h) bytes.
+// per-block partial sums of dw: rmsnorm_bwd_workspace_bytes(T, h) bytes, at most min(T, the current
+// device's resident blocks) rows of h floats (0 for a shape rmsnorm_bwd refuses). dw is summed in a
+// fixed order (no atomics): the same inputs give the same bits on the same device every run.
 std::size_t rmsnorm_bwd_workspace_bytes(std::int64_t T, std::int64_t h);
 cudaError_t rmsnorm_bwd(const __nv_bfloat16* dout, const __nv_bfloat16* x, const __nv_bfloat16* w,
                         const float* rstd, __nv_bfloat16* dx, float* dw, void* workspace, std::int64_t T,

@@ -18,7 +18,7 @@ const std::vector<std::string> kCalibrationKeys = {
     "host_link_h2d_GBps", "host_link_d2h_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
     "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us",
     "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param",
-    "eager_bytes_per_elem", "zero3_torch_adamw_step_ns_per_param", "zero3_fused_adam_step_ns_per_param",
+    "eager_bytes_per_elem", "ulysses_bytes_per_elem", "zero3_torch_adamw_step_ns_per_param", "zero3_fused_adam_step_ns_per_param",
     "zero3_offload_step_ns_per_param",
     "zero3_offload_grads_ns_per_param"};
 
@@ -104,12 +104,13 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
       c.torch_adamw_s_per_param = positive_number(num("a number"), wk) * 1e-9;
     } else if (k == "cpu_adam_ns_per_param") {
       c.cpu_adam_s_per_param = positive_number(num("a number"), wk) * 1e-9;
-    } else if (k == "eager_bytes_per_elem") {
+    } else if (k == "eager_bytes_per_elem" || k == "ulysses_bytes_per_elem") {
+      auto& rates = k == "eager_bytes_per_elem" ? c.eager_bytes_per_elem : c.ulysses_bytes_per_elem;
       for (const auto& [op, rate] : map_items(v, wk)) {
         const Where wo = wk.child(op);
         parse_choice(Scalar{op, false}, wo, std::vector<std::string>(kEagerRateKeys.begin(), kEagerRateKeys.end()));
         const int i = eager_rate_index(op);
-        c.eager_bytes_per_elem[static_cast<std::size_t>(i)] = positive_number(scalar_of(rate, wo, "a number"), wo);
+        rates[static_cast<std::size_t>(i)] = positive_number(scalar_of(rate, wo, "a number"), wo);
       }
     } else if (k == "zero3_torch_adamw_step_ns_per_param") {
       c.zero3_torch_adamw_step_s_per_param = positive_number(num("a number"), wk) * 1e-9;
@@ -166,10 +167,12 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   // seconds per parameter written in ns, exactly (scaled(): the text reads back to the same double)
   if (c.torch_adamw_s_per_param > 0) line("torch_adamw_ns_per_param", scaled(c.torch_adamw_s_per_param, 1e-9));
   if (c.cpu_adam_s_per_param > 0) line("cpu_adam_ns_per_param", scaled(c.cpu_adam_s_per_param, 1e-9));
-  if (std::any_of(c.eager_bytes_per_elem.begin(), c.eager_bytes_per_elem.end(), [](double x) { return x > 0; })) {
-    out += pad + "eager_bytes_per_elem:\n";
+  for (const auto& [key, rates] : {std::pair{"eager_bytes_per_elem", &c.eager_bytes_per_elem},
+                                   std::pair{"ulysses_bytes_per_elem", &c.ulysses_bytes_per_elem}}) {
+    if (std::none_of(rates->begin(), rates->end(), [](double x) { return x > 0; })) continue;
+    out += pad + key + ":\n";
     for (int i = 0; i < kEagerRates; ++i)
-      if (const double x = c.eager_bytes_per_elem[static_cast<std::size_t>(i)]; x > 0)
+      if (const double x = (*rates)[static_cast<std::size_t>(i)]; x > 0)
         out += fmt::format("{}  {}: {}\n", pad, kEagerRateKeys[static_cast<std::size_t>(i)], number(x));
   }
   for (const auto& [key, v] : {std::pair{"zero3_torch_adamw_step_ns_per_param", c.zero3_torch_adamw_step_s_per_param},

@@ -1,6 +1,8 @@
 // The eager elementwise passes of one step: per-layer counts (transformers 5.17, modeling_llama.py
 // LlamaDecoderLayer.forward lines 305-323, LlamaMLP.forward 175; modeling_qwen3.py 252-257), times
-// = elements * bytes per element / HBM bandwidth. docs/MODEL.md "Eager elementwise passes".
+// = elements * bytes per element / HBM bandwidth. docs/MODEL.md "Eager elementwise passes". The same
+// passes on our runtime (plan.runtime ulysses) with its kernels' rates and its three extra fork adds
+// (docs/STEP_RUNTIME.md "Model").
 #include "sim/eager_time.hpp"
 
 namespace ulysses {
@@ -15,28 +17,40 @@ constexpr std::array<double, kEagerRates> kDefaultBytes = {
     /*swiglu.bwd*/ 19.9, /*embed.fwd*/ 5.3, /*embed.bwd*/ 58.5, /*embed.grad*/ 5.4,
     /*loss.fwd*/ 31.3, /*loss.bwd*/ 29.7};
 
-// The loss pass derived from its ops (read bf16 2, write fp32 4, log-softmax read 4 + write 4; the
-// backward the mirror): what a fused loss of our runtime moves, per logit per pass
-constexpr double kLossBytesDerived = 14;
+// Our runtime's kernels (plan.runtime ulysses) without a calibration: each kernel's own traffic per
+// element at the HBM rate (a lower bound on its time), bf16 = 2 bytes (docs/STEP_RUNTIME.md "Model"):
+//   rmsnorm fwd: read x, write out (4); bwd: read dout, x, write dx (6) (rstd and dw are [T] and [h])
+//   rope (in place): read + write (4) each way; add: read a, b, write out (6)
+//   swiglu fwd: read gate, up, write act (6); bwd: read dact, gate, up, write dgate, dup (10)
+//   embedding fwd: read a row, write it (4); bwd per token element: read dx, fp32 atomic add (2 + 8);
+//   per [V, h] element: the fp32 gradient's memset (4) (tied: + the lm_head's gradient added, 2 + 8)
+//   loss: the cross-entropy kernel reads each logit twice and writes its gradient over it (6); the
+//   lm_head's backward GEMMs read that gradient, nothing elementwise (0)
+constexpr std::array<double, kEagerRates> kUlyssesKernelBytes = {
+    /*rmsnorm.fwd*/ 4, /*rmsnorm.bwd*/ 6, /*headnorm.fwd*/ 4, /*headnorm.bwd*/ 6,
+    /*rope.fwd*/ 4, /*rope.bwd*/ 4, /*add.fwd*/ 6, /*swiglu.fwd*/ 6,
+    /*swiglu.bwd*/ 10, /*embed.fwd*/ 4, /*embed.bwd*/ 10, /*embed.grad*/ 4,
+    /*loss.fwd*/ 6, /*loss.bwd*/ 0};
+constexpr double kTiedGradAddBytes = 10;  // kernels/loss_ops.cu add_bf16_to_fp32, per [V, h] element
 
 }  // namespace
 
 double eager_bytes_per_elem(const Scenario& sc, EagerRate r) {
   const auto i = static_cast<std::size_t>(r);
-  const double cal = sc.hw.has_calibration ? sc.hw.calibrated.eager_bytes_per_elem[i] : -1;
-  return cal > 0 ? cal : kDefaultBytes[i];
+  const bool ours = sc.plan.runtime == Runtime::ulysses;
+  const auto& rates = ours ? sc.hw.calibrated.ulysses_bytes_per_elem : sc.hw.calibrated.eager_bytes_per_elem;
+  const double cal = sc.hw.has_calibration ? rates[i] : -1;
+  return cal > 0 ? cal : (ours ? kUlyssesKernelBytes[i] : kDefaultBytes[i]);
 }
 
 core::seconds_t loss_pass_s(const Scenario& sc, const Dims& d, bool forward) {
   const double logits = static_cast<double>(d.B) * static_cast<double>(d.S_l) * static_cast<double>(d.V);
-  const double bytes = sc.plan.runtime == Runtime::pytorch ? eager_bytes_per_elem(sc, forward ? EagerRate::loss_fwd : EagerRate::loss_bwd)
-                                                           : kLossBytesDerived;
-  return logits * bytes / (sc.hw.hbm_GBps * 1e9);
+  return logits * eager_bytes_per_elem(sc, forward ? EagerRate::loss_fwd : EagerRate::loss_bwd) / (sc.hw.hbm_GBps * 1e9);
 }
 
 EagerTimes eager_times(const Scenario& sc, const Dims& d) {
   EagerTimes e;
-  if (sc.plan.runtime != Runtime::pytorch) return e;
+  const bool ours = sc.plan.runtime == Runtime::ulysses;
   const double per_byte = 1 / (sc.hw.hbm_GBps * 1e9);
   const auto t = [&](double elems, EagerRate r) { return elems * eager_bytes_per_elem(sc, r) * per_byte; };
   const double T = static_cast<double>(d.B) * static_cast<double>(d.S_l), L = static_cast<double>(d.L);
@@ -66,7 +80,17 @@ EagerTimes eager_times(const Scenario& sc, const Dims& d) {
   e.swiglu_tiled_recompute = tm ? e.swiglu_fwd : 0;  // TiledMLP reruns each shard's forward
   e.swiglu_bwd = L * t(TF, EagerRate::swiglu_bwd);
   e.embed_fwd = t(Th, EagerRate::embed_fwd);
-  e.embed_bwd = t(Th, EagerRate::embed_bwd) + t(static_cast<double>(d.V) * static_cast<double>(d.h), EagerRate::embed_grad);
+  const double Vh = static_cast<double>(d.V) * static_cast<double>(d.h);
+  e.embed_bwd = t(Th, EagerRate::embed_bwd) + t(Vh, EagerRate::embed_grad);
+  if (ours) {
+    // our runtime sums the gradient at three more forks with an add kernel each, inside the phase of
+    // the GEMMs that produce it: the MLP input (gate and up paths: mlp.bwd) and the attention input
+    // (q, k, v paths: gemm.qkv.bwd) (runtime/cuda/decoder_layer.cpp layer_backward)
+    e.fork_adds_mlp_bwd = L * add;
+    e.fork_adds_qkv_bwd = L * 2 * add;
+    // tied: the lm_head's bf16 gradient added into the embedding's fp32 one, at the [V, h] rate's efficiency
+    if (sc.model.tied_embeddings) e.embed_bwd += t(Vh, EagerRate::embed_grad) * kTiedGradAddBytes / kUlyssesKernelBytes[static_cast<std::size_t>(EagerRate::embed_grad)];
+  }
   return e;
 }
 

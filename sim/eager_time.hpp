@@ -8,8 +8,9 @@
 
 namespace ulysses {
 
-// The rate the model uses: the profile's calibrated value, else the default (measured on one H200,
-// docs/MODEL.md), in bytes per element at the profile's hbm_GBps.
+// The rate the model uses: the profile's calibrated value, else the default (PyTorch: measured on one
+// H200, docs/MODEL.md; our runtime: each kernel's own traffic), in bytes per element at hbm_GBps;
+// plan.runtime picks the PyTorch passes or our runtime's kernels.
 double eager_bytes_per_elem(const Scenario& sc, EagerRate r);
 
 struct EagerTimes {  // seconds per step, all layers; 0 where the pass does not run
@@ -17,13 +18,13 @@ struct EagerTimes {  // seconds per step, all layers; 0 where the pass does not 
   core::seconds_t embed_fwd = 0, embed_bwd = 0;
   core::seconds_t rope_add_fwd = 0, rope_add_recompute = 0, rope_add_bwd = 0;
   core::seconds_t swiglu_fwd = 0, swiglu_recompute = 0, swiglu_tiled_recompute = 0, swiglu_bwd = 0;
+  core::seconds_t fork_adds_mlp_bwd = 0, fork_adds_qkv_bwd = 0;  // our runtime only (charged to mlp.bwd, gemm.qkv.bwd)
 };
 
-// One pass of the loss over the logits [B S_l, V] (forward or backward): the measured rate for the
-// PyTorch runtime, else the derived 14 B per logit.
+// One pass of the loss over the logits [B S_l, V] (forward or backward) at the runtime's rate.
 core::seconds_t loss_pass_s(const Scenario& sc, const Dims& d, bool forward);
 
-// All zero unless plan.runtime is pytorch (this project's runtime has no such passes yet).
+// Per step, for the scenario's runtime.
 EagerTimes eager_times(const Scenario& sc, const Dims& d);
 
 }  // namespace ulysses

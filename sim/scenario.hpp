@@ -86,6 +86,11 @@ struct Calibration {
   // alone, as effective bytes per element at this profile's hbm_GBps, indexed by EagerRate
   // (sim/eager.hpp; profile keys calibrated.eager_bytes_per_elem.<op>.<pass>); < 0: not measured
   std::array<double, kEagerRates> eager_bytes_per_elem = eager_unmeasured();
+  // (added with issue 13's step on our runtime) the same passes as our CUDA runtime's kernels run them
+  // (plan.runtime ulysses: kernels/layer_ops.cu, kernels/loss_ops.cu), each timed alone by `calibrate
+  // --backend cuda`, as effective bytes per element at hbm_GBps (profile keys
+  // calibrated.ulysses_bytes_per_elem.<op>.<pass>); < 0: not measured (then each kernel's own traffic)
+  std::array<double, kEagerRates> ulysses_bytes_per_elem = eager_unmeasured();
   // (added with the op bench's zero_step rows) DeepSpeed ZeRO-3 around the optimizer, per parameter of
   // the rank's partition: engine.step() with torch.optim.AdamW on the GPU; with DeepSpeed's FusedAdam
   // on the GPU (plan.torch_adam false); engine.step() with offload_optimizer (DeepSpeedCPUAdam, one

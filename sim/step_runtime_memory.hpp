@@ -24,6 +24,9 @@ struct StepRuntimeBytes {
 StepRuntimeBytes ulysses_step_bytes(const Dims& d, bool tied, bool flash);
 
 inline constexpr core::bytes_t kCublasLtWorkspaceBytes = core::bytes_t{32} << 20;  // runtime/cuda/gemm.hpp
-inline constexpr std::int64_t kRmsNormBwdBlocks = 264;  // kernels/layer_ops.cu: the dw partial sums' row blocks
+// kernels/layer_ops.cu rmsnorm_bwd keeps one fp32 row of dw partial sums per resident block (the device's
+// occupancy at h); the model takes two per SM of an H100/H200 (132 SMs): the GPU test prints both. At
+// h = 4096 one row is 16 KiB, so the estimate is off by kilobytes to a few MiB, not more.
+inline constexpr std::int64_t kRmsNormBwdBlocks = 264;
 
 }  // namespace ulysses

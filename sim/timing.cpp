@@ -50,7 +50,7 @@ const Curve* find_curve(const std::vector<std::pair<std::int64_t, Curve>>& v, st
 
 // Per-layer GEMM times of one pass (forward). M = tokens per call (TiledMLP: per shard).
 struct LayerGemms {
-  core::seconds_t qkv, o, mlp;
+  core::seconds_t qkv, o, mlp, mlp_gate_up;  // mlp: gate, up and down; mlp_gate_up: without down
   double flops_qkv, flops_o, flops_mlp;
 };
 LayerGemms layer_gemms(const Scenario& sc, const Dims& d) {
@@ -60,7 +60,8 @@ LayerGemms layer_gemms(const Scenario& sc, const Dims& d) {
   LayerGemms g{};
   g.qkv = gemm_time_s(sc, T, qkv_n, h);
   g.o = gemm_time_s(sc, T, h, o_k);
-  g.mlp = n * (2 * gemm_time_s(sc, M_mlp, F, h) /*gate, up*/ + gemm_time_s(sc, M_mlp, h, F) /*down*/);
+  g.mlp_gate_up = n * 2 * gemm_time_s(sc, M_mlp, F, h);
+  g.mlp = g.mlp_gate_up + n * gemm_time_s(sc, M_mlp, h, F) /*down*/;
   g.flops_qkv = 2 * T * qkv_n * h;
   g.flops_o = 2 * T * h * o_k;
   g.flops_mlp = 3 * 2 * T * h * F;
@@ -307,19 +308,22 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add("a2a.out.recompute", ck ? L * a2a_out_fwd : 0);
   step.add("gemm.qkv.recompute", ck ? L * g.qkv : 0);
   step.add("gemm.o.recompute", ck ? L * g.o : 0);
-  step.add("mlp.recompute", ck ? L * g.mlp : 0);
+  // our runtime's recompute stops at the down projection's input (runtime/cuda/decoder_layer.cpp
+  // layer_forward, Pass::recompute); HF's checkpoint (reentrant) reruns the whole layer
+  const bool ours = pl.runtime == Runtime::ulysses;
+  step.add("mlp.recompute", ck ? L * (ours ? g.mlp_gate_up : g.mlp) : 0);
   step.add("swiglu.recompute", e.swiglu_recompute);
   step.add("norm.recompute", e.norm_recompute);
   step.add("rope_add.recompute", e.rope_add_recompute);
   step.add("mlp.tiled_recompute", tm ? L * g.mlp : 0);  // TiledMLP reruns each shard's forward in backward
   step.add("swiglu.tiled_recompute", e.swiglu_tiled_recompute);
-  step.add("mlp.bwd", L * 2 * g.mlp);
+  step.add("mlp.bwd", L * 2 * g.mlp + e.fork_adds_mlp_bwd);
   step.add("swiglu.bwd", e.swiglu_bwd);
   step.add("gemm.o.bwd", L * 2 * g.o);
   step.add("a2a.out.bwd", L * a2a_out_bwd);
   step.add("attn.bwd", L * at(core::BlockPhase::attn_bwd));
   step.add("a2a.qkv.bwd", L * a2a_qkv);
-  step.add("gemm.qkv.bwd", L * 2 * g.qkv);
+  step.add("gemm.qkv.bwd", L * 2 * g.qkv + e.fork_adds_qkv_bwd);
   step.add("rope_add.bwd", e.rope_add_bwd);
   step.add("norm.bwd", e.norm_bwd);
   step.add("embed.bwd", e.embed_bwd);

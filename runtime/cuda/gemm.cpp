@@ -1,7 +1,9 @@
-// cuBLASLt projections (runtime/cuda/gemm.hpp): each row-major product as its column-major transpose,
-// one heuristic-chosen algorithm per call.
+// cuBLASLt projections (runtime/cuda/gemm.hpp): each row-major product as its column-major transpose;
+// one algorithm per problem, timed among the heuristic's proposals on the problem's first call.
 #include "runtime/cuda/gemm.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -15,7 +17,7 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
 }
 
-// RAII for the per-call descriptors
+// RAII for the descriptors a Plan keeps
 struct Layout {
   cublasLtMatrixLayout_t d = nullptr;
   Layout(std::int64_t rows, std::int64_t cols, std::int64_t ld) {
@@ -23,6 +25,7 @@ struct Layout {
           "cublasLtMatrixLayoutCreate");
   }
   ~Layout() { cublasLtMatrixLayoutDestroy(d); }
+  Layout(const Layout&) = delete;
 };
 struct Op {
   cublasLtMatmulDesc_t d = nullptr;
@@ -33,40 +36,120 @@ struct Op {
     check(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &b, sizeof(b)), "set TRANSB");
   }
   ~Op() { cublasLtMatmulDescDestroy(d); }
+  Op(const Op&) = delete;
+};
+struct Events {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  Events() {
+    check(cudaEventCreate(&start), "cudaEventCreate");
+    check(cudaEventCreate(&stop), "cudaEventCreate");
+  }
+  ~Events() { cudaEventDestroy(start), cudaEventDestroy(stop); }
+  Events(const Events&) = delete;
 };
 
 }  // namespace
 
-Gemm::Gemm() {
+struct Gemm::Plan {
+  Op op;
+  Layout a, b, c;  // stored shapes (column-major rows x cols) before op
+  cublasLtMatmulAlgo_t algo{};
+  Tuning tuning;
+  explicit Plan(const Key& key)
+      : op(key.trans_a, key.trans_b),
+        a(key.trans_a ? key.k : key.m, key.trans_a ? key.m : key.k, key.lda),
+        b(key.trans_b ? key.n : key.k, key.trans_b ? key.k : key.n, key.ldb),
+        c(key.m, key.n, key.ldc) {}
+};
+
+Gemm::Gemm(bool tune) : tune_(tune) {
   check(cublasLtCreate(&handle_), "cublasLtCreate");
   check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(cuBLASLt workspace)");
 }
 
 Gemm::~Gemm() {
+  plans_.clear();
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
+}
+
+Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bfloat16* C,
+                           float beta, cudaStream_t stream) {
+  if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
+  auto plan = std::make_unique<Plan>(key);
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+  const std::size_t ws = kWorkspaceBytes;
+  cublasStatus_t hs = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulHeuristicResult_t heur[kCandidates] = {};
+  int found = 0;
+  if (hs == CUBLAS_STATUS_SUCCESS)
+    hs = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op.d, plan->a.d, plan->b.d, plan->c.d, plan->c.d, pref, kCandidates,
+                                        heur, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  check(hs, "cublasLtMatmulAlgoGetHeuristic");
+  int proposals = 0;  // the usable ones, in the heuristic's order
+  for (int i = 0; i < found; ++i)
+    if (heur[i].state == CUBLAS_STATUS_SUCCESS) heur[proposals++] = heur[i];
+  if (proposals < 1) throw std::runtime_error("cuBLASLt: no algorithm for this GEMM");
+  plan->algo = heur[0].algo;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  void* saved = nullptr;  // C before the timing runs (beta != 0)
+  const std::size_t c_bytes = static_cast<std::size_t>(key.ldc * (key.n - 1) + key.m) * sizeof(__nv_bfloat16);
+  bool timed = tune_ && proposals > 1 && capture == cudaStreamCaptureStatusNone;
+  if (timed && key.accumulate) {
+    if (cudaMallocAsync(&saved, c_bytes, stream) != cudaSuccess) {
+      (void)cudaGetLastError();  // out of memory: keep the heuristic's first, untimed
+      saved = nullptr, timed = false;
+    } else {
+      check(cudaMemcpyAsync(saved, C, c_bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(save C)");
+    }
+  }
+  if (timed) {
+    Events ev;
+    const float alpha = 1.f;
+    for (int i = 0; i < proposals; ++i) {
+      std::vector<double> t;
+      for (int run = 0; run <= kTimedRuns; ++run) {  // run 0 warms up
+        check(cudaEventRecord(ev.start, stream), "cudaEventRecord");
+        if (cublasLtMatmul(handle_, plan->op.d, &alpha, A, plan->a.d, B, plan->b.d, &beta, C, plan->c.d, C, plan->c.d,
+                           &heur[i].algo, workspace_, ws, stream) != CUBLAS_STATUS_SUCCESS)
+          break;
+        check(cudaEventRecord(ev.stop, stream), "cudaEventRecord");
+        check(cudaEventSynchronize(ev.stop), "cudaEventSynchronize");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, ev.start, ev.stop), "cudaEventElapsedTime");
+        if (run > 0) t.push_back(ms * 1e-3);
+      }
+      double median = std::numeric_limits<double>::infinity();
+      if (t.size() == std::size_t{kTimedRuns}) {
+        std::sort(t.begin(), t.end());
+        median = t[t.size() / 2];
+      }
+      plan->tuning.median_s.push_back(median);
+      if (median < plan->tuning.median_s[plan->tuning.chosen]) plan->tuning.chosen = i;  // ties: the earlier
+    }
+    if (!(plan->tuning.median_s[plan->tuning.chosen] < std::numeric_limits<double>::infinity()))
+      throw std::runtime_error("cuBLASLt: none of the heuristic's algorithms ran");
+    plan->algo = heur[plan->tuning.chosen].algo;
+  }
+  if (saved) {
+    check(cudaMemcpyAsync(C, saved, c_bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(restore C)");
+    check(cudaFreeAsync(saved, stream), "cudaFreeAsync");
+  }
+  return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
 void Gemm::matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const __nv_bfloat16* A,
                   std::int64_t lda, const __nv_bfloat16* B, std::int64_t ldb, __nv_bfloat16* C, std::int64_t ldc,
                   float beta, cudaStream_t stream) {
   if (m < 1 || n < 1 || k < 1) throw std::runtime_error("cuBLASLt: empty GEMM");
-  Op op(trans_a, trans_b);
-  // stored shapes (column-major rows x cols) before op
-  Layout a(trans_a ? k : m, trans_a ? m : k, lda), b(trans_b ? n : k, trans_b ? k : n, ldb), c(m, n, ldc);
-  cublasLtMatmulPreference_t pref = nullptr;
-  check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-  const std::size_t ws = kWorkspaceBytes;
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-        "set MAX_WORKSPACE_BYTES");
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, op.d, a.d, b.d, c.d, c.d, pref, 1, &heur, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  check(hs, "cublasLtMatmulAlgoGetHeuristic");
-  if (found < 1) throw std::runtime_error("cuBLASLt: no algorithm for this GEMM");
+  Plan& p = plan_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.f}, A, B, C, beta, stream);
+  last_ = &p.tuning;
   const float alpha = 1.f;
-  check(cublasLtMatmul(handle_, op.d, &alpha, A, a.d, B, b.d, &beta, C, c.d, C, c.d, &heur.algo, workspace_, ws, stream),
+  check(cublasLtMatmul(handle_, p.op.d, &alpha, A, p.a.d, B, p.b.d, &beta, C, p.c.d, C, p.c.d, &p.algo, workspace_,
+                       kWorkspaceBytes, stream),
         "cublasLtMatmul");
 }
 

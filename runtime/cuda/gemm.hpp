@@ -7,7 +7,21 @@
 //   weight grad   dW [N, K] = dY^T · X      (beta = 1 accumulates into dW)
 // cuBLAS is column-major: a row-major [R, C] matrix is its column-major transpose, so each of these
 // is one cublasLtMatmul on the transposed problem (gemm.cpp says which).
+//
+// One algorithm per problem (transposes, m, n, k, leading dimensions, beta != 0), chosen on the
+// problem's first call: cuBLASLt's heuristic proposes up to kCandidates, each runs once to warm up and
+// kTimedRuns times on the call's stream (CUDA events); the lowest median wins, ties to the heuristic's
+// order. That first call waits for the stream. With beta != 0 the output is saved first (a
+// stream-ordered copy) and restored after the timing runs; when that copy cannot be allocated, or the
+// stream is capturing a graph, the heuristic's first proposal is kept untimed. Later calls of the
+// problem reuse the kept algorithm and descriptors. The choice follows measured times, so two
+// processes may keep different algorithms (sums in a different order); one Gemm gives the same bits
+// for the same inputs every call. Not thread-safe.
+#include <compare>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -19,7 +33,8 @@ class Gemm {
  public:
   // One cuBLASLt handle and its workspace (cuBLAS's recommendation for Hopper: 32 MiB) on the current
   // device. Throws std::runtime_error naming the cuBLAS or CUDA call that failed.
-  Gemm();
+  // tune = false: the heuristic's first proposal, untimed (what every call did before the cache)
+  explicit Gemm(bool tune = true);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -32,14 +47,38 @@ class Gemm {
                    std::int64_t N, std::int64_t K, float beta, cudaStream_t stream);
 
   static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+  static constexpr int kCandidates = 8, kTimedRuns = 3;
+
+  // what the choice of the last call's problem measured: each candidate's median (seconds, in the
+  // heuristic's order; empty when untimed; +inf when it failed to run) and the kept index
+  struct Tuning {
+    std::vector<double> median_s;
+    int chosen = 0;
+  };
+  const Tuning& last_tuning() const { return *last_; }
+  std::size_t problems() const { return plans_.size(); }
 
  private:
+  struct Key {
+    bool trans_a, trans_b;
+    std::int64_t m, n, k, lda, ldb, ldc;
+    bool accumulate;  // beta != 0
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Plan;  // descriptors, the kept algorithm, its Tuning (gemm.cpp)
+  Plan& plan_for(const Key& key, const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bfloat16* C, float beta,
+                 cudaStream_t stream);
+
   // column-major C[m, n] = op(A) op(B) (+ beta C): A is [m, k] after op, B [k, n] after op
   void matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const __nv_bfloat16* A,
               std::int64_t lda, const __nv_bfloat16* B, std::int64_t ldb, __nv_bfloat16* C, std::int64_t ldc,
               float beta, cudaStream_t stream);
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
+  bool tune_ = true;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+  Tuning none_;
+  const Tuning* last_ = &none_;
 };
 
 }  // namespace ulysses::runtime::cuda

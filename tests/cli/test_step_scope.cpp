@@ -6,6 +6,10 @@
 
 #include "tests/cli/run_cli.hpp"
 
+using ulysses::test::CliResult;
+using ulysses::test::run_cli;
+using ulysses::test::source_path;
+
 namespace {
 const std::string kTiny = " --scenario " + source_path("scenarios/cpu-tiny.yaml");
 const std::string kLlama = " --model llama-3.1-8b --profile h200-sxm-141gb --gpus 1 --sp-size 1 --seq-len 16384";

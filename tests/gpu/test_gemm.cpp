@@ -1,7 +1,8 @@
 // The layer's projections on cuBLASLt (runtime/cuda/gemm.hpp) against fp64 products of the same bf16
 // inputs: forward, input and weight gradients (also accumulating), row-major as PyTorch holds them.
 // Tolerance: fp32 accumulation then one bf16 rounding: |got - want| <= 2^-8 |want| + 1e-2 sqrt(K)
-// (the absolute part covers the fp32 sums of K products of unit-variance values that cancel).
+// (the absolute part covers the fp32 sums of K products of unit-variance values that cancel). Gemm keeps
+// one algorithm per problem, timed on its first call: its later calls give the same bits.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -77,4 +78,40 @@ TEST_CASE("cuBLASLt projections: forward, input and weight gradients against fp6
     for (auto& v : twice) v *= 2;
     CHECK(wrong(dW.download(), twice, 2 * M) == 0);
   }
+}
+
+TEST_CASE("cuBLASLt projections: one algorithm kept per problem, the same bits every call", "[.gpu][gpu][layer]") {
+  const std::int64_t M = 1000, N = 1024, K = 4096;
+  const auto X = random_bf16(M * K, 1), W = random_bf16(N * K, 2), dY = random_bf16(M * N, 3);
+  const auto Y_want = product(M, N, K, [&](auto r, auto i) { return f(X[r * K + i]); }, [&](auto i, auto c) { return f(W[c * K + i]); });
+  Dev<bf16> dX_in(X), dW_in(W), ddY(dY), Y1(M * N), Y2(M * N), Y0(M * N), dW(N * K);
+  runtime::cuda::Gemm tuned, untuned(false);
+  tuned.forward(b16(dX_in), b16(dW_in), b16(Y1), M, N, K, nullptr);  // tunes this problem
+  const auto tu = tuned.last_tuning();
+  REQUIRE(!tu.median_s.empty());
+  CHECK(tu.chosen < int(tu.median_s.size()));
+  for (const double t : tu.median_s) CHECK(t > 0);
+  tuned.forward(b16(dX_in), b16(dW_in), b16(Y2), M, N, K, nullptr);  // reuses it
+  untuned.forward(b16(dX_in), b16(dW_in), b16(Y0), M, N, K, nullptr);
+  CHECK(untuned.last_tuning().median_s.empty());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(tuned.problems() == 1);
+  const auto y1 = Y1.download(), y2 = Y2.download(), y0 = Y0.download();
+  CHECK(y1 == y2);  // the first call (after its timing runs) and a later one: the same bits
+  CHECK(wrong(y1, Y_want, K) == 0);
+  CHECK(wrong(y0, Y_want, K) == 0);
+  if (tu.chosen == 0) CHECK(y1 == y0);  // the heuristic's first kept: what the untuned path computes
+  // beta = 1's first call times its candidates on a saved copy of dW and restores it before the real
+  // run: dW ends as exactly two accumulated products when the first one is in it
+  tuned.weight_grad(b16(ddY), b16(dX_in), b16(dW), M, N, K, 0.f, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto once = dW.download();
+  tuned.weight_grad(b16(ddY), b16(dX_in), b16(dW), M, N, K, 1.f, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(tuned.problems() == 3);
+  CHECK(tuned.last_tuning().median_s.size() > 0);
+  const auto twice = dW.download();
+  std::int64_t off = 0;  // bf16(once + product) is within one rounding of 2 * once
+  for (std::size_t i = 0; i < once.size(); ++i) off += !(std::fabs(f(twice[i]) - 2 * f(once[i])) <= std::fabs(f(once[i])) / 64 + 0.5);
+  CHECK(off == 0);
 }

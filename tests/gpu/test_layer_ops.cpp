@@ -1,10 +1,12 @@
 // The layer's elementwise kernels (kernels/layer_ops.hpp) against the fp64 oracle
 // (runtime/reference_layer.hpp) at Llama-like shapes. Tolerance: the kernels compute in fp32 and round
 // each output to bf16 once, so |kernel - oracle| <= 2^-8 |oracle| (one bf16 rounding, half an ulp is
-// 2^-9) + a small absolute floor for values that cancel; dw (fp32, sums over T rows) to 1e-3 relative.
+// 2^-9) + a small absolute floor for values that cancel; dw (fp32, sums over T rows) to 1e-3 relative,
+// and its bits the same in a second run.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -44,29 +46,64 @@ __nv_bfloat16* b(Dev<bf16>& d) { return reinterpret_cast<__nv_bfloat16*>(d.p); }
 
 TEST_CASE("layer kernels: RMSNorm forward and backward against the fp64 oracle", "[.gpu][gpu][layer]") {
   const double eps = 1e-5;
-  for (const std::int64_t h : {4096, 2560, 128, 8192}) {
-    const std::int64_t T = 300;
+  // h % 8 == 0 takes the 16-byte path, 1030 the 4-byte one, 16384 the 4-units-per-thread one; T = 2001
+  // gives each block of the backward several rows (uneven ranges) and wraps its ring of rows
+  for (const std::int64_t h : {4096, 2560, 128, 8192, 1030, 16384}) {
+    const std::int64_t T = 2001;
     const auto x = random_bf16(T * h, 1, 2.f), w = random_bf16(h, 2), dout = random_bf16(T * h, 3);
     std::vector<double> out(T * h), rstd(T), dx(T * h), dw(h);
     runtime::rmsnorm_forward(T, h, x.data(), w.data(), eps, out.data(), rstd.data());
     runtime::rmsnorm_backward(T, h, dout.data(), x.data(), w.data(), eps, dx.data(), dw.data());
     Dev<bf16> dx_in(x), dw_in(w), d_out(T * h), d_dout(dout), d_dx(T * h);
     Dev<float> d_rstd(T), d_dw(h);
-    Dev<char> ws(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
+    const std::size_t ws_bytes = kernels::rmsnorm_bwd_workspace_bytes(T, h);
+    INFO("h = " << h << ", workspace " << ws_bytes << " bytes");
+    REQUIRE(ws_bytes >= std::size_t(h) * 4);
+    Dev<char> ws(static_cast<std::int64_t>(ws_bytes));
     REQUIRE(kernels::rmsnorm_fwd(cb(dx_in), cb(dw_in), b(d_out), d_rstd.p, T, h, float(eps), nullptr) == cudaSuccess);
     REQUIRE(kernels::rmsnorm_bwd(cb(d_dout), cb(dx_in), cb(dw_in), d_rstd.p, b(d_dx), d_dw.p, ws.p, T, h, nullptr) == cudaSuccess);
     CUDA_CHECK(cudaDeviceSynchronize());
-    INFO("h = " << h);
     // the forward rounds twice (the normalized value, then the product): 2^-8 each
     CHECK(wrong(d_out.download(), out, 1.0 / 128, 1e-3) == 0);
-    CHECK(wrong(d_dx.download(), dx, 1.0 / 128, 1e-3) == 0);
+    const auto gdx = d_dx.download();
+    CHECK(wrong(gdx, dx, 1.0 / 128, 1e-3) == 0);
     const auto gw = d_dw.download();
     std::int64_t bad = 0;
     for (std::int64_t j = 0; j < h; ++j) bad += !(std::fabs(gw[j] - dw[j]) <= 1e-3 * std::fabs(dw[j]) + 1e-3);
     CHECK(bad == 0);
     const auto gr = d_rstd.download();
     for (std::int64_t t = 0; t < T; t += 37) CHECK(gr[t] == Approx(rstd[t]).epsilon(1e-5));
+    // a second run over a poisoned dx and dw: the same bits (dw's summation order is fixed)
+    d_dx.fill_bytes(0xff), d_dw.fill_bytes(0xff);
+    REQUIRE(kernels::rmsnorm_bwd(cb(d_dout), cb(dx_in), cb(dw_in), d_rstd.p, b(d_dx), d_dw.p, ws.p, T, h, nullptr) == cudaSuccess);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(std::memcmp(d_dw.download().data(), gw.data(), gw.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(d_dx.download().data(), gdx.data(), gdx.size() * sizeof(bf16)) == 0);
   }
+}
+
+TEST_CASE("layer kernels: RMSNorm backward on tensors only 4-byte aligned", "[.gpu][gpu][layer]") {
+  // h % 8 == 0 but x, dout, dx two elements past an allocation's start: the 4-byte path
+  const double eps = 1e-5;
+  const std::int64_t T = 1500, h = 4096, off = 2;
+  auto x = random_bf16(T * h + off, 1, 2.f), dout = random_bf16(T * h + off, 3);
+  const auto w = random_bf16(h, 2);
+  std::vector<double> rstd(T), out(T * h), dx(T * h), dw(h);
+  runtime::rmsnorm_forward(T, h, x.data() + off, w.data(), eps, out.data(), rstd.data());
+  runtime::rmsnorm_backward(T, h, dout.data() + off, x.data() + off, w.data(), eps, dx.data(), dw.data());
+  Dev<bf16> d_x(x), d_w(w), d_out(T * h + off), d_dout(dout), d_dx(T * h + off);
+  Dev<float> d_rstd(T), d_dw(h);
+  Dev<char> ws(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
+  REQUIRE(kernels::rmsnorm_fwd(cb(d_x) + off, cb(d_w), b(d_out) + off, d_rstd.p, T, h, float(eps), nullptr) == cudaSuccess);
+  REQUIRE(kernels::rmsnorm_bwd(cb(d_dout) + off, cb(d_x) + off, cb(d_w), d_rstd.p, b(d_dx) + off, d_dw.p, ws.p, T, h, nullptr) ==
+          cudaSuccess);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto gdx = d_dx.download();
+  CHECK(wrong(std::vector<bf16>(gdx.begin() + off, gdx.end()), dx, 1.0 / 128, 1e-3) == 0);
+  const auto gw = d_dw.download();
+  std::int64_t bad = 0;
+  for (std::int64_t j = 0; j < h; ++j) bad += !(std::fabs(gw[j] - dw[j]) <= 1e-3 * std::fabs(dw[j]) + 1e-3);
+  CHECK(bad == 0);
 }
 
 TEST_CASE("layer kernels: RoPE forward and backward against the fp64 oracle", "[.gpu][gpu][layer]") {
@@ -112,5 +149,6 @@ TEST_CASE("layer kernels: shapes they do not take are refused", "[.gpu][gpu][lay
   CHECK(kernels::rmsnorm_fwd(cb(a), cb(a), b(c), r.p, 4, 3, 1e-5f, nullptr) == cudaErrorInvalidValue);
   CHECK(kernels::rope(b(a), cb(a), cb(a), 2, 1, 7, false, nullptr) == cudaErrorInvalidValue);
   CHECK(kernels::swiglu_fwd(cb(a), cb(a), b(c), 15, nullptr) == cudaErrorInvalidValue);
-  CHECK(kernels::rmsnorm_bwd(cb(a), cb(a), cb(a), r.p, b(c), r.p, nullptr, 1, 2 * 256 * 32 + 2, nullptr) == cudaErrorInvalidValue);
+  CHECK(kernels::rmsnorm_bwd(cb(a), cb(a), cb(a), r.p, b(c), r.p, r.p, 1, 16384 + 2, nullptr) == cudaErrorInvalidValue);
+  CHECK(kernels::rmsnorm_bwd(cb(a), cb(a), cb(a), r.p, b(c), r.p, nullptr, 1, 8, nullptr) == cudaErrorInvalidValue);  // no workspace
 }
