@@ -121,8 +121,9 @@ int run_calibrate_cuda(int argc, char** argv) {
       ("profile-out", po::value<std::string>(), "write the base profile with the `calibrated:` section here (else print it)")
       ("json", po::value<std::string>(), "also write every raw measurement as JSON here")
       ("quick", po::bool_switch(), "two S points, h 4 and 16, three exchange sizes (a smoke test)")
-      ("only", po::value<std::string>(), "a2a-idle: measure only the exchange-after-idle-links curve and update it in the "
-                                          "profile's existing calibrated section");
+      ("only", po::value<std::string>(), "a2a-idle: measure only the exchange-after-idle-links curve; ulysses-kernels: only "
+                                          "our runtime's elementwise kernels (the step model's rates for plan.runtime ulysses); "
+                                          "either updated in the profile's existing calibrated section");
   const auto vm = parse_args(argc, argv, d);
   if (vm.count("help")) {
     print_help(argv[0], "--backend cuda [--profile h200-sxm-141gb] [--profile-out FILE] [--json FILE]",
@@ -133,9 +134,10 @@ int run_calibrate_cuda(int argc, char** argv) {
   const std::string cmd = command_line(argc, argv, 0);  // "ulysses <command> ..."
   calib::cuda::Result r;
   if (vm.count("only")) {
-    if (vm["only"].as<std::string>() != "a2a-idle") throw core::InputError("", "--only", "must be a2a-idle");
+    const std::string only = vm["only"].as<std::string>();
+    if (only != "a2a-idle" && only != "ulysses-kernels") throw core::InputError("", "--only", "must be a2a-idle or ulysses-kernels");
     if (!hw.has_calibration) throw core::InputError(vm["profile"].as<std::string>(), "calibrated", "--only needs a profile with a calibrated section");
-    r = calib::cuda::calibrate_idle_only(hw, cmd);
+    r = only == "a2a-idle" ? calib::cuda::calibrate_idle_only(hw, cmd) : calib::cuda::calibrate_kernels_only(hw, cmd);
   } else {
     r = calib::cuda::calibrate(hw, vm["quick"].as<bool>(), cmd);
   }

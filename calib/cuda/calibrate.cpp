@@ -9,8 +9,10 @@
 //     effective-bandwidth curve per exchange phase, plus the generic busbw curve;
 //   - the spread of attention time between the GPUs (shown only);
 //   - pack bandwidth, pinned host<->device copies, fixed device memory (context with the block's
-//     kernels loaded: profile HBM - free; NCCL: free before - free after the communicators).
-// GEMMs are not calibrated (no cuBLAS in this build): gemm_eff stays the profile's datasheet value.
+//     kernels loaded: profile HBM - free; NCCL: free before - free after the communicators);
+//   - our runtime's elementwise kernels alone (calib/cuda/kernel_rates.hpp): the step model's rates
+//     for plan.runtime ulysses.
+// GEMMs are not calibrated by this command: gemm_eff stays the profile's value.
 #include "calib/cuda/calibrate.hpp"
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "calib/a2a_fit.hpp"
+#include "calib/cuda/kernel_rates.hpp"
 #include "calib/cuda/microbench.hpp"
 #include "reports/format.hpp"
 #include "reports/table.hpp"
@@ -198,6 +201,18 @@ void calibrate_skew(int P, Json& raw, std::string& out) {
                      skew * 100);
 }
 
+// Our runtime's elementwise kernels: the step model's rates for plan.runtime ulysses.
+void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out) {
+  std::string kr;
+  c.ulysses_bytes_per_elem = ulysses_kernel_rates(hw.hbm_GBps, 3, 10, kr);
+  out += "our runtime's elementwise kernels alone (calibrated.ulysses_bytes_per_elem; T=32768 h=4096 F=14336 H=32/8 D=128 "
+         "V=128256, cross-entropy over 4096 rows):\n" + kr;
+  raw["ulysses_bytes_per_elem"] = Json::object();
+  for (int i = 0; i < kEagerRates; ++i)
+    if (const double x = c.ulysses_bytes_per_elem[static_cast<std::size_t>(i)]; x > 0)
+      raw["ulysses_bytes_per_elem"][std::string(kEagerRateKeys[static_cast<std::size_t>(i)])] = x;
+}
+
 }  // namespace
 
 Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) {
@@ -223,6 +238,7 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
                      info.runtime, info.nccl);
   out += fmt::format("pack (seq->head, 256 MiB): {:.0f} GB/s (read + write); host link pinned 256 MiB: h2d {:.1f}, d2h {:.1f} GB/s\n",
                      c.pack_GBps, link.h2d_GBps, link.d2h_GBps);
+  calibrate_kernels(hw, c, raw, out);
   calibrate_attention(s, hw, c, raw, out);
   // bare implementation keys: the D=128 causal curve at 16 heads per rank (any other shape)
   for (auto* curves : {&c.attn_fwd_eff, &c.attn_bwd_eff}) {
@@ -246,14 +262,15 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
                      "cudaMemGetInfo total {:.3f} GiB), NCCL {:.3f} GiB\n",
                      c.cuda_context_bytes / 1073741824.0, hw.hbm_bytes / 1073741824.0, free_ctx / 1073741824.0,
                      info.total_bytes / 1073741824.0, std::max<std::int64_t>(c.nccl_buffer_bytes, 0) / 1073741824.0);
-  out += "GEMM: not calibrated (no cuBLAS in this build); gemm_eff stays the profile's value\n";
+  out += "GEMM: not calibrated by this command; gemm_eff stays the profile's value\n";
   c.provenance = fmt::format(
       "measured {} by `{}` on {} ({} GPU(s), {}, CUDA runtime {}, NCCL {}); attention: our kernels, B=1, H_kv_local = "
       "H_local/4, median of {} after {} warm-up, eff = FLOPs / t / {:.1f} TFLOP/s, keys impl@d<D>.<mask>.h<H_local>, bare "
       "impl = d128 causal h16 (fwd) / kv4 (bwd), flash bwd keyed by kv heads per rank; a2a: the block's exchange phases "
       "(attention skipped, H=32 H_kv=8 D=128) median of 10, alpha per tensor from a 64-row a2a.out.bwd, a2a_phase_GBps = bytes / "
       "(t - tensors * alpha) per phase, busbw(X) = (P-1)/P * X / (t(a2a.out.bwd) - alpha - pack copy); pack: 256 MiB seq->head; host link: 256 MiB pinned cudaMemcpyAsync; cuda_context = profile HBM "
-      "- cudaMemGetInfo free with the block kernels loaded; nccl_buffer = free before - after the P=2 communicators; GEMM not "
+      "- cudaMemGetInfo free with the block kernels loaded; nccl_buffer = free before - after the P=2 communicators; "
+      "ulysses_bytes_per_elem: our layer kernels alone at T=32768 h=4096 F=14336, median of 10, t * hbm_GBps / elements; GEMM not "
       "calibrated; a2a transport {} (p2p: one fixed cost per exchange phase, nccl: one per tensor)",
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
       raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"));
@@ -269,6 +286,18 @@ Result calibrate_idle_only(const HardwareProfile& hw, const std::string& cmd) {
   r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
   calibrate_a2a_idle(2, r.c, r.raw, r.report);
   r.c.provenance += fmt::format("; a2a_idle_penalty_us measured {} by `{}` on {}", utc_now(), cmd, dev.name);
+  return r;
+}
+
+Result calibrate_kernels_only(const HardwareProfile& hw, const std::string& cmd) {
+  const rc::DeviceInfo dev = rc::device_info();
+  Result r;
+  r.c = hw.calibrated;
+  r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
+  calibrate_kernels(hw, r.c, r.raw, r.report);
+  r.c.provenance += fmt::format("; ulysses_bytes_per_elem measured {} by `{}` on {} (our layer kernels alone at T=32768 "
+                                "h=4096 F=14336 H=32/8 D=128 V=128256, median of 10, t * hbm_GBps / elements)",
+                                utc_now(), cmd, dev.name);
   return r;
 }
 

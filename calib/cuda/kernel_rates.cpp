@@ -1,0 +1,91 @@
+// calib/cuda/kernel_rates.hpp: buffers at the shape, then each kernel timed alone in EagerRate order.
+#include "calib/cuda/kernel_rates.hpp"
+
+#include <algorithm>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "core/stats.hpp"
+#include "kernels/layer_ops.hpp"
+#include "kernels/loss_ops.hpp"
+#include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/device_memory.hpp"
+#include "runtime/cuda/event_timer.hpp"
+
+namespace ulysses::calib::cuda {
+
+std::array<double, kEagerRates> ulysses_kernel_rates(double hbm_GBps, int warmup, int iters, std::string& report,
+                                                     const KernelRateShape& s, int device) {
+  using bf = __nv_bfloat16;
+  CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t st;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  std::array<double, kEagerRates> rates{};
+  rates.fill(-1);
+  try {
+    runtime::cuda::DeviceArena a(device);
+    runtime::cuda::BufferSet b(a);
+    const std::int64_t T = s.T, h = s.h, F = s.F, QK = (s.H + s.H_kv) * s.D, Th = T * h, TF = T * F, Vh = s.V * h;
+    bf *x = b.take<bf>(Th), *y = b.take<bf>(Th), *dy = b.take<bf>(Th), *w = b.take<bf>(h), *qk = b.take<bf>(T * QK);
+    bf *cs = b.take<bf>(T * s.D / 2), *sn = b.take<bf>(T * s.D / 2), *embed = b.take<bf>(Vh), *logits = b.take<bf>(s.T_loss * s.V);
+    bf *g = b.take<bf>(TF), *u = b.take<bf>(TF), *act = b.take<bf>(TF), *dg = b.take<bf>(TF), *du = b.take<bf>(TF);
+    float *rstd = b.take<float>(T), *dw = b.take<float>(h), *d_embed = b.take<float>(Vh), *loss = b.take<float>(s.T_loss);
+    void* ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
+    std::int32_t *tokens = b.take<std::int32_t>(T), *labels = b.take<std::int32_t>(s.T_loss);
+    // seeded values: the norms' weights near 1, activations of unit scale, RoPE angles as cos/sin of one
+    const auto fill = [&](bf* p, std::int64_t n, std::uint32_t id, float bias, float scale) {
+      CUDA_CHECK(kernels::fill_seeded_param(p, n, 99, id, bias, scale, st));
+    };
+    fill(x, Th, 1, 0, 1), fill(dy, Th, 2, 0, 1), fill(w, h, 3, 1, 0.1f), fill(qk, T * QK, 4, 0, 1);
+    fill(cs, T * s.D / 2, 5, 0, 0.7f), fill(sn, T * s.D / 2, 6, 0, 0.7f), fill(embed, Vh, 7, 0, 0.02f);
+    fill(g, TF, 8, 0, 1), fill(u, TF, 9, 0, 1), fill(act, TF, 10, 0, 1), fill(logits, s.T_loss * s.V, 11, 0, 1);
+    std::vector<std::int32_t> tok(static_cast<std::size_t>(T)), lab(static_cast<std::size_t>(s.T_loss));
+    for (std::int64_t t = 0; t < T; ++t) tok[t] = static_cast<std::int32_t>((t * 7919) % s.V);
+    for (std::int64_t t = 0; t < s.T_loss; ++t) lab[t] = static_cast<std::int32_t>((t * 104729 + 3) % s.V);
+    CUDA_CHECK(cudaMemcpy(tokens, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(labels, lab.data(), lab.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    const auto rate = [&](EagerRate r, double elems, auto&& fn) {
+      const double t = core::median(runtime::cuda::time_on_stream(st, warmup, iters, fn));
+      const double bpe = t * hbm_GBps * 1e9 / elems;
+      rates[static_cast<std::size_t>(r)] = bpe;
+      report += fmt::format("  {:<12} {:>9.1f} us over {:>12.0f} elements: {:6.2f} B/elem at {:.0f} GB/s\n",
+                            kEagerRateKeys[static_cast<std::size_t>(r)], t * 1e6, elems, bpe, hbm_GBps);
+    };
+    rate(EagerRate::rmsnorm_fwd, double(Th), [&] { CUDA_CHECK(kernels::rmsnorm_fwd(x, w, y, rstd, T, h, 1e-5f, st)); });
+    rate(EagerRate::rmsnorm_bwd, double(Th), [&] { CUDA_CHECK(kernels::rmsnorm_bwd(dy, x, w, rstd, y, dw, ws, T, h, st)); });
+    rate(EagerRate::rope_fwd, double(T * QK), [&] {  // q's heads then k's, as the layer runs them
+      CUDA_CHECK(kernels::rope(qk, cs, sn, T, s.H, s.D, false, st));
+      CUDA_CHECK(kernels::rope(qk + T * s.H * s.D, cs, sn, T, s.H_kv, s.D, false, st));
+    });
+    rate(EagerRate::rope_bwd, double(T * QK), [&] {
+      CUDA_CHECK(kernels::rope(qk, cs, sn, T, s.H, s.D, true, st));
+      CUDA_CHECK(kernels::rope(qk + T * s.H * s.D, cs, sn, T, s.H_kv, s.D, true, st));
+    });
+    rate(EagerRate::add_fwd, double(Th), [&] { CUDA_CHECK(kernels::add(x, dy, y, Th, st)); });
+    rate(EagerRate::swiglu_fwd, double(TF), [&] { CUDA_CHECK(kernels::swiglu_fwd(g, u, act, TF, st)); });
+    rate(EagerRate::swiglu_bwd, double(TF), [&] { CUDA_CHECK(kernels::swiglu_bwd(act, g, u, dg, du, TF, st)); });
+    rate(EagerRate::embed_fwd, double(Th), [&] { CUDA_CHECK(kernels::embedding_fwd(embed, tokens, y, T, h, st)); });
+    rate(EagerRate::embed_bwd, double(Th), [&] { CUDA_CHECK(kernels::embedding_bwd(dy, tokens, d_embed, T, h, st)); });
+    rate(EagerRate::embed_grad, double(Vh), [&] { CUDA_CHECK(cudaMemsetAsync(d_embed, 0, static_cast<std::size_t>(Vh) * 4, st)); });
+    // the cross-entropy overwrites its input with the gradient: refill the chunk each time, timed apart
+    const double t_fill = core::median(runtime::cuda::time_on_stream(st, warmup, iters, [&] { fill(logits, s.T_loss * s.V, 11, 0, 1); }));
+    rate(EagerRate::loss_fwd, double(s.T_loss * s.V), [&] {
+      fill(logits, s.T_loss * s.V, 11, 0, 1);
+      CUDA_CHECK(kernels::cross_entropy_fwd_bwd(logits, labels, loss, s.T_loss, s.V, float(s.T_loss), st));
+    });
+    auto& lf = rates[static_cast<std::size_t>(EagerRate::loss_fwd)];
+    lf = std::max(0.0, lf - t_fill * hbm_GBps * 1e9 / double(s.T_loss * s.V));
+    report += fmt::format("  (loss.fwd: the chunk's refill, {:.1f} us, taken out: {:.2f} B/elem)\n", t_fill * 1e6, lf);
+    if (!(lf > 0)) lf = -1;
+  } catch (...) {
+    cudaStreamDestroy(st);
+    throw;
+  }
+  CUDA_CHECK(cudaStreamDestroy(st));
+  return rates;
+}
+
+}  // namespace ulysses::calib::cuda
