@@ -55,6 +55,18 @@ void rmsnorm_backward(std::int64_t T, std::int64_t h, const In* dout, const In* 
 
 // ---- RoPE ----
 
+void rmsnorm_given_rstd(std::int64_t T, std::int64_t h, const core::bf16* x, const core::bf16* w,
+                        const core::bf16* dout, const float* rstd, core::bf16* out, double* dw, double* dw_abs) {
+  for (std::int64_t j = 0; j < h; ++j) dw[j] = 0, dw_abs[j] = 0;
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t j = 0; j < h; ++j) {
+      const float n = core::bf16_to_float(core::float_to_bf16(core::bf16_to_float(x[t * h + j]) * rstd[t]));
+      out[t * h + j] = core::float_to_bf16(core::bf16_to_float(w[j]) * n);
+      const double term = double(core::bf16_to_float(dout[t * h + j])) * n;
+      dw[j] += term, dw_abs[j] += std::fabs(term);
+    }
+}
+
 void rope_tables(std::int64_t T, std::int64_t D, const std::int64_t* positions, double theta,
                  std::vector<core::bf16>& cos, std::vector<core::bf16>& sin) {
   const std::int64_t half = D / 2;

@@ -34,6 +34,16 @@ template <class In>
 void rmsnorm_backward(std::int64_t T, std::int64_t h, const In* dout, const In* x, const In* w, double eps, double* dx,
                       double* dw, bool round_n = true);
 
+// RMSNorm given a kernel's own fp32 rstd [T]: n_tj = bf16(float(x_tj) * rstd_t) rounded as the kernel
+// rounds it, then out_tj = bf16(float(w_j) * n_tj) (bits, out [T, h]) and dw_j = sum_t dout_tj n_tj in fp64
+// (dw [h]; dw_abs [h]: sum_t |dout_tj n_tj|, the scale of its summation error). Where x * rstd lies within
+// fp32 error of a bf16 rounding boundary (about 5e-5 of the elements) the fp64 oracle rounds the other way,
+// moving that term by a bf16 ulp (up to 2^-7 relative): over thousands of rows no tight bound on dw holds
+// against the oracle, so the kernels' tests check out's bits and dw's summation against this, and rstd
+// against the fp64 oracle.
+void rmsnorm_given_rstd(std::int64_t T, std::int64_t h, const core::bf16* x, const core::bf16* w,
+                        const core::bf16* dout, const float* rstd, core::bf16* out, double* dw, double* dw_abs);
+
 // The bf16 cos and sin tables HF's rotary embedding hands the layers: [T, D/2] each.
 void rope_tables(std::int64_t T, std::int64_t D, const std::int64_t* positions, double theta,
                  std::vector<core::bf16>& cos, std::vector<core::bf16>& sin);
