@@ -85,7 +85,7 @@ StepComparison compare_step(const Scenario& sc, const Prediction& p, const runti
   if (sc.plan.runtime == Runtime::ulysses) {  // our runtime: every buffer up front, allocated == reserved
     const core::AttnImpl* impl = core::find_attn_impl(sc.plan.attn_implementation);
     const bool flash = !impl || impl->kernel != core::AttnKernel::reference;
-    const double bytes = double(ulysses_step_bytes(derive_dims(sc), sc.model.tied_embeddings, flash).total());
+    const double bytes = double(ulysses_step_bytes(derive_dims(sc), sc.model.tied_embeddings, flash, sc.model.qk_norm).total());
     c.allocated = row("max_memory_allocated", bytes, double(m.max_memory_allocated), true);
     c.reserved = row("max_memory_reserved", bytes, double(m.max_memory_reserved), true);
     c.predicted_peak_at = "construction";

@@ -1,6 +1,8 @@
 // The fp64 decoder layer (runtime/reference_decoder_layer.hpp): forward, then backward, top to bottom.
 #include "runtime/reference_decoder_layer.hpp"
 
+#include <stdexcept>
+
 #include "runtime/reference_attention.hpp"
 #include "runtime/reference_layer.hpp"
 
@@ -56,13 +58,21 @@ DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const Deco
                                            const std::vector<double>& x, const std::vector<double>& dy,
                                            const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin) {
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
-  const DecoderLayerParams<Vec> p{widen(pb.w1), widen(pb.wq), widen(pb.wk), widen(pb.wv), widen(pb.wo),
-                                  widen(pb.w2), widen(pb.wg), widen(pb.wu), widen(pb.wd)};
+  const DecoderLayerParams<Vec> p{widen(pb.w1), widen(pb.wq), widen(pb.wk), widen(pb.wv), widen(pb.wo), widen(pb.w2),
+                                  widen(pb.wg), widen(pb.wu), widen(pb.wd), widen(pb.wqn), widen(pb.wkn)};
+  if (d.qk_norm && (static_cast<std::int64_t>(p.wqn.size()) != d.D || static_cast<std::int64_t>(p.wkn.size()) != d.D))
+    throw std::invalid_argument("decoder_layer_reference: qk_norm needs wqn and wkn of D entries");
   const AttnDims ad{1, T, d.H, d.H_kv, d.D, true};
   // ---- forward ----
   Vec n1(T * h), r1(T), n2(T * h), r2(T);
   rmsnorm_forward(T, h, x.data(), p.w1.data(), d.eps, n1.data(), r1.data(), d.round_normalized);
-  const Vec q0 = linear(n1, p.wq, T, HD, h), k0 = linear(n1, p.wk, T, KD, h), v = linear(n1, p.wv, T, KD, h);
+  const Vec qp = linear(n1, p.wq, T, HD, h), kp = linear(n1, p.wk, T, KD, h), v = linear(n1, p.wv, T, KD, h);
+  // Qwen3's head norms: rows of D values, one per (token, head)
+  Vec q0 = qp, k0 = kp, rq(T * d.H), rk(T * d.H_kv);
+  if (d.qk_norm) {
+    rmsnorm_forward(T * d.H, d.D, qp.data(), p.wqn.data(), d.eps, q0.data(), rq.data(), d.round_normalized);
+    rmsnorm_forward(T * d.H_kv, d.D, kp.data(), p.wkn.data(), d.eps, k0.data(), rk.data(), d.round_normalized);
+  }
   Vec q(T * HD), k(T * KD);
   rope_apply(T, d.H, d.D, q0.data(), cos.data(), sin.data(), false, q.data());
   rope_apply(T, d.H_kv, d.D, k0.data(), cos.data(), sin.data(), false, k.data());
@@ -97,6 +107,13 @@ DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const Deco
   Vec dq0(T * HD), dk0(T * KD);
   rope_apply(T, d.H, d.D, dq.data(), cos.data(), sin.data(), true, dq0.data());
   rope_apply(T, d.H_kv, d.D, dk.data(), cos.data(), sin.data(), true, dk0.data());
+  if (d.qk_norm) {  // through the head norms: dq0, dk0 become the projections' output gradients
+    Vec dqp(T * HD), dkp(T * KD);
+    dp.wqn.assign(static_cast<std::size_t>(d.D), 0.0), dp.wkn.assign(static_cast<std::size_t>(d.D), 0.0);
+    rmsnorm_backward(T * d.H, d.D, dq0.data(), qp.data(), p.wqn.data(), d.eps, dqp.data(), dp.wqn.data(), d.round_normalized);
+    rmsnorm_backward(T * d.H_kv, d.D, dk0.data(), kp.data(), p.wkn.data(), d.eps, dkp.data(), dp.wkn.data(), d.round_normalized);
+    dq0 = std::move(dqp), dk0 = std::move(dkp);
+  }
   Vec dn1(T * h, 0.0), dxn(T * h), dw1(h);
   linear_dx(dq0, p.wq, T, HD, h, dn1);
   linear_dx(dk0, p.wk, T, KD, h, dn1);

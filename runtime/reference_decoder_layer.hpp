@@ -1,10 +1,12 @@
 #pragma once
-// One Llama/Qwen-style decoder layer (without Qwen3's head norms), forward and backward in fp64: the
+// One Llama/Qwen-style decoder layer (Qwen3's per-head q/k norms optional), forward and backward in fp64: the
 // oracle of the CUDA runtime's layer (runtime/cuda/decoder_layer.hpp) and of the CPU backend's step.
 // Composed from the fp64 oracles of attention (reference_attention.hpp) and of the elementwise ops
 // (reference_layer.hpp); projections are exact fp64 products.
 //
-//   n1 = rmsnorm(x; w1)      q, k, v = n1 Wq^T, n1 Wk^T, n1 Wv^T      q, k = rope(q), rope(k)
+//   n1 = rmsnorm(x; w1)      q, k, v = n1 Wq^T, n1 Wk^T, n1 Wv^T
+//   (qk_norm: q, k = rmsnorm over each head's D values; wqn, wkn [D]: Qwen3's q_norm, k_norm)
+//   q, k = rope(q), rope(k)
 //   o = causal_attention(q, k, v)      h1 = x + o Wo^T      n2 = rmsnorm(h1; w2)
 //   act = silu(n2 Wg^T) * (n2 Wu^T)    y = h1 + act Wd^T
 // Shapes (T tokens): x, y, h1, n1, n2 [T, h]; q, o [T, H, D]; k, v [T, H_kv, D]; act [T, F];
@@ -20,11 +22,13 @@ struct DecoderLayerDims {
   std::int64_t T = 0, h = 0, H = 0, H_kv = 0, D = 0, F = 0;
   double eps = 1e-5;
   bool round_normalized = true;  // HF's bf16 rounding of the norms' normalized value (false: the smooth layer)
+  bool qk_norm = false;          // Qwen3: RMSNorm over the head dim of q and k before RoPE
 };
 
 template <class V>
 struct DecoderLayerParams {  // V = std::vector<core::bf16> (the weights a runtime holds) or std::vector<double>
   V w1, wq, wk, wv, wo, w2, wg, wu, wd;
+  V wqn, wkn;  // [D] each with qk_norm, else empty
 };
 
 struct DecoderLayerResult {

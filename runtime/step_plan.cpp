@@ -24,14 +24,13 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   refuse_if(pl.offload_optimizer, origin, "plan.offload_optimizer", "must be false (the step has no optimizer yet)");
   refuse_if(pl.offload_params, origin, "plan.offload_params", "must be false");
   refuse_if(pl.kv_strategy == KvStrategy::send_once, origin, "plan.kv_strategy", "must be replicate");
-  refuse_if(sc.model.qk_norm, origin, "model.qk_norm", "Qwen3's per-head q/k norms are not in the step's layer");
   refuse_if(sc.model.qkv_bias, origin, "model.qkv_bias", "q/k/v biases are not in the step's layer");
   const Dims d = derive_dims(sc);
   refuse_if(d.h % 8 || d.F % 8 || d.V % 8, origin, "model", "hidden, ffn_hidden and vocab must be multiples of 8 (16-byte rows for cuBLASLt)");
   refuse_if(d.S_l * d.B > 2147483647 || d.V > 2147483647, origin, "plan.seq_len", "tokens and vocab must fit int32");
   StepShape s;
   s.dims.layer.T = d.B * d.S_l, s.dims.layer.h = d.h, s.dims.layer.H = d.H, s.dims.layer.H_kv = d.H_kv;
-  s.dims.layer.D = d.D, s.dims.layer.F = d.F;
+  s.dims.layer.D = d.D, s.dims.layer.F = d.F, s.dims.layer.qk_norm = sc.model.qk_norm;
   s.dims.L = d.L, s.dims.V = d.V, s.dims.tied = sc.model.tied_embeddings;
   s.checkpoint = pl.activation_checkpointing;
   s.logits_shards = d.logits_shards;

@@ -19,7 +19,7 @@ struct StepShape {
 
 // Throws core::InputError(origin, key, rule) for what the step runtime does not run yet: more than one
 // GPU (sp_size, dp), micro_batch_size > 1, tiled_mlp, offload_checkpoints, offload_optimizer,
-// offload_params, Qwen3's head norms (model qk_norm), q/k/v biases, kv_strategy send_once.
+// offload_params, q/k/v biases, kv_strategy send_once.
 StepShape step_shape_of(const Scenario& sc, const std::string& origin);
 
 }  // namespace ulysses::runtime

@@ -20,8 +20,9 @@ struct StepRuntimeBytes {
 
 // d: T = B * S_l tokens, the model's letters, ckpt (one activation set, else L) and logits_shards;
 // tied: the lm_head is the embedding; flash: the attention backward's workspace of the flash kernel
-// (else the reference kernel's).
-StepRuntimeBytes ulysses_step_bytes(const Dims& d, bool tied, bool flash);
+// (else the reference kernel's); qk_norm: Qwen3's head norms (their weights and gradients [D], the
+// projections before them and their rstd kept, their gradients and dw partials in the scratch).
+StepRuntimeBytes ulysses_step_bytes(const Dims& d, bool tied, bool flash, bool qk_norm = false);
 
 inline constexpr core::bytes_t kCublasLtWorkspaceBytes = core::bytes_t{32} << 20;  // runtime/cuda/gemm.hpp
 // kernels/layer_ops.cu rmsnorm_bwd keeps one fp32 row of dw partial sums per resident block (the device's

@@ -38,7 +38,7 @@ void mark(const LayerCtx& c, LayerOp op, Pass pass, cudaStream_t s) {
 
 std::int64_t weight_elems(const DecoderLayerDims& d) {
   const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
-  return 2 * h + HD * h + 2 * KD * h + h * HD + 3 * F * h;
+  return 2 * h + HD * h + 2 * KD * h + h * HD + 3 * F * h + (d.qk_norm ? 2 * d.D : 0);
 }
 
 LayerWeights alloc_weights(BufferSet& b, const DecoderLayerDims& d) {
@@ -47,6 +47,7 @@ LayerWeights alloc_weights(BufferSet& b, const DecoderLayerDims& d) {
   w.w1 = b.take<bf16_t>(h), w.wq = b.take<bf16_t>(HD * h), w.wk = b.take<bf16_t>(KD * h), w.wv = b.take<bf16_t>(KD * h);
   w.wo = b.take<bf16_t>(h * HD), w.w2 = b.take<bf16_t>(h), w.wg = b.take<bf16_t>(F * h), w.wu = b.take<bf16_t>(F * h);
   w.wd = b.take<bf16_t>(h * F);
+  if (d.qk_norm) w.wqn = b.take<bf16_t>(d.D), w.wkn = b.take<bf16_t>(d.D);
   return w;
 }
 
@@ -56,6 +57,7 @@ LayerGrads alloc_grads(BufferSet& b, const DecoderLayerDims& d) {
   g.dwq = b.take<bf16_t>(HD * h), g.dwk = b.take<bf16_t>(KD * h), g.dwv = b.take<bf16_t>(KD * h);
   g.dwo = b.take<bf16_t>(h * HD), g.dwg = b.take<bf16_t>(F * h), g.dwu = b.take<bf16_t>(F * h);
   g.dwd = b.take<bf16_t>(h * F), g.dw1 = b.take<float>(h), g.dw2 = b.take<float>(h);
+  if (d.qk_norm) g.dwqn = b.take<float>(d.D), g.dwkn = b.take<float>(d.D);
   return g;
 }
 
@@ -66,6 +68,10 @@ LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d) {
   a.o = b.take<bf16_t>(T * HD), a.h1 = b.take<bf16_t>(T * h), a.n2 = b.take<bf16_t>(T * h);
   a.g = b.take<bf16_t>(T * F), a.u = b.take<bf16_t>(T * F), a.act = b.take<bf16_t>(T * F);
   a.r1 = b.take<float>(T), a.r2 = b.take<float>(T), a.lse = b.take<float>(d.H * T);
+  if (d.qk_norm) {
+    a.qp = b.take<bf16_t>(T * HD), a.kp = b.take<bf16_t>(T * KD);
+    a.rq = b.take<float>(T * d.H), a.rk = b.take<float>(T * d.H_kv);
+  }
   return a;
 }
 
@@ -77,6 +83,10 @@ LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::Att
   s.do_ = b.take<bf16_t>(T * HD), s.dq = b.take<bf16_t>(T * HD), s.dk = b.take<bf16_t>(T * KD), s.dv = b.take<bf16_t>(T * KD);
   s.norm_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
   s.attn_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(attn, 1, T, d.H, d.H_kv, d.D)));
+  if (d.qk_norm) {
+    s.dqp = b.take<bf16_t>(T * HD), s.dkp = b.take<bf16_t>(T * KD);
+    s.head_norm_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T * d.H, d.D)));
+  }
   return s;
 }
 
@@ -85,13 +95,17 @@ void upload_weights(const LayerWeights& w, const DecoderLayerDims& d, const Deco
   upload(w.w1, p.w1, h), upload(w.wq, p.wq, HD * h), upload(w.wk, p.wk, KD * h), upload(w.wv, p.wv, KD * h);
   upload(w.wo, p.wo, h * HD), upload(w.w2, p.w2, h), upload(w.wg, p.wg, F * h), upload(w.wu, p.wu, F * h);
   upload(w.wd, p.wd, h * F);
+  if (d.qk_norm) upload(w.wqn, p.wqn, d.D), upload(w.wkn, p.wkn, d.D);
 }
 
 DecoderLayerParams<std::vector<double>> download_grads(const LayerGrads& g, const DecoderLayerDims& d) {
   const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
-  return {download(g.dw1, h),      download(g.dwq, HD * h), download(g.dwk, KD * h), download(g.dwv, KD * h),
-          download(g.dwo, h * HD), download(g.dw2, h),      download(g.dwg, F * h),  download(g.dwu, F * h),
-          download(g.dwd, h * F)};
+  DecoderLayerParams<std::vector<double>> r{
+      download(g.dw1, h),  download(g.dwq, HD * h), download(g.dwk, KD * h), download(g.dwv, KD * h),
+      download(g.dwo, h * HD), download(g.dw2, h),  download(g.dwg, F * h),  download(g.dwu, F * h),
+      download(g.dwd, h * F)};
+  if (d.qk_norm) r.wqn = download(g.dwqn, d.D), r.wkn = download(g.dwkn, d.D);
+  return r;
 }
 
 void layer_forward(const LayerCtx& c, const LayerWeights& w, const LayerActs& a, const LayerScratch& sc,
@@ -102,9 +116,14 @@ void layer_forward(const LayerCtx& c, const LayerWeights& w, const LayerActs& a,
   mark(c, LayerOp::norm, pass, s);
   CUDA_CHECK(kernels::rmsnorm_fwd(x, w.w1, a.n1, a.r1, T, h, float(d.eps), s));
   mark(c, LayerOp::gemm_qkv, pass, s);
-  gemm.forward(a.n1, w.wq, a.q, T, HD, h, s);
-  gemm.forward(a.n1, w.wk, a.k, T, KD, h, s);
+  gemm.forward(a.n1, w.wq, d.qk_norm ? a.qp : a.q, T, HD, h, s);
+  gemm.forward(a.n1, w.wk, d.qk_norm ? a.kp : a.k, T, KD, h, s);
   gemm.forward(a.n1, w.wv, a.v, T, KD, h, s);
+  if (d.qk_norm) {  // Qwen3's head norms: rows of D values, one per (token, head)
+    mark(c, LayerOp::norm, pass, s);
+    CUDA_CHECK(kernels::rmsnorm_fwd(a.qp, w.wqn, a.q, a.rq, T * d.H, d.D, float(d.eps), s));
+    CUDA_CHECK(kernels::rmsnorm_fwd(a.kp, w.wkn, a.k, a.rk, T * d.H_kv, d.D, float(d.eps), s));
+  }
   mark(c, LayerOp::rope_add, pass, s);
   CUDA_CHECK(kernels::rope(a.q, c.cos, c.sin, T, d.H, d.D, false, s));
   CUDA_CHECK(kernels::rope(a.k, c.cos, c.sin, T, d.H_kv, d.D, false, s));
@@ -165,15 +184,22 @@ void layer_backward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& 
   mark(c, LayerOp::rope_add, pass, s);
   CUDA_CHECK(kernels::rope(sc.dq, c.cos, c.sin, T, d.H, d.D, true, s));
   CUDA_CHECK(kernels::rope(sc.dk, c.cos, c.sin, T, d.H_kv, d.D, true, s));
+  const bf16_t *gq = sc.dq, *gk = sc.dk;  // the projections' output gradients
+  if (d.qk_norm) {
+    mark(c, LayerOp::norm, pass, s);
+    CUDA_CHECK(kernels::rmsnorm_bwd(sc.dq, a.qp, w.wqn, a.rq, sc.dqp, g.dwqn, sc.head_norm_ws, T * d.H, d.D, s));
+    CUDA_CHECK(kernels::rmsnorm_bwd(sc.dk, a.kp, w.wkn, a.rk, sc.dkp, g.dwkn, sc.head_norm_ws, T * d.H_kv, d.D, s));
+    gq = sc.dqp, gk = sc.dkp;
+  }
   // q, k, v projections and the input norm
   mark(c, LayerOp::gemm_qkv, pass, s);
-  gemm.input_grad(sc.dq, w.wq, sc.dn, T, HD, h, s);
-  gemm.input_grad(sc.dk, w.wk, sc.tmp_h, T, KD, h, s);
+  gemm.input_grad(gq, w.wq, sc.dn, T, HD, h, s);
+  gemm.input_grad(gk, w.wk, sc.tmp_h, T, KD, h, s);
   CUDA_CHECK(kernels::add(sc.dn, sc.tmp_h, sc.dn, T * h, s));
   gemm.input_grad(sc.dv, w.wv, sc.tmp_h, T, KD, h, s);
   CUDA_CHECK(kernels::add(sc.dn, sc.tmp_h, sc.dn, T * h, s));
-  gemm.weight_grad(sc.dq, a.n1, g.dwq, T, HD, h, 0.f, s);
-  gemm.weight_grad(sc.dk, a.n1, g.dwk, T, KD, h, 0.f, s);
+  gemm.weight_grad(gq, a.n1, g.dwq, T, HD, h, 0.f, s);
+  gemm.weight_grad(gk, a.n1, g.dwk, T, KD, h, 0.f, s);
   gemm.weight_grad(sc.dv, a.n1, g.dwv, T, KD, h, 0.f, s);
   mark(c, LayerOp::norm, pass, s);
   CUDA_CHECK(kernels::rmsnorm_bwd(sc.dn, x, w.w1, a.r1, sc.tmp_h, g.dw1, sc.norm_ws, T, h, s));

@@ -36,27 +36,33 @@ class PhaseMarks {
 
 struct LayerWeights {   // shapes: reference_decoder_layer.hpp
   bf16_t *w1, *wq, *wk, *wv, *wo, *w2, *wg, *wu, *wd;
+  bf16_t *wqn = nullptr, *wkn = nullptr;               // [D] each, qk_norm only
 };
 struct LayerGrads {
   bf16_t *dwq, *dwk, *dwv, *dwo, *dwg, *dwu, *dwd;
   float *dw1, *dw2;     // [h] each
+  float *dwqn = nullptr, *dwkn = nullptr;              // [D] each, qk_norm only
 };
 struct LayerActs {      // kept by the forward (or refilled by the recompute)
   bf16_t *n1, *q, *k, *v, *o, *h1, *n2, *g, *u, *act;  // [T,h] [T,HD] [T,KD] x2 [T,HD] [T,h] x2 [T,F] x3
   float *r1, *r2, *lse;                                // [T] [T] [H, T]
+  bf16_t *qp = nullptr, *kp = nullptr;                 // qk_norm: the projections before the head norms [T,HD] [T,KD]
+  float *rq = nullptr, *rk = nullptr;                  // qk_norm: their rstd [T*H] [T*H_kv]
 };
 struct LayerScratch {   // the backward's temporaries (and the forward's o_proj / down outputs in tmp_h)
   bf16_t *dact, *dg, *du;                              // [T,F] x3
   bf16_t *dn, *tmp_h, *dh1;                            // [T,h] x3
   bf16_t *do_, *dq, *dk, *dv;                          // [T,HD] [T,HD] [T,KD] x2
   void *norm_ws, *attn_ws;
+  bf16_t *dqp = nullptr, *dkp = nullptr;               // qk_norm: the projections' output gradients [T,HD] [T,KD]
+  void* head_norm_ws = nullptr;                        // qk_norm: the head norms' dw partials (rows of D)
 };
 
 LayerWeights alloc_weights(BufferSet& b, const DecoderLayerDims& d);
 LayerGrads alloc_grads(BufferSet& b, const DecoderLayerDims& d);
 LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d);
 LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::AttnKernel attn);
-std::int64_t weight_elems(const DecoderLayerDims& d);  // the nine parameters' elements
+std::int64_t weight_elems(const DecoderLayerDims& d);  // the parameters' elements (nine, + two head norms)
 
 struct LayerCtx {
   DecoderLayerDims d;

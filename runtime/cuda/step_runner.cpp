@@ -31,8 +31,11 @@ struct ParamFill {
 ParamFill matrix(std::uint32_t id) { return {id, 0.f, kMatrixScale}; }
 ParamFill norm(std::uint32_t id) { return {id, 1.f, kNormScale}; }
 
-// The nine layer parameters in DecoderLayerParams order (w1, wq, wk, wv, wo, w2, wg, wu, wd).
-ParamFill layer_fill(std::int64_t l, int j) { return (j == 0 || j == 5) ? norm(layer_param_id(l, j)) : matrix(layer_param_id(l, j)); }
+// The layer parameters in DecoderLayerParams order (w1, wq, wk, wv, wo, w2, wg, wu, wd; with qk_norm wqn, wkn).
+int layer_params(const DecoderLayerDims& d) { return d.qk_norm ? 11 : 9; }
+ParamFill layer_fill(std::int64_t l, int j) {
+  return (j == 0 || j == 5 || j >= 9) ? norm(layer_param_id(l, j)) : matrix(layer_param_id(l, j));
+}
 
 std::vector<core::bf16> host_fill(std::int64_t n, std::uint64_t seed, ParamFill f) {
   std::vector<core::bf16> v(static_cast<std::size_t>(n));
@@ -60,15 +63,15 @@ std::vector<double> download(const T* src, std::int64_t n) {
 
 std::int64_t layer_sizes(const DecoderLayerDims& d, int j) {  // DecoderLayerParams order
   const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
-  const std::int64_t n[9] = {h, HD * h, KD * h, KD * h, h * HD, h, F * h, F * h, h * F};
+  const std::int64_t n[11] = {h, HD * h, KD * h, KD * h, h * HD, h, F * h, F * h, h * F, d.D, d.D};
   return n[j];
 }
 bf16_t* layer_ptr(const LayerWeights& w, int j) {
-  bf16_t* p[9] = {w.w1, w.wq, w.wk, w.wv, w.wo, w.w2, w.wg, w.wu, w.wd};
+  bf16_t* p[11] = {w.w1, w.wq, w.wk, w.wv, w.wo, w.w2, w.wg, w.wu, w.wd, w.wqn, w.wkn};
   return p[j];
 }
 std::vector<core::bf16>& layer_vec(DecoderLayerParams<std::vector<core::bf16>>& p, int j) {
-  std::vector<core::bf16>* v[9] = {&p.w1, &p.wq, &p.wk, &p.wv, &p.wo, &p.w2, &p.wg, &p.wu, &p.wd};
+  std::vector<core::bf16>* v[11] = {&p.w1, &p.wq, &p.wk, &p.wv, &p.wo, &p.w2, &p.wg, &p.wu, &p.wd, &p.wqn, &p.wkn};
   return *v[j];
 }
 
@@ -82,7 +85,7 @@ StepParams StepRunner::host_params(const StepDims& d, std::uint64_t seed) {
   if (!d.tied) p.lm_head = host_fill(Vh, seed, matrix(kHeadId));
   p.layers.resize(static_cast<std::size_t>(d.L));
   for (std::int64_t l = 0; l < d.L; ++l)
-    for (int j = 0; j < 9; ++j) layer_vec(p.layers[l], j) = host_fill(layer_sizes(d.layer, j), seed, layer_fill(l, j));
+    for (int j = 0; j < layer_params(d.layer); ++j) layer_vec(p.layers[l], j) = host_fill(layer_sizes(d.layer, j), seed, layer_fill(l, j));
   return p;
 }
 
@@ -120,7 +123,7 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   device_fill(w_final_, h, seed, norm(kFinalId), nullptr);
   if (!d.tied) device_fill(head_, V * h, seed, matrix(kHeadId), nullptr);
   for (std::int64_t l = 0; l < d.L; ++l)
-    for (int j = 0; j < 9; ++j) device_fill(layer_ptr(w_[l], j), layer_sizes(ld, j), seed, layer_fill(l, j), nullptr);
+    for (int j = 0; j < layer_params(ld); ++j) device_fill(layer_ptr(w_[l], j), layer_sizes(ld, j), seed, layer_fill(l, j), nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 

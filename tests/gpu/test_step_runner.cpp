@@ -32,10 +32,10 @@ double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
   return std::sqrt(num / den);
 }
 
-void check_step(bool tied, bool checkpoint, std::int64_t shards) {
+void check_step(bool tied, bool checkpoint, std::int64_t shards, bool qk_norm = false) {
   runtime::StepDims d;
   d.layer.T = 512, d.layer.h = 512, d.layer.H = 4, d.layer.H_kv = 2, d.layer.D = 128, d.layer.F = 1024;
-  d.L = 2, d.V = 1000, d.tied = tied;
+  d.L = 2, d.V = 1000, d.tied = tied, d.layer.qk_norm = qk_norm;
   const std::int64_t T = d.layer.T;
   const std::uint64_t seed = 77;
   std::vector<std::int64_t> tokens(T), pos(T);
@@ -57,30 +57,34 @@ void check_step(bool tied, bool checkpoint, std::int64_t shards) {
   run.step(nullptr, nullptr);  // a second step gives the same gradients (nothing accumulates across steps)
   CUDA_CHECK(cudaDeviceSynchronize());
   const runtime::StepResult g = run.grads();
-  std::printf("step tied=%d checkpoint=%d shards=%lld: loss %.6f (fp64 %.6f), valid %lld, arena peak %lld bytes\n", tied,
-              checkpoint, (long long)shards, g.loss, ref.loss, (long long)g.valid_tokens, (long long)arena.peak_bytes());
+  std::printf("step tied=%d checkpoint=%d shards=%lld qk_norm=%d: loss %.6f (fp64 %.6f), valid %lld, arena peak %lld bytes\n", tied,
+              checkpoint, (long long)shards, qk_norm, g.loss, ref.loss, (long long)g.valid_tokens, (long long)arena.peak_bytes());
   CHECK(g.valid_tokens == ref.valid_tokens);
   Dims sd;  // the step model's mirror of the runner's buffers (sim/step_runtime_memory.hpp), byte for byte
   sd.B = 1, sd.S = sd.S_l = T, sd.h = d.layer.h, sd.H = d.layer.H, sd.H_kv = d.layer.H_kv, sd.D = d.layer.D;
   sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = checkpoint, sd.logits_shards = shards;
-  const StepRuntimeBytes mirror = ulysses_step_bytes(sd, tied, true);
+  const StepRuntimeBytes mirror = ulysses_step_bytes(sd, tied, true, qk_norm);
   // the RMSNorm backward's dw partials: the model assumes kRmsNormBwdBlocks rows of them, the kernel sizes
   // them by the device's resident blocks (kernels/layer_ops.cu rmsnorm_bwd_workspace_bytes)
-  const std::int64_t norm_ws_model = std::min<std::int64_t>(T, kRmsNormBwdBlocks) * d.layer.h * 4;
-  const std::int64_t norm_ws = static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, d.layer.h));
+  std::int64_t norm_ws_model = std::min<std::int64_t>(T, kRmsNormBwdBlocks) * d.layer.h * 4;
+  std::int64_t norm_ws = static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, d.layer.h));
+  if (qk_norm) {  // and the head norms' (rows of D)
+    norm_ws_model += std::min<std::int64_t>(T * d.layer.H, kRmsNormBwdBlocks) * d.layer.D * 4;
+    norm_ws += static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T * d.layer.H, d.layer.D));
+  }
   std::printf("  rmsnorm_bwd workspace %lld bytes (model %lld)\n", (long long)norm_ws, (long long)norm_ws_model);
   CHECK(arena.peak_bytes() == mirror.total() - mirror.gemm_workspace - norm_ws_model + norm_ws);
   CHECK(std::abs(g.loss - ref.loss) <= 5e-3 * ref.loss);
   std::vector<std::pair<std::string, double>> errs = {{"embed", rel_l2(g.d_embed, ref.d_embed)},
                                                       {"final_norm", rel_l2(g.d_final, ref.d_final)}};
   if (!tied) errs.emplace_back("lm_head", rel_l2(g.d_head, ref.d_head));
-  const char* names[9] = {"w1", "wq", "wk", "wv", "wo", "w2", "wg", "wu", "wd"};
+  const char* names[11] = {"w1", "wq", "wk", "wv", "wo", "w2", "wg", "wu", "wd", "wqn", "wkn"};
   for (std::size_t l = 0; l < g.d_layers.size(); ++l) {
     const auto& a = g.d_layers[l];
     const auto& b = ref.d_layers[l];
-    const std::vector<double>* ga[9] = {&a.w1, &a.wq, &a.wk, &a.wv, &a.wo, &a.w2, &a.wg, &a.wu, &a.wd};
-    const std::vector<double>* gb[9] = {&b.w1, &b.wq, &b.wk, &b.wv, &b.wo, &b.w2, &b.wg, &b.wu, &b.wd};
-    for (int j = 0; j < 9; ++j) errs.emplace_back("layer" + std::to_string(l) + "." + names[j], rel_l2(*ga[j], *gb[j]));
+    const std::vector<double>* ga[11] = {&a.w1, &a.wq, &a.wk, &a.wv, &a.wo, &a.w2, &a.wg, &a.wu, &a.wd, &a.wqn, &a.wkn};
+    const std::vector<double>* gb[11] = {&b.w1, &b.wq, &b.wk, &b.wv, &b.wo, &b.w2, &b.wg, &b.wu, &b.wd, &b.wqn, &b.wkn};
+    for (int j = 0; j < (qk_norm ? 11 : 9); ++j) errs.emplace_back("layer" + std::to_string(l) + "." + names[j], rel_l2(*ga[j], *gb[j]));
   }
   double worst = 0;
   for (const auto& [name, e] : errs) {
@@ -102,4 +106,7 @@ TEST_CASE("the step on one GPU equals its fp64 oracle: tied, no checkpointing, l
 }
 TEST_CASE("the step on one GPU equals its fp64 oracle: untied, checkpointed, logits in 4 chunks", "[.gpu][gpu][step]") {
   check_step(false, true, 4);
+}
+TEST_CASE("the step on one GPU equals its fp64 oracle: Qwen3's head norms, tied, checkpointed, 2 chunks", "[.gpu][gpu][step]") {
+  check_step(true, true, 2, true);
 }

@@ -14,9 +14,6 @@ using namespace ulysses;
 using core::bf16;
 using runtime::random_bf16;
 
-namespace {
-}  // namespace
-
 TEST_CASE("reference decoder layer: with o_proj and down_proj zero the layer is the identity", "[runtime][layer]") {
   runtime::DecoderLayerDims d;
   d.T = 16, d.h = 32, d.H = 2, d.H_kv = 1, d.D = 16, d.F = 64;
@@ -48,15 +45,21 @@ TEST_CASE("reference decoder layer: with o_proj and down_proj zero the layer is 
 // is smooth (autograd treats that rounding as the identity), so every input and parameter gradient of
 // L = <dy, y> is a slope. x is fp64 (steps of 1e-6); parameters are bf16 (steps of about 3 % of the value,
 // rounded to bf16: the slope over the rounded points).
-TEST_CASE("reference decoder layer: every gradient against central differences", "[runtime][layer]") {
+namespace {
+void check_against_central_differences(bool qk_norm) {
   runtime::DecoderLayerDims d;
-  d.T = 8, d.h = 16, d.H = 2, d.H_kv = 1, d.D = 8, d.F = 32, d.round_normalized = false;
+  d.T = 8, d.h = 16, d.H = 2, d.H_kv = 1, d.D = 8, d.F = 32, d.round_normalized = false, d.qk_norm = qk_norm;
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
   runtime::DecoderLayerParams<std::vector<bf16>> p{random_bf16(h, 11, 0.3f), random_bf16(HD * h, 12, 0.3f),
                                                    random_bf16(KD * h, 13, 0.3f), random_bf16(KD * h, 14, 0.3f),
                                                    random_bf16(h * HD, 15, 0.3f), random_bf16(h, 16, 0.3f),
                                                    random_bf16(F * h, 17, 0.3f), random_bf16(F * h, 18, 0.3f),
                                                    random_bf16(h * F, 19, 0.3f)};
+  if (qk_norm) {  // Qwen3's head norms near 1, as trained ones are
+    p.wqn = random_bf16(d.D, 22, 0.3f), p.wkn = random_bf16(d.D, 23, 0.3f);
+    for (auto* w : {&p.wqn, &p.wkn})
+      for (auto& v : *w) v = core::float_to_bf16(1.f + core::bf16_to_float(v));
+  }
   std::vector<std::int64_t> pos(T);
   for (std::int64_t t = 0; t < T; ++t) pos[t] = 3 * t;
   std::vector<bf16> cos, sin;
@@ -77,10 +80,11 @@ TEST_CASE("reference decoder layer: every gradient against central differences",
   }
   using P = runtime::DecoderLayerParams<std::vector<bf16>>;
   using G = runtime::DecoderLayerParams<std::vector<double>>;
-  const std::pair<const char*, std::pair<std::vector<bf16> P::*, std::vector<double> G::*>> each[] = {
+  std::vector<std::pair<const char*, std::pair<std::vector<bf16> P::*, std::vector<double> G::*>>> each = {
       {"w1", {&P::w1, &G::w1}}, {"wq", {&P::wq, &G::wq}}, {"wk", {&P::wk, &G::wk}}, {"wv", {&P::wv, &G::wv}},
       {"wo", {&P::wo, &G::wo}}, {"w2", {&P::w2, &G::w2}}, {"wg", {&P::wg, &G::wg}}, {"wu", {&P::wu, &G::wu}},
       {"wd", {&P::wd, &G::wd}}};
+  if (qk_norm) each.push_back({"wqn", {&P::wqn, &G::wqn}}), each.push_back({"wkn", {&P::wkn, &G::wkn}});
   for (const auto& [name, m] : each) {
     const std::vector<bf16>& w = p.*(m.first);
     for (const std::size_t i : {std::size_t{0}, w.size() / 2, w.size() - 1}) {
@@ -93,4 +97,13 @@ TEST_CASE("reference decoder layer: every gradient against central differences",
       CHECK((r.dparams.*(m.second))[i] == Approx(slope).epsilon(2e-2).margin(2e-4));
     }
   }
+}
+}  // namespace
+
+TEST_CASE("reference decoder layer: every gradient against central differences", "[runtime][layer]") {
+  check_against_central_differences(false);
+}
+
+TEST_CASE("reference decoder layer with Qwen3's head norms: every gradient against central differences", "[runtime][layer]") {
+  check_against_central_differences(true);
 }

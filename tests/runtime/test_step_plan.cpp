@@ -46,6 +46,8 @@ TEST_CASE("step plan: llama-3.1-8b's shapes and the logits shards", "[runtime][s
   CHECK(s.logits_shards == 1);
   sc.plan.tiled_logits = true;  // fp32 logits 32768 * 128256 * 4 = 15.7 GiB in tiles of <= 1 GiB
   CHECK(runtime::step_shape_of(sc, "s.yaml").logits_shards == 16);
+  sc.model.qk_norm = true;  // Qwen3's head norms run in the step's layer
+  CHECK(runtime::step_shape_of(sc, "s.yaml").dims.layer.qk_norm);
 }
 
 TEST_CASE("step plan: what the step does not run yet is one line naming the key", "[runtime][step_plan]") {
@@ -61,7 +63,6 @@ TEST_CASE("step plan: what the step does not run yet is one line naming the key"
       {"plan.offload_checkpoints", [](Scenario& s) { s.plan.offload_checkpoints = true; }},
       {"plan.offload_optimizer", [](Scenario& s) { s.plan.offload_optimizer = true; }},
       {"plan.micro_batch_size", [](Scenario& s) { s.plan.micro_batch_size = 2; }},
-      {"model.qk_norm", [](Scenario& s) { s.model.qk_norm = true; }},
       {"model.qkv_bias", [](Scenario& s) { s.model.qkv_bias = true; }},
   };
   for (const Case& c : cases) {

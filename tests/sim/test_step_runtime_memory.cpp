@@ -45,4 +45,11 @@ TEST_CASE("our runtime's step bytes follow the plan", "[sim][step_runtime]") {
   d.logits_shards = 1;
   CHECK(ulysses_step_bytes(d, true, true).params == ck.params - 1000 * 512 * 2);  // tied: no lm_head
   CHECK(ulysses_step_bytes(d, false, false).scratch < ck.scratch);                // the reference kernel's delta only
+  // Qwen3's head norms: weights and fp32 gradients [D] x2 per layer, q and k before the norms with their rstd,
+  // their gradients and the norms' dw partials (264 rows of D)
+  const StepRuntimeBytes qk = ulysses_step_bytes(d, false, true, true);
+  CHECK(qk.params == ck.params + 2 * 2 * 128 * 2);
+  CHECK(qk.grads == ck.grads + 2 * 2 * 128 * 4);
+  CHECK(qk.kept == ck.kept + (512 * 512 + 512 * 256) * 2 + (512 * 4 + 512 * 2) * 4);
+  CHECK(qk.scratch == ck.scratch + (512 * 512 + 512 * 256) * 2 + 264 * 128 * 4);
 }
