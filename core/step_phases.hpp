@@ -9,7 +9,7 @@
 namespace ulysses::core {
 
 // The passes of a decoder layer's ops: the forward, the checkpoint's recompute in the backward, the backward.
-enum class Pass : int { fwd, recompute, bwd };
+enum class StepPass : int { fwd, recompute, bwd };
 
 // The op groups of a decoder layer; a phase name is "<group>.<pass>", e.g. gemm.qkv.recompute.
 enum class LayerOp : int { norm, gemm_qkv, rope_add, attn, gemm_o, mlp, count };
@@ -18,7 +18,7 @@ inline constexpr std::string_view kLayerPhaseNames[3][6] = {
     {"norm.fwd", "gemm.qkv.fwd", "rope_add.fwd", "attn.fwd", "gemm.o.fwd", "mlp.fwd"},
     {"norm.recompute", "gemm.qkv.recompute", "rope_add.recompute", "attn.recompute", "gemm.o.recompute", "mlp.recompute"},
     {"norm.bwd", "gemm.qkv.bwd", "rope_add.bwd", "attn.bwd", "gemm.o.bwd", "mlp.bwd"}};
-constexpr std::string_view phase_name(LayerOp op, Pass pass) {
+constexpr std::string_view phase_name(LayerOp op, StepPass pass) {
   return kLayerPhaseNames[static_cast<int>(pass)][static_cast<int>(op)];
 }
 

@@ -3,6 +3,7 @@
 #include "sim/timing.hpp"
 
 #include "core/flops.hpp"
+#include "core/step_phases.hpp"
 #include "sim/attn_key.hpp"
 #include "sim/eager_time.hpp"
 
@@ -272,6 +273,13 @@ void block_times(const Scenario& sc, const Dims& d, std::array<core::seconds_t, 
   block[static_cast<int>(core::BlockPhase::a2a_qkv_bwd)] += exchange_idle_penalty_s(sc, d, block[static_cast<int>(core::BlockPhase::attn_bwd)]);
 }
 
+namespace {
+// A layer phase's name (core/step_phases.hpp, the vocabulary the runtimes' NVTX ranges use): a literal.
+using Op = core::LayerOp;
+using Pass = core::StepPass;
+const char* ph(Op op, Pass pass) { return core::phase_name(op, pass).data(); }
+}  // namespace
+
 double step_times(const Scenario& sc, const Dims& d, const std::array<core::seconds_t, 6>& blk, PhaseTimes& step) {
   const Plan& pl = sc.plan;
   const double L = static_cast<double>(d.L), T = tokens(d);
@@ -291,42 +299,42 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const EagerTimes e = eager_times(sc, d);  // norms, RoPE and residual adds, activation product, embedding
 
   step.n = 0;
-  step.add("embed.fwd", e.embed_fwd);
-  step.add("norm.fwd", e.norm_fwd);
+  step.add(core::kEmbedFwd.data(), e.embed_fwd);
+  step.add(ph(Op::norm, Pass::fwd), e.norm_fwd);
   step.add("a2a.qkv.fwd", L * a2a_qkv);
-  step.add("attn.fwd", L * at(core::BlockPhase::attn_fwd));
+  step.add(ph(Op::attn, Pass::fwd), L * at(core::BlockPhase::attn_fwd));
   step.add("a2a.out.fwd", L * a2a_out_fwd);
-  step.add("gemm.qkv.fwd", L * g.qkv);
-  step.add("gemm.o.fwd", L * g.o);
-  step.add("mlp.fwd", L * g.mlp);
+  step.add(ph(Op::gemm_qkv, Pass::fwd), L * g.qkv);
+  step.add(ph(Op::gemm_o, Pass::fwd), L * g.o);
+  step.add(ph(Op::mlp, Pass::fwd), L * g.mlp);
   step.add("swiglu.fwd", e.swiglu_fwd);
-  step.add("rope_add.fwd", e.rope_add_fwd);
-  step.add("logits.fwd", logits_gemm + loss_pass_s(sc, d, true));
-  step.add("logits.bwd", 2 * logits_gemm + loss_pass_s(sc, d, false));
+  step.add(ph(Op::rope_add, Pass::fwd), e.rope_add_fwd);
+  step.add(core::kLogitsFwd.data(), logits_gemm + loss_pass_s(sc, d, true));
+  step.add(core::kLogitsBwd.data(), 2 * logits_gemm + loss_pass_s(sc, d, false));
   step.add("a2a.qkv.recompute", ck ? L * a2a_qkv : 0);
-  step.add("attn.recompute", ck ? L * at(core::BlockPhase::attn_fwd) : 0);
+  step.add(ph(Op::attn, Pass::recompute), ck ? L * at(core::BlockPhase::attn_fwd) : 0);
   step.add("a2a.out.recompute", ck ? L * a2a_out_fwd : 0);
-  step.add("gemm.qkv.recompute", ck ? L * g.qkv : 0);
-  step.add("gemm.o.recompute", ck ? L * g.o : 0);
+  step.add(ph(Op::gemm_qkv, Pass::recompute), ck ? L * g.qkv : 0);
+  step.add(ph(Op::gemm_o, Pass::recompute), ck ? L * g.o : 0);
   // our runtime's recompute stops at the down projection's input (runtime/cuda/decoder_layer.cpp
   // layer_forward, Pass::recompute); HF's checkpoint (reentrant) reruns the whole layer
   const bool ours = pl.runtime == Runtime::ulysses;
-  step.add("mlp.recompute", ck ? L * (ours ? g.mlp_gate_up : g.mlp) : 0);
+  step.add(ph(Op::mlp, Pass::recompute), ck ? L * (ours ? g.mlp_gate_up : g.mlp) : 0);
   step.add("swiglu.recompute", e.swiglu_recompute);
-  step.add("norm.recompute", e.norm_recompute);
-  step.add("rope_add.recompute", e.rope_add_recompute);
+  step.add(ph(Op::norm, Pass::recompute), e.norm_recompute);
+  step.add(ph(Op::rope_add, Pass::recompute), e.rope_add_recompute);
   step.add("mlp.tiled_recompute", tm ? L * g.mlp : 0);  // TiledMLP reruns each shard's forward in backward
   step.add("swiglu.tiled_recompute", e.swiglu_tiled_recompute);
-  step.add("mlp.bwd", L * 2 * g.mlp + e.fork_adds_mlp_bwd);
+  step.add(ph(Op::mlp, Pass::bwd), L * 2 * g.mlp + e.fork_adds_mlp_bwd);
   step.add("swiglu.bwd", e.swiglu_bwd);
-  step.add("gemm.o.bwd", L * 2 * g.o);
+  step.add(ph(Op::gemm_o, Pass::bwd), L * 2 * g.o);
   step.add("a2a.out.bwd", L * a2a_out_bwd);
-  step.add("attn.bwd", L * at(core::BlockPhase::attn_bwd));
+  step.add(ph(Op::attn, Pass::bwd), L * at(core::BlockPhase::attn_bwd));
   step.add("a2a.qkv.bwd", L * a2a_qkv);
-  step.add("gemm.qkv.bwd", L * 2 * g.qkv + e.fork_adds_qkv_bwd);
-  step.add("rope_add.bwd", e.rope_add_bwd);
-  step.add("norm.bwd", e.norm_bwd);
-  step.add("embed.bwd", e.embed_bwd);
+  step.add(ph(Op::gemm_qkv, Pass::bwd), L * 2 * g.qkv + e.fork_adds_qkv_bwd);
+  step.add(ph(Op::rope_add, Pass::bwd), e.rope_add_bwd);
+  step.add(ph(Op::norm, Pass::bwd), e.norm_bwd);
+  step.add(core::kEmbedBwd.data(), e.embed_bwd);
 
   // --- ZeRO / data-parallel collectives (ring algorithms over NVLink or the NIC)
   const double Pn = static_cast<double>(d.total_params), N = static_cast<double>(d.zero_group);

@@ -13,7 +13,7 @@ namespace ulysses::runtime::cuda {
 namespace {
 
 using core::LayerOp;
-using core::Pass;
+using Pass = core::StepPass;
 
 void upload(bf16_t* dst, const std::vector<core::bf16>& src, std::int64_t n) {
   if (static_cast<std::int64_t>(src.size()) != n) throw std::invalid_argument("decoder layer: a parameter has the wrong size");

@@ -75,7 +75,7 @@ struct LayerCtx {
 // y [T, h] = layer(x [T, h]) into `a` (pass fwd), or the recompute of the backward (pass recompute:
 // stops after the last tensor the backward reads, act; y unused and may be null).
 void layer_forward(const LayerCtx& c, const LayerWeights& w, const LayerActs& a, const LayerScratch& s,
-                   const bf16_t* x, bf16_t* y, core::Pass pass, cudaStream_t stream);
+                   const bf16_t* x, bf16_t* y, core::StepPass pass, cudaStream_t stream);
 // dx [T, h] from dy [T, h] with `a` holding the forward of x; the gradients overwrite `g`.
 void layer_backward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g, const LayerActs& a,
                     const LayerScratch& s, const bf16_t* x, const bf16_t* dy, bf16_t* dx, cudaStream_t stream);

@@ -16,7 +16,7 @@
 namespace ulysses::runtime::cuda {
 namespace {
 
-using core::Pass;
+using Pass = core::StepPass;
 
 // The seeded generator's tensor ids and the parameters' initial values (HF: normal(0, 0.02) matrices,
 // norm weights 1; here 1 + 0.1 u so that the norms' weight gradients are tested off the identity).
