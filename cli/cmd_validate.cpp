@@ -22,6 +22,7 @@
 #include "eval/block_validation.hpp"
 #include "eval/record_in.hpp"
 #include "eval/step_record.hpp"
+#include "eval/step_run.hpp"
 #include "eval/validation_set.hpp"
 #include "reports/file_out.hpp"
 #include "reports/format.hpp"
@@ -80,10 +81,10 @@ int report(const std::vector<CaseResult>& results, const Targets& t, const std::
   return missed.empty() ? core::kExitOk : core::kExitFailure;
 }
 
-// --- whole steps on the deepspeed backend (format ulysses-step-validation/1) ---
+// --- whole steps on the deepspeed backend or our runtime (format ulysses-step-validation/1) ---
 
-int report_steps(const std::vector<eval::StepCase>& cases, const std::string& title) {
-  const eval::StepSummary s = eval::summarize_steps(cases);
+int report_steps(const std::vector<eval::StepCase>& cases, const std::string& title, const std::string& backend) {
+  const eval::StepSummary s = eval::summarize_steps(cases, backend);
   std::cout << title << "\n\n" << eval::step_cases_table(cases) << "\n" << eval::step_summary_table(s);
   const auto missed = eval::missed_step_targets(s);
   for (const auto& m : missed) std::cout << "missed: " << m << "\n";
@@ -107,12 +108,14 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
   std::vector<eval::StepCase> todo;
   for (const auto& c : set.cases) {  // every scenario built and checked before anything runs
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
-    todo.push_back(eval::step_case_of(eval::step_set_case(set.model, profile, c.name, eval::case_keys(set, c), set.path)));
+    todo.push_back(eval::step_case_of(eval::step_set_case(set.model, profile, c.name, eval::case_keys(set, c), set.path, backend_of(vm))));
   }
   if (todo.empty()) throw core::InputError("", "--case", "selects no case of the set");
   runtime::deepspeed::StepOptions base = step_options_of(vm);
+  const std::string backend = backend_of(vm);
+  for (auto& r : todo) r.sc = eval::step_scenario_for(backend, r.sc);  // the runtime that runs it
   Json rec{{"format", kStepFormat}, {"set", set.path}, {"set_name", set.name}, {"model", set.model}, {"profile", set.profile},
-           {"profile_used", profile}, {"backend", "deepspeed"}, {"measured_at", measured_at}, {"command", command},
+           {"profile_used", profile}, {"backend", backend}, {"measured_at", measured_at}, {"command", command},
            {"version", reports::version_json()},
            {"error_pct_convention", "(predicted - measured) / measured * 100; per step, median over timed steps, max over ranks"},
            {"options", {{"warmup", base.warmup}, {"iters", base.iters}, {"seed", base.seed}}},
@@ -124,7 +127,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
     runtime::deepspeed::StepOptions o = base;
     const Prediction p = predict(r.sc);
     try {
-      r.m = runtime::deepspeed::run_step(r.sc, o, set.path);
+      r.m = eval::run_whole_step(backend, r.sc, o, set.path);
     } catch (const core::InputError&) {
       throw;
     } catch (const std::exception& e) {
@@ -141,7 +144,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
     done.push_back(r);
     reports::write_file_atomic(tmp_path, rec.dump(1) + "\n");  // progress so far, never under the final name
   }
-  rec["summary"] = eval::step_summary_json(eval::summarize_steps(done));
+  rec["summary"] = eval::step_summary_json(eval::summarize_steps(done, backend));
   rec["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (done.size() == todo.size()) {
     reports::write_file_atomic(out_path, rec.dump(1) + "\n");
@@ -151,21 +154,23 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
     std::cerr << fmt::format("{} of {} cases failed: the record stays at {}\n", todo.size() - done.size(), todo.size(), tmp_path);
   }
   std::cout << "wrote " << (done.size() == todo.size() ? out_path : tmp_path) << "\n";
-  const int rc = report_steps(done, fmt::format("step validation set {} on backend deepspeed, profile {}", set.path, profile));
+  const int rc = report_steps(done, fmt::format("step validation set {} on backend {}, profile {}", set.path, backend, profile), backend);
   return done.size() == todo.size() ? rc : core::kExitFailure;
 }
 
 int run_step_stored(const po::variables_map& vm, const Json& rec, const std::string& path) {
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : rec.value("profile", "");
   const std::vector<eval::StepCase> cases = eval::repredict_step_record(rec, path, profile);
+  const std::string backend = rec.value("backend", "deepspeed");
   if (vm.count("json")) {
-    Json out{{"record", path}, {"profile", profile}, {"summary", eval::step_summary_json(eval::summarize_steps(cases))},
+    Json out{{"record", path}, {"profile", profile}, {"summary", eval::step_summary_json(eval::summarize_steps(cases, backend))},
              {"cases", Json::array()}};
     for (const auto& r : cases) out["cases"].push_back(eval::step_case_json(r));
     reports::write_file_atomic(vm["json"].as<std::string>(), out.dump(1) + "\n");
   }
   return report_steps(cases, fmt::format("step validation record {} ({} cases, measured {} on {}) re-predicted with profile {}",
-                                         path, cases.size(), rec.value("measured_at", "?"), rec.value("device", "?"), profile));
+                                         path, cases.size(), rec.value("measured_at", "?"), rec.value("device", "?"), profile),
+                      backend);
 }
 
 // --- the block on the cpu and cuda backends (format ulysses-validation/1) ---
@@ -290,8 +295,6 @@ int run_validate(int argc, char** argv) {
   }
   if (vm.count("set") == vm.count("stored")) throw core::InputError("", "--set", "give exactly one of --set FILE and --stored FILE");
   refuse_step_options(vm);
-  if (is_step_run(vm) && backend_of(vm) != "deepspeed")
-    throw core::InputError("", "--scope", "step: validation sets of whole steps run on --backend deepspeed so far (issue 13)");
   if (vm.count("set") && is_step_run(vm)) return run_step_set(vm, utc_now(), command_line(argc, argv));
   return vm.count("stored") ? run_stored(vm) : run_set(vm, argc, argv);
 }

@@ -1,9 +1,11 @@
 #pragma once
-// Whole-step validation records of the deepspeed backend (`ulysses validate --backend deepspeed
-// --set FILE --out FILE.json`, re-predicted on any machine by `validate --stored FILE.json`):
-// every case's set_key keys, run options and the worker's measurement; statistics and targets
-// (issue 12): peak allocated and, under expandable segments, reserved memory median |error| <= 3 %,
-// max <= 6 %; step time median |error| <= 10 %; phases reported against 5 % / 15 %.
+// Whole-step validation records (`ulysses validate --backend deepspeed --set FILE --out FILE.json`, or
+// `--backend cuda --scope step`: our runtime; the record's "backend" says which, and the re-prediction
+// predicts that runtime), re-predicted on any machine by `validate --stored FILE.json`: every case's
+// set_key keys, run options and the measurement; statistics and targets: deepspeed (issue 12): peak
+// allocated and, under expandable segments, reserved memory median |error| <= 3 %, max <= 6 %; step time
+// median |error| <= 10 %; cuda (issue 13): peak memory max |error| <= 3 %, step time median <= 5 %,
+// max <= 15 %; phases reported against 5 % / 15 %.
 #include <string>
 #include <vector>
 
@@ -44,10 +46,11 @@ struct Stat {
 };
 
 struct StepSummary {
+  std::string backend = "deepspeed";           // whose targets (missed_step_targets)
   Stat allocated, reserved, reserved_generated, step;  // reserved: cases run with expandable segments only; reserved_generated: of them, those the allocation sequence covers
   std::vector<Stat> phases;                    // per phase group (scored rows)
 };
-StepSummary summarize_steps(const std::vector<StepCase>& cases);
+StepSummary summarize_steps(const std::vector<StepCase>& cases, const std::string& backend = "deepspeed");
 std::vector<std::string> missed_step_targets(const StepSummary& s);  // one line per target missed
 std::string step_cases_table(const std::vector<StepCase>& cases);
 std::string step_summary_table(const StepSummary& s);

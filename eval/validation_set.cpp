@@ -1,6 +1,8 @@
 // Validation and capacity sets: cases built into checked scenarios (eval/validation_set.hpp).
 #include "eval/validation_set.hpp"
 
+#include "runtime/step_plan.hpp"
+
 #include <fmt/format.h>
 
 #include "runtime/deepspeed/step_run.hpp"
@@ -74,13 +76,15 @@ RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string&
 }
 
 StepSetCase step_set_case(const std::string& model, const std::string& profile, const std::string& name, Keys keys,
-                          const std::string& origin) {
+                          const std::string& origin, const std::string& backend) {
   StepSetCase c;
   c.name = name;
   c.keys = keys;
   c.run = split_run_keys(keys, origin, name);
   c.sc = case_scenario(model, profile, keys, origin, name);
-  (void)runtime::deepspeed::job_json(c.sc, {}, "", origin);  // the backend's refusals, before the first run
+  // the backend's refusals, before the first run
+  if (backend == "deepspeed") (void)runtime::deepspeed::job_json(c.sc, {}, "", origin);
+  else (void)runtime::step_shape_of(c.sc, origin);
   return c;
 }
 

@@ -45,7 +45,8 @@ RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string&
 
 // One case of a step validation or capacity set (or of its stored record): the defaults and case
 // keys as given, the worker options split off, the scenario built and checked (including what the
-// deepspeed backend refuses) before anything runs. InputError naming origin and the case.
+// backend refuses: the deepspeed worker's job, or our runtime's step: runtime/step_plan.hpp) before
+// anything runs. InputError naming origin and the case.
 struct StepSetCase {
   std::string name;
   Keys keys;  // as given (run.* included): what a record stores
@@ -53,7 +54,8 @@ struct StepSetCase {
   Scenario sc;
 };
 StepSetCase step_set_case(const std::string& model, const std::string& profile, const std::string& name, Keys keys,
-                          const std::string& origin);
+                          const std::string& origin,
+                          const std::string& backend = "deepspeed");
 
 // The set's defaults followed by the case's keys.
 Keys case_keys(const ValidationSet& set, const SetCase& c);

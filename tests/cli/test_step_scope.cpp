@@ -28,6 +28,5 @@ TEST_CASE("step scope: bad --scope values and backends without whole steps are r
   one_line_exit2("run --backend cpu --scope step" + kTiny, "--scope");  // the cpu backend runs the block only
   one_line_exit2("compare --backend cpu --scope step" + kTiny, "--scope");
   one_line_exit2("run --backend deepspeed --scope block" + kLlama, "--scope");
-  one_line_exit2("validate --backend cuda --scope step --stored x.json", "--scope");
   one_line_exit2("run --backend cpu --layers 2" + kTiny, "--layers");  // a block run takes no --layers
 }

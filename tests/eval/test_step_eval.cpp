@@ -167,6 +167,13 @@ TEST_CASE("step statistics: reserved scored only with expandable segments; the t
                                            "step time: median |error| 12.00 % > 10 %"});
   CHECK(eval::step_summary_json(s)["missed_targets"].size() == 2);
   CHECK(eval::missed_step_targets(eval::summarize_steps({step_case("ok", 1, 1, true)})).empty());
+  // our runtime's step (issue 13): memory max 3 %, step time median 5 % and max 15 %
+  const eval::StepSummary c = eval::summarize_steps(cs, "cuda");
+  CHECK(eval::missed_step_targets(c) == std::vector<std::string>{"max_memory_allocated: max |error| 8.00 % > 3 % (b (-8.0 %))",
+                                                                 "step time: median |error| 12.00 % > 5 %",
+                                                                 "step time: max |error| 20.00 % > 15 % (c (-20.0 %))"});
+  CHECK(eval::step_summary_json(c)["backend"] == "cuda");
+  CHECK(eval::missed_step_targets(eval::summarize_steps({step_case("ok", 2.5, 4, true)}, "cuda")).empty());
 }
 
 TEST_CASE("set case keys: run.* are worker options, split off before set_key", "[eval][deepspeed]") {
