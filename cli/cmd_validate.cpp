@@ -86,6 +86,10 @@ int report(const std::vector<CaseResult>& results, const Targets& t, const std::
 int report_steps(const std::vector<eval::StepCase>& cases, const std::string& title, const std::string& backend) {
   const eval::StepSummary s = eval::summarize_steps(cases, backend);
   std::cout << title << "\n\n" << eval::step_cases_table(cases) << "\n" << eval::step_summary_table(s);
+  if (cases.empty()) {
+    std::cout << "no case was measured: no target is met\n";
+    return core::kExitFailure;
+  }
   const auto missed = eval::missed_step_targets(s);
   for (const auto& m : missed) std::cout << "missed: " << m << "\n";
   if (missed.empty()) std::cout << "all targets met\n";
