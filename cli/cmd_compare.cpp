@@ -35,11 +35,13 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
     o.trace = trace + ".cupti";
   }
   const auto m = eval::run_whole_step(backend, sc, o, origin_of(vm));
-  if (!trace.empty()) {  // ours: predicted vs measured phases; the torch.profiler (CUPTI) one of rank 0 beside it
+  if (!trace.empty()) {  // ours: predicted vs measured phases; deepspeed: the torch.profiler (CUPTI) one of rank 0 beside it
     reports::write_file_atomic(trace, eval::step_trace(p, m).dump(1) + "\n");
-    std::error_code ec;
-    std::filesystem::rename(trace + ".cupti.rank0.json", trace + ".cupti.json", ec);
-    if (ec) std::cerr << fmt::format("ulysses compare: no CUPTI trace from the worker ({}); {} has the phases\n", ec.message(), trace);
+    if (backend == "deepspeed") {
+      std::error_code ec;
+      std::filesystem::rename(trace + ".cupti.rank0.json", trace + ".cupti.json", ec);
+      if (ec) std::cerr << fmt::format("ulysses compare: no CUPTI trace from the worker ({}); {} has the phases\n", ec.message(), trace);
+    }
   }
   const eval::StepComparison c = eval::compare_step(sc, p, m);
   if (format == Format::json) {

@@ -29,4 +29,7 @@ TEST_CASE("step scope: bad --scope values and backends without whole steps are r
   one_line_exit2("compare --backend cpu --scope step" + kTiny, "--scope");
   one_line_exit2("run --backend deepspeed --scope block" + kLlama, "--scope");
   one_line_exit2("run --backend cpu --layers 2" + kTiny, "--layers");  // a block run takes no --layers
+#ifndef ULYSSES_WITH_CUDA
+  one_line_exit2("compare --backend cuda --scope step" + kLlama, "--backend");  // this build has no CUDA backend
+#endif
 }
