@@ -309,6 +309,8 @@ bool is_step_run(const po::variables_map& vm) {
   const std::string scope = vm.count("scope") ? vm["scope"].as<std::string>() : (backend == "deepspeed" ? "step" : "block");
   if (scope != "block" && scope != "step") throw core::InputError("", "--scope", fmt::format("must be block or step (got '{}')", scope));
   if (backend == "deepspeed" && scope != "step") throw core::InputError("", "--scope", "the deepspeed backend runs whole steps only (--scope step)");
+  if (backend == "cpu" && scope == "step")
+    throw core::InputError("", "--scope", "step: the cpu backend runs the attention block only (whole steps: --backend cuda or deepspeed)");
   return scope == "step";
 }
 

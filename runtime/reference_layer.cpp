@@ -53,8 +53,6 @@ void rmsnorm_backward(std::int64_t T, std::int64_t h, const In* dout, const In* 
   }
 }
 
-// ---- RoPE ----
-
 void rmsnorm_given_rstd(std::int64_t T, std::int64_t h, const core::bf16* x, const core::bf16* w,
                         const core::bf16* dout, const float* rstd, core::bf16* out, double* dw, double* dw_abs) {
   for (std::int64_t j = 0; j < h; ++j) dw[j] = 0, dw_abs[j] = 0;
@@ -66,6 +64,8 @@ void rmsnorm_given_rstd(std::int64_t T, std::int64_t h, const core::bf16* x, con
       dw[j] += term, dw_abs[j] += std::fabs(term);
     }
 }
+
+// ---- RoPE ----
 
 void rope_tables(std::int64_t T, std::int64_t D, const std::int64_t* positions, double theta,
                  std::vector<core::bf16>& cos, std::vector<core::bf16>& sin) {

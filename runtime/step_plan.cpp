@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/attn_impls.hpp"
 #include "core/errors.hpp"
 #include "sim/memory.hpp"
 
@@ -25,8 +26,14 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   refuse_if(pl.offload_params, origin, "plan.offload_params", "must be false");
   refuse_if(pl.kv_strategy == KvStrategy::send_once, origin, "plan.kv_strategy", "must be replicate");
   refuse_if(sc.model.qkv_bias, origin, "model.qkv_bias", "q/k/v biases are not in the step's layer");
+  refuse_if(!core::find_attn_impl(pl.attn_implementation), origin, "plan.attn_implementation",
+            "must be one of the attention implementations core/attn_impls.hpp lists (ulysses_flash, sdpa, ...)");
   const Dims d = derive_dims(sc);
+  refuse_if(d.D != 64 && d.D != 128, origin, "model.head_dim", "must be 64 or 128 (our attention kernels)");
+  refuse_if(d.h > 16384, origin, "model.hidden", "must be at most 16384 (kernels/layer_ops.cu rmsnorm_bwd)");
   refuse_if(d.h % 8 || d.F % 8 || d.V % 8, origin, "model", "hidden, ffn_hidden and vocab must be multiples of 8 (16-byte rows for cuBLASLt)");
+  refuse_if(pl.tiled_logits && d.h % 128, origin, "model.hidden",
+            "must be a multiple of 128 with tiled logits (each chunk's rows start 256-byte aligned, as cuBLASLt's heuristic assumes)");
   refuse_if(d.S_l * d.B > 2147483647 || d.V > 2147483647, origin, "plan.seq_len", "tokens and vocab must fit int32");
   StepShape s;
   s.dims.layer.T = d.B * d.S_l, s.dims.layer.h = d.h, s.dims.layer.H = d.H, s.dims.layer.H_kv = d.H_kv;

@@ -19,7 +19,9 @@ struct StepShape {
 
 // Throws core::InputError(origin, key, rule) for what the step runtime does not run yet: more than one
 // GPU (sp_size, dp), micro_batch_size > 1, tiled_mlp, offload_checkpoints, offload_optimizer,
-// offload_params, q/k/v biases, kv_strategy send_once.
+// offload_params, q/k/v biases, kv_strategy send_once, an attention implementation not in
+// core/attn_impls.hpp, head dims other than 64 and 128, hidden above 16384 (or not a multiple of 128
+// with tiled logits).
 StepShape step_shape_of(const Scenario& sc, const std::string& origin);
 
 }  // namespace ulysses::runtime

@@ -95,17 +95,8 @@ Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* A, const __nv_bf
   plan->algo = heur[0].algo;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
-  void* saved = nullptr;  // C before the timing runs (beta != 0)
-  const std::size_t c_bytes = static_cast<std::size_t>(key.ldc * (key.n - 1) + key.m) * sizeof(__nv_bfloat16);
-  bool timed = tune_ && proposals > 1 && capture == cudaStreamCaptureStatusNone;
-  if (timed && key.accumulate) {
-    if (cudaMallocAsync(&saved, c_bytes, stream) != cudaSuccess) {
-      (void)cudaGetLastError();  // out of memory: keep the heuristic's first, untimed
-      saved = nullptr, timed = false;
-    } else {
-      check(cudaMemcpyAsync(saved, C, c_bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(save C)");
-    }
-  }
+  // an accumulating GEMM (beta != 0) is not timed: its runs would change C (gemm.hpp says why no copy)
+  const bool timed = tune_ && proposals > 1 && capture == cudaStreamCaptureStatusNone && !key.accumulate;
   if (timed) {
     Events ev;
     const float alpha = 1.f;
@@ -133,10 +124,6 @@ Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* A, const __nv_bf
     if (!(plan->tuning.median_s[plan->tuning.chosen] < std::numeric_limits<double>::infinity()))
       throw std::runtime_error("cuBLASLt: none of the heuristic's algorithms ran");
     plan->algo = heur[plan->tuning.chosen].algo;
-  }
-  if (saved) {
-    check(cudaMemcpyAsync(C, saved, c_bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync(restore C)");
-    check(cudaFreeAsync(saved, stream), "cudaFreeAsync");
   }
   return *plans_.emplace(key, std::move(plan)).first->second;
 }

@@ -11,9 +11,10 @@
 // One algorithm per problem (transposes, m, n, k, leading dimensions, beta != 0), chosen on the
 // problem's first call: cuBLASLt's heuristic proposes up to kCandidates, each runs once to warm up and
 // kTimedRuns times on the call's stream (CUDA events); the lowest median wins, ties to the heuristic's
-// order. That first call waits for the stream. With beta != 0 the output is saved first (a
-// stream-ordered copy) and restored after the timing runs; when that copy cannot be allocated, or the
-// stream is capturing a graph, the heuristic's first proposal is kept untimed. Later calls of the
+// order. That first call waits for the stream. With beta != 0 (timing runs would change C, and saving
+// it would take a C-sized buffer outside the caller's arena, e.g. the lm_head's gradient of 1 GB in the
+// step: the arena's peak would understate the device's), or when the stream is capturing a graph, the
+// heuristic's first proposal is kept untimed. Later calls of the
 // problem reuse the kept algorithm and descriptors. The choice follows measured times, so two
 // processes may keep different algorithms (sums in a different order); one Gemm gives the same bits
 // for the same inputs every call. Not thread-safe.

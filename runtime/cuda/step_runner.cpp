@@ -12,9 +12,13 @@
 #include "kernels/testdata.cuh"
 #include "runtime/cuda/cuda_check.hpp"
 #include "sim/memory.hpp"
+#include "sim/step_runtime_memory.hpp"
 
 namespace ulysses::runtime::cuda {
 namespace {
+
+static_assert(Gemm::kWorkspaceBytes == static_cast<std::size_t>(kCublasLtWorkspaceBytes),
+              "sim/step_runtime_memory.hpp mirrors cuBLASLt's workspace size");
 
 using Pass = core::StepPass;
 

@@ -101,15 +101,15 @@ TEST_CASE("cuBLASLt projections: one algorithm kept per problem, the same bits e
   CHECK(wrong(y1, Y_want, K) == 0);
   CHECK(wrong(y0, Y_want, K) == 0);
   if (tu.chosen == 0) CHECK(y1 == y0);  // the heuristic's first kept: what the untuned path computes
-  // beta = 1's first call times its candidates on a saved copy of dW and restores it before the real
-  // run: dW ends as exactly two accumulated products when the first one is in it
+  // beta = 1 is not timed (its runs would change dW): the heuristic's first algorithm, and dW ends as
+  // exactly two accumulated products when the first one is in it
   tuned.weight_grad(b16(ddY), b16(dX_in), b16(dW), M, N, K, 0.f, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   const auto once = dW.download();
   tuned.weight_grad(b16(ddY), b16(dX_in), b16(dW), M, N, K, 1.f, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   CHECK(tuned.problems() == 3);
-  CHECK(tuned.last_tuning().median_s.size() > 0);
+  CHECK(tuned.last_tuning().median_s.empty());
   const auto twice = dW.download();
   std::int64_t off = 0;  // bf16(once + product) is within one rounding of 2 * once
   for (std::size_t i = 0; i < once.size(); ++i) off += !(std::fabs(f(twice[i]) - 2 * f(once[i])) <= std::fabs(f(once[i])) / 64 + 0.5);

@@ -64,6 +64,8 @@ TEST_CASE("step plan: what the step does not run yet is one line naming the key"
       {"plan.offload_optimizer", [](Scenario& s) { s.plan.offload_optimizer = true; }},
       {"plan.micro_batch_size", [](Scenario& s) { s.plan.micro_batch_size = 2; }},
       {"model.qkv_bias", [](Scenario& s) { s.model.qkv_bias = true; }},
+      {"model.head_dim", [](Scenario& s) { s.model.head_dim = 96, s.model.heads = 32, s.model.kv_heads = 8; }},
+      {"plan.attn_implementation", [](Scenario& s) { s.plan.attn_implementation = "xformers"; }},
   };
   for (const Case& c : cases) {
     Scenario sc = base;
