@@ -19,17 +19,6 @@ void upload(bf16_t* dst, const std::vector<core::bf16>& src, std::int64_t n) {
   if (static_cast<std::int64_t>(src.size()) != n) throw std::invalid_argument("decoder layer: a parameter has the wrong size");
   CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * 2, cudaMemcpyHostToDevice));
 }
-template <class T>
-std::vector<double> download(const T* src, std::int64_t n) {
-  std::vector<T> h(static_cast<std::size_t>(n));
-  CUDA_CHECK(cudaMemcpy(h.data(), src, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
-  std::vector<double> out(h.size());
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    if constexpr (std::is_same_v<T, float>) out[i] = h[i];
-    else out[i] = core::bf16_to_float(reinterpret_cast<const core::bf16&>(h[i]));
-  }
-  return out;
-}
 void mark(const LayerCtx& c, LayerOp op, Pass pass, cudaStream_t s) {
   if (c.marks) c.marks->begin(core::phase_name(op, pass), s);
 }
@@ -100,11 +89,12 @@ void upload_weights(const LayerWeights& w, const DecoderLayerDims& d, const Deco
 
 DecoderLayerParams<std::vector<double>> download_grads(const LayerGrads& g, const DecoderLayerDims& d) {
   const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
-  DecoderLayerParams<std::vector<double>> r{
-      download(g.dw1, h),  download(g.dwq, HD * h), download(g.dwk, KD * h), download(g.dwv, KD * h),
-      download(g.dwo, h * HD), download(g.dw2, h),  download(g.dwg, F * h),  download(g.dwu, F * h),
-      download(g.dwd, h * F)};
-  if (d.qk_norm) r.wqn = download(g.dwqn, d.D), r.wkn = download(g.dwkn, d.D);
+  DecoderLayerParams<std::vector<double>> r{download_doubles(g.dw1, h),      download_doubles(g.dwq, HD * h),
+                                             download_doubles(g.dwk, KD * h), download_doubles(g.dwv, KD * h),
+                                             download_doubles(g.dwo, h * HD), download_doubles(g.dw2, h),
+                                             download_doubles(g.dwg, F * h),  download_doubles(g.dwu, F * h),
+                                             download_doubles(g.dwd, h * F)};
+  if (d.qk_norm) r.wqn = download_doubles(g.dwqn, d.D), r.wkn = download_doubles(g.dwkn, d.D);
   return r;
 }
 

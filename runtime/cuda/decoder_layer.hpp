@@ -11,6 +11,7 @@
 // weight gradients (fp32). Each op group runs after marks->begin(its phase name) (core/step_phases.hpp).
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -19,6 +20,7 @@
 #include "core/bf16.hpp"
 #include "core/step_phases.hpp"
 #include "kernels/attention.hpp"
+#include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/device_memory.hpp"
 #include "runtime/cuda/gemm.hpp"
 #include "runtime/reference_decoder_layer.hpp"
@@ -26,6 +28,19 @@
 namespace ulysses::runtime::cuda {
 
 using bf16_t = __nv_bfloat16;
+
+// n device values (bf16 or fp32) copied to the host as doubles (the oracles' comparisons; synchronous).
+template <class T>
+std::vector<double> download_doubles(const T* src, std::int64_t n) {
+  std::vector<T> h(static_cast<std::size_t>(n));
+  CUDA_CHECK(cudaMemcpy(h.data(), src, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  std::vector<double> out(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    if constexpr (std::is_same_v<T, float>) out[i] = h[i];
+    else out[i] = core::bf16_to_float(reinterpret_cast<const core::bf16&>(h[i]));
+  }
+  return out;
+}
 
 // Called on the host, in stream order, before each phase's work is enqueued (timing, NVTX).
 class PhaseMarks {

@@ -53,17 +53,6 @@ void device_fill(bf16_t* x, std::int64_t n, std::uint64_t seed, ParamFill f, cud
   CUDA_CHECK(kernels::fill_seeded_param(x, n, seed, f.id, f.bias, f.scale, s));
 }
 
-template <class T>
-std::vector<double> download(const T* src, std::int64_t n) {
-  std::vector<T> h(static_cast<std::size_t>(n));
-  CUDA_CHECK(cudaMemcpy(h.data(), src, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
-  std::vector<double> out(h.size());
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    if constexpr (std::is_same_v<T, float>) out[i] = h[i];
-    else out[i] = core::bf16_to_float(reinterpret_cast<const core::bf16&>(h[i]));
-  }
-  return out;
-}
 
 std::int64_t layer_sizes(const DecoderLayerDims& d, int j) {  // DecoderLayerParams order
   const std::int64_t h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
@@ -194,7 +183,7 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
 }
 
 double StepRunner::loss_sum() const {
-  const std::vector<double> rows = download(loss_rows_, d_.layer.T);
+  const std::vector<double> rows = download_doubles(loss_rows_, d_.layer.T);
   double s = 0;
   for (double r : rows) s += r;
   return s;
@@ -206,9 +195,9 @@ StepResult StepRunner::grads() const {
   r.valid_tokens = valid_;
   r.loss = r.loss_sum / double(std::max<std::int64_t>(valid_, 1));
   const std::int64_t Vh = d_.V * d_.layer.h;
-  r.d_embed = download(d_embed_, Vh);
-  r.d_final = download(d_final_, d_.layer.h);
-  if (!d_.tied) r.d_head = download(d_head_, Vh);
+  r.d_embed = download_doubles(d_embed_, Vh);
+  r.d_final = download_doubles(d_final_, d_.layer.h);
+  if (!d_.tied) r.d_head = download_doubles(d_head_, Vh);
   for (const LayerGrads& g : g_) r.d_layers.push_back(download_grads(g, d_.layer));
   return r;
 }
