@@ -2,12 +2,14 @@
 #include "calib/cuda/kernel_rates.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include "core/stats.hpp"
+#include "kernels/testdata.cuh"
 #include "kernels/layer_ops.hpp"
 #include "kernels/loss_ops.hpp"
 #include "runtime/cuda/cuda_check.hpp"
@@ -47,15 +49,28 @@ std::array<double, kEagerRates> ulysses_kernel_rates(double hbm_GBps, int warmup
     CUDA_CHECK(cudaMemcpy(tokens, tok.data(), tok.size() * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(labels, lab.data(), lab.size() * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaStreamSynchronize(st));
-    const auto rate = [&](EagerRate r, double elems, auto&& fn) {
+    // each kernel runs once and its output must hold no NaN or infinity before it is timed (its values
+    // against fp64: the GPU tests and `bench layer`)
+    unsigned long long* bad = b.take<unsigned long long>(1);
+    const auto finite_or_throw = [&](EagerRate r, const bf* out, std::int64_t n) {
+      CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(unsigned long long), st));
+      CUDA_CHECK(kernels::count_nonfinite_bf16(out, n, bad, st));
+      unsigned long long h_bad = 0;
+      CUDA_CHECK(cudaMemcpyAsync(&h_bad, bad, sizeof(h_bad), cudaMemcpyDeviceToHost, st));
+      CUDA_CHECK(cudaStreamSynchronize(st));
+      if (h_bad)
+        throw std::runtime_error(fmt::format("calibrate: {} wrote {} non-finite values", kEagerRateKeys[static_cast<std::size_t>(r)], h_bad));
+    };
+    const auto rate = [&](EagerRate r, double elems, auto&& fn, const bf* out = nullptr, std::int64_t out_n = 0) {
+      if (out) fn(), finite_or_throw(r, out, out_n);
       const double t = core::median(runtime::cuda::time_on_stream(st, warmup, iters, fn));
       const double bpe = t * hbm_GBps * 1e9 / elems;
       rates[static_cast<std::size_t>(r)] = bpe;
       report += fmt::format("  {:<12} {:>9.1f} us over {:>12.0f} elements: {:6.2f} B/elem at {:.0f} GB/s\n",
                             kEagerRateKeys[static_cast<std::size_t>(r)], t * 1e6, elems, bpe, hbm_GBps);
     };
-    rate(EagerRate::rmsnorm_fwd, double(Th), [&] { CUDA_CHECK(kernels::rmsnorm_fwd(x, w, y, rstd, T, h, 1e-5f, st)); });
-    rate(EagerRate::rmsnorm_bwd, double(Th), [&] { CUDA_CHECK(kernels::rmsnorm_bwd(dy, x, w, rstd, y, dw, ws, T, h, st)); });
+    rate(EagerRate::rmsnorm_fwd, double(Th), [&] { CUDA_CHECK(kernels::rmsnorm_fwd(x, w, y, rstd, T, h, 1e-5f, st)); }, y, Th);
+    rate(EagerRate::rmsnorm_bwd, double(Th), [&] { CUDA_CHECK(kernels::rmsnorm_bwd(dy, x, w, rstd, y, dw, ws, T, h, st)); }, y, Th);
     rate(EagerRate::rope_fwd, double(T * QK), [&] {  // q's heads then k's, as the layer runs them
       CUDA_CHECK(kernels::rope(qk, cs, sn, T, s.H, s.D, false, st));
       CUDA_CHECK(kernels::rope(qk + T * s.H * s.D, cs, sn, T, s.H_kv, s.D, false, st));
@@ -64,10 +79,10 @@ std::array<double, kEagerRates> ulysses_kernel_rates(double hbm_GBps, int warmup
       CUDA_CHECK(kernels::rope(qk, cs, sn, T, s.H, s.D, true, st));
       CUDA_CHECK(kernels::rope(qk + T * s.H * s.D, cs, sn, T, s.H_kv, s.D, true, st));
     });
-    rate(EagerRate::add_fwd, double(Th), [&] { CUDA_CHECK(kernels::add(x, dy, y, Th, st)); });
-    rate(EagerRate::swiglu_fwd, double(TF), [&] { CUDA_CHECK(kernels::swiglu_fwd(g, u, act, TF, st)); });
-    rate(EagerRate::swiglu_bwd, double(TF), [&] { CUDA_CHECK(kernels::swiglu_bwd(act, g, u, dg, du, TF, st)); });
-    rate(EagerRate::embed_fwd, double(Th), [&] { CUDA_CHECK(kernels::embedding_fwd(embed, tokens, y, T, h, st)); });
+    rate(EagerRate::add_fwd, double(Th), [&] { CUDA_CHECK(kernels::add(x, dy, y, Th, st)); }, y, Th);
+    rate(EagerRate::swiglu_fwd, double(TF), [&] { CUDA_CHECK(kernels::swiglu_fwd(g, u, act, TF, st)); }, act, TF);
+    rate(EagerRate::swiglu_bwd, double(TF), [&] { CUDA_CHECK(kernels::swiglu_bwd(act, g, u, dg, du, TF, st)); }, dg, TF);
+    rate(EagerRate::embed_fwd, double(Th), [&] { CUDA_CHECK(kernels::embedding_fwd(embed, tokens, y, T, h, st)); }, y, Th);
     rate(EagerRate::embed_bwd, double(Th), [&] { CUDA_CHECK(kernels::embedding_bwd(dy, tokens, d_embed, T, h, st)); });
     rate(EagerRate::embed_grad, double(Vh), [&] { CUDA_CHECK(cudaMemsetAsync(d_embed, 0, static_cast<std::size_t>(Vh) * 4, st)); });
     // the cross-entropy overwrites its input with the gradient: refill the chunk each time, timed apart
@@ -75,7 +90,7 @@ std::array<double, kEagerRates> ulysses_kernel_rates(double hbm_GBps, int warmup
     rate(EagerRate::loss_fwd, double(s.T_loss * s.V), [&] {
       fill(logits, s.T_loss * s.V, 11, 0, 1);
       CUDA_CHECK(kernels::cross_entropy_fwd_bwd(logits, labels, loss, s.T_loss, s.V, float(s.T_loss), st));
-    });
+    }, logits, s.T_loss * s.V);
     auto& lf = rates[static_cast<std::size_t>(EagerRate::loss_fwd)];
     lf = std::max(0.0, lf - t_fill * hbm_GBps * 1e9 / double(s.T_loss * s.V));
     report += fmt::format("  (loss.fwd: the chunk's refill, {:.1f} us, taken out: {:.2f} B/elem)\n", t_fill * 1e6, lf);

@@ -5,8 +5,9 @@
 // bytes per element = median time * hbm_GBps / elements, with the elements each rate is charged per
 // (sim/eager_time.cpp): [T, h] for the norms, adds and the embedding's token part, [T, (H + H_kv) D]
 // for RoPE (q then k), [T, F] for SwiGLU, [V, h] for the embedding gradient's memset, [Tc, V] for the
-// cross-entropy. Inputs are seeded (kernels/testdata.cuh); the kernels themselves are checked against
-// their fp64 oracles by the GPU tests and `bench layer`.
+// cross-entropy. Inputs are seeded (kernels/testdata.cuh); each kernel runs once and its output must be
+// free of NaN and infinity before it is timed (std::runtime_error otherwise); their values against the fp64
+// oracles are checked by the GPU tests and `bench layer`.
 #include <array>
 #include <cstdint>
 #include <string>
