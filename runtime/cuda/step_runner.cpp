@@ -109,7 +109,6 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   logits_ = bufs_.take<bf16_t>(Tc * V);
   loss_rows_ = bufs_.take<float>(T);
   dy_ = bufs_.take<bf16_t>(T * h), dx_ = bufs_.take<bf16_t>(T * h);
-  norm_ws_ = scratch_.norm_ws;
   ctx_ = LayerCtx{ld, &gemm, attn, cos_, sin_, nullptr};
   // the parameters from the seed
   device_fill(embed_, V * h, seed, matrix(kEmbedId), nullptr);
@@ -170,7 +169,7 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   }
   // ---- backward: the final norm, the layers top down, the embedding ----
   mark(core::phase_name(core::LayerOp::norm, Pass::bwd));
-  CUDA_CHECK(kernels::rmsnorm_bwd(dn_final_, hidden_[L], w_final_, rstd_final_, dy_, d_final_, norm_ws_, T, h, s));
+  CUDA_CHECK(kernels::rmsnorm_bwd(dn_final_, hidden_[L], w_final_, rstd_final_, dy_, d_final_, scratch_.norm_ws, T, h, s));
   for (std::int64_t l = L - 1; l >= 0; --l) {
     if (plan_.checkpoint) layer_forward(c, w_[l], acts(l), scratch_, hidden_[l], nullptr, Pass::recompute, s);
     layer_backward(c, w_[l], g_[l], acts(l), scratch_, hidden_[l], dy_, dx_, s);

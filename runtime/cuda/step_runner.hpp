@@ -59,7 +59,6 @@ class StepRunner {
   bf16_t *embed_, *w_final_, *head_, *cos_, *sin_, *n_final_, *dn_final_, *logits_, *d_head_, *dy_, *dx_;
   float *rstd_final_, *loss_rows_, *d_embed_, *d_final_;
   std::int32_t *tokens_, *labels_;
-  void* norm_ws_;
   std::int64_t valid_ = 0, divisor_ = 0;
 };
 
