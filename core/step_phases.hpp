@@ -25,5 +25,8 @@ constexpr std::string_view phase_name(LayerOp op, StepPass pass) {
 // Around the layers.
 inline constexpr std::string_view kEmbedFwd = "embed.fwd", kEmbedBwd = "embed.bwd";
 inline constexpr std::string_view kLogitsFwd = "logits.fwd", kLogitsBwd = "logits.bwd";
+// TiledMLP's per-shard forward rerun inside the MLP's backward; the optimizer step (norm, clipping, Adam).
+inline constexpr std::string_view kMlpTiledRecompute = "mlp.tiled_recompute";
+inline constexpr std::string_view kOptimizerStep = "optimizer.step";
 
 }  // namespace ulysses::core

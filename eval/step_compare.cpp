@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/attn_impls.hpp"
 #include "sim/step_allocs.hpp"
 #include "sim/step_runtime_memory.hpp"
 
@@ -30,7 +29,7 @@ const std::vector<PhaseGroup>& step_phase_groups() {
       {"a2a.out.recompute", {"a2a.out.recompute"}, {"a2a.out.recompute"}},
       {"gemm.o.recompute", {"gemm.o.recompute"}, {"gemm.o.recompute"}},
       {"mlp.recompute", {"mlp.recompute"}, {"mlp.recompute", "swiglu.recompute"}},
-      {"mlp.bwd", {"mlp.bwd"}, {"mlp.bwd", "mlp.tiled_recompute", "swiglu.tiled_recompute", "swiglu.bwd"}},
+      {"mlp.bwd", {"mlp.bwd", "mlp.tiled_recompute"}, {"mlp.bwd", "mlp.tiled_recompute", "swiglu.tiled_recompute", "swiglu.bwd"}},
       {"norm.bwd", {"norm.bwd"}, {"norm.bwd"}},
       {"gemm.o.bwd", {"gemm.o.bwd"}, {"gemm.o.bwd"}},
       {"a2a.out.bwd", {"a2a.out.bwd"}, {"a2a.out.bwd"}},
@@ -83,9 +82,7 @@ StepComparison compare_step(const Scenario& sc, const Prediction& p, const runti
   }
   c.step = row("step", p.step_time_s, m.step_median_s, true);
   if (sc.plan.runtime == Runtime::ulysses) {  // our runtime: every buffer up front, allocated == reserved
-    const core::AttnImpl* impl = core::find_attn_impl(sc.plan.attn_implementation);
-    const bool flash = !impl || impl->kernel != core::AttnKernel::reference;
-    const double bytes = double(ulysses_step_bytes(derive_dims(sc), sc.model.tied_embeddings, flash, sc.model.qk_norm).total());
+    const double bytes = double(ulysses_step_bytes(derive_dims(sc), step_runtime_flags(sc)).total());
     c.allocated = row("max_memory_allocated", bytes, double(m.max_memory_allocated), true);
     c.reserved = row("max_memory_reserved", bytes, double(m.max_memory_reserved), true);
     c.predicted_peak_at = "construction";

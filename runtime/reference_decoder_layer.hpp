@@ -23,6 +23,8 @@ struct DecoderLayerDims {
   double eps = 1e-5;
   bool round_normalized = true;  // HF's bf16 rounding of the norms' normalized value (false: the smooth layer)
   bool qk_norm = false;          // Qwen3: RMSNorm over the head dim of q and k before RoPE
+  std::int64_t mlp_shards = 1;   // TiledMLP on our runtime (runtime/cuda/decoder_layer.hpp): the MLP over
+                                 // torch.chunk shards of the tokens; the oracle computes it whole (the same sums)
 };
 
 template <class V>

@@ -20,9 +20,9 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   const Plan& pl = sc.plan;
   refuse_if(sc.gpus != 1 || pl.sp_size != 1, origin, pl.sp_size != 1 ? "plan.sp_size" : "gpus", "must be 1: the step runs on one GPU so far");
   refuse_if(pl.micro_batch_size != 1, origin, "plan.micro_batch_size", "must be 1");
-  refuse_if(pl.tiled_mlp, origin, "plan.tiled_mlp", "must be false");
-  refuse_if(pl.offload_checkpoints, origin, "plan.offload_checkpoints", "must be false");
-  refuse_if(pl.offload_optimizer, origin, "plan.offload_optimizer", "must be false (the step has no optimizer yet)");
+  refuse_if(pl.offload_checkpoints && !pl.activation_checkpointing, origin, "plan.offload_checkpoints",
+            "needs plan.activation_checkpointing: true (what is offloaded is the checkpoint)");
+  refuse_if(pl.offload_optimizer, origin, "plan.offload_optimizer", "must be false (AdamW runs on the GPU; the host's is to come)");
   refuse_if(pl.offload_params, origin, "plan.offload_params", "must be false");
   refuse_if(pl.kv_strategy == KvStrategy::send_once, origin, "plan.kv_strategy", "must be replicate");
   refuse_if(sc.model.qkv_bias, origin, "model.qkv_bias", "q/k/v biases are not in the step's layer");
@@ -32,14 +32,17 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   refuse_if(d.D != 64 && d.D != 128, origin, "model.head_dim", "must be 64 or 128 (our attention kernels)");
   refuse_if(d.h > 16384, origin, "model.hidden", "must be at most 16384 (kernels/layer_ops.cu rmsnorm_bwd)");
   refuse_if(d.h % 8 || d.F % 8 || d.V % 8, origin, "model", "hidden, ffn_hidden and vocab must be multiples of 8 (16-byte rows for cuBLASLt)");
-  refuse_if(pl.tiled_logits && d.h % 128, origin, "model.hidden",
-            "must be a multiple of 128 with tiled logits (each chunk's rows start 256-byte aligned, as cuBLASLt's heuristic assumes)");
+  refuse_if((pl.tiled_logits || pl.tiled_mlp) && d.h % 128, origin, "model.hidden",
+            "must be a multiple of 128 with tiled logits or TiledMLP (each shard's rows start 256-byte aligned, as cuBLASLt's "
+            "heuristic assumes)");
   refuse_if(d.S_l * d.B > 2147483647 || d.V > 2147483647, origin, "plan.seq_len", "tokens and vocab must fit int32");
   StepShape s;
   s.dims.layer.T = d.B * d.S_l, s.dims.layer.h = d.h, s.dims.layer.H = d.H, s.dims.layer.H_kv = d.H_kv;
   s.dims.layer.D = d.D, s.dims.layer.F = d.F, s.dims.layer.qk_norm = sc.model.qk_norm;
+  s.dims.layer.mlp_shards = d.mlp_shards;  // TiledMLP's rule (derive_dims); 1 shard runs the MLP whole
   s.dims.L = d.L, s.dims.V = d.V, s.dims.tied = sc.model.tied_embeddings;
   s.checkpoint = pl.activation_checkpointing;
+  s.offload_checkpoints = pl.offload_checkpoints;
   s.logits_shards = d.logits_shards;
   s.attn_implementation = pl.attn_implementation;
   return s;

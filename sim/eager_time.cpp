@@ -57,7 +57,8 @@ EagerTimes eager_times(const Scenario& sc, const Dims& d) {
   const double Th = T * static_cast<double>(d.h), TF = T * static_cast<double>(d.F);
   // q and k on this rank's tokens with every head (RoPE and the q/k norm run before the exchange)
   const double Tqk = T * static_cast<double>(d.H + d.H_kv) * static_cast<double>(d.D);
-  const bool qk = sc.model.qk_norm, ck = d.ckpt, tm = sc.plan.tiled_mlp;
+  // TiledMLP: on our runtime only with more than one shard; its checkpoint recompute stops before the MLP
+  const bool qk = sc.model.qk_norm, ck = d.ckpt, tm = ours ? ulysses_tiled_mlp(d) : sc.plan.tiled_mlp;
 
   // one pass of each op over one layer's tensors
   const double rms_f = t(Th, EagerRate::rmsnorm_fwd), rms_b = t(Th, EagerRate::rmsnorm_bwd);
@@ -76,7 +77,7 @@ EagerTimes eager_times(const Scenario& sc, const Dims& d) {
   e.rope_add_recompute = ck ? L * (rope_f + add) : 0;
   e.rope_add_bwd = L * (rope_b + 2 * add);
   e.swiglu_fwd = L * t(TF, EagerRate::swiglu_fwd);
-  e.swiglu_recompute = ck ? e.swiglu_fwd : 0;
+  e.swiglu_recompute = ck && !(ours && tm) ? e.swiglu_fwd : 0;
   e.swiglu_tiled_recompute = tm ? e.swiglu_fwd : 0;  // TiledMLP reruns each shard's forward
   e.swiglu_bwd = L * t(TF, EagerRate::swiglu_bwd);
   e.embed_fwd = t(Th, EagerRate::embed_fwd);
@@ -92,6 +93,15 @@ EagerTimes eager_times(const Scenario& sc, const Dims& d) {
     if (sc.model.tied_embeddings) e.embed_bwd += t(Vh, EagerRate::embed_grad) * kTiedGradAddBytes / kUlyssesKernelBytes[static_cast<std::size_t>(EagerRate::embed_grad)];
   }
   return e;
+}
+
+core::seconds_t ulysses_optimizer_s(const Scenario& sc, const Dims& d) {
+  const double h = static_cast<double>(d.h), V = static_cast<double>(d.V), L = static_cast<double>(d.L);
+  const double HD = static_cast<double>(d.H * d.D), KD = static_cast<double>(d.H_kv * d.D), F = static_cast<double>(d.F);
+  const double matrices = L * (2 * HD * h + 2 * KD * h + 3 * F * h) + (sc.model.tied_embeddings ? 0 : V * h);  // bf16 gradients
+  const double fp32_grads = V * h + h + L * (2 * h + (sc.model.qk_norm ? 2.0 * static_cast<double>(d.D) : 0));
+  constexpr double kState = 24 + 2;  // master, m, v read and written; the bf16 parameter written
+  return (matrices * (2 * 2 + kState) + fp32_grads * (2 * 4 + kState)) / (sc.hw.hbm_GBps * 1e9);
 }
 
 }  // namespace ulysses

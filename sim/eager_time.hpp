@@ -27,4 +27,12 @@ core::seconds_t loss_pass_s(const Scenario& sc, const Dims& d, bool forward);
 // Per step, for the scenario's runtime.
 EagerTimes eager_times(const Scenario& sc, const Dims& d);
 
+// Our runtime's optimizer step (runtime/cuda/optimizer.cpp) by its kernels' traffic at hbm_GBps: per
+// parameter the norm pass reads the gradient (bf16 2, or fp32 4 for the embedding and the norms' weights),
+// AdamW reads it again, reads and writes master, m and v (24) and writes the bf16 parameter (2).
+core::seconds_t ulysses_optimizer_s(const Scenario& sc, const Dims& d);
+
+// Our runtime's TiledMLP (runtime/cuda/decoder_layer.cpp): on when the shard rule gives more than one shard.
+inline bool ulysses_tiled_mlp(const Dims& d) { return d.mlp_shards > 1; }
+
 }  // namespace ulysses

@@ -3,29 +3,52 @@
 
 #include <algorithm>
 
+#include "core/attn_impls.hpp"
+
 namespace ulysses {
 
-StepRuntimeBytes ulysses_step_bytes(const Dims& d, bool tied, bool flash, bool qk_norm) {
+StepRuntimeFlags step_runtime_flags(const Scenario& sc) {
+  const core::AttnImpl* impl = core::find_attn_impl(sc.plan.attn_implementation);
+  StepRuntimeFlags f;
+  f.tied = sc.model.tied_embeddings;
+  f.flash = !impl || impl->kernel != core::AttnKernel::reference;
+  f.qk_norm = sc.model.qk_norm;
+  f.offload_checkpoints = sc.plan.offload_checkpoints && sc.plan.activation_checkpointing;
+  return f;
+}
+
+StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   const std::int64_t T = d.B * d.S_l, h = d.h, F = d.F, V = d.V, L = d.L, H = d.H;
   const std::int64_t HD = d.H * d.D, KD = d.H_kv * d.D;
   const std::int64_t bf = 2, f32 = 4;
+  const bool tiled = d.mlp_shards > 1;
+  const std::int64_t Tm = tiled ? torch_chunk_sizes(T, d.mlp_shards).front() : T;  // the MLP's rows at once
   StepRuntimeBytes b;
   const std::int64_t layer_matrices = HD * h + 2 * KD * h + h * HD + 3 * F * h;
-  const std::int64_t qkn = qk_norm ? 2 * d.D : 0;  // the head norms' weights (and fp32 gradients)
-  b.params = (V * h * (tied ? 1 : 2) + h + L * (layer_matrices + 2 * h + qkn)) * bf;
+  const std::int64_t qkn = f.qk_norm ? 2 * d.D : 0;  // the head norms' weights (and fp32 gradients)
+  b.params = (V * h * (f.tied ? 1 : 2) + h + L * (layer_matrices + 2 * h + qkn)) * bf;
   b.grads = V * h * f32 + h * f32 + V * h * bf + L * (layer_matrices * bf + (2 * h + qkn) * f32);
-  const std::int64_t acts = (T * h + T * HD + 2 * T * KD + T * HD + 2 * T * h + 3 * T * F) * bf + (2 * T + H * T) * f32 +
-                            (qk_norm ? (T * HD + T * KD) * bf + (T * H + T * d.H_kv) * f32 : 0);
-  b.kept = 2 * T * 4 /*tokens, labels int32*/ + 2 * (T * d.D / 2) * bf /*cos, sin*/ + (L + 1) * T * h * bf +
+  if (f.optimizer) {  // master, m, v per parameter; the partial sums per tensor and the norm / coefficient pair
+    const std::int64_t n_params = b.params / bf;
+    const std::int64_t tensors = 2 + (f.tied ? 0 : 1) + L * (f.qk_norm ? 11 : 9);
+    b.optimizer = 3 * n_params * f32 + tensors * kOptimNormBlocks * f32 + 2 * f32;
+  }
+  const std::int64_t acts = (T * h + T * HD + 2 * T * KD + T * HD + 2 * T * h + (tiled ? 0 : 3 * T * F)) * bf +
+                            (2 * T + H * T) * f32 +
+                            (f.qk_norm ? (T * HD + T * KD) * bf + (T * H + T * d.H_kv) * f32 : 0);
+  const std::int64_t hidden = f.offload_checkpoints ? 2 : L + 1;
+  b.kept = 2 * T * 4 /*tokens, labels int32*/ + 2 * (T * d.D / 2) * bf /*cos, sin*/ + hidden * T * h * bf +
            (d.ckpt ? 1 : L) * acts;
+  b.host_pinned = f.offload_checkpoints ? (L - 1) * T * h * bf : 0;
   // attention backward workspace (kernels/attention_flash_bwd.cuh bwd_workspace_bytes): fp32 dq_accum
   // [T, H, D] and two [H, T padded to 128] fp32 rows, each rounded up to 256 bytes; the reference
   // kernel: delta [H, T] fp32
   auto r256 = [](std::int64_t x) { return (x + 255) / 256 * 256; };
   const std::int64_t T_pad = (T + 127) / 128 * 128;
-  const std::int64_t attn_ws = flash ? r256(T * HD * f32) + 2 * r256(H * T_pad * f32) : H * T * f32;
-  b.scratch = (3 * T * F + 3 * T * h + 2 * T * HD + 2 * T * KD) * bf + std::min(T, kRmsNormBwdBlocks) * h * f32 + attn_ws +
-              (qk_norm ? (T * HD + T * KD) * bf + std::min(T * H, kRmsNormBwdBlocks) * d.D * f32 : 0);
+  const std::int64_t attn_ws = f.flash ? r256(T * HD * f32) + 2 * r256(H * T_pad * f32) : H * T * f32;
+  b.scratch = (3 * Tm * F + (tiled ? 3 * Tm * F : 0) + 3 * T * h + 2 * T * HD + 2 * T * KD) * bf +
+              std::min(T, kRmsNormBwdBlocks) * h * f32 + attn_ws +
+              (f.qk_norm ? (T * HD + T * KD) * bf + std::min(T * H, kRmsNormBwdBlocks) * d.D * f32 : 0);
   const std::int64_t Tc = torch_chunk_sizes(T, d.logits_shards).front();
   b.loss_head = 2 * T * h * bf + T * f32 + Tc * V * bf + T * f32 + 2 * T * h * bf;
   b.gemm_workspace = kCublasLtWorkspaceBytes;

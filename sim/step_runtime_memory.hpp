@@ -11,23 +11,35 @@ namespace ulysses {
 struct StepRuntimeBytes {
   core::bytes_t params = 0;     // embedding, lm_head (untied), final norm, the layers' weights
   core::bytes_t grads = 0;      // d_embed fp32, d_head bf16, d_final fp32, the layers' gradients
-  core::bytes_t kept = 0;       // tokens, labels, RoPE tables, the L + 1 hidden states, activation sets
-  core::bytes_t scratch = 0;    // the backward's temporaries and workspaces (norm, attention)
+  core::bytes_t optimizer = 0;  // AdamW: fp32 master weights, m, v per parameter; the norm's partial sums
+  core::bytes_t kept = 0;       // tokens, labels, RoPE tables, the hidden states, activation sets
+  core::bytes_t scratch = 0;    // the backward's temporaries and workspaces (norm, attention, TiledMLP's shard)
   core::bytes_t loss_head = 0;  // final norm out and its gradient, rstd, one logits chunk, loss rows, dy/dx
   core::bytes_t gemm_workspace = 0;
-  core::bytes_t total() const { return params + grads + kept + scratch + loss_head + gemm_workspace; }
+  core::bytes_t host_pinned = 0;  // checkpoint offload: the kept inputs on the host (not device memory)
+  core::bytes_t total() const { return params + grads + optimizer + kept + scratch + loss_head + gemm_workspace; }
 };
 
-// d: T = B * S_l tokens, the model's letters, ckpt (one activation set, else L) and logits_shards;
-// tied: the lm_head is the embedding; flash: the attention backward's workspace of the flash kernel
-// (else the reference kernel's); qk_norm: Qwen3's head norms (their weights and gradients [D], the
-// projections before them and their rstd kept, their gradients and dw partials in the scratch).
-StepRuntimeBytes ulysses_step_bytes(const Dims& d, bool tied, bool flash, bool qk_norm = false);
+// What of the runner's plan changes its buffers besides the dimension letters (d: T = B * S_l tokens,
+// ckpt: one activation set, else L; logits_shards; mlp_shards > 1: TiledMLP).
+struct StepRuntimeFlags {
+  bool tied = false;                 // the lm_head is the embedding
+  bool flash = true;                 // the attention backward's workspace of the flash kernel (else the reference's)
+  bool qk_norm = false;              // Qwen3's head norms (weights and gradients [D], the projections before them
+                                     // and their rstd kept, their gradients and dw partials in the scratch)
+  bool offload_checkpoints = false;  // two hidden states on the device, the inputs of layers 0..L-2 on the host
+  bool optimizer = true;             // AdamW's state
+};
+StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f);
+// The flags from a scenario (plan.runtime ulysses; its attention implementation picks the kernel).
+StepRuntimeFlags step_runtime_flags(const Scenario& sc);
 
 inline constexpr core::bytes_t kCublasLtWorkspaceBytes = core::bytes_t{32} << 20;  // runtime/cuda/gemm.hpp
 // kernels/layer_ops.cu rmsnorm_bwd keeps one fp32 row of dw partial sums per resident block (the device's
 // occupancy at h); the model takes two per SM of an H100/H200 (132 SMs): the GPU test prints both. At
 // h = 4096 one row is 16 KiB, so the estimate is off by kilobytes to a few MiB, not more.
 inline constexpr std::int64_t kRmsNormBwdBlocks = 264;
+// kernels/optim_ops.hpp kNormBlocks: fp32 partial sums of squared gradients per parameter tensor.
+inline constexpr std::int64_t kOptimNormBlocks = 128;
 
 }  // namespace ulysses

@@ -285,7 +285,8 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const double L = static_cast<double>(d.L), T = tokens(d);
   auto at = [&](core::BlockPhase p) { return blk[static_cast<int>(p)]; };
   const LayerGemms g = layer_gemms(sc, d);
-  const bool ck = d.ckpt, tm = pl.tiled_mlp;
+  const bool ours = pl.runtime == Runtime::ulysses;
+  const bool ck = d.ckpt, tm = ours ? ulysses_tiled_mlp(d) : pl.tiled_mlp;
   // DeepSpeed's Ulysses layer runs one all-to-all per tensor: q, k, v separately, and none at P = 1
   // (the block's P = 1 layout copies are our runtime's: not in the step)
   const core::seconds_t a2a_qkv = qkv_exchange_s(sc, d, /*grouped=*/false);
@@ -316,14 +317,15 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add("a2a.out.recompute", ck ? L * a2a_out_fwd : 0);
   step.add(ph(Op::gemm_qkv, Pass::recompute), ck ? L * g.qkv : 0);
   step.add(ph(Op::gemm_o, Pass::recompute), ck ? L * g.o : 0);
-  // our runtime's recompute stops at the down projection's input (runtime/cuda/decoder_layer.cpp
-  // layer_forward, Pass::recompute); HF's checkpoint (reentrant) reruns the whole layer
-  const bool ours = pl.runtime == Runtime::ulysses;
-  step.add(ph(Op::mlp, Pass::recompute), ck ? L * (ours ? g.mlp_gate_up : g.mlp) : 0);
+  // our runtime's recompute stops at the down projection's input, or with TiledMLP before the MLP
+  // (runtime/cuda/decoder_layer.cpp layer_forward, Pass::recompute), and its TiledMLP backward reruns a
+  // shard's gate and up only; HF's checkpoint reruns the whole layer, DeepSpeed's TiledMLP each shard's forward
+  const core::seconds_t mlp_rerun = ours ? g.mlp_gate_up : g.mlp;
+  step.add(ph(Op::mlp, Pass::recompute), ck && !(ours && tm) ? L * mlp_rerun : 0);
   step.add("swiglu.recompute", e.swiglu_recompute);
   step.add(ph(Op::norm, Pass::recompute), e.norm_recompute);
   step.add(ph(Op::rope_add, Pass::recompute), e.rope_add_recompute);
-  step.add("mlp.tiled_recompute", tm ? L * g.mlp : 0);  // TiledMLP reruns each shard's forward in backward
+  step.add(core::kMlpTiledRecompute.data(), tm ? L * mlp_rerun : 0);
   step.add("swiglu.tiled_recompute", e.swiglu_tiled_recompute);
   step.add(ph(Op::mlp, Pass::bwd), L * 2 * g.mlp + e.fork_adds_mlp_bwd);
   step.add("swiglu.bwd", e.swiglu_bwd);
@@ -363,8 +365,16 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const bool ck_off = ck && pl.offload_checkpoints;
   const double local_params = pl.zero_stage >= 1 ? std::ceil(Pn / N) : Pn;
   const bool params_off = pl.offload_params && pl.zero_stage >= 3;
-  step.add("offload.ckpt.d2h", ck_off ? L * th / (host_d2h_GBps(sc) * kGBps) : 0);
-  step.add("offload.ckpt.h2d", ck_off ? L * th / (host_h2d_GBps(sc) * kGBps) : 0);
+  const core::seconds_t d2h = th / (host_d2h_GBps(sc) * kGBps), h2d = th / (host_h2d_GBps(sc) * kGBps);
+  if (ours) {  // a copy stream: layers 0..L-2's inputs, each copy overlapping one layer's compute; only the excess shows
+    const core::seconds_t layer_fwd = at(core::BlockPhase::attn_fwd) + g.qkv + g.o + g.mlp;
+    const core::seconds_t layer_bwd = at(core::BlockPhase::attn_bwd) + 2 * (g.qkv + g.o + g.mlp) + (ck ? layer_fwd : 0);
+    step.add("offload.ckpt.d2h", ck_off ? (L - 1) * std::max(0.0, d2h - layer_fwd) : 0);
+    step.add("offload.ckpt.h2d", ck_off ? (L - 1) * std::max(0.0, h2d - layer_bwd) : 0);
+  } else {
+    step.add("offload.ckpt.d2h", ck_off ? L * d2h : 0);
+    step.add("offload.ckpt.h2d", ck_off ? L * h2d : 0);
+  }
   // the optimizer and ZeRO-3's work around it: measured per parameter when the profile has it
   // (calibrate --backend deepspeed's op bench), else from bytes and rates (docs/MODEL.md)
   const Calibration& cal = sc.hw.calibrated;
@@ -383,7 +393,9 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
                                     : 0);
   step.add("offload.params", params_off ? 2 * local_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
   core::seconds_t opt = 0;
-  if (pl.offload_optimizer) {
+  if (ours && !pl.offload_optimizer) {  // runtime/cuda/optimizer.cpp: AdamW on the GPU, every parameter local (one rank)
+    opt = ulysses_optimizer_s(sc, d);
+  } else if (pl.offload_optimizer) {
     if (measured(cal.zero3_offload_step_s_per_param)) {
       opt = local_params * procs * cal.zero3_offload_step_s_per_param;
     } else {
@@ -408,8 +420,11 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const double attn = core::attention_flops(d.B, d.S, d.H_l, d.D, d.causal);
   const double layer_gemm = g.flops_qkv + g.flops_o;
   const double fwd_passes = 1 + (ck ? 1 : 0);
+  // the MLP's reruns: a whole forward (HF, DeepSpeed's TiledMLP) or gate and up only (ours: 2 of its 3 GEMMs)
+  const double mlp_rerun_share = ours ? 2.0 / 3.0 : 1.0;
+  const double mlp_reruns = mlp_rerun_share * ((ck && !(ours && tm) ? 1 : 0) + (tm ? 1 : 0));
   double flops = L * (attn * (fwd_passes + core::kAttnBwdFlopsFactor) + layer_gemm * (fwd_passes + 2) +
-                      g.flops_mlp * (fwd_passes + (tm ? 1 : 0) + 2));
+                      g.flops_mlp * (1 + mlp_reruns + 2));
   flops += 3 * 2 * T * d.h * static_cast<double>(d.V);  // logits fwd + bwd
   return flops;
 }

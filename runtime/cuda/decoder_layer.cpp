@@ -8,6 +8,7 @@
 
 #include "kernels/layer_ops.hpp"
 #include "runtime/cuda/cuda_check.hpp"
+#include "sim/memory.hpp"
 
 namespace ulysses::runtime::cuda {
 namespace {
@@ -50,12 +51,15 @@ LayerGrads alloc_grads(BufferSet& b, const DecoderLayerDims& d) {
   return g;
 }
 
+std::int64_t mlp_rows(const DecoderLayerDims& d) { return tiled_mlp(d) ? torch_chunk_sizes(d.T, d.mlp_shards).front() : d.T; }
+
 LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d) {
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
   LayerActs a;
   a.n1 = b.take<bf16_t>(T * h), a.q = b.take<bf16_t>(T * HD), a.k = b.take<bf16_t>(T * KD), a.v = b.take<bf16_t>(T * KD);
   a.o = b.take<bf16_t>(T * HD), a.h1 = b.take<bf16_t>(T * h), a.n2 = b.take<bf16_t>(T * h);
-  a.g = b.take<bf16_t>(T * F), a.u = b.take<bf16_t>(T * F), a.act = b.take<bf16_t>(T * F);
+  if (!tiled_mlp(d)) a.g = b.take<bf16_t>(T * F), a.u = b.take<bf16_t>(T * F), a.act = b.take<bf16_t>(T * F);
+  else a.g = a.u = a.act = nullptr;
   a.r1 = b.take<float>(T), a.r2 = b.take<float>(T), a.lse = b.take<float>(d.H * T);
   if (d.qk_norm) {
     a.qp = b.take<bf16_t>(T * HD), a.kp = b.take<bf16_t>(T * KD);
@@ -66,8 +70,10 @@ LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d) {
 
 LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::AttnKernel attn) {
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
+  const std::int64_t Tm = mlp_rows(d);
   LayerScratch s;
-  s.dact = b.take<bf16_t>(T * F), s.dg = b.take<bf16_t>(T * F), s.du = b.take<bf16_t>(T * F);
+  s.dact = b.take<bf16_t>(Tm * F), s.dg = b.take<bf16_t>(Tm * F), s.du = b.take<bf16_t>(Tm * F);
+  if (tiled_mlp(d)) s.tg = b.take<bf16_t>(Tm * F), s.tu = b.take<bf16_t>(Tm * F), s.tact = b.take<bf16_t>(Tm * F);
   s.dn = b.take<bf16_t>(T * h), s.tmp_h = b.take<bf16_t>(T * h), s.dh1 = b.take<bf16_t>(T * h);
   s.do_ = b.take<bf16_t>(T * HD), s.dq = b.take<bf16_t>(T * HD), s.dk = b.take<bf16_t>(T * KD), s.dv = b.take<bf16_t>(T * KD);
   s.norm_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
@@ -129,12 +135,25 @@ void layer_forward(const LayerCtx& c, const LayerWeights& w, const LayerActs& a,
   CUDA_CHECK(kernels::add(x, sc.tmp_h, a.h1, T * h, s));
   mark(c, LayerOp::norm, pass, s);
   CUDA_CHECK(kernels::rmsnorm_fwd(a.h1, w.w2, a.n2, a.r2, T, h, float(d.eps), s));
-  mark(c, LayerOp::mlp, pass, s);
-  gemm.forward(a.n2, w.wg, a.g, T, F, h, s);
-  gemm.forward(a.n2, w.wu, a.u, T, F, h, s);
-  CUDA_CHECK(kernels::swiglu_fwd(a.g, a.u, a.act, T * F, s));
-  if (pass == Pass::recompute) return;  // act is the last tensor the backward reads (down_proj's input)
-  gemm.forward(a.act, w.wd, sc.tmp_h, T, h, F, s);
+  if (tiled_mlp(d)) {  // TiledMLP: nothing of the MLP is kept; the backward reruns each shard
+    if (pass == Pass::recompute) return;
+    mark(c, LayerOp::mlp, pass, s);
+    std::int64_t t0 = 0;
+    for (const std::int64_t Ts : torch_chunk_sizes(T, d.mlp_shards)) {
+      gemm.forward(a.n2 + t0 * h, w.wg, sc.tg, Ts, F, h, s);
+      gemm.forward(a.n2 + t0 * h, w.wu, sc.tu, Ts, F, h, s);
+      CUDA_CHECK(kernels::swiglu_fwd(sc.tg, sc.tu, sc.tact, Ts * F, s));
+      gemm.forward(sc.tact, w.wd, sc.tmp_h + t0 * h, Ts, h, F, s);
+      t0 += Ts;
+    }
+  } else {
+    mark(c, LayerOp::mlp, pass, s);
+    gemm.forward(a.n2, w.wg, a.g, T, F, h, s);
+    gemm.forward(a.n2, w.wu, a.u, T, F, h, s);
+    CUDA_CHECK(kernels::swiglu_fwd(a.g, a.u, a.act, T * F, s));
+    if (pass == Pass::recompute) return;  // act is the last tensor the backward reads (down_proj's input)
+    gemm.forward(a.act, w.wd, sc.tmp_h, T, h, F, s);
+  }
   mark(c, LayerOp::rope_add, pass, s);
   CUDA_CHECK(kernels::add(a.h1, sc.tmp_h, y, T * h, s));
 }
@@ -145,16 +164,31 @@ void layer_backward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& 
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
   Gemm& gemm = *c.gemm;
   const Pass pass = Pass::bwd;
-  // the MLP
-  mark(c, LayerOp::mlp, pass, s);
-  gemm.input_grad(dy, w.wd, sc.dact, T, h, F, s);
-  gemm.weight_grad(dy, a.act, g.dwd, T, h, F, 0.f, s);
-  CUDA_CHECK(kernels::swiglu_bwd(sc.dact, a.g, a.u, sc.dg, sc.du, T * F, s));
-  gemm.input_grad(sc.dg, w.wg, sc.dn, T, F, h, s);
-  gemm.input_grad(sc.du, w.wu, sc.tmp_h, T, F, h, s);
+  // the MLP (TiledMLP: shard by shard, the shard's forward rerun first; weight gradients summed over shards)
+  const bool tiled = tiled_mlp(d);
+  std::int64_t t0 = 0;
+  for (const std::int64_t Ts : tiled ? torch_chunk_sizes(T, d.mlp_shards) : std::vector<std::int64_t>{T}) {
+    const bf16_t *n2 = a.n2 + t0 * h, *dys = dy + t0 * h;
+    const bf16_t *gate = a.g, *up = a.u, *act = a.act;
+    if (tiled) {
+      if (c.marks) c.marks->begin(core::kMlpTiledRecompute, s);
+      gemm.forward(n2, w.wg, sc.tg, Ts, F, h, s);
+      gemm.forward(n2, w.wu, sc.tu, Ts, F, h, s);
+      CUDA_CHECK(kernels::swiglu_fwd(sc.tg, sc.tu, sc.tact, Ts * F, s));
+      gate = sc.tg, up = sc.tu, act = sc.tact;
+    }
+    const float beta = t0 > 0 ? 1.f : 0.f;  // the weight gradients: the first shard writes, the rest add
+    mark(c, LayerOp::mlp, pass, s);
+    gemm.input_grad(dys, w.wd, sc.dact, Ts, h, F, s);
+    gemm.weight_grad(dys, act, g.dwd, Ts, h, F, beta, s);
+    CUDA_CHECK(kernels::swiglu_bwd(sc.dact, gate, up, sc.dg, sc.du, Ts * F, s));
+    gemm.input_grad(sc.dg, w.wg, sc.dn + t0 * h, Ts, F, h, s);
+    gemm.input_grad(sc.du, w.wu, sc.tmp_h + t0 * h, Ts, F, h, s);
+    gemm.weight_grad(sc.dg, n2, g.dwg, Ts, F, h, beta, s);
+    gemm.weight_grad(sc.du, n2, g.dwu, Ts, F, h, beta, s);
+    t0 += Ts;
+  }
   CUDA_CHECK(kernels::add(sc.dn, sc.tmp_h, sc.dn, T * h, s));
-  gemm.weight_grad(sc.dg, a.n2, g.dwg, T, F, h, 0.f, s);
-  gemm.weight_grad(sc.du, a.n2, g.dwu, T, F, h, 0.f, s);
   // the post-attention norm and the residual
   mark(c, LayerOp::norm, pass, s);
   CUDA_CHECK(kernels::rmsnorm_bwd(sc.dn, a.h1, w.w2, a.r2, sc.tmp_h, g.dw2, sc.norm_ws, T, h, s));

@@ -59,19 +59,23 @@ struct LayerGrads {
   float *dwqn = nullptr, *dwkn = nullptr;              // [D] each, qk_norm only
 };
 struct LayerActs {      // kept by the forward (or refilled by the recompute)
-  bf16_t *n1, *q, *k, *v, *o, *h1, *n2, *g, *u, *act;  // [T,h] [T,HD] [T,KD] x2 [T,HD] [T,h] x2 [T,F] x3
+  bf16_t *n1, *q, *k, *v, *o, *h1, *n2, *g, *u, *act;  // [T,h] [T,HD] [T,KD] x2 [T,HD] [T,h] x2 [T,F] x3 (TiledMLP: g, u, act null)
   float *r1, *r2, *lse;                                // [T] [T] [H, T]
   bf16_t *qp = nullptr, *kp = nullptr;                 // qk_norm: the projections before the head norms [T,HD] [T,KD]
   float *rq = nullptr, *rk = nullptr;                  // qk_norm: their rstd [T*H] [T*H_kv]
 };
 struct LayerScratch {   // the backward's temporaries (and the forward's o_proj / down outputs in tmp_h)
-  bf16_t *dact, *dg, *du;                              // [T,F] x3
+  bf16_t *dact, *dg, *du;                              // [Tm,F] x3 (Tm = T, or TiledMLP's largest shard)
+  bf16_t *tg = nullptr, *tu = nullptr, *tact = nullptr;  // TiledMLP: one shard's gate, up, act [Tm,F] x3
   bf16_t *dn, *tmp_h, *dh1;                            // [T,h] x3
   bf16_t *do_, *dq, *dk, *dv;                          // [T,HD] [T,HD] [T,KD] x2
   void *norm_ws, *attn_ws;
   bf16_t *dqp = nullptr, *dkp = nullptr;               // qk_norm: the projections' output gradients [T,HD] [T,KD]
   void* head_norm_ws = nullptr;                        // qk_norm: the head norms' dw partials (rows of D)
 };
+
+inline bool tiled_mlp(const DecoderLayerDims& d) { return d.mlp_shards > 1; }
+std::int64_t mlp_rows(const DecoderLayerDims& d);  // the MLP's rows at once: T, or TiledMLP's largest shard
 
 LayerWeights alloc_weights(BufferSet& b, const DecoderLayerDims& d);
 LayerGrads alloc_grads(BufferSet& b, const DecoderLayerDims& d);
@@ -88,7 +92,10 @@ struct LayerCtx {
 };
 
 // y [T, h] = layer(x [T, h]) into `a` (pass fwd), or the recompute of the backward (pass recompute:
-// stops after the last tensor the backward reads, act; y unused and may be null).
+// stops after the last tensor the backward reads, act, or with TiledMLP n2; y unused and may be null).
+// TiledMLP (d.mlp_shards > 1, DeepSpeed's TiledMLP): the MLP runs shard by shard over torch.chunk rows of
+// n2 and keeps nothing of it; the backward reruns each shard's gate, up and act (phase
+// mlp.tiled_recompute) before that shard's gradients, which the weight gradients sum over shards.
 void layer_forward(const LayerCtx& c, const LayerWeights& w, const LayerActs& a, const LayerScratch& s,
                    const bf16_t* x, bf16_t* y, core::StepPass pass, cudaStream_t stream);
 // dx [T, h] from dy [T, h] with `a` holding the forward of x; the gradients overwrite `g`.

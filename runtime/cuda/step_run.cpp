@@ -104,6 +104,7 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   Gemm gemm;
   StepPlan plan;
   plan.checkpoint = shape.checkpoint, plan.logits_shards = shape.logits_shards;
+  plan.offload_checkpoints = shape.offload_checkpoints;  // the optimizer: AdamW with HF's defaults (runtime/reference_adam.hpp)
   StepRunner run(d, plan, arena, gemm, opt.seed, kernel.kind);
   std::vector<std::int64_t> tokens(static_cast<std::size_t>(T)), pos(static_cast<std::size_t>(T));
   for (std::int64_t t = 0; t < T; ++t)
@@ -167,6 +168,7 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   m.peak_at = "construction";
   m.device_used_bytes = arena.sample_device_used();
   m.host_rss_bytes = proc_status_kib("VmRSS:") * 1024, m.host_rss_peak_bytes = proc_status_kib("VmHWM:") * 1024;
+  m.pinned_bytes = run.host_pinned_bytes();
   m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return m;
 }

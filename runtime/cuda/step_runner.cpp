@@ -87,21 +87,30 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
     : d_(d), plan_(plan), bufs_(arena) {
   const DecoderLayerDims& ld = d.layer;
   const std::int64_t T = ld.T, h = ld.h, V = d.V;
-  if (d.L < 1 || V < 2 || T < 1 || plan.logits_shards < 1 || plan.logits_shards > T)
-    throw std::invalid_argument("step runner: needs L >= 1, V >= 2, T >= 1 and 1 <= logits_shards <= T");
+  if (d.L < 1 || V < 2 || T < 1 || plan.logits_shards < 1 || plan.logits_shards > T || ld.mlp_shards < 1 || ld.mlp_shards > T)
+    throw std::invalid_argument("step runner: needs L >= 1, V >= 2, T >= 1 and 1 <= logits_shards, mlp_shards <= T");
+  if (plan.offload_checkpoints && !plan.checkpoint)
+    throw std::invalid_argument("step runner: checkpoint offload needs activation checkpointing");
   const std::int64_t Tc = torch_chunk_sizes(T, plan.logits_shards).front();
-  // parameters, then gradients, then what the step keeps, then its temporaries
+  // parameters (filled from the seed), then gradients, then the optimizer's state, then what the step
+  // keeps, then its temporaries
   embed_ = bufs_.take<bf16_t>(V * h);
   w_final_ = bufs_.take<bf16_t>(h);
   head_ = d.tied ? embed_ : bufs_.take<bf16_t>(V * h);
   for (std::int64_t l = 0; l < d.L; ++l) w_.push_back(alloc_weights(bufs_, ld));
+  device_fill(embed_, V * h, seed, matrix(kEmbedId), nullptr);
+  device_fill(w_final_, h, seed, norm(kFinalId), nullptr);
+  if (!d.tied) device_fill(head_, V * h, seed, matrix(kHeadId), nullptr);
+  for (std::int64_t l = 0; l < d.L; ++l)
+    for (int j = 0; j < layer_params(ld); ++j) device_fill(layer_ptr(w_[l], j), layer_sizes(ld, j), seed, layer_fill(l, j), nullptr);
   d_embed_ = bufs_.take<float>(V * h);
   d_final_ = bufs_.take<float>(h);
   d_head_ = bufs_.take<bf16_t>(V * h);
   for (std::int64_t l = 0; l < d.L; ++l) g_.push_back(alloc_grads(bufs_, ld));
+  if (plan.optimizer) adam_ = std::make_unique<AdamW>(bufs_, optimizer_params(), plan.adam);
   tokens_ = bufs_.take<std::int32_t>(T), labels_ = bufs_.take<std::int32_t>(T);
   cos_ = bufs_.take<bf16_t>(T * ld.D / 2), sin_ = bufs_.take<bf16_t>(T * ld.D / 2);
-  for (std::int64_t l = 0; l <= d.L; ++l) hidden_.push_back(bufs_.take<bf16_t>(T * h));
+  for (std::int64_t l = 0; l < (plan.offload_checkpoints ? 2 : d.L + 1); ++l) hidden_.push_back(bufs_.take<bf16_t>(T * h));
   const std::int64_t n_acts = plan.checkpoint ? 1 : d.L;
   for (std::int64_t l = 0; l < n_acts; ++l) acts_.push_back(alloc_acts(bufs_, ld));
   scratch_ = alloc_scratch(bufs_, ld, attn);
@@ -110,13 +119,52 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   loss_rows_ = bufs_.take<float>(T);
   dy_ = bufs_.take<bf16_t>(T * h), dx_ = bufs_.take<bf16_t>(T * h);
   ctx_ = LayerCtx{ld, &gemm, attn, cos_, sin_, nullptr};
-  // the parameters from the seed
-  device_fill(embed_, V * h, seed, matrix(kEmbedId), nullptr);
-  device_fill(w_final_, h, seed, norm(kFinalId), nullptr);
-  if (!d.tied) device_fill(head_, V * h, seed, matrix(kHeadId), nullptr);
-  for (std::int64_t l = 0; l < d.L; ++l)
-    for (int j = 0; j < layer_params(ld); ++j) device_fill(layer_ptr(w_[l], j), layer_sizes(ld, j), seed, layer_fill(l, j), nullptr);
+  if (plan.offload_checkpoints) {
+    host_bytes_ = (d.L - 1) * T * h * 2;
+    if (host_bytes_ > 0) CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), static_cast<std::size_t>(host_bytes_), cudaHostAllocDefault));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+    d2h_.resize(static_cast<std::size_t>(d.L)), h2d_.resize(static_cast<std::size_t>(d.L));
+    for (auto* v : {&d2h_, &h2d_})
+      for (cudaEvent_t& e : *v) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  }
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+StepRunner::~StepRunner() {
+  if (copy_) cudaStreamSynchronize(copy_);
+  for (auto* v : {&d2h_, &h2d_})
+    for (cudaEvent_t e : *v) cudaEventDestroy(e);
+  if (ready_) cudaEventDestroy(ready_);
+  if (copy_) cudaStreamDestroy(copy_);
+  if (host_) cudaFreeHost(host_);
+}
+
+std::vector<ParamRef> StepRunner::optimizer_params() const {
+  const DecoderLayerDims& ld = d_.layer;
+  const std::int64_t Vh = d_.V * ld.h;
+  std::vector<ParamRef> p = {{embed_, d_embed_, true, Vh}, {w_final_, d_final_, true, ld.h}};
+  if (!d_.tied) p.push_back({head_, d_head_, false, Vh});
+  for (std::size_t l = 0; l < w_.size(); ++l) {
+    const LayerGrads& g = g_[l];
+    const void* grads[11] = {g.dw1, g.dwq, g.dwk, g.dwv, g.dwo, g.dw2, g.dwg, g.dwu, g.dwd, g.dwqn, g.dwkn};
+    for (int j = 0; j < layer_params(ld); ++j) {
+      const bool fp32 = j == 0 || j == 5 || j >= 9;  // the norms' weight gradients
+      p.push_back({layer_ptr(w_[l], j), grads[j], fp32, layer_sizes(ld, j)});
+    }
+  }
+  return p;
+}
+
+// The kept input of layer l to the host (after the stream's work so far), or back (before it).
+void StepRunner::copy_checkpoint(std::int64_t l, bool to_host, cudaStream_t s) {
+  const std::size_t bytes = static_cast<std::size_t>(d_.layer.T * d_.layer.h) * 2;
+  bf16_t* host = host_ + l * d_.layer.T * d_.layer.h;
+  CUDA_CHECK(cudaEventRecord(ready_, s));
+  CUDA_CHECK(cudaStreamWaitEvent(copy_, ready_, 0));
+  if (to_host) CUDA_CHECK(cudaMemcpyAsync(host, hidden(l), bytes, cudaMemcpyDeviceToHost, copy_));
+  else CUDA_CHECK(cudaMemcpyAsync(hidden(l), host, bytes, cudaMemcpyHostToDevice, copy_));
+  CUDA_CHECK(cudaEventRecord((to_host ? d2h_ : h2d_)[static_cast<std::size_t>(l)], copy_));
 }
 
 void StepRunner::set_batch(const std::vector<std::int64_t>& tokens, const std::vector<std::int64_t>& labels,
@@ -150,12 +198,19 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
     if (marks) marks->begin(phase, s);
   };
   auto acts = [&](std::int64_t l) -> const LayerActs& { return acts_[plan_.checkpoint ? 0 : l]; };
-  // ---- forward ----
+  const bool off = plan_.offload_checkpoints;
+  auto offloaded = [&](std::int64_t l) { return off && l < L - 1; };  // the last layer's input stays
+  // ---- forward (offload: hidden[l] leaves as soon as it exists; its buffer is reused two layers on) ----
   mark(core::kEmbedFwd);
-  CUDA_CHECK(kernels::embedding_fwd(embed_, tokens_, hidden_[0], T, h, s));
-  for (std::int64_t l = 0; l < L; ++l) layer_forward(c, w_[l], acts(l), scratch_, hidden_[l], hidden_[l + 1], Pass::fwd, s);
+  CUDA_CHECK(kernels::embedding_fwd(embed_, tokens_, hidden(0), T, h, s));
+  if (offloaded(0)) copy_checkpoint(0, true, s);
+  for (std::int64_t l = 0; l < L; ++l) {
+    if (off && l >= 1) CUDA_CHECK(cudaStreamWaitEvent(s, d2h_[static_cast<std::size_t>(l - 1)], 0));  // hidden[l - 1] is on the host
+    layer_forward(c, w_[l], acts(l), scratch_, hidden(l), hidden(l + 1), Pass::fwd, s);
+    if (offloaded(l + 1)) copy_checkpoint(l + 1, true, s);
+  }
   mark(core::phase_name(core::LayerOp::norm, Pass::fwd));
-  CUDA_CHECK(kernels::rmsnorm_fwd(hidden_[L], w_final_, n_final_, rstd_final_, T, h, float(ld.eps), s));
+  CUDA_CHECK(kernels::rmsnorm_fwd(hidden(L), w_final_, n_final_, rstd_final_, T, h, float(ld.eps), s));
   // ---- the loss head, chunk by chunk: logits, loss and dlogits, then the lm_head's gradients ----
   std::int64_t t0 = 0;
   for (const std::int64_t Tc : torch_chunk_sizes(T, plan_.logits_shards)) {
@@ -169,16 +224,24 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   }
   // ---- backward: the final norm, the layers top down, the embedding ----
   mark(core::phase_name(core::LayerOp::norm, Pass::bwd));
-  CUDA_CHECK(kernels::rmsnorm_bwd(dn_final_, hidden_[L], w_final_, rstd_final_, dy_, d_final_, scratch_.norm_ws, T, h, s));
+  CUDA_CHECK(kernels::rmsnorm_bwd(dn_final_, hidden(L), w_final_, rstd_final_, dy_, d_final_, scratch_.norm_ws, T, h, s));
   for (std::int64_t l = L - 1; l >= 0; --l) {
-    if (plan_.checkpoint) layer_forward(c, w_[l], acts(l), scratch_, hidden_[l], nullptr, Pass::recompute, s);
-    layer_backward(c, w_[l], g_[l], acts(l), scratch_, hidden_[l], dy_, dx_, s);
+    // offload: hidden[l - 1] comes back into the buffer layer l + 1 (or the final norm) has finished with,
+    // while layer l computes
+    if (off && l >= 1) copy_checkpoint(l - 1, false, s);
+    if (offloaded(l)) CUDA_CHECK(cudaStreamWaitEvent(s, h2d_[static_cast<std::size_t>(l)], 0));
+    if (plan_.checkpoint) layer_forward(c, w_[l], acts(l), scratch_, hidden(l), nullptr, Pass::recompute, s);
+    layer_backward(c, w_[l], g_[l], acts(l), scratch_, hidden(l), dy_, dx_, s);
     std::swap(dy_, dx_);
   }
   mark(core::kEmbedBwd);
   CUDA_CHECK(cudaMemsetAsync(d_embed_, 0, static_cast<std::size_t>(V * h) * 4, s));
   CUDA_CHECK(kernels::embedding_bwd(dy_, tokens_, d_embed_, T, h, s));
   if (d_.tied) CUDA_CHECK(kernels::add_bf16_to_fp32(d_head_, d_embed_, V * h, s));
+  if (adam_) {
+    mark(core::kOptimizerStep);
+    adam_->step(s);
+  }
 }
 
 double StepRunner::loss_sum() const {

@@ -7,10 +7,17 @@
 //
 // Activation checkpointing keeps each layer's input only; the backward recomputes the layer into one
 // activation set shared by every layer. Without it every layer keeps its own activations.
-// Every buffer is allocated once, up front, from the DeviceArena (the step's peak is the arena's).
+// Checkpoint offload (ArcticTraining's): the kept inputs go to pinned host memory on a copy stream
+// while the next layers compute, and come back one layer ahead of their backward; the device then
+// holds two hidden states (a ring) instead of L + 1. The last layer's input never leaves the device.
+// TiledMLP: StepDims.layer.mlp_shards (runtime/cuda/decoder_layer.hpp).
+// The optimizer step (runtime/cuda/optimizer.hpp) follows the backward: ZeRO-3 on one rank, fp32 master
+// weights and moments on the device, the bf16 parameters rewritten.
+// Every device buffer is allocated once, up front, from the DeviceArena (the step's peak is the arena's).
 //
 // Tensors (T tokens, h hidden, V vocabulary, Tc = ceil(T / shards) tokens per logits chunk):
-//   tokens, labels [T] int32        hidden[l] [T, h] bf16 (l = 0..L: the layers' inputs, then the last output)
+//   tokens, labels [T] int32        hidden[l] [T, h] bf16 (l = 0..L: the layers' inputs, then the last output;
+//                                   offload: two device buffers, hidden[l] in ring[l % 2]; host [L - 1, T, h] pinned)
 //   n_final, dn_final [T, h] bf16   rstd_final [T] fp32       logits [Tc, V] bf16 (dlogits in place)
 //   loss_rows [T] fp32              d_embed [V, h] fp32       d_head [V, h] bf16      d_final [h] fp32
 #include <cstdint>
@@ -18,13 +25,17 @@
 #include <vector>
 
 #include "runtime/cuda/decoder_layer.hpp"
+#include "runtime/cuda/optimizer.hpp"
 #include "runtime/reference_step.hpp"
 
 namespace ulysses::runtime::cuda {
 
 struct StepPlan {
-  bool checkpoint = true;          // activation checkpointing (keep each layer's input, recompute)
-  std::int64_t logits_shards = 1;  // > 1: tiled logits over torch.chunk shards of the tokens
+  bool checkpoint = true;           // activation checkpointing (keep each layer's input, recompute)
+  std::int64_t logits_shards = 1;   // > 1: tiled logits over torch.chunk shards of the tokens
+  bool offload_checkpoints = false; // the kept inputs in pinned host memory (needs checkpoint)
+  bool optimizer = true;            // AdamW after the backward (false: forward and backward only)
+  AdamConfig adam;
 };
 
 class StepRunner {
@@ -32,14 +43,20 @@ class StepRunner {
   // Allocates every buffer and fills the parameters from `seed` (host_params(d, seed) are the same).
   StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& arena, Gemm& gemm, std::uint64_t seed,
              kernels::AttnKernel attn = kernels::AttnKernel::flash);
+  ~StepRunner();
+  StepRunner(const StepRunner&) = delete;
+  StepRunner& operator=(const StepRunner&) = delete;
 
   // The batch: tokens and their (shifted) labels (T each), the RoPE tables [T, D/2], and the number
   // of valid tokens the loss is divided by (over every SP rank; 0: this batch's own).
   void set_batch(const std::vector<std::int64_t>& tokens, const std::vector<std::int64_t>& labels,
                  const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin, std::int64_t loss_divisor = 0);
 
-  // Forward and backward: the gradients overwrite the previous step's. marks may be null.
+  // Forward, backward (the gradients overwrite the previous step's), then the optimizer (plan.optimizer).
+  // marks may be null.
   void step(cudaStream_t stream, PhaseMarks* marks);
+  const AdamW* optimizer() const { return adam_.get(); }
+  std::int64_t host_pinned_bytes() const { return host_bytes_; }
 
   double loss_sum() const;                  // the last step's summed token losses (downloads, synchronous)
   std::int64_t valid_tokens() const { return valid_; }
@@ -55,7 +72,16 @@ class StepRunner {
   std::vector<LayerGrads> g_;
   std::vector<LayerActs> acts_;  // one per layer, or one (checkpointing)
   LayerScratch scratch_;
-  std::vector<bf16_t*> hidden_;  // L + 1
+  std::vector<bf16_t*> hidden_;  // L + 1 (offload: the two ring buffers)
+  std::unique_ptr<AdamW> adam_;
+  bf16_t* host_ = nullptr;       // offload: [L - 1, T, h] pinned
+  std::int64_t host_bytes_ = 0;
+  cudaStream_t copy_ = nullptr;  // offload: the copy stream, and an event per copy (d2h, h2d) per layer
+  std::vector<cudaEvent_t> d2h_, h2d_;
+  cudaEvent_t ready_ = nullptr;
+  bf16_t* hidden(std::int64_t l) const { return hidden_[static_cast<std::size_t>(plan_.offload_checkpoints ? l % 2 : l)]; }
+  std::vector<ParamRef> optimizer_params() const;
+  void copy_checkpoint(std::int64_t l, bool to_host, cudaStream_t s);
   bf16_t *embed_, *w_final_, *head_, *cos_, *sin_, *n_final_, *dn_final_, *logits_, *d_head_, *dy_, *dx_;
   float *rstd_final_, *loss_rows_, *d_embed_, *d_final_;
   std::int32_t *tokens_, *labels_;

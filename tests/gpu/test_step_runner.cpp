@@ -32,10 +32,17 @@ double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
   return std::sqrt(num / den);
 }
 
-void check_step(bool tied, bool checkpoint, std::int64_t shards, bool qk_norm = false, std::int64_t H = 4) {
+struct Opt {  // the plan beyond tied / checkpoint / logits shards
+  bool qk_norm = false;
+  std::int64_t H = 4, L = 2, mlp_shards = 1;
+  bool offload = false;
+};
+
+void check_step(bool tied, bool checkpoint, std::int64_t shards, Opt o = {}) {
+  const bool qk_norm = o.qk_norm;
   runtime::StepDims d;  // H = 6: H D = 768 differs from h, as in Qwen3-4B (a swapped h and H D shows)
-  d.layer.T = 512, d.layer.h = 512, d.layer.H = H, d.layer.H_kv = 2, d.layer.D = 128, d.layer.F = 1024;
-  d.L = 2, d.V = 1000, d.tied = tied, d.layer.qk_norm = qk_norm;
+  d.layer.T = 512, d.layer.h = 512, d.layer.H = o.H, d.layer.H_kv = 2, d.layer.D = 128, d.layer.F = 1024;
+  d.L = o.L, d.V = 1000, d.tied = tied, d.layer.qk_norm = qk_norm, d.layer.mlp_shards = o.mlp_shards;
   const std::int64_t T = d.layer.T;
   const std::uint64_t seed = 77;
   std::vector<std::int64_t> tokens(T), pos(T);
@@ -50,20 +57,26 @@ void check_step(bool tied, bool checkpoint, std::int64_t shards, bool qk_norm = 
   runtime::cuda::DeviceArena arena(0);
   runtime::cuda::Gemm gemm;
   runtime::cuda::StepPlan plan;
-  plan.checkpoint = checkpoint, plan.logits_shards = shards;
+  plan.checkpoint = checkpoint, plan.logits_shards = shards, plan.offload_checkpoints = o.offload;
+  plan.optimizer = false;  // the gradients of the seeded parameters (the optimizer's own test is below)
   runtime::cuda::StepRunner run(d, plan, arena, gemm, seed);
   run.set_batch(tokens, labels, cos, sin);
   run.step(nullptr, nullptr);
   run.step(nullptr, nullptr);  // a second step gives the same gradients (nothing accumulates across steps)
   CUDA_CHECK(cudaDeviceSynchronize());
   const runtime::StepResult g = run.grads();
-  std::printf("step tied=%d checkpoint=%d shards=%lld qk_norm=%d: loss %.6f (fp64 %.6f), valid %lld, arena peak %lld bytes\n", tied,
-              checkpoint, (long long)shards, qk_norm, g.loss, ref.loss, (long long)g.valid_tokens, (long long)arena.peak_bytes());
+  std::printf("step tied=%d checkpoint=%d shards=%lld qk_norm=%d L=%lld mlp_shards=%lld offload=%d: loss %.6f (fp64 %.6f), valid %lld, "
+              "arena peak %lld bytes, pinned %lld\n", tied, checkpoint, (long long)shards, qk_norm, (long long)o.L,
+              (long long)o.mlp_shards, o.offload, g.loss, ref.loss, (long long)g.valid_tokens, (long long)arena.peak_bytes(),
+              (long long)run.host_pinned_bytes());
   CHECK(g.valid_tokens == ref.valid_tokens);
   Dims sd;  // the step model's mirror of the runner's buffers (sim/step_runtime_memory.hpp), byte for byte
   sd.B = 1, sd.S = sd.S_l = T, sd.h = d.layer.h, sd.H = d.layer.H, sd.H_kv = d.layer.H_kv, sd.D = d.layer.D;
-  sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = checkpoint, sd.logits_shards = shards;
-  const StepRuntimeBytes mirror = ulysses_step_bytes(sd, tied, true, qk_norm);
+  sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = checkpoint, sd.logits_shards = shards, sd.mlp_shards = o.mlp_shards;
+  StepRuntimeFlags f;
+  f.tied = tied, f.flash = true, f.qk_norm = qk_norm, f.offload_checkpoints = o.offload, f.optimizer = false;
+  const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
+  CHECK(run.host_pinned_bytes() == mirror.host_pinned);
   // the RMSNorm backward's dw partials: the model assumes kRmsNormBwdBlocks rows of them, the kernel sizes
   // them by the device's resident blocks (kernels/layer_ops.cu rmsnorm_bwd_workspace_bytes)
   std::int64_t norm_ws_model = std::min<std::int64_t>(T, kRmsNormBwdBlocks) * d.layer.h * 4;
@@ -108,5 +121,17 @@ TEST_CASE("the step on one GPU equals its fp64 oracle: untied, checkpointed, log
   check_step(false, true, 4);
 }
 TEST_CASE("the step on one GPU equals its fp64 oracle: Qwen3's head norms, H D != h, tied, checkpointed, 2 chunks", "[.gpu][gpu][step]") {
-  check_step(true, true, 2, true, 6);
+  Opt o;
+  o.qk_norm = true, o.H = 6;
+  check_step(true, true, 2, o);
+}
+TEST_CASE("the step on one GPU equals its fp64 oracle: TiledMLP in 3 shards, checkpoint offload, 3 layers", "[.gpu][gpu][step]") {
+  Opt o;
+  o.L = 3, o.mlp_shards = 3, o.offload = true;
+  check_step(false, true, 2, o);
+}
+TEST_CASE("the step on one GPU equals its fp64 oracle: TiledMLP in 4 shards without checkpointing", "[.gpu][gpu][step]") {
+  Opt o;
+  o.mlp_shards = 4;
+  check_step(true, false, 1, o);
 }

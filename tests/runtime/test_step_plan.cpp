@@ -48,6 +48,11 @@ TEST_CASE("step plan: llama-3.1-8b's shapes and the logits shards", "[runtime][s
   CHECK(runtime::step_shape_of(sc, "s.yaml").logits_shards == 16);
   sc.model.qk_norm = true;  // Qwen3's head norms run in the step's layer
   CHECK(runtime::step_shape_of(sc, "s.yaml").dims.layer.qk_norm);
+  CHECK(runtime::step_shape_of(sc, "s.yaml").dims.layer.mlp_shards == 1);
+  sc.plan.tiled_mlp = true;  // TiledMLP: ceil(S_l / h) shards = 32768 / 4096
+  CHECK(runtime::step_shape_of(sc, "s.yaml").dims.layer.mlp_shards == 8);
+  sc.plan.offload_checkpoints = true;
+  CHECK(runtime::step_shape_of(sc, "s.yaml").offload_checkpoints);
 }
 
 TEST_CASE("step plan: what the step does not run yet is one line naming the key", "[runtime][step_plan]") {
@@ -59,8 +64,8 @@ TEST_CASE("step plan: what the step does not run yet is one line naming the key"
   };
   const Case cases[] = {
       {"plan.sp_size", [](Scenario& s) { s.plan.sp_size = 2, s.gpus = 2; }},
-      {"plan.tiled_mlp", [](Scenario& s) { s.plan.tiled_mlp = true; }},
-      {"plan.offload_checkpoints", [](Scenario& s) { s.plan.offload_checkpoints = true; }},
+      {"plan.offload_checkpoints", [](Scenario& s) { s.plan.offload_checkpoints = true, s.plan.activation_checkpointing = false; }},
+      {"model.hidden", [](Scenario& s) { s.plan.tiled_mlp = true, s.model.hidden = 4000; }},  // rows of 8000 bytes
       {"plan.offload_optimizer", [](Scenario& s) { s.plan.offload_optimizer = true; }},
       {"plan.micro_batch_size", [](Scenario& s) { s.plan.micro_batch_size = 2; }},
       {"model.qkv_bias", [](Scenario& s) { s.model.qkv_bias = true; }},

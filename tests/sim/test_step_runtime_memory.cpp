@@ -14,15 +14,22 @@ Dims small_dims() {
   d.ckpt = true, d.logits_shards = 1;
   return d;
 }
+StepRuntimeFlags flags(bool tied, bool flash, bool qk_norm = false) {
+  StepRuntimeFlags f;
+  f.tied = tied, f.flash = flash, f.qk_norm = qk_norm;
+  return f;
+}
 }  // namespace
 
 TEST_CASE("our runtime's step bytes, by hand for T=512 h=512 H=4/2 D=128 F=1024 V=1000 L=2", "[sim][step_runtime]") {
   const Dims d = small_dims();
-  const StepRuntimeBytes b = ulysses_step_bytes(d, false, true);
+  const StepRuntimeBytes b = ulysses_step_bytes(d, flags(false, true));
   // layer weights: q 512*512, k, v 256*512 each, o 512*512, gate/up/down 1024*512 each, two norms 512
   const std::int64_t layer = 262144 + 2 * 131072 + 262144 + 3 * 524288;  // 2359296 matrix elements
   CHECK(b.params == (2 * 1000 * 512 + 512 + 2 * (layer + 1024)) * 2);
   CHECK(b.grads == 1000 * 512 * 4 + 512 * 4 + 1000 * 512 * 2 + 2 * (layer * 2 + 1024 * 4));
+  // AdamW: master, m, v fp32 per parameter; 128 partial sums for each of 3 + 2 * 9 tensors; norm and coefficient
+  CHECK(b.optimizer == 3 * (2 * 1000 * 512 + 512 + 2 * (layer + 1024)) * 4 + 21 * 128 * 4 + 2 * 4);
   // one activation set: n1, h1, n2 [512,512]; q, o [512,512]; k, v [512,256]; g, u, act [512,1024]; r1, r2, lse
   const std::int64_t acts = (3 * 262144 + 2 * 262144 + 2 * 131072 + 3 * 524288) * 2 + (2 * 512 + 4 * 512) * 4;
   CHECK(b.kept == 2 * 512 * 4 + 2 * 512 * 64 * 2 + 3 * 262144 * 2 + acts);
@@ -30,26 +37,51 @@ TEST_CASE("our runtime's step bytes, by hand for T=512 h=512 H=4/2 D=128 F=1024 
   CHECK(b.scratch == (3 * 524288 + 3 * 262144 + 2 * 262144 + 2 * 131072) * 2 + 264 * 512 * 4 + 512 * 512 * 4 + 2 * 4 * 512 * 4);
   CHECK(b.loss_head == 2 * 262144 * 2 + 512 * 4 + 512 * 1000 * 2 + 512 * 4 + 2 * 262144 * 2);
   CHECK(b.gemm_workspace == 32 << 20);
-  CHECK(b.total() == b.params + b.grads + b.kept + b.scratch + b.loss_head + b.gemm_workspace);
+  CHECK(b.host_pinned == 0);
+  CHECK(b.total() == b.params + b.grads + b.optimizer + b.kept + b.scratch + b.loss_head + b.gemm_workspace);
 }
 
 TEST_CASE("our runtime's step bytes follow the plan", "[sim][step_runtime]") {
   Dims d = small_dims();
-  const StepRuntimeBytes ck = ulysses_step_bytes(d, false, true);
+  const StepRuntimeBytes ck = ulysses_step_bytes(d, flags(false, true));
   d.ckpt = false;
-  const StepRuntimeBytes all = ulysses_step_bytes(d, false, true);
+  const StepRuntimeBytes all = ulysses_step_bytes(d, flags(false, true));
   CHECK(all.kept > ck.kept);  // every layer keeps its activations
   CHECK(all.params == ck.params);
   d.ckpt = true, d.logits_shards = 3;
-  CHECK(ulysses_step_bytes(d, false, true).loss_head == ck.loss_head - (512 - 171) * 1000 * 2);  // chunks of ceil(512/3)
+  CHECK(ulysses_step_bytes(d, flags(false, true)).loss_head == ck.loss_head - (512 - 171) * 1000 * 2);  // chunks of ceil(512/3)
   d.logits_shards = 1;
-  CHECK(ulysses_step_bytes(d, true, true).params == ck.params - 1000 * 512 * 2);  // tied: no lm_head
-  CHECK(ulysses_step_bytes(d, false, false).scratch < ck.scratch);                // the reference kernel's delta only
+  CHECK(ulysses_step_bytes(d, flags(true, true)).params == ck.params - 1000 * 512 * 2);  // tied: no lm_head
+  CHECK(ulysses_step_bytes(d, flags(false, false)).scratch < ck.scratch);                // the reference kernel's delta only
   // Qwen3's head norms: weights and fp32 gradients [D] x2 per layer, q and k before the norms with their rstd,
   // their gradients and the norms' dw partials (264 rows of D)
-  const StepRuntimeBytes qk = ulysses_step_bytes(d, false, true, true);
+  const StepRuntimeBytes qk = ulysses_step_bytes(d, flags(false, true, true));
   CHECK(qk.params == ck.params + 2 * 2 * 128 * 2);
   CHECK(qk.grads == ck.grads + 2 * 2 * 128 * 4);
   CHECK(qk.kept == ck.kept + (512 * 512 + 512 * 256) * 2 + (512 * 4 + 512 * 2) * 4);
   CHECK(qk.scratch == ck.scratch + (512 * 512 + 512 * 256) * 2 + 264 * 128 * 4);
+}
+
+TEST_CASE("our runtime's step bytes: TiledMLP, checkpoint offload, no optimizer", "[sim][step_runtime]") {
+  Dims d = small_dims();
+  const StepRuntimeBytes base = ulysses_step_bytes(d, flags(false, true));
+  // TiledMLP over 3 shards of ceil(512 / 3) = 171 rows: the activation set keeps no gate, up, act [512, 1024];
+  // the scratch holds one shard's gate, up, act and the backward's dact, dg, du at 171 rows
+  d.mlp_shards = 3;
+  const StepRuntimeBytes tm = ulysses_step_bytes(d, flags(false, true));
+  CHECK(tm.kept == base.kept - 3 * 512 * 1024 * 2);
+  CHECK(tm.scratch == base.scratch - 3 * 512 * 1024 * 2 + 6 * 171 * 1024 * 2);
+  CHECK(tm.params == base.params);
+  d.mlp_shards = 1;
+  // checkpoint offload: two hidden states on the device instead of L + 1 = 3; layer 0's input on the host
+  StepRuntimeFlags off = flags(false, true);
+  off.offload_checkpoints = true;
+  const StepRuntimeBytes ck = ulysses_step_bytes(d, off);
+  CHECK(ck.kept == base.kept - 512 * 512 * 2);
+  CHECK(ck.host_pinned == 512 * 512 * 2);
+  CHECK(ck.total() == base.total() - 512 * 512 * 2);  // pinned host memory is not the device's
+  StepRuntimeFlags no_opt = flags(false, true);
+  no_opt.optimizer = false;
+  CHECK(ulysses_step_bytes(d, no_opt).optimizer == 0);
+  CHECK(ulysses_step_bytes(d, no_opt).total() == base.total() - base.optimizer);
 }

@@ -1,0 +1,108 @@
+// The step's optimizer on one GPU (runtime/cuda/optimizer.hpp) against AdamW in fp64
+// (runtime/reference_adam.hpp) fed with the step's own gradients, over two steps (the bias corrections
+// of t = 1 and 2), with clipping active (max_grad_norm far below the norm) and weight decay on. Checked
+// per tensor: the norm and coefficient, the fp32 master weights, both moments, and the bf16 parameters
+// equal to the master weights rounded to nearest even. A missing decay term, swapped betas or an
+// unclipped gradient each move a value by more than the tolerances (stated at the checks).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "core/bf16.hpp"
+#include "runtime/cuda/step_runner.hpp"
+#include "runtime/reference_adam.hpp"
+#include "runtime/reference_layer.hpp"
+#include "tests/gpu/gpu_util.hpp"
+
+using namespace ulysses;
+
+namespace {
+
+std::vector<double> widen(const std::vector<core::bf16>& v) {
+  std::vector<double> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = core::bf16_to_float(v[i]);
+  return out;
+}
+
+// Parameters or gradients in the optimizer's tensor order (StepRunner: embedding, final norm, lm_head,
+// then each layer's w1, wq, wk, wv, wo, w2, wg, wu, wd).
+template <class P, class Get>
+std::vector<std::vector<double>> in_order(const P& embed, const P& w_final, const P& head, bool tied, const auto& layers, Get get) {
+  std::vector<std::vector<double>> out = {get(embed), get(w_final)};
+  if (!tied) out.push_back(get(head));
+  for (const auto& l : layers)
+    for (const P* t : {&l.w1, &l.wq, &l.wk, &l.wv, &l.wo, &l.w2, &l.wg, &l.wu, &l.wd}) out.push_back(get(*t));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the step's AdamW equals fp64 AdamW on the step's own gradients: two steps, clipped, weight decay", "[.gpu][gpu][step][adam]") {
+  runtime::StepDims d;
+  d.layer.T = 256, d.layer.h = 256, d.layer.H = 2, d.layer.H_kv = 1, d.layer.D = 128, d.layer.F = 512;
+  d.L = 2, d.V = 500, d.tied = false;
+  const std::int64_t T = d.layer.T;
+  const std::uint64_t seed = 5;
+  std::vector<std::int64_t> tokens(T), pos(T);
+  for (std::int64_t t = 0; t < T; ++t) tokens[t] = (t * 131 + 7) % d.V, pos[t] = t;
+  std::vector<core::bf16> cos, sin;
+  runtime::rope_tables(T, d.layer.D, pos.data(), 500000.0, cos, sin);
+
+  runtime::cuda::DeviceArena arena(0);
+  runtime::cuda::Gemm gemm;
+  runtime::cuda::StepPlan plan;
+  plan.adam.lr = 1e-3, plan.adam.weight_decay = 0.01, plan.adam.max_grad_norm = 1e-3;
+  runtime::cuda::StepRunner run(d, plan, arena, gemm, seed);
+  run.set_batch(tokens, runtime::shift_labels(tokens), cos, sin);
+  const runtime::cuda::AdamW& opt = *run.optimizer();
+
+  const runtime::StepParams p0 = runtime::cuda::StepRunner::host_params(d, seed);
+  const auto params0 = in_order(p0.embed, p0.w_final, p0.lm_head, d.tied, p0.layers, widen);
+  REQUIRE(params0.size() == opt.tensors());
+  std::vector<runtime::AdamState> ref;
+  for (const auto& p : params0) ref.push_back(runtime::adam_state_from(p));
+
+  for (std::int64_t t = 1; t <= 2; ++t) {
+    run.step(nullptr, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const runtime::StepResult g = run.grads();  // the gradients this step's optimizer read
+    const auto grads = in_order(g.d_embed, g.d_final, g.d_head, d.tied, g.d_layers, [](const std::vector<double>& v) { return v; });
+    std::vector<const std::vector<double>*> ptrs;
+    for (const auto& x : grads) ptrs.push_back(&x);
+    const runtime::ClipResult want = runtime::clip_gradients(ptrs, plan.adam.max_grad_norm);
+    const runtime::ClipResult got = opt.last_clip();
+    std::printf("adam step %lld: gradient norm %.6e (fp64 %.6e), coefficient %.6e (fp64 %.6e)\n", (long long)t, got.norm, want.norm,
+                got.coef, want.coef);
+    CHECK(std::abs(got.norm - want.norm) <= 1e-5 * want.norm);  // fp32 partial sums of fp32 squares
+    CHECK(want.coef < 0.5);                                      // clipping is active
+    CHECK(std::abs(got.coef - want.coef) <= 1e-5 * want.coef);
+    double worst_master = 0, worst_m = 0, worst_v = 0, moved = 0;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      runtime::adamw_reference(ref[i], grads[i], want.coef, t, plan.adam);
+      const runtime::AdamState s = opt.state(i);
+      const std::vector<double> p = opt.param(i);
+      for (std::size_t k = 0; k < grads[i].size(); ++k) {
+        // master: fp32 rounding of the value (1e-6 relative) and of the update (lr 1e-4); the decay term alone is
+        // lr wd |p| = 1e-5 |p|, a swapped or missing term more
+        const double dm = std::abs(s.master[k] - ref[i].master[k]);
+        worst_master = std::max(worst_master, dm / (1e-6 * std::abs(ref[i].master[k]) + 1e-4 * plan.adam.lr));
+        // moments: fp32 products and the coefficient's fp32 norm (1e-5 relative)
+        worst_m = std::max(worst_m, std::abs(s.m[k] - ref[i].m[k]) / (1e-5 * std::abs(ref[i].m[k]) + 1e-30));
+        worst_v = std::max(worst_v, std::abs(s.v[k] - ref[i].v[k]) / (1e-5 * std::abs(ref[i].v[k]) + 1e-30));
+        moved = std::max(moved, std::abs(s.master[k] - params0[i][k]));
+        const float master = static_cast<float>(s.master[k]);
+        INFO("tensor " << i << " element " << k);
+        REQUIRE(p[k] == core::bf16_to_float(core::float_to_bf16(master)));  // the bf16 parameter is the rounded master
+      }
+    }
+    std::printf("  worst error / tolerance: master %.3f, m %.3f, v %.3f; largest move %.3e (lr %.1e)\n", worst_master, worst_m,
+                worst_v, moved, plan.adam.lr);
+    CHECK(worst_master <= 1.0);
+    CHECK(worst_m <= 1.0);
+    CHECK(worst_v <= 1.0);
+    CHECK(moved > 0.5 * plan.adam.lr * double(t));  // Adam moves a parameter by about lr per step
+  }
+}
