@@ -17,6 +17,8 @@ enum class EagerRate {
   embed_fwd, embed_bwd,        // token embedding over [T, h] (gather; its backward's per-token part)
   embed_grad,                  // the embedding backward's part per element of the dense gradient [V, h]
   loss_fwd, loss_bwd,          // the loss on the logits: cross_entropy(logits.float()) over [T, V]
+  adam_step,                   // our runtime's optimizer per parameter with a bf16 gradient: its norm pass
+                               // and AdamW (kernels/optim_ops.cu; PyTorch's optimizer: sim/timing.cpp)
   count
 };
 inline constexpr int kEagerRates = static_cast<int>(EagerRate::count);
@@ -25,7 +27,7 @@ inline constexpr int kEagerRates = static_cast<int>(EagerRate::count);
 inline constexpr std::array<std::string_view, kEagerRates> kEagerRateKeys = {
     "rmsnorm.fwd", "rmsnorm.bwd", "headnorm.fwd", "headnorm.bwd", "rope.fwd", "rope.bwd",
     "add.fwd",     "swiglu.fwd",  "swiglu.bwd",   "embed.fwd",    "embed.bwd", "embed.grad",
-    "loss.fwd",    "loss.bwd"};
+    "loss.fwd",    "loss.bwd",    "adam.step"};
 
 // Every rate "not measured" (< 0).
 constexpr std::array<double, kEagerRates> eager_unmeasured() {

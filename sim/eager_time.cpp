@@ -5,6 +5,8 @@
 // (docs/STEP_RUNTIME.md "Model").
 #include "sim/eager_time.hpp"
 
+#include "sim/timing.hpp"
+
 namespace ulysses {
 namespace {
 
@@ -15,7 +17,7 @@ constexpr std::array<double, kEagerRates> kDefaultBytes = {
     /*rmsnorm.fwd*/ 59.0, /*rmsnorm.bwd*/ 127.5, /*headnorm.fwd*/ 63.6, /*headnorm.bwd*/ 134.3,
     /*rope.fwd*/ 63.9, /*rope.bwd*/ 71.0, /*add.fwd*/ 6.6, /*swiglu.fwd*/ 11.4,
     /*swiglu.bwd*/ 19.9, /*embed.fwd*/ 5.3, /*embed.bwd*/ 58.5, /*embed.grad*/ 5.4,
-    /*loss.fwd*/ 31.3, /*loss.bwd*/ 29.7};
+    /*loss.fwd*/ 31.3, /*loss.bwd*/ 29.7, /*adam.step*/ kAdamBytesPerParam /*not read: sim/timing.cpp*/};
 
 // Our runtime's kernels (plan.runtime ulysses) without a calibration: each kernel's own traffic per
 // element at the HBM rate (a lower bound on its time), bf16 = 2 bytes (docs/STEP_RUNTIME.md "Model"):
@@ -26,11 +28,15 @@ constexpr std::array<double, kEagerRates> kDefaultBytes = {
 //   per [V, h] element: the fp32 gradient's memset (4) (tied: + the lm_head's gradient added, 2 + 8)
 //   loss: the cross-entropy kernel reads each logit twice and writes its gradient over it (6); the
 //   lm_head's backward GEMMs read that gradient, nothing elementwise (0)
+//   adam.step: the norm pass reads the bf16 gradient (2); AdamW reads it again (2), reads and writes the
+//   fp32 master, m and v (24) and writes the bf16 parameter (2): 30
 constexpr std::array<double, kEagerRates> kUlyssesKernelBytes = {
     /*rmsnorm.fwd*/ 4, /*rmsnorm.bwd*/ 6, /*headnorm.fwd*/ 4, /*headnorm.bwd*/ 6,
     /*rope.fwd*/ 4, /*rope.bwd*/ 4, /*add.fwd*/ 6, /*swiglu.fwd*/ 6,
     /*swiglu.bwd*/ 10, /*embed.fwd*/ 4, /*embed.bwd*/ 10, /*embed.grad*/ 4,
-    /*loss.fwd*/ 6, /*loss.bwd*/ 0};
+    /*loss.fwd*/ 6, /*loss.bwd*/ 0, /*adam.step*/ 30};
+// An fp32 gradient (the embedding's, the norms' weights') adds 2 + 2 bytes to the 30 of a bf16 one.
+constexpr double kAdamFp32GradBytes = 34;
 constexpr double kTiedGradAddBytes = 10;  // kernels/loss_ops.cu add_bf16_to_fp32, per [V, h] element
 
 }  // namespace
@@ -100,8 +106,10 @@ core::seconds_t ulysses_optimizer_s(const Scenario& sc, const Dims& d) {
   const double HD = static_cast<double>(d.H * d.D), KD = static_cast<double>(d.H_kv * d.D), F = static_cast<double>(d.F);
   const double matrices = L * (2 * HD * h + 2 * KD * h + 3 * F * h) + (sc.model.tied_embeddings ? 0 : V * h);  // bf16 gradients
   const double fp32_grads = V * h + h + L * (2 * h + (sc.model.qk_norm ? 2.0 * static_cast<double>(d.D) : 0));
-  constexpr double kState = 24 + 2;  // master, m, v read and written; the bf16 parameter written
-  return (matrices * (2 * 2 + kState) + fp32_grads * (2 * 4 + kState)) / (sc.hw.hbm_GBps * 1e9);
+  // the rate of a bf16 gradient (calibrated, or the kernels' 30 bytes); an fp32 one in proportion to its traffic
+  const double bf16_rate = eager_bytes_per_elem(sc, EagerRate::adam_step);
+  const double fp32_rate = bf16_rate * kAdamFp32GradBytes / kUlyssesKernelBytes[static_cast<std::size_t>(EagerRate::adam_step)];
+  return (matrices * bf16_rate + fp32_grads * fp32_rate) / (sc.hw.hbm_GBps * 1e9);
 }
 
 }  // namespace ulysses

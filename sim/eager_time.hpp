@@ -27,9 +27,9 @@ core::seconds_t loss_pass_s(const Scenario& sc, const Dims& d, bool forward);
 // Per step, for the scenario's runtime.
 EagerTimes eager_times(const Scenario& sc, const Dims& d);
 
-// Our runtime's optimizer step (runtime/cuda/optimizer.cpp) by its kernels' traffic at hbm_GBps: per
-// parameter the norm pass reads the gradient (bf16 2, or fp32 4 for the embedding and the norms' weights),
-// AdamW reads it again, reads and writes master, m and v (24) and writes the bf16 parameter (2).
+// Our runtime's optimizer step (runtime/cuda/optimizer.cpp) over every parameter: the adam.step rate per
+// parameter with a bf16 gradient (calibrated, else its kernels' traffic: 30 bytes), an fp32 gradient (the
+// embedding's, the norms' weights') scaled by its traffic (34 / 30).
 core::seconds_t ulysses_optimizer_s(const Scenario& sc, const Dims& d);
 
 // Our runtime's TiledMLP (runtime/cuda/decoder_layer.cpp): on when the shard rule gives more than one shard.

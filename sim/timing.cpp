@@ -393,8 +393,8 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
                                     : 0);
   step.add("offload.params", params_off ? 2 * local_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
   core::seconds_t opt = 0;
-  if (ours && !pl.offload_optimizer) {  // runtime/cuda/optimizer.cpp: AdamW on the GPU, every parameter local (one rank)
-    opt = ulysses_optimizer_s(sc, d);
+  if (ours && !pl.offload_optimizer) {  // runtime/cuda/optimizer.cpp: AdamW on the GPU over this rank's share
+    opt = ulysses_optimizer_s(sc, d) * local_params / Pn;
   } else if (pl.offload_optimizer) {
     if (measured(cal.zero3_offload_step_s_per_param)) {
       opt = local_params * procs * cal.zero3_offload_step_s_per_param;

@@ -12,6 +12,7 @@
 #include "kernels/testdata.cuh"
 #include "kernels/layer_ops.hpp"
 #include "kernels/loss_ops.hpp"
+#include "kernels/optim_ops.hpp"
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/device_memory.hpp"
 #include "runtime/cuda/event_timer.hpp"
@@ -36,6 +37,14 @@ std::array<double, kEagerRates> ulysses_kernel_rates(double hbm_GBps, int warmup
     float *rstd = b.take<float>(T), *dw = b.take<float>(h), *d_embed = b.take<float>(Vh), *loss = b.take<float>(s.T_loss);
     void* ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
     std::int32_t *tokens = b.take<std::int32_t>(T), *labels = b.take<std::int32_t>(s.T_loss);
+    // Qwen3's head norms over rows of D (q's T H rows, then k's T H_kv), and one optimizer tensor [F, h]
+    const std::int64_t rows_q = T * s.H, rows_k = T * s.H_kv, n_opt = F * h;
+    bf *qk_out = b.take<bf>(T * QK), *qk_dx = b.take<bf>(T * QK), *wD = b.take<bf>(s.D);
+    float *rstd_qk = b.take<float>(rows_q + rows_k), *dwD = b.take<float>(s.D);
+    void* ws_qk = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(rows_q, s.D)));
+    bf *param = b.take<bf>(n_opt), *grad = b.take<bf>(n_opt);
+    float *master = b.take<float>(n_opt), *m1 = b.take<float>(n_opt), *m2 = b.take<float>(n_opt);
+    float *partials = b.take<float>(kernels::kNormBlocks), *norm_coef = b.take<float>(2);
     // seeded values: the norms' weights near 1, activations of unit scale, RoPE angles as cos/sin of one
     const auto fill = [&](bf* p, std::int64_t n, std::uint32_t id, float bias, float scale) {
       CUDA_CHECK(kernels::fill_seeded_param(p, n, 99, id, bias, scale, st));
@@ -43,6 +52,10 @@ std::array<double, kEagerRates> ulysses_kernel_rates(double hbm_GBps, int warmup
     fill(x, Th, 1, 0, 1), fill(dy, Th, 2, 0, 1), fill(w, h, 3, 1, 0.1f), fill(qk, T * QK, 4, 0, 1);
     fill(cs, T * s.D / 2, 5, 0, 0.7f), fill(sn, T * s.D / 2, 6, 0, 0.7f), fill(embed, Vh, 7, 0, 0.02f);
     fill(g, TF, 8, 0, 1), fill(u, TF, 9, 0, 1), fill(act, TF, 10, 0, 1), fill(logits, s.T_loss * s.V, 11, 0, 1);
+    fill(wD, s.D, 12, 1, 0.1f), fill(param, n_opt, 13, 0, 0.02f), fill(grad, n_opt, 14, 0, 1e-3f);
+    CUDA_CHECK(kernels::widen_bf16(param, master, n_opt, st));
+    CUDA_CHECK(cudaMemsetAsync(m1, 0, static_cast<std::size_t>(n_opt) * 4, st));
+    CUDA_CHECK(cudaMemsetAsync(m2, 0, static_cast<std::size_t>(n_opt) * 4, st));
     std::vector<std::int32_t> tok(static_cast<std::size_t>(T)), lab(static_cast<std::size_t>(s.T_loss));
     for (std::int64_t t = 0; t < T; ++t) tok[t] = static_cast<std::int32_t>((t * 7919) % s.V);
     for (std::int64_t t = 0; t < s.T_loss; ++t) lab[t] = static_cast<std::int32_t>((t * 104729 + 3) % s.V);
@@ -79,6 +92,16 @@ std::array<double, kEagerRates> ulysses_kernel_rates(double hbm_GBps, int warmup
       CUDA_CHECK(kernels::rope(qk, cs, sn, T, s.H, s.D, true, st));
       CUDA_CHECK(kernels::rope(qk + T * s.H * s.D, cs, sn, T, s.H_kv, s.D, true, st));
     });
+    const bf* k_in = qk + rows_q * s.D;
+    rate(EagerRate::headnorm_fwd, double(T * QK), [&] {
+      CUDA_CHECK(kernels::rmsnorm_fwd(qk, wD, qk_out, rstd_qk, rows_q, s.D, 1e-6f, st));
+      CUDA_CHECK(kernels::rmsnorm_fwd(k_in, wD, qk_out + rows_q * s.D, rstd_qk + rows_q, rows_k, s.D, 1e-6f, st));
+    }, qk_out, T * QK);
+    rate(EagerRate::headnorm_bwd, double(T * QK), [&] {  // qk_out as the incoming gradient
+      CUDA_CHECK(kernels::rmsnorm_bwd(qk_out, qk, wD, rstd_qk, qk_dx, dwD, ws_qk, rows_q, s.D, st));
+      CUDA_CHECK(kernels::rmsnorm_bwd(qk_out + rows_q * s.D, k_in, wD, rstd_qk + rows_q, qk_dx + rows_q * s.D, dwD, ws_qk, rows_k,
+                                      s.D, st));
+    }, qk_dx, T * QK);
     rate(EagerRate::add_fwd, double(Th), [&] { CUDA_CHECK(kernels::add(x, dy, y, Th, st)); }, y, Th);
     rate(EagerRate::swiglu_fwd, double(TF), [&] { CUDA_CHECK(kernels::swiglu_fwd(g, u, act, TF, st)); }, act, TF);
     rate(EagerRate::swiglu_bwd, double(TF), [&] { CUDA_CHECK(kernels::swiglu_bwd(act, g, u, dg, du, TF, st)); }, dg, TF);
@@ -91,6 +114,14 @@ std::array<double, kEagerRates> ulysses_kernel_rates(double hbm_GBps, int warmup
       fill(logits, s.T_loss * s.V, 11, 0, 1);
       CUDA_CHECK(kernels::cross_entropy_fwd_bwd(logits, labels, loss, s.T_loss, s.V, float(s.T_loss), st));
     }, logits, s.T_loss * s.V);
+    // the optimizer on one tensor: its norm pass, the coefficient, AdamW (HF's defaults; the values do not
+    // change the traffic), the updated parameters checked finite
+    kernels::AdamStep hp{5e-5f, 0.9f, 0.999f, 1e-8f, 0.f, 0.1f, 0.001f};
+    rate(EagerRate::adam_step, double(n_opt), [&] {
+      CUDA_CHECK(kernels::grad_sq_partials(grad, n_opt, partials, st));
+      CUDA_CHECK(kernels::clip_coefficient(partials, kernels::kNormBlocks, 1.f, norm_coef, st));
+      CUDA_CHECK(kernels::adamw_step(param, master, m1, m2, grad, n_opt, hp, norm_coef + 1, st));
+    }, param, n_opt);
     auto& lf = rates[static_cast<std::size_t>(EagerRate::loss_fwd)];
     lf = std::max(0.0, lf - t_fill * hbm_GBps * 1e9 / double(s.T_loss * s.V));
     report += fmt::format("  (loss.fwd: the chunk's refill, {:.1f} us, taken out: {:.2f} B/elem)\n", t_fill * 1e6, lf);

@@ -13,6 +13,7 @@
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
 #include "sim/step_allocs.hpp"
+#include "sim/step_runtime_memory.hpp"
 #include "core/errors.hpp"
 #include "sim/predict.hpp"
 
@@ -223,4 +224,22 @@ TEST_CASE("step capacity records: the bisection lands in the case; the target is
   CHECK(j["measured_S"] == 10000);
   CHECK(j["first_oom_S"] == 10200);
   CHECK(eval::is_step_capacity_record({{"format", "ulysses-step-capacity/1"}}));
+}
+
+TEST_CASE("the step validation set of our runtime: every case runs on the cuda step and fits one H200", "[eval][validate]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-step.yaml"));
+  REQUIRE(set.cases.size() >= 20);  // issue 13's least
+  int tiled_mlp = 0, offload = 0, all = 0;
+  for (const auto& c : set.cases) {
+    INFO(c.name);
+    eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
+    s.sc.plan.runtime = Runtime::ulysses;
+    const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());
+    CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));  // leaves room for the CUDA context
+    tiled_mlp += s.sc.plan.tiled_mlp, offload += s.sc.plan.offload_checkpoints;
+    all += s.sc.plan.tiled_mlp && s.sc.plan.offload_checkpoints && s.sc.plan.tiled_logits;
+  }
+  CHECK(tiled_mlp >= 2);  // the feature ladder's rungs on one GPU
+  CHECK(offload >= 2);
+  CHECK(all >= 2);
 }
