@@ -114,13 +114,15 @@ std::string step_cases_table(const std::vector<StepCase>& cases) {
   auto g = [](double b) { return fmt::format("{:.2f}", b / double(1ULL << 30)); };
   for (const auto& c : cases)
     t.add_row({c.name, g(c.c.allocated.predicted), g(c.c.allocated.measured), fmt::format("{:+.1f}", c.c.allocated.error_pct),
-               g(c.c.reserved.predicted), c.c.reserved_generated ? "seq" : "bind", g(c.c.reserved.measured),
+               g(c.c.reserved.predicted), c.sc.plan.runtime == Runtime::ulysses ? "arena" : c.c.reserved_generated ? "seq" : "bind",
+               g(c.c.reserved.measured),
                c.sc.plan.expandable_segments ? fmt::format("{:+.1f}", c.c.reserved.error_pct) : fmt::format("({:+.1f})", c.c.reserved.error_pct),
                fmt::format("{:.3f}", c.c.step.predicted), fmt::format("{:.3f}", c.c.step.measured),
                fmt::format("{:+.1f}", c.c.step.error_pct), c.c.predicted_peak_at + " / " + c.c.measured_peak_at});
   return t.render() +
          "reserved errors in parentheses: run without expandable segments (not scored); reserved from: seq, the generated\n"
-         "allocation sequence through the allocator simulation (sim/step_allocs.hpp); bind, the binding reserved bytes\n";
+         "allocation sequence through the allocator simulation (sim/step_allocs.hpp); bind, the binding reserved bytes;\n"
+         "arena, our runtime's buffers allocated up front (sim/step_runtime_memory.hpp: reserved = allocated)\n";
 }
 
 std::string step_summary_table(const StepSummary& s) {
