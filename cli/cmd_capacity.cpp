@@ -1,5 +1,6 @@
-// ulysses capacity: the longest sequence of the Ulysses attention block (forward + backward), on
-// the GPUs and as the model predicts it.
+// ulysses capacity: the longest sequence of the Ulysses attention block (forward + backward), or of a
+// whole step (--scope step: the deepspeed backend, or our runtime on cuda), on the GPUs and as the
+// model predicts it.
 //   --set FILE --backend cuda --out FILE.json   for each case: the predicted longest S (largest
 //       multiple of --granularity whose predicted block_peak_bytes fits HBM minus the calibrated
 //       fixed costs: CUDA context, and NCCL buffers when P > 1) and the measured one (bisection on
@@ -20,6 +21,7 @@
 #include "eval/block_capacity.hpp"
 #include "eval/record_in.hpp"
 #include "eval/step_capacity_record.hpp"
+#include "eval/step_run.hpp"
 #include "eval/validation_set.hpp"
 #include "reports/file_out.hpp"
 #include "reports/format.hpp"
@@ -61,6 +63,7 @@ int report_steps(const std::vector<eval::StepCapacityCase>& cases, double max_er
 
 int run_step_capacity_set(const po::variables_map& vm, const std::string& measured_at, const std::string& command) {
   if (!vm.count("out")) throw core::InputError("", "--out", "required with --set");
+  const std::string backend = backend_of(vm);
   const eval::ValidationSet set = eval::load_validation_set(vm["set"].as<std::string>());
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
@@ -73,26 +76,20 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
   std::remove(partial.c_str());
   std::vector<eval::StepCapacityCase> cases;
   for (const auto& c : set.cases) {
-    eval::StepCapacityCase k =
-        eval::predicted_step_capacity_case(eval::step_set_case(set.model, profile, c.name, eval::case_keys(set, c), set.path), g);
+    eval::StepSetCase sc = eval::step_set_case(set.model, profile, c.name, eval::case_keys(set, c), set.path, backend);
+    sc.sc = eval::step_scenario_for(backend, sc.sc);
+    eval::StepCapacityCase k = eval::predicted_step_capacity_case(std::move(sc), g);
     if (k.predicted_S <= 0) throw core::InputError(set.path, "cases." + c.name, "the planner fits no length: nothing to bisect");
     cases.push_back(std::move(k));
   }
   Json rec{{"format", eval::kStepCapacityFormat}, {"set", set.path}, {"model", set.model}, {"profile", set.profile},
-           {"profile_used", profile}, {"granularity", g}, {"measured_at", measured_at}, {"command", command},
+           {"profile_used", profile}, {"backend", backend}, {"granularity", g}, {"measured_at", measured_at}, {"command", command},
            {"version", reports::version_json()}, {"cases", Json::array()}};
   for (auto& c : cases) {
-    runtime::deepspeed::StepOptions o;
-    o.warmup = 1;  // a probe: one warm-up step and one measured step per length
-    o.iters = 1;
-    o.ballast_bytes = c.set.run.ballast_bytes;
     const eval::Bisection b = eval::bisect_capacity(
         c.predicted_S, g,
         [&](const std::vector<std::int64_t>& ladder) {
-          o.probe_seq_lens = ladder;
-          Scenario s = c.set.sc;
-          s.plan.seq_len = ladder.back();
-          return runtime::deepspeed::run_probes(s, o, set.path);
+          return eval::probe_whole_steps(backend, c.set.sc, ladder, c.set.run.ballast_bytes, set.path);
         },
         [&](int round, const eval::Bisection& now) {
           std::cerr << fmt::format("case {} round {}: fits up to {}, first OOM {}\n", c.set.name, round, now.fits, now.first_oom);
@@ -105,7 +102,7 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
   reports::write_file_atomic(out_path, rec.dump(1) + "\n");
   std::remove(partial.c_str());
   std::cout << "wrote " << out_path << "\n";
-  return report_steps(cases, pct_option(vm, "max-error-pct"), fmt::format("step capacity set {} (deepspeed), profile {}", set.path, profile));
+  return report_steps(cases, pct_option(vm, "max-error-pct"), fmt::format("step capacity set {} ({}), profile {}", set.path, backend, profile));
 }
 
 int run_stored(const po::variables_map& vm) {
@@ -114,8 +111,8 @@ int run_stored(const po::variables_map& vm) {
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
   if (eval::is_step_capacity_record(j))
     return report_steps(eval::repredict_step_capacity_record(j, path, profile), pct_option(vm, "max-error-pct"),
-                        fmt::format("step capacity record {} (measured {}) re-predicted with profile {}", path,
-                                    j.value("measured_at", "?"), profile));
+                        fmt::format("step capacity record {} ({}, measured {}) re-predicted with profile {}", path,
+                                    j.value("backend", "deepspeed"), j.value("measured_at", "?"), profile));
   return report(eval::repredict_block_capacity_record(j, path, profile), pct_option(vm, "max-error-pct"),
                 fmt::format("capacity record {} (measured {} on {}) re-predicted with profile {}", path, j.value("measured_at", "?"),
                             j.value("device", "?"), profile));
@@ -186,7 +183,8 @@ int run_capacity(int argc, char** argv) {
       ("out", po::value<std::string>(), "with --set: write the capacity record (JSON) here")
       ("stored", po::value<std::string>(), "re-predict a stored capacity record (no GPU)")
       ("profile", po::value<std::string>(), "hardware profile (default: the set's / the record's)")
-      ("backend", po::value<std::string>()->default_value("cuda"), "cuda (the block) | deepspeed (whole steps, under each case's run.ballast_GiB)")
+      ("backend", po::value<std::string>()->default_value("cuda"), "cuda (the block, or --scope step) | deepspeed (whole steps, under each case's run.ballast_GiB)")
+      ("scope", po::value<std::string>(), "block (cuda's default) | step (whole steps: deepspeed's only scope; on cuda our runtime's step)")
       ("granularity", po::value<std::string>()->default_value("1024"), "S is searched in multiples of this (a token count: 1024, 128Ki)")
       ("max-run-s", po::value<double>()->default_value(20), "run all six phases at the longest S when the model predicts the block under this")
       ("max-error-pct", po::value<double>()->default_value(3), "target: |predicted - measured| / measured longest S (%; < 0: off)");
@@ -197,7 +195,7 @@ int run_capacity(int argc, char** argv) {
     return core::kExitOk;
   }
   if (vm.count("set") == vm.count("stored")) throw core::InputError("", "--set", "give exactly one of --set FILE and --stored FILE");
-  if (vm.count("set") && vm["backend"].as<std::string>() == "deepspeed") {
+  if (vm.count("set") && is_step_run(vm)) {
     std::string cmd = argv[0];
     for (int i = 1; i < argc; ++i) cmd += std::string(" ") + argv[i];
     return run_step_capacity_set(vm, reports::utc_now(), cmd);

@@ -3,9 +3,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/step_runtime_memory.hpp"
+
 namespace ulysses::eval {
 
 CapacityResult predicted_step_capacity(Scenario sc, std::int64_t ballast, std::int64_t granularity) {
+  if (sc.plan.runtime == Runtime::ulysses) {  // our runtime: its buffers, all allocated up front
+    const StepRuntimeCapacity u = ulysses_step_capacity(sc, granularity, ballast);
+    CapacityResult r;
+    r.max_seq_len = u.max_seq_len, r.step = granularity, r.binding = u.binding;
+    return r;
+  }
   sc.hw.hbm_bytes -= ballast;
   return find_max_seq_len(sc, granularity);
 }
@@ -34,7 +42,7 @@ Bisection bisect_capacity(std::int64_t predicted, std::int64_t g, const ProbeLad
   Bisection b;
   std::vector<std::int64_t> ladder = first_ladder(predicted, g);
   for (int round = 0; round < 3 && !ladder.empty(); ++round) {
-    const runtime::deepspeed::ProbeResult r = probe(ladder);
+    const runtime::ProbeResult r = probe(ladder);
     for (const auto& p : r.fits) {
       b.fits = std::max(b.fits, p.seq_len);
       b.ran.push_back(p);

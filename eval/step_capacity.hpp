@@ -1,5 +1,5 @@
 #pragma once
-// The longest sequence of a whole step on the deepspeed backend, predicted and bisected.
+// The longest sequence of a whole step on the deepspeed backend or our runtime, predicted and bisected.
 //
 // A capacity case runs under a ballast: the worker holds `ballast` bytes of device memory all run
 // long, so the GPU has HBM - ballast for the run and a probe step stays short. The prediction is
@@ -19,7 +19,8 @@
 
 namespace ulysses::eval {
 
-// The planner's longest S with hbm reduced by `ballast` (multiples of lcm(sp, granularity)).
+// The longest S with hbm reduced by `ballast` (multiples of lcm(sp, granularity)): the planner's for the
+// PyTorch stack (plan.runtime pytorch), sim/step_runtime_memory.hpp's for our runtime (ulysses).
 CapacityResult predicted_step_capacity(Scenario sc, std::int64_t ballast, std::int64_t granularity);
 
 // n lengths, multiples of g, increasing and distinct, strictly between lo and hi (lo < hi);
@@ -35,10 +36,10 @@ std::vector<std::int64_t> first_ladder(std::int64_t predicted, std::int64_t g);
 struct Bisection {
   std::int64_t fits = 0;      // the longest length that ran (0: none did)
   std::int64_t first_oom = 0; // the shortest length that ran out of memory (0: none did)
-  std::vector<runtime::deepspeed::ProbeResult::Probe> ran;  // every length that ran, in probe order
+  std::vector<runtime::ProbeResult::Probe> ran;  // every length that ran, in probe order
   std::vector<std::int64_t> oom;                            // every length that ran out, in probe order
 };
-using ProbeLadder = std::function<runtime::deepspeed::ProbeResult(const std::vector<std::int64_t>& ladder)>;
+using ProbeLadder = std::function<runtime::ProbeResult(const std::vector<std::int64_t>& ladder)>;
 Bisection bisect_capacity(std::int64_t predicted, std::int64_t g, const ProbeLadder& probe,
                           const std::function<void(int round, const Bisection&)>& progress = {});
 

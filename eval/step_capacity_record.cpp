@@ -7,6 +7,7 @@
 
 #include "eval/record_in.hpp"
 #include "eval/step_compare.hpp"
+#include "eval/step_run.hpp"
 #include "reports/table.hpp"
 #include "core/errors.hpp"
 
@@ -70,9 +71,11 @@ Json step_capacity_case_json(const StepCapacityCase& c) {
 std::vector<StepCapacityCase> repredict_step_capacity_record(const Json& rec, const std::string& path, const std::string& profile) {
   const std::int64_t g = rec.value("granularity", std::int64_t{1024});  // 1..2^24: load_record checked it
   std::vector<StepCapacityCase> cases;
+  const std::string backend = rec.value("backend", "deepspeed");  // records before issue 13's have none
   for_each_stored_case(rec, path, "stored step capacity case", [&](const Json& j) {
-    StepCapacityCase c = predicted_step_capacity_case(
-        step_set_case(rec.value("model", ""), profile, j.at("name").get<std::string>(), stored_keys(j), path), g);
+    StepSetCase set = step_set_case(rec.value("model", ""), profile, j.at("name").get<std::string>(), stored_keys(j), path, backend);
+    set.sc = step_scenario_for(backend, set.sc);
+    StepCapacityCase c = predicted_step_capacity_case(std::move(set), g);
     c.measured_S = j.at("measured_S").get<std::int64_t>();
     c.failed_S = j.value("first_oom_S", std::int64_t{0});
     cases.push_back(std::move(c));

@@ -1,5 +1,5 @@
 #pragma once
-// Step capacity records (`ulysses capacity --backend deepspeed --set FILE --out FILE.json`, format
+// Step capacity records (`ulysses capacity --backend deepspeed|cuda --scope step --set FILE --out FILE.json`, format
 // ulysses-step-capacity/1): each case's predicted longest S (eval/step_capacity.hpp, under the case's
 // ballast) next to the one bisected on the GPU; the table, the missed targets, the stored case, and
 // the stored record re-predicted on any machine.
@@ -23,7 +23,8 @@ struct StepCapacityCase {
   reports::Json probes = reports::Json::array();              // every probe, as stored
 };
 
-// The case with its predicted longest S (multiples of g) under its ballast.
+// The case with its predicted longest S (multiples of g) under its ballast (set.sc as the backend runs it:
+// eval/step_run.hpp step_scenario_for).
 StepCapacityCase predicted_step_capacity_case(StepSetCase set, std::int64_t g);
 // The bisection's outcome stored in the case: every probe, measured_S (the longest that ran) and
 // failed_S (the first out of memory). False when it did not bracket the limit (nothing changed).
@@ -36,7 +37,7 @@ std::vector<std::string> missed_step_capacity(const std::vector<StepCapacityCase
 
 reports::Json step_capacity_case_json(const StepCapacityCase& c);
 // Every case of a stored step capacity record (load_record) rebuilt with `profile` and re-predicted at
-// the record's granularity. InputError naming path and cases[i] when a case is not a stored one.
+// the record's granularity, for the record's backend (absent: deepspeed). InputError naming path and cases[i] when a case is not a stored one.
 std::vector<StepCapacityCase> repredict_step_capacity_record(const reports::Json& rec, const std::string& path,
                                                              const std::string& profile);
 

@@ -13,6 +13,21 @@ runtime::StepMeasurement run_whole_step(const std::string& backend, const Scenar
   return open_backend(backend)->run_step(sc, o, origin);
 }
 
+runtime::ProbeResult probe_whole_steps(const std::string& backend, const Scenario& sc, const std::vector<std::int64_t>& ladder,
+                                       std::int64_t ballast_bytes, const std::string& origin) {
+  if (backend == "deepspeed") {
+    runtime::deepspeed::StepOptions o;
+    o.warmup = 1;  // a probe: one warm-up step and one measured step per length
+    o.iters = 1;
+    o.ballast_bytes = ballast_bytes;
+    o.probe_seq_lens = ladder;
+    Scenario s = sc;
+    s.plan.seq_len = ladder.back();
+    return runtime::deepspeed::run_probes(s, o, origin);
+  }
+  return open_backend(backend)->probe_steps(sc, ladder, ballast_bytes, origin);
+}
+
 Scenario step_scenario_for(const std::string& backend, Scenario sc) {
   sc.plan.runtime = backend == "deepspeed" ? Runtime::pytorch : Runtime::ulysses;
   return sc;

@@ -2,7 +2,9 @@
 // A whole training step run on a backend (`run`, `compare`): the deepspeed backend's Python worker, or
 // our CUDA runtime (--backend cuda --scope step), both read back as one StepMeasurement; and the
 // scenario the step model predicts for it (our runtime: plan.runtime = ulysses).
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/deepspeed/step_run.hpp"
 #include "runtime/step_measurement.hpp"
@@ -14,6 +16,11 @@ namespace ulysses::eval {
 // InputError line when it has none or is not built).
 runtime::StepMeasurement run_whole_step(const std::string& backend, const Scenario& sc,
                                         const runtime::deepspeed::StepOptions& opt, const std::string& origin);
+
+// Capacity probes of the whole step at each length of `ladder` (increasing) under a ballast: the deepspeed
+// worker (one process, a warm-up and a measured step per length) or the backend's probe_steps.
+runtime::ProbeResult probe_whole_steps(const std::string& backend, const Scenario& sc, const std::vector<std::int64_t>& ladder,
+                                       std::int64_t ballast_bytes, const std::string& origin);
 
 // The scenario as the backend runs it: plan.runtime pytorch on deepspeed, ulysses on our runtime.
 Scenario step_scenario_for(const std::string& backend, Scenario sc);

@@ -10,8 +10,16 @@
 
 namespace ulysses::runtime {
 
-StepMeasurement Backend::run_step(const Scenario&, const StepRunOptions&, const std::string&) {
-  throw core::InputError("", "--scope", fmt::format("step: the {} backend runs the attention block only (whole steps: --backend cuda or deepspeed)", name()));
+namespace {
+core::InputError no_whole_steps(const std::string& backend) {
+  return core::InputError("", "--scope", fmt::format("step: the {} backend runs the attention block only (whole steps: --backend cuda or deepspeed)", backend));
+}
+}  // namespace
+
+StepMeasurement Backend::run_step(const Scenario&, const StepRunOptions&, const std::string&) { throw no_whole_steps(name()); }
+
+ProbeResult Backend::probe_steps(const Scenario&, const std::vector<std::int64_t>&, std::int64_t, const std::string&) {
+  throw no_whole_steps(name());
 }
 
 std::string validate(const BlockShape& s) {

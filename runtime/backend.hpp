@@ -94,6 +94,11 @@ class Backend {
   // The scenario's whole training step (`origin`: the scenario file, for error lines). A backend
   // without one throws core::InputError naming --scope.
   virtual StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin);
+  // Capacity probes of the whole step: each length of `seq_lens` (increasing) set up and stepped once, with
+  // `ballast_bytes` of device memory held throughout, until one runs out of memory. A backend without
+  // whole steps throws core::InputError naming --scope.
+  virtual ProbeResult probe_steps(const Scenario& sc, const std::vector<std::int64_t>& seq_lens, std::int64_t ballast_bytes,
+                                  const std::string& origin);
 };
 
 // "cpu" always; "cuda" when built with the CUDA backend. Throws std::runtime_error with one

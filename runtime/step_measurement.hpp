@@ -22,6 +22,14 @@ struct StepPhase {
   std::int64_t peak_reserved_bytes = 0;
 };
 
+// Capacity probes: a ladder of increasing sequence lengths, each set up and stepped once until one runs
+// out of device memory (the deepspeed worker's, or our runtime's: runtime/backend.hpp probe_steps).
+struct ProbeResult {
+  struct Probe { std::int64_t seq_len = 0, max_memory_allocated = 0, max_memory_reserved = 0; };
+  std::vector<Probe> fits;             // lengths that ran, increasing
+  std::int64_t oom_at = 0;             // the first length that ran out of memory; 0: none did
+};
+
 struct StepMeasurement {
   std::string backend = "deepspeed";   // "deepspeed" (the Python worker) | "cuda" (our runtime, --scope step)
   std::string device, alloc_conf;      // GPU name; PYTORCH_CUDA_ALLOC_CONF the worker ran with ("" on cuda)

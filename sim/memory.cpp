@@ -182,6 +182,19 @@ std::vector<std::int64_t> torch_chunk_sizes(std::int64_t n, std::int64_t chunks)
   return v;
 }
 
+// The process's own: PyTorch (calibrated.pytorch_*) or our runtime (calibrated.cuda_context/nccl_buffer);
+// the profile's assumption when that runtime is not calibrated.
+core::bytes_t process_context_bytes(const Scenario& sc) {
+  const Calibration& cal = sc.hw.calibrated;
+  const core::bytes_t c = sc.plan.runtime == Runtime::pytorch ? cal.pytorch_context_bytes : cal.cuda_context_bytes;
+  return sc.hw.has_calibration && c > 0 ? c : sc.hw.cuda_context_bytes;
+}
+core::bytes_t process_nccl_bytes(const Scenario& sc, const Dims& d) {
+  const Calibration& cal = sc.hw.calibrated;
+  const core::bytes_t n = sc.plan.runtime == Runtime::pytorch ? cal.pytorch_nccl_buffer_bytes : cal.nccl_buffer_bytes;
+  return d.gpus <= 1 ? 0 : sc.hw.has_calibration && n > 0 ? n : sc.hw.nccl_buffer_bytes;
+}
+
 Dims derive_dims(const Scenario& sc) {
   const ModelSpec& mo = sc.model;
   const Plan& pl = sc.plan;
@@ -314,15 +327,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, const ModelTerms& mt, 
   const Moment& lm = at_logits || at_optimizer ? zero : m[best];
 
   // --- fixed costs
-  const Calibration& cal = sc.hw.calibrated;
-  const bool calib = sc.hw.has_calibration;
-  // the process's own: PyTorch (calibrated.pytorch_*) or our runtime (calibrated.cuda_context/nccl_buffer);
-  // the profile's assumption when that runtime is not calibrated
-  const bool pt = pl.runtime == Runtime::pytorch;
-  const core::bytes_t ctx_cal = pt ? cal.pytorch_context_bytes : cal.cuda_context_bytes;
-  const core::bytes_t nccl_cal = pt ? cal.pytorch_nccl_buffer_bytes : cal.nccl_buffer_bytes;
-  const core::bytes_t ctx = calib && ctx_cal > 0 ? ctx_cal : sc.hw.cuda_context_bytes;
-  const core::bytes_t nccl = d.gpus <= 1 ? 0 : calib && nccl_cal > 0 ? nccl_cal : sc.hw.nccl_buffer_bytes;
+  const core::bytes_t ctx = process_context_bytes(sc), nccl = process_nccl_bytes(sc, d);
 
   const double gathered = at_optimizer ? 0 : at_logits ? gathered_logits : gathered_layer;
   const double ckpt_live = at_optimizer ? 0 : checkpoints;
@@ -333,7 +338,7 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, const ModelTerms& mt, 
   // allocation fails, and what binds is what is allocated plus the granules live blocks only partly
   // cover; else a stated fraction of everything allocated and freed during the step (docs/MODEL.md
   // "Fixed costs and fragmentation")
-  const bool expandable = pt && pl.expandable_segments;
+  const bool expandable = pl.runtime == Runtime::pytorch && pl.expandable_segments;
   const double transient = gathered + ckpt_live + saved_all + lm.total() + logits_term + optimizer_term;
 
   gpu.n = 0;

@@ -48,6 +48,11 @@ std::int64_t lcm64(std::int64_t a, std::int64_t b);
 std::int64_t padded_seq_len(std::int64_t S, std::int64_t pad_to_multiple_of, std::int64_t P);
 Dims derive_dims(const Scenario& sc);
 
+// Device bytes of the process outside its tensors: the CUDA context (PyTorch's, or our runtime's), and
+// NCCL's buffers when more than one GPU runs (calibrated per runtime, else the profile's assumption).
+core::bytes_t process_context_bytes(const Scenario& sc);
+core::bytes_t process_nccl_bytes(const Scenario& sc, const Dims& d);
+
 // torch.chunk(n items, chunks): chunks of ceil(n / chunks), the last one shorter, possibly fewer chunks
 // than asked (TiledMLP's and the tiled loss's shards over the tokens).
 std::vector<std::int64_t> torch_chunk_sizes(std::int64_t n, std::int64_t chunks);

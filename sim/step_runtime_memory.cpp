@@ -2,6 +2,7 @@
 #include "sim/step_runtime_memory.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "core/attn_impls.hpp"
 
@@ -53,6 +54,39 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   b.loss_head = 2 * T * h * bf + T * f32 + Tc * V * bf + T * f32 + 2 * T * h * bf;
   b.gemm_workspace = kCublasLtWorkspaceBytes;
   return b;
+}
+
+StepRuntimeCapacity ulysses_step_capacity(const Scenario& sc, std::int64_t g, core::bytes_t ballast) {
+  if (g < 1) throw std::invalid_argument("ulysses_step_capacity: granularity must be positive");
+  const core::bytes_t device = sc.hw.hbm_bytes - ballast - process_context_bytes(sc);
+  const core::bytes_t host = sc.hw.host_ram_bytes - kHostProcessOverheadBytes * sc.hw.gpus_per_node;
+  const StepRuntimeFlags f = step_runtime_flags(sc);
+  auto at = [&](std::int64_t S) {
+    Scenario x = sc;
+    x.plan.seq_len = S;
+    return ulysses_step_bytes(derive_dims(x), f);
+  };
+  auto fails = [&](std::int64_t S) {  // what does not fit at S (none: it fits)
+    const StepRuntimeBytes b = at(S);
+    return b.total() > device ? Binding::gpu_hbm : b.host_pinned * sc.hw.gpus_per_node > host ? Binding::host_ram : Binding::none;
+  };
+  constexpr std::int64_t kBound = std::int64_t{1} << 26;
+  StepRuntimeCapacity r;
+  if (fails(g) != Binding::none) {
+    r.binding = fails(g);
+    return r;
+  }
+  std::int64_t lo = 1, hi = 2;  // in multiples of g: lo fits, hi does not (or the bound)
+  while (hi * g <= kBound && fails(hi * g) == Binding::none) lo = hi, hi *= 2;
+  if (hi * g > kBound) hi = kBound / g + 1;
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (fails(mid * g) == Binding::none ? lo : hi) = mid;
+  }
+  r.max_seq_len = lo * g;
+  r.device_bytes = at(r.max_seq_len).total();
+  r.binding = hi * g <= kBound ? fails(hi * g) : Binding::none;
+  return r;
 }
 
 }  // namespace ulysses

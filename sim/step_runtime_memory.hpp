@@ -34,6 +34,18 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f);
 // The flags from a scenario (plan.runtime ulysses; its attention implementation picks the kernel).
 StepRuntimeFlags step_runtime_flags(const Scenario& sc);
 
+// The longest S of our runtime's step (multiples of g, sp 1): the largest whose buffers fit the HBM less
+// `ballast` and the process's context (process_context_bytes), and whose pinned checkpoints fit the host
+// (a node's RAM less kHostProcessOverheadBytes per GPU process). Every buffer is allocated up front, so
+// the sum decides; binding: what fails at the next multiple (gpu_hbm or host_ram; none when nothing fits
+// or the search bound 2^26 tokens is reached). Ignores sc.plan.seq_len.
+struct StepRuntimeCapacity {
+  std::int64_t max_seq_len = 0;
+  core::bytes_t device_bytes = 0;  // ulysses_step_bytes(...).total() at max_seq_len
+  Binding binding = Binding::none;
+};
+StepRuntimeCapacity ulysses_step_capacity(const Scenario& sc, std::int64_t g, core::bytes_t ballast = 0);
+
 inline constexpr core::bytes_t kCublasLtWorkspaceBytes = core::bytes_t{32} << 20;  // runtime/cuda/gemm.hpp
 // kernels/layer_ops.cu rmsnorm_bwd keeps one fp32 row of dw partial sums per resident block (the device's
 // occupancy at h); the model takes two per SM of an H100/H200 (132 SMs): the GPU test prints both. At

@@ -209,6 +209,11 @@ int default_slices() {
   return v >= 1 && v <= 64 ? v : 1;
 }
 
+ProbeResult CudaBackend::probe_steps(const Scenario& sc, const std::vector<std::int64_t>& seq_lens, std::int64_t ballast_bytes,
+                                     const std::string& origin) {
+  return cuda::probe_steps(sc, seq_lens, ballast_bytes, origin);
+}
+
 StepMeasurement CudaBackend::run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) {
   return cuda::run_step(sc, opt, origin);
 }

@@ -45,6 +45,8 @@ class CudaBackend : public Backend {
   Measurement run_block(const BlockShape& shape, const RunOptions& opt) override;
   // --scope step: runtime/cuda/step_run.hpp
   StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) override;
+  ProbeResult probe_steps(const Scenario& sc, const std::vector<std::int64_t>& seq_lens, std::int64_t ballast_bytes,
+                          const std::string& origin) override;
   Measurement run_block_ex(const BlockShape& shape, const RunOptions& opt, const CudaRunConfig& cfg,
                            std::vector<RankReport>* reports = nullptr);
 };

@@ -83,37 +83,49 @@ std::int64_t proc_status_kib(const char* key) {  // /proc/self/status "VmRSS:  1
   return -1;
 }
 
-}  // namespace
-
-StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) {
-  const StepShape shape = step_shape_of(sc, origin);
-  KernelChoice kernel;
+KernelChoice kernel_of(const StepShape& shape, const std::string& origin) {
   try {
-    kernel = parse_kernel_choice(shape.attn_implementation);
+    return parse_kernel_choice(shape.attn_implementation);
   } catch (const std::invalid_argument& e) {
     throw core::InputError(origin, "plan.attn_implementation", e.what());
   }
-  const auto wall0 = std::chrono::steady_clock::now();
-  prepare_nvtx_injection();
-  const DeviceInfo info = device_info();
-  CUDA_CHECK(cudaSetDevice(0));
-  const StepDims& d = shape.dims;
-  const std::int64_t T = d.layer.T;
+}
 
-  DeviceArena arena(0);
-  Gemm gemm;
+StepPlan plan_of(const StepShape& shape) {  // the optimizer: AdamW with HF's defaults (runtime/reference_adam.hpp)
   StepPlan plan;
   plan.checkpoint = shape.checkpoint, plan.logits_shards = shape.logits_shards;
-  plan.offload_checkpoints = shape.offload_checkpoints;  // the optimizer: AdamW with HF's defaults (runtime/reference_adam.hpp)
-  StepRunner run(d, plan, arena, gemm, opt.seed, kernel.kind);
+  plan.offload_checkpoints = shape.offload_checkpoints;
+  return plan;
+}
+
+// Tokens from the seed, their labels shifted, RoPE tables for positions 0..T-1.
+void set_seeded_batch(StepRunner& run, const StepDims& d, std::uint64_t seed) {
+  const std::int64_t T = d.layer.T;
   std::vector<std::int64_t> tokens(static_cast<std::size_t>(T)), pos(static_cast<std::size_t>(T));
   for (std::int64_t t = 0; t < T; ++t)
-    tokens[t] = static_cast<std::int64_t>(kernels::splitmix64(opt.seed ^ (0xA5A5ull << 40) ^ static_cast<std::uint64_t>(t)) %
+    tokens[t] = static_cast<std::int64_t>(kernels::splitmix64(seed ^ (0xA5A5ull << 40) ^ static_cast<std::uint64_t>(t)) %
                                           static_cast<std::uint64_t>(d.V)),
     pos[t] = t;
   std::vector<core::bf16> cos, sin;
   rope_tables(T, d.layer.D, pos.data(), 500000.0, cos, sin);
   run.set_batch(tokens, shift_labels(tokens), cos, sin);
+}
+
+}  // namespace
+
+StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) {
+  const StepShape shape = step_shape_of(sc, origin);
+  const KernelChoice kernel = kernel_of(shape, origin);
+  const auto wall0 = std::chrono::steady_clock::now();
+  prepare_nvtx_injection();
+  const DeviceInfo info = device_info();
+  CUDA_CHECK(cudaSetDevice(0));
+  const StepDims& d = shape.dims;
+
+  DeviceArena arena(0);
+  Gemm gemm;
+  StepRunner run(d, plan_of(shape), arena, gemm, opt.seed, kernel.kind);
+  set_seeded_batch(run, d, opt.seed);
 
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -171,6 +183,48 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   m.pinned_bytes = run.host_pinned_bytes();
   m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return m;
+}
+
+ProbeResult probe_steps(const Scenario& sc, const std::vector<std::int64_t>& seq_lens, std::int64_t ballast_bytes,
+                        const std::string& origin) {
+  std::vector<StepShape> shapes;  // every length checked before the first allocation
+  for (std::int64_t S : seq_lens) {
+    Scenario x = sc;
+    x.plan.seq_len = S;
+    shapes.push_back(step_shape_of(x, origin));
+  }
+  if (shapes.empty()) return {};
+  const KernelChoice kernel = kernel_of(shapes.front(), origin);
+  CUDA_CHECK(cudaSetDevice(0));
+  DeviceArena hold(0);  // the ballast: device memory the probes do not get
+  DevBuf<unsigned char> ballast(hold, ballast_bytes);
+  Gemm gemm;
+  cudaStream_t s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ProbeResult out;
+  try {
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      DeviceArena arena(0);
+      try {
+        StepRunner run(shapes[i].dims, plan_of(shapes[i]), arena, gemm, 1234, kernel.kind);
+        set_seeded_batch(run, shapes[i].dims, 1234);
+        run.step(s, nullptr);
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        if (!std::isfinite(run.loss_sum()))
+          throw std::runtime_error(fmt::format("capacity probe at S={}: the step's loss is not finite", seq_lens[i]));
+      } catch (const OutOfMemory&) {
+        out.oom_at = seq_lens[i];
+        break;
+      }
+      const std::int64_t peak = arena.peak_bytes() + static_cast<std::int64_t>(Gemm::kWorkspaceBytes);
+      out.fits.push_back({seq_lens[i], peak, peak});
+    }
+  } catch (...) {
+    cudaStreamDestroy(s);
+    throw;
+  }
+  CUDA_CHECK(cudaStreamDestroy(s));
+  return out;
 }
 
 }  // namespace ulysses::runtime::cuda

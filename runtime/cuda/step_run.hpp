@@ -21,4 +21,10 @@ namespace ulysses::runtime::cuda {
 
 StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin);
 
+// `capacity --backend cuda --scope step`: with ballast_bytes held on the device, each length in turn gets
+// its own arena, its buffers and one step (whose loss must be finite), until an allocation fails
+// (runtime/backend.hpp probe_steps). Every length's plan is checked first (InputError).
+ProbeResult probe_steps(const Scenario& sc, const std::vector<std::int64_t>& seq_lens, std::int64_t ballast_bytes,
+                        const std::string& origin);
+
 }  // namespace ulysses::runtime::cuda

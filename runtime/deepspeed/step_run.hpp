@@ -35,12 +35,8 @@ struct StepOptions {
 // cannot run (kv_strategy send_once, an attention implementation it does not have, ...).
 Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out_prefix, const std::string& origin);
 
-// Capacity probes of one worker process.
-struct ProbeResult {
-  struct Probe { std::int64_t seq_len = 0, max_memory_allocated = 0, max_memory_reserved = 0; };
-  std::vector<Probe> fits;             // lengths that ran, increasing
-  std::int64_t oom_at = 0;             // the first length that ran out of memory; 0: none did
-};
+// Capacity probes of one worker process (runtime/step_measurement.hpp).
+using runtime::ProbeResult;
 
 struct StackMissing : std::runtime_error { using std::runtime_error::runtime_error; };  // exit 1
 struct WorkerOutOfMemory : std::runtime_error { using std::runtime_error::runtime_error; };

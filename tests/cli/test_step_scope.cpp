@@ -2,6 +2,7 @@
 // line naming --scope and exit 2, whatever backends this build has.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -32,8 +33,16 @@ TEST_CASE("step scope: bad --scope values and backends without whole steps are r
   one_line_exit2("compare --backend cpu --scope step" + kTiny, "--scope");
   one_line_exit2("run --backend deepspeed --scope block" + kLlama, "--scope");
   one_line_exit2("run --backend cpu --layers 2" + kTiny, "--layers");  // a block run takes no --layers
+  const std::string cap_set = " --set " + source_path("scenarios/validation/h200-step-capacity.yaml") + " --out /nonexistent-dir/x.json";
+  one_line_exit2("capacity --backend cpu --scope step" + cap_set, "--scope");
+  one_line_exit2("capacity --backend deepspeed --scope block" + cap_set, "--scope");
 #ifndef ULYSSES_WITH_CUDA
   one_line_exit2("compare --backend cuda --scope step" + kLlama, "--backend");  // this build has no CUDA backend
+  const std::string ok_out = " --set " + source_path("scenarios/validation/h200-step-capacity.yaml") + " --out " +
+                             (std::filesystem::temp_directory_path() / "ulysses-step-cap-test.json").string();
+  one_line_exit2("capacity --backend cuda --scope step" + ok_out, "--backend");
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / "ulysses-step-cap-test.json"));
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / "ulysses-step-cap-test.json.partial"));
 #endif
 }
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/step_runtime_memory.hpp"
+#include "tests/sim/fixtures.hpp"
 
 using namespace ulysses;
 
@@ -84,4 +85,34 @@ TEST_CASE("our runtime's step bytes: TiledMLP, checkpoint offload, no optimizer"
   no_opt.optimizer = false;
   CHECK(ulysses_step_bytes(d, no_opt).optimizer == 0);
   CHECK(ulysses_step_bytes(d, no_opt).total() == base.total() - base.optimizer);
+}
+
+TEST_CASE("our runtime's longest step: the sum fits at the answer, not one granule on; a ballast shortens it", "[sim][step_runtime]") {
+  Scenario sc = test::make_scenario(test::llama31_8b(), test::h200_sxm(), 1, 1, 8192);
+  sc.model.layers = 2;
+  sc.plan.runtime = Runtime::ulysses;
+  const std::int64_t g = 4096;
+  const core::bytes_t room = sc.hw.hbm_bytes - process_context_bytes(sc);
+  auto bytes_at = [&](std::int64_t S, const Scenario& base) {
+    Scenario x = base;
+    x.plan.seq_len = S;
+    return ulysses_step_bytes(derive_dims(x), step_runtime_flags(x)).total();
+  };
+  const StepRuntimeCapacity c = ulysses_step_capacity(sc, g);
+  REQUIRE(c.max_seq_len > 0);
+  CHECK(c.max_seq_len % g == 0);
+  CHECK(c.binding == Binding::gpu_hbm);
+  CHECK(c.device_bytes == bytes_at(c.max_seq_len, sc));
+  CHECK(bytes_at(c.max_seq_len, sc) <= room);
+  CHECK(bytes_at(c.max_seq_len + g, sc) > room);
+  const core::bytes_t ballast = core::bytes_t{64} << 30;
+  const StepRuntimeCapacity b = ulysses_step_capacity(sc, g, ballast);
+  CHECK(b.max_seq_len < c.max_seq_len);
+  CHECK(bytes_at(b.max_seq_len, sc) <= room - ballast);
+  CHECK(bytes_at(b.max_seq_len + g, sc) > room - ballast);
+  // TiledMLP and tiled logits: longer
+  sc.plan.tiled_mlp = sc.plan.tiled_logits = true;
+  CHECK(ulysses_step_capacity(sc, g).max_seq_len > c.max_seq_len);
+  // nothing fits: 0, and what binds
+  CHECK(ulysses_step_capacity(sc, g, sc.hw.hbm_bytes).max_seq_len == 0);
 }
