@@ -70,3 +70,21 @@ TEST_CASE("step scope: the committed H200 record of our runtime's step re-predic
   const auto re2 = nlohmann::json::parse(ulysses::test::slurp(dir / "re2.json"));
   CHECK(re2["cases"][0]["comparison"]["step"]["error_pct"].get<double>() == Approx((before / 100 + 1) / 2 * 100 - 100));
 }
+
+TEST_CASE("step scope: the committed capacity record of our runtime's step re-predicts within 3 %", "[cli][step_scope]") {
+  // records/validation/h200-step-capacity.json: 4 cases bisected on one H200 under a ballast
+  const std::string rec = ulysses::test::record_path("validation/h200-step-capacity.json");
+  CliResult r = run_cli("capacity --stored '" + rec + "'");
+  INFO(r.out << r.err);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("(cuda,") != std::string::npos);  // the record's backend: our runtime's model
+  CHECK(r.out.find("target: predicted within 3 % of measured: met") != std::string::npos);
+  // the re-prediction reads the record: a measured S halved misses the target, named on its line
+  ulysses::test::TempDir dir;
+  auto j = nlohmann::json::parse(ulysses::test::slurp(rec));
+  j["cases"][0]["measured_S"] = j["cases"][0]["measured_S"].get<std::int64_t>() / 2;
+  { std::ofstream(dir / "drift.json") << j.dump(); }
+  r = run_cli("capacity --stored '" + (dir / "drift.json") + "'");
+  CHECK(r.rc == 1);
+  CHECK(r.out.find("missed: llama8b-l2-ckpt") != std::string::npos);
+}
