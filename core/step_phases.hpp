@@ -28,5 +28,7 @@ inline constexpr std::string_view kLogitsFwd = "logits.fwd", kLogitsBwd = "logit
 // TiledMLP's per-shard forward rerun inside the MLP's backward; the optimizer step (norm, clipping, Adam).
 inline constexpr std::string_view kMlpTiledRecompute = "mlp.tiled_recompute";
 inline constexpr std::string_view kOptimizerStep = "optimizer.step";
+// The optimizer on the host: the gradients to the host, the updated parameters back.
+inline constexpr std::string_view kOffloadGrads = "offload.grads", kOffloadOptimizer = "offload.optimizer";
 
 }  // namespace ulysses::core

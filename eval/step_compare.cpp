@@ -37,8 +37,8 @@ const std::vector<PhaseGroup>& step_phase_groups() {
       {"a2a.qkv.bwd", {"a2a.qkv.bwd"}, {"a2a.qkv.bwd"}},
       {"gemm.qkv.bwd", {"gemm.qkv.bwd"}, {"gemm.qkv.bwd"}},
       {"zero.allgather", {"zero.allgather"}, {"zero.allgather", "offload.params"}},
-      {"zero.reduce_scatter", {"zero.reduce_scatter"}, {"zero.reduce_scatter", "dp.allreduce", "offload.grads"}},
-      {"optimizer", {"optimizer.step"}, {"optimizer.step", "offload.optimizer"}},
+      {"zero.reduce_scatter", {"zero.reduce_scatter", "offload.grads"}, {"zero.reduce_scatter", "dp.allreduce", "offload.grads"}},
+      {"optimizer", {"optimizer.step", "offload.optimizer"}, {"optimizer.step", "offload.optimizer"}},
       {"other", {"other"}, {"rope_add.fwd", "rope_add.recompute", "rope_add.bwd"}},
   };
   return g;

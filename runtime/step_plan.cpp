@@ -22,7 +22,6 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   refuse_if(pl.micro_batch_size != 1, origin, "plan.micro_batch_size", "must be 1");
   refuse_if(pl.offload_checkpoints && !pl.activation_checkpointing, origin, "plan.offload_checkpoints",
             "needs plan.activation_checkpointing: true (what is offloaded is the checkpoint)");
-  refuse_if(pl.offload_optimizer, origin, "plan.offload_optimizer", "must be false (AdamW runs on the GPU; the host's is to come)");
   refuse_if(pl.offload_params, origin, "plan.offload_params", "must be false");
   refuse_if(pl.kv_strategy == KvStrategy::send_once, origin, "plan.kv_strategy", "must be replicate");
   refuse_if(sc.model.qkv_bias, origin, "model.qkv_bias", "q/k/v biases are not in the step's layer");
@@ -43,6 +42,7 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   s.dims.L = d.L, s.dims.V = d.V, s.dims.tied = sc.model.tied_embeddings;
   s.checkpoint = pl.activation_checkpointing;
   s.offload_checkpoints = pl.offload_checkpoints;
+  s.offload_optimizer = pl.offload_optimizer;
   s.logits_shards = d.logits_shards;
   s.attn_implementation = pl.attn_implementation;
   return s;

@@ -14,12 +14,13 @@ struct StepShape {
   StepDims dims;                   // T = B * S_l tokens of the one rank
   bool checkpoint = true;          // plan.activation_checkpointing
   bool offload_checkpoints = false;  // plan.offload_checkpoints (TiledMLP: dims.layer.mlp_shards)
+  bool offload_optimizer = false;    // plan.offload_optimizer: AdamW on the host
   std::int64_t logits_shards = 1;  // plan.tiled_logits: the step model's shard rule (sim/memory.cpp derive_dims)
   std::string attn_implementation;
 };
 
 // Throws core::InputError(origin, key, rule) for what the step runtime does not run yet: more than one
-// GPU (sp_size, dp), micro_batch_size > 1, offload_optimizer, offload_params, q/k/v biases, kv_strategy
+// GPU (sp_size, dp), micro_batch_size > 1, offload_params, q/k/v biases, kv_strategy
 // send_once, an attention implementation not in core/attn_impls.hpp, head dims other than 64 and 128,
 // hidden above 16384 (or not a multiple of 128 with tiled logits or TiledMLP).
 StepShape step_shape_of(const Scenario& sc, const std::string& origin);

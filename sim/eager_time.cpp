@@ -5,6 +5,7 @@
 // (docs/STEP_RUNTIME.md "Model").
 #include "sim/eager_time.hpp"
 
+#include "sim/step_runtime_memory.hpp"
 #include "sim/timing.hpp"
 
 namespace ulysses {
@@ -102,10 +103,8 @@ EagerTimes eager_times(const Scenario& sc, const Dims& d) {
 }
 
 core::seconds_t ulysses_optimizer_s(const Scenario& sc, const Dims& d) {
-  const double h = static_cast<double>(d.h), V = static_cast<double>(d.V), L = static_cast<double>(d.L);
-  const double HD = static_cast<double>(d.H * d.D), KD = static_cast<double>(d.H_kv * d.D), F = static_cast<double>(d.F);
-  const double matrices = L * (2 * HD * h + 2 * KD * h + 3 * F * h) + (sc.model.tied_embeddings ? 0 : V * h);  // bf16 gradients
-  const double fp32_grads = V * h + h + L * (2 * h + (sc.model.qk_norm ? 2.0 * static_cast<double>(d.D) : 0));
+  const StepParamCounts pc = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
+  const double matrices = static_cast<double>(pc.bf16_grads), fp32_grads = static_cast<double>(pc.fp32_grads);
   // the rate of a bf16 gradient (calibrated, or the kernels' 30 bytes); an fp32 one in proportion to its traffic
   const double bf16_rate = eager_bytes_per_elem(sc, EagerRate::adam_step);
   const double fp32_rate = bf16_rate * kAdamFp32GradBytes / kUlyssesKernelBytes[static_cast<std::size_t>(EagerRate::adam_step)];

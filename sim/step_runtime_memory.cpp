@@ -15,7 +15,16 @@ StepRuntimeFlags step_runtime_flags(const Scenario& sc) {
   f.flash = !impl || impl->kernel != core::AttnKernel::reference;
   f.qk_norm = sc.model.qk_norm;
   f.offload_checkpoints = sc.plan.offload_checkpoints && sc.plan.activation_checkpointing;
+  f.offload_optimizer = sc.plan.offload_optimizer;
   return f;
+}
+
+StepParamCounts ulysses_param_counts(const Dims& d, bool tied, bool qk_norm) {
+  const std::int64_t h = d.h, V = d.V, L = d.L, HD = d.H * d.D, KD = d.H_kv * d.D;
+  StepParamCounts c;
+  c.bf16_grads = L * (2 * HD * h + 2 * KD * h + 3 * d.F * h) + (tied ? 0 : V * h);
+  c.fp32_grads = V * h + h + L * (2 * h + (qk_norm ? 2 * d.D : 0));
+  return c;
 }
 
 StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
@@ -25,14 +34,18 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   const bool tiled = d.mlp_shards > 1;
   const std::int64_t Tm = tiled ? torch_chunk_sizes(T, d.mlp_shards).front() : T;  // the MLP's rows at once
   StepRuntimeBytes b;
-  const std::int64_t layer_matrices = HD * h + 2 * KD * h + h * HD + 3 * F * h;
-  const std::int64_t qkn = f.qk_norm ? 2 * d.D : 0;  // the head norms' weights (and fp32 gradients)
-  b.params = (V * h * (f.tied ? 1 : 2) + h + L * (layer_matrices + 2 * h + qkn)) * bf;
-  b.grads = V * h * f32 + h * f32 + V * h * bf + L * (layer_matrices * bf + (2 * h + qkn) * f32);
-  if (f.optimizer) {  // master, m, v per parameter; the partial sums per tensor and the norm / coefficient pair
-    const std::int64_t n_params = b.params / bf;
+  const StepParamCounts pc = ulysses_param_counts(d, f.tied, f.qk_norm);
+  b.params = pc.total() * bf;
+  // the gradients in their types, and the lm_head's bf16 one even when tied (added into the embedding's)
+  b.grads = pc.bf16_grads * bf + pc.fp32_grads * f32 + (f.tied ? V * h * bf : 0);
+  const std::int64_t n_params = pc.total();
+  if (f.optimizer && !f.offload_optimizer) {  // master, m, v per parameter; partial sums per tensor; norm and coefficient
     const std::int64_t tensors = 2 + (f.tied ? 0 : 1) + L * (f.qk_norm ? 11 : 9);
     b.optimizer = 3 * n_params * f32 + tensors * kOptimNormBlocks * f32 + 2 * f32;
+  }
+  if (f.optimizer && f.offload_optimizer) {  // per parameter: its gradient as the step holds it, its bf16 copy
+    b.host_pinned += pc.bf16_grads * (bf + bf) + pc.fp32_grads * (f32 + bf);
+    b.host_state = 3 * n_params * f32;
   }
   const std::int64_t acts = (T * h + T * HD + 2 * T * KD + T * HD + 2 * T * h + (tiled ? 0 : 3 * T * F)) * bf +
                             (2 * T + H * T) * f32 +
@@ -40,7 +53,7 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   const std::int64_t hidden = f.offload_checkpoints ? 2 : L + 1;
   b.kept = 2 * T * 4 /*tokens, labels int32*/ + 2 * (T * d.D / 2) * bf /*cos, sin*/ + hidden * T * h * bf +
            (d.ckpt ? 1 : L) * acts;
-  b.host_pinned = f.offload_checkpoints ? (L - 1) * T * h * bf : 0;
+  b.host_pinned += f.offload_checkpoints ? (L - 1) * T * h * bf : 0;
   // attention backward workspace (kernels/attention_flash_bwd.cuh bwd_workspace_bytes): fp32 dq_accum
   // [T, H, D] and two [H, T padded to 128] fp32 rows, each rounded up to 256 bytes; the reference
   // kernel: delta [H, T] fp32
@@ -68,7 +81,9 @@ StepRuntimeCapacity ulysses_step_capacity(const Scenario& sc, std::int64_t g, co
   };
   auto fails = [&](std::int64_t S) {  // what does not fit at S (none: it fits)
     const StepRuntimeBytes b = at(S);
-    return b.total() > device ? Binding::gpu_hbm : b.host_pinned * sc.hw.gpus_per_node > host ? Binding::host_ram : Binding::none;
+    return b.total() > device                                               ? Binding::gpu_hbm
+           : (b.host_pinned + b.host_state) * sc.hw.gpus_per_node > host ? Binding::host_ram
+                                                                           : Binding::none;
   };
   constexpr std::int64_t kBound = std::int64_t{1} << 26;
   StepRuntimeCapacity r;

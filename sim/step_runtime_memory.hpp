@@ -16,7 +16,9 @@ struct StepRuntimeBytes {
   core::bytes_t scratch = 0;    // the backward's temporaries and workspaces (norm, attention, TiledMLP's shard)
   core::bytes_t loss_head = 0;  // final norm out and its gradient, rstd, one logits chunk, loss rows, dy/dx
   core::bytes_t gemm_workspace = 0;
-  core::bytes_t host_pinned = 0;  // checkpoint offload: the kept inputs on the host (not device memory)
+  core::bytes_t host_pinned = 0;  // pinned host memory: checkpoint offload's kept inputs; the host optimizer's
+                                  // staging (each tensor's gradient and bf16 parameters)
+  core::bytes_t host_state = 0;   // the host optimizer's master weights and moments (pageable)
   core::bytes_t total() const { return params + grads + optimizer + kept + scratch + loss_head + gemm_workspace; }
 };
 
@@ -29,14 +31,23 @@ struct StepRuntimeFlags {
                                      // and their rstd kept, their gradients and dw partials in the scratch)
   bool offload_checkpoints = false;  // two hidden states on the device, the inputs of layers 0..L-2 on the host
   bool optimizer = true;             // AdamW's state
+  bool offload_optimizer = false;    // ... in host memory instead (runtime/host_adam.hpp), with pinned staging
 };
 StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f);
+
+// The step's parameters by the type of their gradient: bf16 (every matrix: the layers', an untied lm_head)
+// or fp32 (the embedding, whose gradient is summed by atomics, and the norms' weights).
+struct StepParamCounts {
+  std::int64_t bf16_grads = 0, fp32_grads = 0;
+  std::int64_t total() const { return bf16_grads + fp32_grads; }
+};
+StepParamCounts ulysses_param_counts(const Dims& d, bool tied, bool qk_norm);
 // The flags from a scenario (plan.runtime ulysses; its attention implementation picks the kernel).
 StepRuntimeFlags step_runtime_flags(const Scenario& sc);
 
 // The longest S of our runtime's step (multiples of g, sp 1): the largest whose buffers fit the HBM less
-// `ballast` and the process's context (process_context_bytes), and whose pinned checkpoints fit the host
-// (a node's RAM less kHostProcessOverheadBytes per GPU process). Every buffer is allocated up front, so
+// `ballast` and the process's context (process_context_bytes), and whose host memory (pinned and the host
+// optimizer's state) fits the host (a node's RAM less kHostProcessOverheadBytes per GPU process). Every buffer is allocated up front, so
 // the sum decides; binding: what fails at the next multiple (gpu_hbm or host_ram; none when nothing fits
 // or the search bound 2^26 tokens is reached). Ignores sc.plan.seq_len.
 struct StepRuntimeCapacity {

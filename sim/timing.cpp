@@ -6,6 +6,7 @@
 #include "core/step_phases.hpp"
 #include "sim/attn_key.hpp"
 #include "sim/eager_time.hpp"
+#include "sim/step_runtime_memory.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -382,13 +383,19 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const bool ds_zero3 = pl.zero_stage >= 3 && pl.runtime == Runtime::pytorch;
   const auto measured = [&](double s_per_param) { return ds_zero3 && cal_on && s_per_param > 0; };
   const double procs = static_cast<double>(d.gpus_on_node);  // processes sharing a node's host cores
-  // gradient partitions to the host in the backward (DeepSpeed: inside the reduce, stage3.py partition_grads)
-  step.add("offload.grads", !pl.offload_optimizer ? 0
+  // gradient partitions to the host in the backward (DeepSpeed: inside the reduce, stage3.py partition_grads);
+  // ours copies each gradient as the step holds it after the backward (bf16, fp32 for the embedding and norms)
+  double offload_grad_bytes = grad_bytes;
+  if (ours) {
+    const StepParamCounts pc = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
+    offload_grad_bytes = (2.0 * static_cast<double>(pc.bf16_grads) + 4.0 * static_cast<double>(pc.fp32_grads)) / static_cast<double>(pc.total());
+  }
+  step.add(core::kOffloadGrads.data(), !pl.offload_optimizer ? 0
                             : measured(cal.zero3_offload_grads_s_per_param)
                                 ? local_params * cal.zero3_offload_grads_s_per_param
-                                : local_params * grad_bytes / (host_d2h_GBps(sc) * kGBps));
+                                : local_params * offload_grad_bytes / (host_d2h_GBps(sc) * kGBps));
   // the updated bf16 partition back to the GPU (inside a measured offload step already)
-  step.add("offload.optimizer", pl.offload_optimizer && !params_off && !measured(cal.zero3_offload_step_s_per_param)
+  step.add(core::kOffloadOptimizer.data(), pl.offload_optimizer && !params_off && !measured(cal.zero3_offload_step_s_per_param)
                                     ? local_params * 2 / (host_h2d_GBps(sc) * kGBps)
                                     : 0);
   step.add("offload.params", params_off ? 2 * local_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
@@ -399,7 +406,9 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
     if (measured(cal.zero3_offload_step_s_per_param)) {
       opt = local_params * procs * cal.zero3_offload_step_s_per_param;
     } else {
-      const double cpu_adam = cal_on && cal.cpu_adam_s_per_param > 0 ? cal.cpu_adam_s_per_param : 1.0 / kHostAdamParamsPerS;
+      // DeepSpeedCPUAdam's measured rate is not our host optimizer's (runtime/host_adam.cpp): ours takes the
+      // stated throughput until calibrate measures it
+      const double cpu_adam = !ours && cal_on && cal.cpu_adam_s_per_param > 0 ? cal.cpu_adam_s_per_param : 1.0 / kHostAdamParamsPerS;
       opt = local_params * procs * cpu_adam;
     }
   } else if (pl.torch_adam && measured(cal.zero3_torch_adamw_step_s_per_param)) {
@@ -414,7 +423,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
                               ? local_params * cal.torch_adamw_s_per_param
                               : local_params * kAdamBytesPerParam / (sc.hw.hbm_GBps * kGBps));
   }
-  step.add("optimizer.step", opt);
+  step.add(core::kOptimizerStep.data(), opt);
 
   // --- FLOPs executed per GPU (causal halved, recompute counted)
   const double attn = core::attention_flops(d.B, d.S, d.H_l, d.D, d.causal);

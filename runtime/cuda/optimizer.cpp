@@ -58,8 +58,6 @@ AdamState AdamW::state(std::size_t i) const {
   return {download_doubles(s.master, s.ref.n), download_doubles(s.m, s.ref.n), download_doubles(s.v, s.ref.n)};
 }
 
-std::vector<double> AdamW::param(std::size_t i) const { return download_doubles(p_.at(i).ref.param, p_.at(i).ref.n); }
-
 ClipResult AdamW::last_clip() const {
   const std::vector<double> nc = download_doubles(norm_coef_, 2);
   return {nc[0], nc[1]};

@@ -34,7 +34,6 @@ class AdamW {
 
   // Downloads (synchronous): tensor i's master weights, moments; the last step's norm and coefficient.
   AdamState state(std::size_t i) const;
-  std::vector<double> param(std::size_t i) const;  // tensor i's bf16 parameters
   ClipResult last_clip() const;
   std::size_t tensors() const { return p_.size(); }
 

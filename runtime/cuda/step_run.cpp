@@ -95,6 +95,7 @@ StepPlan plan_of(const StepShape& shape) {  // the optimizer: AdamW with HF's de
   StepPlan plan;
   plan.checkpoint = shape.checkpoint, plan.logits_shards = shape.logits_shards;
   plan.offload_checkpoints = shape.offload_checkpoints;
+  plan.offload_optimizer = shape.offload_optimizer;
   return plan;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 #include "kernels/layer_ops.hpp"
 #include "kernels/loss_ops.hpp"
@@ -107,7 +108,8 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   d_final_ = bufs_.take<float>(h);
   d_head_ = bufs_.take<bf16_t>(V * h);
   for (std::int64_t l = 0; l < d.L; ++l) g_.push_back(alloc_grads(bufs_, ld));
-  if (plan.optimizer) adam_ = std::make_unique<AdamW>(bufs_, optimizer_params(), plan.adam);
+  opt_params_ = optimizer_params();
+  if (plan.optimizer && !plan.offload_optimizer) adam_ = std::make_unique<AdamW>(bufs_, opt_params_, plan.adam);
   tokens_ = bufs_.take<std::int32_t>(T), labels_ = bufs_.take<std::int32_t>(T);
   cos_ = bufs_.take<bf16_t>(T * ld.D / 2), sin_ = bufs_.take<bf16_t>(T * ld.D / 2);
   for (std::int64_t l = 0; l < (plan.offload_checkpoints ? 2 : d.L + 1); ++l) hidden_.push_back(bufs_.take<bf16_t>(T * h));
@@ -119,9 +121,29 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   loss_rows_ = bufs_.take<float>(T);
   dy_ = bufs_.take<bf16_t>(T * h), dx_ = bufs_.take<bf16_t>(T * h);
   ctx_ = LayerCtx{ld, &gemm, attn, cos_, sin_, nullptr};
+  if (plan.optimizer && plan.offload_optimizer) {  // pinned staging per tensor: its gradient, its parameters
+    CUDA_CHECK(cudaDeviceSynchronize());          // the parameters' fill is done
+    std::vector<std::vector<core::bf16>> initial;
+    for (const ParamRef& r : opt_params_) {
+      const std::int64_t grad_bytes = r.n * (r.grad_fp32 ? 4 : 2), param_bytes = r.n * 2;
+      void *g = nullptr, *p = nullptr;
+      CUDA_CHECK(cudaHostAlloc(&g, static_cast<std::size_t>(grad_bytes), cudaHostAllocDefault));
+      pinned_.emplace_back(g);
+      CUDA_CHECK(cudaHostAlloc(&p, static_cast<std::size_t>(param_bytes), cudaHostAllocDefault));
+      pinned_.emplace_back(p);
+      host_bytes_ += grad_bytes + param_bytes;
+      CUDA_CHECK(cudaMemcpy(p, r.param, static_cast<std::size_t>(param_bytes), cudaMemcpyDeviceToHost));
+      const auto* bits = static_cast<const core::bf16*>(p);
+      initial.emplace_back(bits, bits + r.n);
+      host_opt_.push_back({g, r.grad_fp32, static_cast<core::bf16*>(p), r.n});
+    }
+    const int threads = plan.host_threads > 0 ? plan.host_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    host_adam_ = std::make_unique<HostAdamW>(initial, plan.adam, threads);
+  }
   if (plan.offload_checkpoints) {
-    host_bytes_ = (d.L - 1) * T * h * 2;
-    if (host_bytes_ > 0) CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), static_cast<std::size_t>(host_bytes_), cudaHostAllocDefault));
+    const std::int64_t ckpt_bytes = (d.L - 1) * T * h * 2;
+    host_bytes_ += ckpt_bytes;
+    if (ckpt_bytes > 0) CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), static_cast<std::size_t>(ckpt_bytes), cudaHostAllocDefault));
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
     d2h_.resize(static_cast<std::size_t>(d.L)), h2d_.resize(static_cast<std::size_t>(d.L));
     for (auto* v : {&d2h_, &h2d_})
@@ -241,8 +263,33 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   if (adam_) {
     mark(core::kOptimizerStep);
     adam_->step(s);
+  } else if (host_adam_) {
+    host_optimizer_step(s, marks);
   }
 }
+
+// The gradients to the host, the step there (the stream waits: its next event is recorded after it), the
+// parameters back.
+void StepRunner::host_optimizer_step(cudaStream_t s, PhaseMarks* marks) {
+  auto mark = [&](std::string_view phase) {
+    if (marks) marks->begin(phase, s);
+  };
+  mark(core::kOffloadGrads);
+  for (std::size_t i = 0; i < opt_params_.size(); ++i) {
+    const ParamRef& r = opt_params_[i];
+    CUDA_CHECK(cudaMemcpyAsync(const_cast<void*>(host_opt_[i].grad), r.grad, static_cast<std::size_t>(r.n * (r.grad_fp32 ? 4 : 2)),
+                               cudaMemcpyDeviceToHost, s));
+  }
+  mark(core::kOptimizerStep);
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  host_adam_->step(host_opt_);
+  mark(core::kOffloadOptimizer);
+  for (std::size_t i = 0; i < opt_params_.size(); ++i)
+    CUDA_CHECK(cudaMemcpyAsync(opt_params_[i].param, host_opt_[i].param, static_cast<std::size_t>(opt_params_[i].n) * 2,
+                               cudaMemcpyHostToDevice, s));
+}
+
+std::vector<double> StepRunner::param(std::size_t i) const { return download_doubles(opt_params_.at(i).param, opt_params_.at(i).n); }
 
 double StepRunner::loss_sum() const {
   const std::vector<double> rows = download_doubles(loss_rows_, d_.layer.T);

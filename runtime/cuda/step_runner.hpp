@@ -12,7 +12,9 @@
 // holds two hidden states (a ring) instead of L + 1. The last layer's input never leaves the device.
 // TiledMLP: StepDims.layer.mlp_shards (runtime/cuda/decoder_layer.hpp).
 // The optimizer step (runtime/cuda/optimizer.hpp) follows the backward: ZeRO-3 on one rank, fp32 master
-// weights and moments on the device, the bf16 parameters rewritten.
+// weights and moments on the device, the bf16 parameters rewritten; or, offloaded, the same step on the
+// host (runtime/host_adam.hpp) between the gradients' copy to pinned host memory and the parameters' copy
+// back (phases offload.grads, optimizer.step, offload.optimizer; the stream waits for the host).
 // Every device buffer is allocated once, up front, from the DeviceArena (the step's peak is the arena's).
 //
 // Tensors (T tokens, h hidden, V vocabulary, Tc = ceil(T / shards) tokens per logits chunk):
@@ -26,6 +28,7 @@
 
 #include "runtime/cuda/decoder_layer.hpp"
 #include "runtime/cuda/optimizer.hpp"
+#include "runtime/host_adam.hpp"
 #include "runtime/reference_step.hpp"
 
 namespace ulysses::runtime::cuda {
@@ -35,6 +38,9 @@ struct StepPlan {
   std::int64_t logits_shards = 1;   // > 1: tiled logits over torch.chunk shards of the tokens
   bool offload_checkpoints = false; // the kept inputs in pinned host memory (needs checkpoint)
   bool optimizer = true;            // AdamW after the backward (false: forward and backward only)
+  bool offload_optimizer = false;   // AdamW on the host (runtime/host_adam.hpp): gradients to pinned host
+                                    // memory, the step there, the bf16 parameters back
+  int host_threads = 0;             // the host optimizer's threads (0: every core)
   AdamConfig adam;
 };
 
@@ -56,6 +62,8 @@ class StepRunner {
   // marks may be null.
   void step(cudaStream_t stream, PhaseMarks* marks);
   const AdamW* optimizer() const { return adam_.get(); }
+  const HostAdamW* host_optimizer() const { return host_adam_.get(); }
+  std::vector<double> param(std::size_t i) const;  // the optimizer's tensor i as the device holds it (synchronous)
   std::int64_t host_pinned_bytes() const { return host_bytes_; }
 
   double loss_sum() const;                  // the last step's summed token losses (downloads, synchronous)
@@ -74,8 +82,17 @@ class StepRunner {
   LayerScratch scratch_;
   std::vector<bf16_t*> hidden_;  // L + 1 (offload: the two ring buffers)
   std::unique_ptr<AdamW> adam_;
-  bf16_t* host_ = nullptr;       // offload: [L - 1, T, h] pinned
-  std::int64_t host_bytes_ = 0;
+  std::unique_ptr<HostAdamW> host_adam_;
+  std::vector<ParamRef> opt_params_;    // the optimizer's tensors (device), in its order
+  std::vector<HostTensor> host_opt_;    // offloaded optimizer: each tensor's pinned gradient and parameters
+  struct PinnedFree {
+    void operator()(void* p) const { cudaFreeHost(p); }
+  };
+  std::vector<std::unique_ptr<void, PinnedFree>> pinned_;  // their allocations (freed with the runner, or when
+                                                            // the constructor throws)
+  bf16_t* host_ = nullptr;       // pinned: the offloaded checkpoints [L - 1, T, h]
+  std::int64_t host_bytes_ = 0;  // every pinned byte (checkpoints, the optimizer's staging)
+  void host_optimizer_step(cudaStream_t s, PhaseMarks* marks);
   cudaStream_t copy_ = nullptr;  // offload: the copy stream, and an event per copy (d2h, h2d) per layer
   std::vector<cudaEvent_t> d2h_, h2d_;
   cudaEvent_t ready_ = nullptr;

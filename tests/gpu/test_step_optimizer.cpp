@@ -1,6 +1,7 @@
 // The step's optimizer on one GPU (runtime/cuda/optimizer.hpp) against AdamW in fp64
 // (runtime/reference_adam.hpp) fed with the step's own gradients, over two steps (the bias corrections
-// of t = 1 and 2), with clipping active (max_grad_norm far below the norm) and weight decay on. Checked
+// of t = 1 and 2), with clipping active (max_grad_norm far below the norm) and weight decay on; on the
+// device, and offloaded to the host (runtime/host_adam.hpp: the parameters then come back to the device). Checked
 // per tensor: the norm and coefficient, the fp32 master weights, both moments, and the bf16 parameters
 // equal to the master weights rounded to nearest even. A missing decay term, swapped betas or an
 // unclipped gradient each move a value by more than the tolerances (stated at the checks).
@@ -13,8 +14,11 @@
 
 #include "core/bf16.hpp"
 #include "runtime/cuda/step_runner.hpp"
+#include "kernels/layer_ops.hpp"
+#include "runtime/host_adam.hpp"
 #include "runtime/reference_adam.hpp"
 #include "runtime/reference_layer.hpp"
+#include "sim/step_runtime_memory.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
 using namespace ulysses;
@@ -38,9 +42,7 @@ std::vector<std::vector<double>> in_order(const P& embed, const P& w_final, cons
   return out;
 }
 
-}  // namespace
-
-TEST_CASE("the step's AdamW equals fp64 AdamW on the step's own gradients: two steps, clipped, weight decay", "[.gpu][gpu][step][adam]") {
+void check_optimizer(bool offload) {
   runtime::StepDims d;
   d.layer.T = 256, d.layer.h = 256, d.layer.H = 2, d.layer.H_kv = 1, d.layer.D = 128, d.layer.F = 512;
   d.L = 2, d.V = 500, d.tied = false;
@@ -55,9 +57,32 @@ TEST_CASE("the step's AdamW equals fp64 AdamW on the step's own gradients: two s
   runtime::cuda::Gemm gemm;
   runtime::cuda::StepPlan plan;
   plan.adam.lr = 1e-3, plan.adam.weight_decay = 0.01, plan.adam.max_grad_norm = 1e-3;
+  plan.offload_optimizer = offload, plan.host_threads = 4;
   runtime::cuda::StepRunner run(d, plan, arena, gemm, seed);
   run.set_batch(tokens, runtime::shift_labels(tokens), cos, sin);
-  const runtime::cuda::AdamW& opt = *run.optimizer();
+  // the state on the device, or on the host (offload): the same questions of both
+  const runtime::cuda::AdamW* dev = run.optimizer();
+  const runtime::HostAdamW* host = run.host_optimizer();
+  REQUIRE((offload ? host != nullptr && dev == nullptr : dev != nullptr && host == nullptr));
+  const std::size_t n_tensors = offload ? host->tensors() : dev->tensors();
+  auto state = [&](std::size_t i) {
+    if (!offload) return dev->state(i);
+    const auto wide = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+    return runtime::AdamState{wide(host->master(i)), wide(host->m(i)), wide(host->v(i))};
+  };
+  auto last_clip = [&] { return offload ? host->last_clip() : dev->last_clip(); };
+  {  // the arena and the pinned staging against the mirror (sim/step_runtime_memory.hpp)
+    Dims sd;
+    sd.B = 1, sd.S = sd.S_l = T, sd.h = d.layer.h, sd.H = d.layer.H, sd.H_kv = d.layer.H_kv, sd.D = d.layer.D;
+    sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = true, sd.logits_shards = 1;
+    StepRuntimeFlags f;
+    f.offload_optimizer = offload;
+    const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
+    CHECK(run.host_pinned_bytes() == mirror.host_pinned);
+    const std::int64_t norm_ws_model = std::min<std::int64_t>(T, kRmsNormBwdBlocks) * d.layer.h * 4;
+    const auto norm_ws = static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, d.layer.h));
+    CHECK(arena.peak_bytes() == mirror.total() - mirror.gemm_workspace - norm_ws_model + norm_ws);
+  }
 
   // the kernel receives the hyper-parameters as fp32 (as DeepSpeed's FusedAdam does): 1 - float(0.999) is
   // 1.3e-5 away from 0.001, so the oracle takes the same values
@@ -65,7 +90,7 @@ TEST_CASE("the step's AdamW equals fp64 AdamW on the step's own gradients: two s
   for (double* x : {&cfg.lr, &cfg.beta1, &cfg.beta2, &cfg.eps, &cfg.weight_decay}) *x = double(float(*x));
   const runtime::StepParams p0 = runtime::cuda::StepRunner::host_params(d, seed);
   const auto params0 = in_order(p0.embed, p0.w_final, p0.lm_head, d.tied, p0.layers, widen);
-  REQUIRE(params0.size() == opt.tensors());
+  REQUIRE(params0.size() == n_tensors);
   std::vector<runtime::AdamState> ref;
   for (const auto& p : params0) ref.push_back(runtime::adam_state_from(p));
 
@@ -77,8 +102,8 @@ TEST_CASE("the step's AdamW equals fp64 AdamW on the step's own gradients: two s
     std::vector<const std::vector<double>*> ptrs;
     for (const auto& x : grads) ptrs.push_back(&x);
     const runtime::ClipResult want = runtime::clip_gradients(ptrs, plan.adam.max_grad_norm);
-    const runtime::ClipResult got = opt.last_clip();
-    std::printf("adam step %lld: gradient norm %.6e (fp64 %.6e), coefficient %.6e (fp64 %.6e)\n", (long long)t, got.norm, want.norm,
+    const runtime::ClipResult got = last_clip();
+    std::printf("adam (%s) step %lld: gradient norm %.6e (fp64 %.6e), coefficient %.6e (fp64 %.6e)\n", offload ? "host" : "device", (long long)t, got.norm, want.norm,
                 got.coef, want.coef);
     CHECK(std::abs(got.norm - want.norm) <= 1e-5 * want.norm);  // fp32 partial sums of fp32 squares
     CHECK(want.coef < 0.5);                                      // clipping is active
@@ -87,8 +112,8 @@ TEST_CASE("the step's AdamW equals fp64 AdamW on the step's own gradients: two s
     for (std::size_t i = 0; i < grads.size(); ++i) {
       const std::vector<double> m_prev = ref[i].m;
       runtime::adamw_reference(ref[i], grads[i], want.coef, t, cfg);
-      const runtime::AdamState s = opt.state(i);
-      const std::vector<double> p = opt.param(i);
+      const runtime::AdamState s = state(i);
+      const std::vector<double> p = run.param(i);
       for (std::size_t k = 0; k < grads[i].size(); ++k) {
         // master: fp32 rounding of the value (1e-6 relative) and of the update (lr 1e-4); the decay term alone is
         // lr wd |p| = 1e-5 |p|, a swapped or missing term more
@@ -112,4 +137,13 @@ TEST_CASE("the step's AdamW equals fp64 AdamW on the step's own gradients: two s
     CHECK(worst_v <= 1.0);
     CHECK(moved > 0.5 * plan.adam.lr * double(t));  // Adam moves a parameter by about lr per step
   }
+}
+
+}  // namespace
+
+TEST_CASE("the step's AdamW equals fp64 AdamW on the step's own gradients: two steps, clipped, weight decay", "[.gpu][gpu][step][adam]") {
+  check_optimizer(false);
+}
+TEST_CASE("the step's AdamW on the host (offload_optimizer) equals fp64 AdamW, and its parameters reach the device", "[.gpu][gpu][step][adam]") {
+  check_optimizer(true);
 }

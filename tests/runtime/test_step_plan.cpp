@@ -53,6 +53,8 @@ TEST_CASE("step plan: llama-3.1-8b's shapes and the logits shards", "[runtime][s
   CHECK(runtime::step_shape_of(sc, "s.yaml").dims.layer.mlp_shards == 8);
   sc.plan.offload_checkpoints = true;
   CHECK(runtime::step_shape_of(sc, "s.yaml").offload_checkpoints);
+  sc.plan.offload_optimizer = true;  // AdamW on the host
+  CHECK(runtime::step_shape_of(sc, "s.yaml").offload_optimizer);
 }
 
 TEST_CASE("step plan: what the step does not run yet is one line naming the key", "[runtime][step_plan]") {
@@ -66,7 +68,7 @@ TEST_CASE("step plan: what the step does not run yet is one line naming the key"
       {"plan.sp_size", [](Scenario& s) { s.plan.sp_size = 2, s.gpus = 2; }},
       {"plan.offload_checkpoints", [](Scenario& s) { s.plan.offload_checkpoints = true, s.plan.activation_checkpointing = false; }},
       {"model.hidden", [](Scenario& s) { s.plan.tiled_mlp = true, s.model.hidden = 4000; }},  // rows of 8000 bytes
-      {"plan.offload_optimizer", [](Scenario& s) { s.plan.offload_optimizer = true; }},
+      {"plan.offload_params", [](Scenario& s) { s.plan.offload_params = true; }},
       {"plan.micro_batch_size", [](Scenario& s) { s.plan.micro_batch_size = 2; }},
       {"model.qkv_bias", [](Scenario& s) { s.model.qkv_bias = true; }},
       {"model.head_dim", [](Scenario& s) { s.model.head_dim = 96, s.model.heads = 32, s.model.kv_heads = 8; }},

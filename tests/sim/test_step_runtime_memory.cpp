@@ -116,3 +116,18 @@ TEST_CASE("our runtime's longest step: the sum fits at the answer, not one granu
   // nothing fits: 0, and what binds
   CHECK(ulysses_step_capacity(sc, g, sc.hw.hbm_bytes).max_seq_len == 0);
 }
+
+TEST_CASE("our runtime's step bytes: the optimizer on the host", "[sim][step_runtime]") {
+  Dims d = small_dims();
+  const StepRuntimeBytes dev = ulysses_step_bytes(d, flags(false, true));
+  StepRuntimeFlags off = flags(false, true);
+  off.offload_optimizer = true;
+  const StepRuntimeBytes host = ulysses_step_bytes(d, off);
+  CHECK(host.optimizer == 0);  // no master weights or moments on the device
+  CHECK(host.total() == dev.total() - dev.optimizer);
+  // pinned staging: each gradient as the step holds it and a bf16 copy of each parameter; the embedding's
+  // and the norms' gradients are fp32 (1000 * 512 + 512 + 2 * 1024 of them), the rest bf16
+  const std::int64_t params = host.params / 2, fp32 = 1000 * 512 + 512 + 2 * 1024;
+  CHECK(host.host_pinned == (params - fp32) * 4 + fp32 * 6);
+  CHECK(host.host_state == 12 * params);
+}

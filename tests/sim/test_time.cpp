@@ -173,6 +173,18 @@ TEST_CASE("time: offload transfers and the optimizer step", "[sim][time][golden]
   // of the 7504658432 matrix elements (30 bytes each), fp32 ones of the embedding and the norms (525602816, 34)
   sc.plan.runtime = Runtime::ulysses;
   CHECK(predict(sc).step.get("optimizer.step") == Approx((7504658432.0 * 30 + 525602816.0 * 34) / 8 / 3350e9));
+  // ours offloaded (runtime/host_adam.cpp): each gradient as the step holds it to the host, the stated host
+  // throughput (DeepSpeedCPUAdam's calibrated rate is not ours), the bf16 parameters back
+  sc.plan.offload_optimizer = true;
+  sc.hw.has_calibration = true;
+  sc.hw.calibrated.cpu_adam_s_per_param = 1e-6;
+  p = predict(sc);
+  CHECK(p.step.get("offload.grads") == Approx((7504658432.0 * 2 + 525602816.0 * 4) / 8 / 55e9));
+  CHECK(p.step.get("optimizer.step") == Approx(1003782656.0 * 8 / kHostAdamParamsPerS));
+  CHECK(p.step.get("offload.optimizer") == Approx(1003782656.0 * 2 / 55e9));
+  sc.hw.has_calibration = false;
+  sc.hw.calibrated.cpu_adam_s_per_param = -1;
+  sc.plan.offload_optimizer = false;
   sc.plan.runtime = Runtime::pytorch;
   // calibrated host link
   sc.plan.offload_checkpoints = true;

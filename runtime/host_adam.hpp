@@ -1,0 +1,55 @@
+#pragma once
+// The optimizer on the host (plan.offload_optimizer on our runtime, issue 13): DeepSpeed's offloaded step
+// (ZeRO-Offload: the gradients go to the host, DeepSpeedCPUAdam updates fp32 master weights and moments in
+// host memory, the bf16 parameters go back) with the rule of runtime/reference_adam.hpp: the global norm,
+// DeepSpeed's clipping, AdamW in FusedAdam's order of operations in fp32, the bf16 parameters rounded to
+// nearest even from the master. The same arithmetic as kernels/optim_ops.cu, so a step on the host and one
+// on the GPU differ only by the norm's summation order.
+//
+// Work is split over `threads` threads in fixed chunks of every tensor; the norm is summed per chunk in fp64
+// and the chunks in index order, so the result does not depend on the thread count.
+// Shapes, per tensor of n elements: grad [n] bf16 or fp32 (host, read), param [n] bf16 (host, written);
+// master, m, v [n] fp32 each, owned here.
+#include <cstdint>
+#include <vector>
+
+#include "core/bf16.hpp"
+#include "runtime/reference_adam.hpp"
+
+namespace ulysses::runtime {
+
+struct HostTensor {
+  const void* grad;      // the gradient (host memory)
+  bool grad_fp32;        // else bf16
+  core::bf16* param;     // the bf16 parameters written after the update (host memory)
+  std::int64_t n;
+};
+
+class HostAdamW {
+ public:
+  // Master weights from the initial bf16 parameters (`params[i]` n_i values each), moments zero.
+  HostAdamW(const std::vector<std::vector<core::bf16>>& params, const AdamConfig& c, int threads);
+
+  // One step t (counts from 1) over every tensor, in the order of the constructor's `params`.
+  void step(const std::vector<HostTensor>& tensors);
+
+  std::int64_t steps() const { return t_; }
+  ClipResult last_clip() const { return clip_; }
+  const std::vector<float>& master(std::size_t i) const { return master_.at(i); }
+  const std::vector<float>& m(std::size_t i) const { return m_.at(i); }
+  const std::vector<float>& v(std::size_t i) const { return v_.at(i); }
+  std::int64_t params() const;  // all tensors' elements
+  std::size_t tensors() const { return master_.size(); }
+
+ private:
+  AdamConfig c_;
+  int threads_;
+  std::vector<std::vector<float>> master_, m_, v_;
+  std::int64_t t_ = 0;
+  ClipResult clip_;
+};
+
+// The bytes each parameter holds in host memory under this optimizer (master, m, v: fp32).
+inline constexpr std::int64_t kHostAdamStateBytesPerParam = 12;
+
+}  // namespace ulysses::runtime

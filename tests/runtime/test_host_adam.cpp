@@ -1,0 +1,115 @@
+// The optimizer on the host (runtime/host_adam.hpp) against AdamW in fp64 (runtime/reference_adam.hpp), two
+// steps with clipping active and weight decay on, bf16 and fp32 gradients: master weights, both moments and
+// the bf16 parameters (= the master rounded); the same result on 1 and 3 threads, bit for bit.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/host_adam.hpp"
+
+using namespace ulysses;
+using runtime::AdamConfig;
+
+namespace {
+
+struct Case {
+  std::vector<std::vector<core::bf16>> params;
+  std::vector<std::vector<core::bf16>> grads_bf16;  // tensor 0 and 2
+  std::vector<float> grad_fp32;                     // tensor 1
+};
+
+Case make_case() {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> n(0.f, 1.f);
+  Case c;
+  const std::int64_t sizes[3] = {70001, 513, 200000};  // not multiples of the work chunk
+  for (std::int64_t s : sizes) {
+    std::vector<core::bf16> p(static_cast<std::size_t>(s));
+    for (auto& x : p) x = core::float_to_bf16(0.02f * n(rng));
+    c.params.push_back(p);
+  }
+  for (int i : {0, 2}) {
+    std::vector<core::bf16> g(c.params[static_cast<std::size_t>(i)].size());
+    for (auto& x : g) x = core::float_to_bf16(1e-3f * n(rng));
+    c.grads_bf16.push_back(g);
+  }
+  c.grad_fp32.resize(c.params[1].size());
+  for (auto& x : c.grad_fp32) x = 1e-2f * n(rng);
+  return c;
+}
+
+std::vector<runtime::HostTensor> tensors(const Case& c, std::vector<std::vector<core::bf16>>& out) {
+  out = c.params;
+  return {{c.grads_bf16[0].data(), false, out[0].data(), static_cast<std::int64_t>(out[0].size())},
+          {c.grad_fp32.data(), true, out[1].data(), static_cast<std::int64_t>(out[1].size())},
+          {c.grads_bf16[1].data(), false, out[2].data(), static_cast<std::int64_t>(out[2].size())}};
+}
+
+std::vector<double> widen(const std::vector<core::bf16>& v) {
+  std::vector<double> o(v.size());
+  for (std::size_t k = 0; k < v.size(); ++k) o[k] = core::bf16_to_float(v[k]);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("host AdamW equals fp64 AdamW: two steps, clipped, weight decay, bf16 and fp32 gradients", "[runtime][adam]") {
+  const Case c = make_case();
+  AdamConfig cfg;
+  cfg.lr = 1e-3, cfg.weight_decay = 0.01, cfg.max_grad_norm = 1e-3;
+  runtime::HostAdamW opt(c.params, cfg, 3);
+  AdamConfig ref_cfg = cfg;  // the hyper-parameters as the fp32 arithmetic sees them
+  for (double* x : {&ref_cfg.lr, &ref_cfg.beta1, &ref_cfg.beta2, &ref_cfg.eps, &ref_cfg.weight_decay}) *x = double(float(*x));
+  const std::vector<std::vector<double>> grads = {widen(c.grads_bf16[0]), std::vector<double>(c.grad_fp32.begin(), c.grad_fp32.end()),
+                                                  widen(c.grads_bf16[1])};
+  std::vector<runtime::AdamState> ref;
+  for (const auto& p : c.params) ref.push_back(runtime::adam_state_from(widen(p)));
+  std::vector<std::vector<core::bf16>> out;
+  const auto ts = tensors(c, out);
+  for (std::int64_t t = 1; t <= 2; ++t) {
+    opt.step(ts);
+    const runtime::ClipResult want = runtime::clip_gradients({&grads[0], &grads[1], &grads[2]}, cfg.max_grad_norm);
+    CHECK(opt.last_clip().norm == Approx(want.norm).epsilon(1e-12));
+    CHECK(want.coef < 0.5);  // clipping is active
+    CHECK(opt.last_clip().coef == Approx(want.coef).epsilon(1e-6));
+    double worst_master = 0, worst_m = 0, worst_v = 0;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      const std::vector<double> m_prev = ref[i].m;
+      runtime::adamw_reference(ref[i], grads[i], want.coef, t, ref_cfg);
+      for (std::size_t k = 0; k < grads[i].size(); ++k) {
+        const double w = opt.master(i)[k];
+        worst_master = std::max(worst_master, std::abs(w - ref[i].master[k]) / (1e-6 * std::abs(ref[i].master[k]) + 1e-4 * cfg.lr));
+        const double m_scale = ref_cfg.beta1 * std::abs(m_prev[k]) + (1 - ref_cfg.beta1) * std::abs(grads[i][k] * want.coef);
+        worst_m = std::max(worst_m, std::abs(opt.m(i)[k] - ref[i].m[k]) / (1e-5 * m_scale + 1e-30));
+        worst_v = std::max(worst_v, std::abs(opt.v(i)[k] - ref[i].v[k]) / (1e-5 * std::abs(ref[i].v[k]) + 1e-30));
+        REQUIRE(out[i][k] == core::float_to_bf16(opt.master(i)[k]));  // the bf16 parameter is the rounded master
+      }
+    }
+    INFO("step " << t << ": worst error / tolerance master " << worst_master << ", m " << worst_m << ", v " << worst_v);
+    CHECK(worst_master <= 1.0);
+    CHECK(worst_m <= 1.0);
+    CHECK(worst_v <= 1.0);
+  }
+  CHECK(opt.steps() == 2);
+  CHECK(opt.params() == 70001 + 513 + 200000);
+}
+
+TEST_CASE("host AdamW gives the same bits on 1 and 3 threads; a wrong tensor list is refused", "[runtime][adam]") {
+  const Case c = make_case();
+  AdamConfig cfg;
+  runtime::HostAdamW one(c.params, cfg, 1), three(c.params, cfg, 3);
+  std::vector<std::vector<core::bf16>> o1, o3;
+  const auto t1 = tensors(c, o1), t3 = tensors(c, o3);
+  one.step(t1), three.step(t3);
+  CHECK(one.last_clip().norm == three.last_clip().norm);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(one.master(i) == three.master(i));
+    CHECK(o1[i] == o3[i]);
+  }
+  CHECK_THROWS(one.step({t1[0], t1[1]}));  // every tensor, in order
+  auto bad = t1;
+  bad[1].n += 1;
+  CHECK_THROWS(one.step(bad));
+}
