@@ -76,9 +76,8 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
   std::remove(partial.c_str());
   std::vector<eval::StepCapacityCase> cases;
   for (const auto& c : set.cases) {
-    eval::StepSetCase sc = eval::step_set_case(set.model, profile, c.name, eval::case_keys(set, c), set.path, backend);
-    sc.sc = eval::step_scenario_for(backend, sc.sc);
-    eval::StepCapacityCase k = eval::predicted_step_capacity_case(std::move(sc), g);
+    eval::StepCapacityCase k =
+        eval::predicted_step_capacity_case(eval::step_set_case(set.model, profile, c.name, eval::case_keys(set, c), set.path, backend), g);
     if (k.predicted_S <= 0) throw core::InputError(set.path, "cases." + c.name, "the planner fits no length: nothing to bisect");
     cases.push_back(std::move(k));
   }

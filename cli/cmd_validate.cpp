@@ -117,7 +117,6 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
   if (todo.empty()) throw core::InputError("", "--case", "selects no case of the set");
   runtime::deepspeed::StepOptions base = step_options_of(vm);
   const std::string backend = backend_of(vm);
-  for (auto& r : todo) r.sc = eval::step_scenario_for(backend, r.sc);  // the runtime that runs it
   Json rec{{"format", kStepFormat}, {"set", set.path}, {"set_name", set.name}, {"model", set.model}, {"profile", set.profile},
            {"profile_used", profile}, {"backend", backend}, {"measured_at", measured_at}, {"command", command},
            {"version", reports::version_json()},

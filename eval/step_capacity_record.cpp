@@ -7,7 +7,6 @@
 
 #include "eval/record_in.hpp"
 #include "eval/step_compare.hpp"
-#include "eval/step_run.hpp"
 #include "reports/table.hpp"
 #include "core/errors.hpp"
 
@@ -73,9 +72,8 @@ std::vector<StepCapacityCase> repredict_step_capacity_record(const Json& rec, co
   std::vector<StepCapacityCase> cases;
   const std::string backend = rec.value("backend", "deepspeed");  // records before issue 13's have none
   for_each_stored_case(rec, path, "stored step capacity case", [&](const Json& j) {
-    StepSetCase set = step_set_case(rec.value("model", ""), profile, j.at("name").get<std::string>(), stored_keys(j), path, backend);
-    set.sc = step_scenario_for(backend, set.sc);
-    StepCapacityCase c = predicted_step_capacity_case(std::move(set), g);
+    StepCapacityCase c = predicted_step_capacity_case(
+        step_set_case(rec.value("model", ""), profile, j.at("name").get<std::string>(), stored_keys(j), path, backend), g);
     c.measured_S = j.at("measured_S").get<std::int64_t>();
     c.failed_S = j.value("first_oom_S", std::int64_t{0});
     cases.push_back(std::move(c));

@@ -23,8 +23,7 @@ struct StepCapacityCase {
   reports::Json probes = reports::Json::array();              // every probe, as stored
 };
 
-// The case with its predicted longest S (multiples of g) under its ballast (set.sc as the backend runs it:
-// eval/step_run.hpp step_scenario_for).
+// The case with its predicted longest S (multiples of g) under its ballast.
 StepCapacityCase predicted_step_capacity_case(StepSetCase set, std::int64_t g);
 // The bisection's outcome stored in the case: every probe, measured_S (the longest that ran) and
 // failed_S (the first out of memory). False when it did not bracket the limit (nothing changed).

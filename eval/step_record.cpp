@@ -45,7 +45,6 @@ std::vector<StepCase> repredict_step_record(const Json& rec, const std::string& 
   for_each_stored_case(rec, path, "stored step case", [&](const Json& c) {
     const std::string backend = rec.value("backend", "deepspeed");
     StepCase r = step_case_of(step_set_case(rec.value("model", ""), profile, c.at("name").get<std::string>(), stored_keys(c), path, backend));
-    r.sc = step_scenario_for(backend, r.sc);  // the runtime that ran it
     r.m = measurement_from_case(c);
     r.c = compare_step(r.sc, predict(r.sc), r.m);
     cases.push_back(std::move(r));

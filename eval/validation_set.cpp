@@ -1,6 +1,8 @@
 // Validation and capacity sets: cases built into checked scenarios (eval/validation_set.hpp).
 #include "eval/validation_set.hpp"
 
+#include "eval/step_run.hpp"
+
 #include "runtime/step_plan.hpp"
 
 #include <fmt/format.h>
@@ -82,9 +84,10 @@ StepSetCase step_set_case(const std::string& model, const std::string& profile, 
   c.keys = keys;
   c.run = split_run_keys(keys, origin, name);
   c.sc = case_scenario(model, profile, keys, origin, name);
-  // the backend's refusals, before the first run
+  // the backend's refusals, before the first run; then the runtime that runs it
   if (backend == "deepspeed") (void)runtime::deepspeed::job_json(c.sc, {}, "", origin);
   else (void)runtime::step_shape_of(c.sc, origin);
+  c.sc = step_scenario_for(backend, c.sc);
   return c;
 }
 

@@ -46,7 +46,8 @@ RunKeys split_run_keys(Keys& keys, const std::string& origin, const std::string&
 // One case of a step validation or capacity set (or of its stored record): the defaults and case
 // keys as given, the worker options split off, the scenario built and checked (including what the
 // backend refuses: the deepspeed worker's job, or our runtime's step: runtime/step_plan.hpp) before
-// anything runs. InputError naming origin and the case.
+// anything runs, then set to the runtime the backend runs (eval/step_run.hpp step_scenario_for).
+// InputError naming origin and the case.
 struct StepSetCase {
   std::string name;
   Keys keys;  // as given (run.* included): what a record stores

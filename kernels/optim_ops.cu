@@ -1,19 +1,23 @@
 // The optimizer step's kernels (kernels/optim_ops.hpp), top to bottom: the per-tensor partial sums
 // of squared gradients, the global norm and clipping coefficient from them, AdamW over one tensor,
 // and the master weights' first fill. Every kernel streams its tensors once (memory bound); AdamW
-// moves 4 elements per thread step when n is a multiple of 4 (arena buffers are 256-byte aligned).
+// moves 4 elements per thread step when n is a multiple of 4 and every pointer is aligned for it (arena
+// buffers are 256-byte aligned), else one.
 #include "kernels/optim_ops.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace ulysses::kernels {
 namespace {
 
 constexpr int kThreads = 256;
 
+constexpr std::int64_t kMaxBlocks = 132 * 16;  // a grid-stride cap: 16 blocks per SM of a 132-SM H100/H200
+
 int grid_for(std::int64_t n, int per_thread) {
   const std::int64_t blocks = (n + std::int64_t(kThreads) * per_thread - 1) / (std::int64_t(kThreads) * per_thread);
-  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(blocks, 132 * 16)));
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(blocks, kMaxBlocks)));
 }
 
 __device__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -75,11 +79,11 @@ template <class G>
 __global__ void adamw_kernel(__nv_bfloat16* param,  // [n]
                              float* master, float* m, float* v,  // [n] each
                              const G* grad,                      // [n]
-                             std::int64_t n, AdamStep hp, const float* coef) {
+                             std::int64_t n, AdamStep hp, const float* coef, bool vec4) {
   const float c = *coef;
   const std::int64_t stride = std::int64_t(gridDim.x) * kThreads;
   std::int64_t i = blockIdx.x * std::int64_t(kThreads) + threadIdx.x;
-  if (n % 4 == 0) {  // four at a time: 16-byte fp32 and 8-byte bf16 accesses
+  if (vec4) {  // four at a time: 16-byte fp32 and 8-byte bf16 accesses (n % 4 == 0, pointers aligned)
     for (; 4 * i < n; i += stride) {
       float4 p4 = reinterpret_cast<float4*>(master)[i], m4 = reinterpret_cast<float4*>(m)[i], v4 = reinterpret_cast<float4*>(v)[i];
       float g[4];
@@ -123,7 +127,10 @@ template <class G>
 cudaError_t launch_adamw(__nv_bfloat16* param, float* master, float* m, float* v, const G* grad, std::int64_t n,
                          const AdamStep& hp, const float* coef, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
-  adamw_kernel<G><<<grid_for(n, 4), kThreads, 0, s>>>(param, master, m, v, grad, n, hp, coef);
+  const auto aligned = [](const void* p, std::uintptr_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; };
+  const bool vec4 = n % 4 == 0 && aligned(master, 16) && aligned(m, 16) && aligned(v, 16) && aligned(param, 8) &&
+                    aligned(grad, 4 * sizeof(G));
+  adamw_kernel<G><<<grid_for(n, 4), kThreads, 0, s>>>(param, master, m, v, grad, n, hp, coef, vec4);
   return cudaGetLastError();
 }
 

@@ -20,7 +20,8 @@ inline constexpr int kNormBlocks = 128;  // partial sums of squares per tensor (
 cudaError_t grad_sq_partials(const __nv_bfloat16* grad, std::int64_t n, float* partials, cudaStream_t stream);
 cudaError_t grad_sq_partials(const float* grad, std::int64_t n, float* partials, cudaStream_t stream);
 
-// norm_coef[0] = sqrt(sum of partials[0..count)) (summed in fp64, in index order); norm_coef[1] = the
+// norm_coef[0] = sqrt(sum of partials[0..count)) (summed in fp64 in a fixed order: per thread a strided
+// sum, then a tree over the threads; the same bits every run); norm_coef[1] = the
 // gradients' scale: 1 / clip when clip = (norm + 1e-6) / max_norm exceeds 1, else 1 (max_norm <= 0: 1).
 cudaError_t clip_coefficient(const float* partials, std::int64_t count, float max_norm, float* norm_coef,
                              cudaStream_t stream);

@@ -36,8 +36,8 @@ constexpr std::array<double, kEagerRates> kUlyssesKernelBytes = {
     /*rope.fwd*/ 4, /*rope.bwd*/ 4, /*add.fwd*/ 6, /*swiglu.fwd*/ 6,
     /*swiglu.bwd*/ 10, /*embed.fwd*/ 4, /*embed.bwd*/ 10, /*embed.grad*/ 4,
     /*loss.fwd*/ 6, /*loss.bwd*/ 0, /*adam.step*/ 30};
-// An fp32 gradient (the embedding's, the norms' weights') adds 2 + 2 bytes to the 30 of a bf16 one.
-constexpr double kAdamFp32GradBytes = 34;
+// An fp32 gradient (the embedding's, the norms' weights') is read twice at 2 more bytes each.
+constexpr double kAdamFp32GradBytes = kUlyssesKernelBytes[static_cast<std::size_t>(EagerRate::adam_step)] + 2 * 2;
 constexpr double kTiedGradAddBytes = 10;  // kernels/loss_ops.cu add_bf16_to_fp32, per [V, h] element
 
 }  // namespace

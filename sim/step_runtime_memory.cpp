@@ -72,8 +72,10 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
 StepRuntimeCapacity ulysses_step_capacity(const Scenario& sc, std::int64_t g, core::bytes_t ballast) {
   if (g < 1) throw std::invalid_argument("ulysses_step_capacity: granularity must be positive");
   const core::bytes_t device = sc.hw.hbm_bytes - ballast - process_context_bytes(sc);
-  const core::bytes_t host = sc.hw.host_ram_bytes - kHostProcessOverheadBytes * sc.hw.gpus_per_node;
+  const std::int64_t procs = derive_dims(sc).gpus_on_node;  // our runtime's processes sharing the node's RAM
+  const core::bytes_t host = host_capacity_bytes(sc) - kHostProcessOverheadBytes * procs;
   const StepRuntimeFlags f = step_runtime_flags(sc);
+  const bool uses_host = f.offload_checkpoints || f.offload_optimizer;
   auto at = [&](std::int64_t S) {
     Scenario x = sc;
     x.plan.seq_len = S;
@@ -81,9 +83,9 @@ StepRuntimeCapacity ulysses_step_capacity(const Scenario& sc, std::int64_t g, co
   };
   auto fails = [&](std::int64_t S) {  // what does not fit at S (none: it fits)
     const StepRuntimeBytes b = at(S);
-    return b.total() > device                                               ? Binding::gpu_hbm
-           : (b.host_pinned + b.host_state) * sc.hw.gpus_per_node > host ? Binding::host_ram
-                                                                           : Binding::none;
+    return b.total() > device                                                  ? Binding::gpu_hbm
+           : uses_host && (b.host_pinned + b.host_state) * procs > host ? Binding::host_ram
+                                                                          : Binding::none;
   };
   constexpr std::int64_t kBound = std::int64_t{1} << 26;
   StepRuntimeCapacity r;

@@ -46,8 +46,9 @@ StepParamCounts ulysses_param_counts(const Dims& d, bool tied, bool qk_norm);
 StepRuntimeFlags step_runtime_flags(const Scenario& sc);
 
 // The longest S of our runtime's step (multiples of g, sp 1): the largest whose buffers fit the HBM less
-// `ballast` and the process's context (process_context_bytes), and whose host memory (pinned and the host
-// optimizer's state) fits the host (a node's RAM less kHostProcessOverheadBytes per GPU process). Every buffer is allocated up front, so
+// `ballast` and the process's context (process_context_bytes), and, with an offload, whose host memory
+// (pinned and the host optimizer's state, per process on the node) fits the host (host_capacity_bytes less
+// kHostProcessOverheadBytes per process). Every buffer is allocated up front, so
 // the sum decides; binding: what fails at the next multiple (gpu_hbm or host_ram; none when nothing fits
 // or the search bound 2^26 tokens is reached). Ignores sc.plan.seq_len.
 struct StepRuntimeCapacity {

@@ -38,9 +38,8 @@ ParamFill norm(std::uint32_t id) { return {id, 1.f, kNormScale}; }
 
 // The layer parameters in DecoderLayerParams order (w1, wq, wk, wv, wo, w2, wg, wu, wd; with qk_norm wqn, wkn).
 int layer_params(const DecoderLayerDims& d) { return d.qk_norm ? 11 : 9; }
-ParamFill layer_fill(std::int64_t l, int j) {
-  return (j == 0 || j == 5 || j >= 9) ? norm(layer_param_id(l, j)) : matrix(layer_param_id(l, j));
-}
+bool is_norm(int j) { return j == 0 || j == 5 || j >= 9; }  // w1, w2, wqn, wkn: fp32 gradients
+ParamFill layer_fill(std::int64_t l, int j) { return is_norm(j) ? norm(layer_param_id(l, j)) : matrix(layer_param_id(l, j)); }
 
 std::vector<core::bf16> host_fill(std::int64_t n, std::uint64_t seed, ParamFill f) {
   std::vector<core::bf16> v(static_cast<std::size_t>(n));
@@ -171,8 +170,7 @@ std::vector<ParamRef> StepRunner::optimizer_params() const {
     const LayerGrads& g = g_[l];
     const void* grads[11] = {g.dw1, g.dwq, g.dwk, g.dwv, g.dwo, g.dw2, g.dwg, g.dwu, g.dwd, g.dwqn, g.dwkn};
     for (int j = 0; j < layer_params(ld); ++j) {
-      const bool fp32 = j == 0 || j == 5 || j >= 9;  // the norms' weight gradients
-      p.push_back({layer_ptr(w_[l], j), grads[j], fp32, layer_sizes(ld, j)});
+      p.push_back({layer_ptr(w_[l], j), grads[j], is_norm(j), layer_sizes(ld, j)});
     }
   }
   return p;

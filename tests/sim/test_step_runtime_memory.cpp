@@ -114,7 +114,16 @@ TEST_CASE("our runtime's longest step: the sum fits at the answer, not one granu
   sc.plan.tiled_mlp = sc.plan.tiled_logits = true;
   CHECK(ulysses_step_capacity(sc, g).max_seq_len > c.max_seq_len);
   // nothing fits: 0, and what binds
-  CHECK(ulysses_step_capacity(sc, g, sc.hw.hbm_bytes).max_seq_len == 0);
+  const StepRuntimeCapacity none = ulysses_step_capacity(sc, g, sc.hw.hbm_bytes);
+  CHECK(none.max_seq_len == 0);
+  CHECK(none.binding == Binding::gpu_hbm);
+  // the host binds only with an offload: the host optimizer's 12 bytes per parameter in a small host
+  sc.host_ram_bytes = core::bytes_t{8} << 30;
+  CHECK(ulysses_step_capacity(sc, g).binding == Binding::gpu_hbm);  // nothing on the host yet
+  sc.plan.offload_optimizer = true;
+  const StepRuntimeCapacity host = ulysses_step_capacity(sc, g);
+  CHECK(host.max_seq_len == 0);
+  CHECK(host.binding == Binding::host_ram);
 }
 
 TEST_CASE("our runtime's step bytes: the optimizer on the host", "[sim][step_runtime]") {
