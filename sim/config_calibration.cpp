@@ -18,6 +18,7 @@ const std::vector<std::string> kCalibrationKeys = {
     "host_link_h2d_GBps", "host_link_d2h_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
     "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us",
     "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param",
+    "ulysses_host_adam_ns_per_param",
     "eager_bytes_per_elem", "ulysses_bytes_per_elem", "zero3_torch_adamw_step_ns_per_param", "zero3_fused_adam_step_ns_per_param",
     "zero3_offload_step_ns_per_param",
     "zero3_offload_grads_ns_per_param"};
@@ -104,6 +105,8 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
       c.torch_adamw_s_per_param = positive_number(num("a number"), wk) * 1e-9;
     } else if (k == "cpu_adam_ns_per_param") {
       c.cpu_adam_s_per_param = positive_number(num("a number"), wk) * 1e-9;
+    } else if (k == "ulysses_host_adam_ns_per_param") {
+      c.ulysses_host_adam_s_per_param = positive_number(num("a number"), wk) * 1e-9;
     } else if (k == "eager_bytes_per_elem" || k == "ulysses_bytes_per_elem") {
       auto& rates = k == "eager_bytes_per_elem" ? c.eager_bytes_per_elem : c.ulysses_bytes_per_elem;
       for (const auto& [op, rate] : map_items(v, wk)) {
@@ -167,6 +170,7 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   // seconds per parameter written in ns, exactly (scaled(): the text reads back to the same double)
   if (c.torch_adamw_s_per_param > 0) line("torch_adamw_ns_per_param", scaled(c.torch_adamw_s_per_param, 1e-9));
   if (c.cpu_adam_s_per_param > 0) line("cpu_adam_ns_per_param", scaled(c.cpu_adam_s_per_param, 1e-9));
+  if (c.ulysses_host_adam_s_per_param > 0) line("ulysses_host_adam_ns_per_param", scaled(c.ulysses_host_adam_s_per_param, 1e-9));
   for (const auto& [key, rates] : {std::pair{"eager_bytes_per_elem", &c.eager_bytes_per_elem},
                                    std::pair{"ulysses_bytes_per_elem", &c.ulysses_bytes_per_elem}}) {
     if (std::none_of(rates->begin(), rates->end(), [](double x) { return x > 0; })) continue;

@@ -91,6 +91,10 @@ struct Calibration {
   // --backend cuda`, as effective bytes per element at hbm_GBps (profile keys
   // calibrated.ulysses_bytes_per_elem.<op>.<pass>); < 0: not measured (then each kernel's own traffic)
   std::array<double, kEagerRates> ulysses_bytes_per_elem = eager_unmeasured();
+  // (added with our runtime's optimizer on the host) runtime/host_adam.cpp's step per parameter with every
+  // core of the host, measured by `calibrate --backend cuda --only ulysses-kernels` (profile key
+  // calibrated.ulysses_host_adam_ns_per_param); < 0: not measured (then kHostAdamParamsPerS)
+  double ulysses_host_adam_s_per_param = -1;
   // (added with the op bench's zero_step rows) DeepSpeed ZeRO-3 around the optimizer, per parameter of
   // the rank's partition: engine.step() with torch.optim.AdamW on the GPU; with DeepSpeed's FusedAdam
   // on the GPU (plan.torch_adam false); engine.step() with offload_optimizer (DeepSpeedCPUAdam, one

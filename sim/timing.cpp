@@ -406,9 +406,10 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
     if (measured(cal.zero3_offload_step_s_per_param)) {
       opt = local_params * procs * cal.zero3_offload_step_s_per_param;
     } else {
-      // DeepSpeedCPUAdam's measured rate is not our host optimizer's (runtime/host_adam.cpp): ours takes the
-      // stated throughput until calibrate measures it
-      const double cpu_adam = !ours && cal_on && cal.cpu_adam_s_per_param > 0 ? cal.cpu_adam_s_per_param : 1.0 / kHostAdamParamsPerS;
+      // the host optimizer's measured rate (DeepSpeedCPUAdam's, or ours: runtime/host_adam.cpp), else the
+      // stated throughput
+      const double measured_rate = ours ? cal.ulysses_host_adam_s_per_param : cal.cpu_adam_s_per_param;
+      const double cpu_adam = cal_on && measured_rate > 0 ? measured_rate : 1.0 / kHostAdamParamsPerS;
       opt = local_params * procs * cpu_adam;
     }
   } else if (pl.torch_adam && measured(cal.zero3_torch_adamw_step_s_per_param)) {

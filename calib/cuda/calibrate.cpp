@@ -18,11 +18,13 @@
 #include <algorithm>
 #include <array>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "calib/a2a_fit.hpp"
+#include "calib/host_adam_rate.hpp"
 #include "calib/cuda/kernel_rates.hpp"
 #include "calib/cuda/microbench.hpp"
 #include "reports/format.hpp"
@@ -211,6 +213,14 @@ void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std
   for (int i = 0; i < kEagerRates; ++i)
     if (const double x = c.ulysses_bytes_per_elem[static_cast<std::size_t>(i)]; x > 0)
       raw["ulysses_bytes_per_elem"][std::string(kEagerRateKeys[static_cast<std::size_t>(i)])] = x;
+  // the optimizer on the host (offload_optimizer): runtime/host_adam.cpp on every core
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const HostAdamRate h = host_adam_rate(threads, 3);
+  c.ulysses_host_adam_s_per_param = h.s_per_param;
+  raw["ulysses_host_adam_ns_per_param"] = h.s_per_param * 1e9;
+  out += fmt::format("the optimizer on the host (calibrated.ulysses_host_adam_ns_per_param): {} parameters with bf16 gradients, "
+                     "{} threads: {:.1f} ms per step (median of 3): {:.3f} ns per parameter\n",
+                     h.params, threads, h.step_s * 1e3, h.s_per_param * 1e9);
 }
 
 }  // namespace
@@ -296,7 +306,8 @@ Result calibrate_kernels_only(const HardwareProfile& hw, const std::string& cmd)
   r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
   calibrate_kernels(hw, r.c, r.raw, r.report);
   r.c.provenance += fmt::format("; ulysses_bytes_per_elem measured {} by `{}` on {} (our layer kernels alone at T=32768 "
-                                "h=4096 F=14336 H=32/8 D=128 V=128256, median of 10, t * hbm_GBps / elements)",
+                                "h=4096 F=14336 H=32/8 D=128 V=128256, median of 10, t * hbm_GBps / elements; "
+                                "ulysses_host_adam_ns_per_param: runtime/host_adam.cpp on one [F, h] tensor, every core)",
                                 utc_now(), cmd, dev.name);
   return r;
 }

@@ -59,8 +59,10 @@ TEST_CASE("write_calibration splices the section into a profile and it loads bac
   Calibration cp = c;
   cp.pytorch_context_bytes = 1385000000;
   cp.pytorch_nccl_buffer_bytes = 0;
+  cp.ulysses_host_adam_s_per_param = 0.87e-9;  // our host optimizer's rate (calibrate --backend cuda)
   calib::write_calibration(profile, cp);
   const HardwareProfile pp = load_profile(profile);
+  CHECK(pp.calibrated.ulysses_host_adam_s_per_param == Approx(0.87e-9).epsilon(1e-15));  // written in ns
   CHECK(std::llabs(pp.calibrated.pytorch_context_bytes - 1385000000) < 1024);  // written in GiB
   CHECK(pp.calibrated.pytorch_nccl_buffer_bytes == 0);
   CHECK(pp.calibrated.cuda_context_bytes == 537919488);

@@ -182,6 +182,9 @@ TEST_CASE("time: offload transfers and the optimizer step", "[sim][time][golden]
   CHECK(p.step.get("offload.grads") == Approx((7504658432.0 * 2 + 525602816.0 * 4) / 8 / 55e9));
   CHECK(p.step.get("optimizer.step") == Approx(1003782656.0 * 8 / kHostAdamParamsPerS));
   CHECK(p.step.get("offload.optimizer") == Approx(1003782656.0 * 2 / 55e9));
+  sc.hw.calibrated.ulysses_host_adam_s_per_param = 0.9e-9;  // ours, measured: 8 processes share the host's cores
+  CHECK(predict(sc).step.get("optimizer.step") == Approx(1003782656.0 * 8 * 0.9e-9));
+  sc.hw.calibrated.ulysses_host_adam_s_per_param = -1;
   sc.hw.has_calibration = false;
   sc.hw.calibrated.cpu_adam_s_per_param = -1;
   sc.plan.offload_optimizer = false;
