@@ -81,6 +81,12 @@ StepComparison compare_step(const Scenario& sc, const Prediction& p, const runti
     c.phases.push_back(r);
   }
   c.step = row("step", p.step_time_s, m.step_median_s, true);
+  const double same_work = m.step_median_s > 0 ? p.step_time_s / m.step_median_s : 0;  // predicted rate -> measured
+  const double per_gpu = p.tokens_per_s / static_cast<double>(std::max<std::int64_t>(sc.gpus, 1));
+  c.tokens_per_gpu = row("tokens/s per GPU", per_gpu, per_gpu * same_work, false);
+  c.hw_tflops = row("hardware TFLOP/s per GPU", p.hw_tflops_per_gpu, p.hw_tflops_per_gpu * same_work, false);
+  c.megatron_tflops = row("Megatron TFLOP/s per GPU", p.megatron_tflops_per_gpu, p.megatron_tflops_per_gpu * same_work, false);
+  c.peak_tflops = sc.hw.bf16_dense_flops / 1e12;
   if (sc.plan.runtime == Runtime::ulysses) {  // our runtime: every buffer up front, allocated == reserved
     const double bytes = double(ulysses_step_bytes(derive_dims(sc), step_runtime_flags(sc)).total());
     c.allocated = row("max_memory_allocated", bytes, double(m.max_memory_allocated), true);
@@ -115,6 +121,8 @@ runtime::deepspeed::Json comparison_json(const StepComparison& c) {
   j["max_memory_reserved"] = row(c.reserved);
   j["max_memory_reserved"]["predicted_from"] = c.reserved_generated ? "allocation sequence" : "binding reserved bytes";
   j["peak_at"] = {{"predicted", c.predicted_peak_at}, {"measured", c.measured_peak_at}};
+  j["throughput"] = {{"tokens_per_s_per_gpu", row(c.tokens_per_gpu)}, {"hw_tflops_per_gpu", row(c.hw_tflops)},
+                     {"megatron_tflops_per_gpu", row(c.megatron_tflops)}, {"peak_tflops_per_gpu", c.peak_tflops}};
   return j;
 }
 

@@ -38,6 +38,11 @@ struct StepComparison {
   Row allocated, reserved;                  // peak bytes
   bool reserved_generated = false;          // reserved predicted from the allocation sequence
   std::string predicted_peak_at, measured_peak_at;
+  // throughput (not scored): tokens/s per GPU, hardware TFLOP/s per GPU (the FLOPs executed: causal halved,
+  // recompute counted) and Megatron-style TFLOP/s per GPU (sim/predict.cpp); the measured ones are the same
+  // work over the measured step time. MFU = TFLOP/s / peak_tflops (the profile's dense bf16 peak per GPU).
+  Row tokens_per_gpu, hw_tflops, megatron_tflops;
+  double peak_tflops = 0;
 };
 
 double error_pct(double predicted, double measured);
@@ -46,7 +51,8 @@ double error_pct(double predicted, double measured);
 // (sim/step_allocs.hpp), the peak of that sequence through the allocator simulation (a run with room
 // to spare); else the model's binding reserved bytes (what an out-of-memory decides on).
 StepComparison compare_step(const Scenario& sc, const Prediction& p, const runtime::StepMeasurement& m);
-// phases [{name, predicted, measured, error_pct, scored}], step, max_memory_allocated/reserved, peak_at
+// phases [{name, predicted, measured, error_pct, scored}], step, max_memory_allocated/reserved, peak_at,
+// throughput {tokens_per_s_per_gpu, hw_tflops_per_gpu, megatron_tflops_per_gpu, peak_tflops_per_gpu}
 runtime::deepspeed::Json comparison_json(const StepComparison& c);
 
 }  // namespace ulysses::eval

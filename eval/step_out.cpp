@@ -1,4 +1,4 @@
-// Whole steps on the deepspeed backend written out: the measurement, the comparison, the trace.
+// Whole steps (the deepspeed backend, our runtime's) written out: the measurement, the comparison, the trace.
 #include "eval/step_out.hpp"
 
 #include <cmath>
@@ -21,8 +21,8 @@ std::string step_table(const runtime::StepMeasurement& m) {
   std::string versions;
   for (auto it = m.versions.begin(); it != m.versions.end(); ++it)
     versions += fmt::format("{}{} {}", versions.empty() ? "" : ", ", it.key(), it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
-  std::string out = fmt::format("backend deepspeed on {} ({} rank(s)){}\nPYTORCH_CUDA_ALLOC_CONF={}\nlayers {} seq_len {}\n\n",
-                                m.device, m.ranks, versions.empty() ? "" : "; " + versions,
+  std::string out = fmt::format("backend {} on {} ({} rank(s)){}\nPYTORCH_CUDA_ALLOC_CONF={}\nlayers {} seq_len {}\n\n",
+                                m.backend, m.device, m.ranks, versions.empty() ? "" : "; " + versions,
                                 m.alloc_conf.empty() ? "(unset)" : m.alloc_conf, m.layers, m.seq_len);
   reports::Table t({{"phase", "", reports::Align::left}, {"median", "ms"}, {"min", "ms"}, {"max", "ms"}, {"kernels", "ms"},
                     {"alloc at start", "GiB"}, {"peak alloc", "GiB"}, {"peak reserved", "GiB"}});
@@ -55,6 +55,13 @@ std::string step_compare_table(const StepComparison& c) {
     mt.add_row({r->name, fmt::format("{:.0f}", r->predicted), fmt::format("{:.0f}", r->measured), fmt::format("{:+.1f}", r->error_pct)});
   out += "\n" + mt.render();
   out += fmt::format("\npeak at: predicted {}, measured {}\n", c.predicted_peak_at, c.measured_peak_at);
+  reports::Table tt({{"throughput", "", reports::Align::left}, {"predicted", ""}, {"measured", ""}, {"MFU pred", "%"},
+                     {"MFU meas", "%"}});
+  const auto mfu = [&](double tflops) { return c.peak_tflops > 0 ? fmt::format("{:.1f}", tflops / c.peak_tflops * 100) : "-"; };
+  tt.add_row({c.tokens_per_gpu.name, fmt::format("{:.0f}", c.tokens_per_gpu.predicted), fmt::format("{:.0f}", c.tokens_per_gpu.measured), "-", "-"});
+  for (const auto* r : {&c.hw_tflops, &c.megatron_tflops})
+    tt.add_row({r->name, fmt::format("{:.1f}", r->predicted), fmt::format("{:.1f}", r->measured), mfu(r->predicted), mfu(r->measured)});
+  out += "\n" + tt.render() + fmt::format("MFU: TFLOP/s over the profile's dense bf16 peak ({:.1f} TFLOP/s per GPU)\n", c.peak_tflops);
   out += "error = (predicted - measured) / measured; phases per step (all layers), median over timed steps\n";
   return out;
 }

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "eval/step_capacity.hpp"
 #include "eval/step_capacity_record.hpp"
 #include "eval/step_compare.hpp"
+#include "eval/step_out.hpp"
 #include "eval/step_record.hpp"
 #include "eval/validation_set.hpp"
 #include "runtime/deepspeed/step_run.hpp"
@@ -96,6 +99,19 @@ TEST_CASE("deepspeed results: ranks merged, phases grouped against the step mode
   if (c.reserved_generated) CHECK(c.reserved.predicted == double(generated));
   else CHECK(c.reserved.predicted - c.allocated.predicted == Approx(double(p.gpu.get("fragmentation"))));
   CHECK(c.allocated.error_pct == Approx((c.allocated.predicted - 1100) / 1100 * 100));
+  // throughput: the predicted rates, and the same work over the measured 2.1 s step (not scored)
+  REQUIRE(p.hw_tflops_per_gpu > 0);
+  CHECK(c.tokens_per_gpu.predicted == Approx(16384.0 / p.step_time_s));  // one GPU, one sequence of 16K
+  CHECK(c.tokens_per_gpu.measured == Approx(16384.0 / 2.1));
+  CHECK(c.hw_tflops.measured * 2.1 == Approx(p.hw_tflops_per_gpu * p.step_time_s));
+  CHECK(c.megatron_tflops.predicted == Approx(p.megatron_tflops_per_gpu));
+  CHECK_FALSE(c.hw_tflops.scored);
+  CHECK(c.peak_tflops == Approx(sc.hw.bf16_dense_flops / 1e12));
+  CHECK(eval::comparison_json(c)["throughput"]["hw_tflops_per_gpu"]["measured"].get<double>() == Approx(c.hw_tflops.measured));
+  const std::string table = eval::step_compare_table(c);
+  INFO(table);
+  CHECK(table.find("Megatron TFLOP/s per GPU") != std::string::npos);
+  CHECK(table.find(fmt::format("{:.1f}", c.hw_tflops.measured / c.peak_tflops * 100)) != std::string::npos);  // its MFU
   // without expandable segments the reserved row is always the binding bytes
   sc.plan.expandable_segments = false;
   const Prediction pn = predict(sc);
