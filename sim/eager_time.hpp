@@ -5,6 +5,7 @@
 #include "core/units.hpp"
 #include "sim/memory.hpp"
 #include "sim/scenario.hpp"
+#include "sim/step_runtime_memory.hpp"
 
 namespace ulysses {
 
@@ -32,7 +33,5 @@ EagerTimes eager_times(const Scenario& sc, const Dims& d);
 // embedding's, the norms' weights') scaled by its traffic (34 / 30).
 core::seconds_t ulysses_optimizer_s(const Scenario& sc, const Dims& d);
 
-// Our runtime's TiledMLP (runtime/cuda/decoder_layer.cpp): on when the shard rule gives more than one shard.
-inline bool ulysses_tiled_mlp(const Dims& d) { return d.mlp_shards > 1; }
 
 }  // namespace ulysses

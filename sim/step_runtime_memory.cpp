@@ -31,20 +31,20 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   const std::int64_t T = d.B * d.S_l, h = d.h, F = d.F, V = d.V, L = d.L, H = d.H;
   const std::int64_t HD = d.H * d.D, KD = d.H_kv * d.D;
   const std::int64_t bf = 2, f32 = 4;
-  const bool tiled = d.mlp_shards > 1;
+  const bool tiled = ulysses_tiled_mlp(d);
   const std::int64_t Tm = tiled ? torch_chunk_sizes(T, d.mlp_shards).front() : T;  // the MLP's rows at once
   StepRuntimeBytes b;
   const StepParamCounts pc = ulysses_param_counts(d, f.tied, f.qk_norm);
   b.params = pc.total() * bf;
   // the gradients in their types, and the lm_head's bf16 one even when tied (added into the embedding's)
-  b.grads = pc.bf16_grads * bf + pc.fp32_grads * f32 + (f.tied ? V * h * bf : 0);
+  b.grads = pc.grad_bytes() + (f.tied ? V * h * bf : 0);
   const std::int64_t n_params = pc.total();
   if (f.optimizer && !f.offload_optimizer) {  // master, m, v per parameter; partial sums per tensor; norm and coefficient
     const std::int64_t tensors = 2 + (f.tied ? 0 : 1) + L * (f.qk_norm ? 11 : 9);
     b.optimizer = 3 * n_params * f32 + tensors * kOptimNormBlocks * f32 + 2 * f32;
   }
   if (f.optimizer && f.offload_optimizer) {  // per parameter: its gradient as the step holds it, its bf16 copy
-    b.host_pinned += pc.bf16_grads * (bf + bf) + pc.fp32_grads * (f32 + bf);
+    b.host_pinned += pc.grad_bytes() + n_params * bf;
     b.host_state = 3 * n_params * f32;
   }
   const std::int64_t acts = (T * h + T * HD + 2 * T * KD + T * HD + 2 * T * h + (tiled ? 0 : 3 * T * F)) * bf +

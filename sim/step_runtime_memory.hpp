@@ -40,7 +40,10 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f);
 struct StepParamCounts {
   std::int64_t bf16_grads = 0, fp32_grads = 0;
   std::int64_t total() const { return bf16_grads + fp32_grads; }
+  std::int64_t grad_bytes() const { return 2 * bf16_grads + 4 * fp32_grads; }  // every gradient once, in its type
 };
+// Our runtime's TiledMLP (runtime/cuda/decoder_layer.cpp tiled_mlp): on when the shard rule gives more than one.
+inline bool ulysses_tiled_mlp(const Dims& d) { return d.mlp_shards > 1; }
 StepParamCounts ulysses_param_counts(const Dims& d, bool tied, bool qk_norm);
 // The flags from a scenario (plan.runtime ulysses; its attention implementation picks the kernel).
 StepRuntimeFlags step_runtime_flags(const Scenario& sc);

@@ -388,7 +388,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   double offload_grad_bytes = grad_bytes;
   if (ours) {
     const StepParamCounts pc = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
-    offload_grad_bytes = (2.0 * static_cast<double>(pc.bf16_grads) + 4.0 * static_cast<double>(pc.fp32_grads)) / static_cast<double>(pc.total());
+    offload_grad_bytes = static_cast<double>(pc.grad_bytes()) / static_cast<double>(pc.total());
   }
   step.add(core::kOffloadGrads.data(), !pl.offload_optimizer ? 0
                             : measured(cal.zero3_offload_grads_s_per_param)

@@ -20,9 +20,7 @@ void upload(bf16_t* dst, const std::vector<core::bf16>& src, std::int64_t n) {
   if (static_cast<std::int64_t>(src.size()) != n) throw std::invalid_argument("decoder layer: a parameter has the wrong size");
   CUDA_CHECK(cudaMemcpy(dst, src.data(), src.size() * 2, cudaMemcpyHostToDevice));
 }
-void mark(const LayerCtx& c, LayerOp op, Pass pass, cudaStream_t s) {
-  if (c.marks) c.marks->begin(core::phase_name(op, pass), s);
-}
+void mark(const LayerCtx& c, LayerOp op, Pass pass, cudaStream_t s) { mark_phase(c.marks, core::phase_name(op, pass), s); }
 
 }  // namespace
 
@@ -171,7 +169,7 @@ void layer_backward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& 
     const bf16_t *n2 = a.n2 + t0 * h, *dys = dy + t0 * h;
     const bf16_t *gate = a.g, *up = a.u, *act = a.act;
     if (tiled) {
-      if (c.marks) c.marks->begin(core::kMlpTiledRecompute, s);
+      mark_phase(c.marks, core::kMlpTiledRecompute, s);
       gemm.forward(n2, w.wg, sc.tg, Ts, F, h, s);
       gemm.forward(n2, w.wu, sc.tu, Ts, F, h, s);
       CUDA_CHECK(kernels::swiglu_fwd(sc.tg, sc.tu, sc.tact, Ts * F, s));

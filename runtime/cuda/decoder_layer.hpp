@@ -48,6 +48,10 @@ class PhaseMarks {
   virtual ~PhaseMarks() = default;
   virtual void begin(std::string_view phase, cudaStream_t stream) = 0;
 };
+// marks->begin(phase, stream) when the caller times the step (marks may be null).
+inline void mark_phase(PhaseMarks* marks, std::string_view phase, cudaStream_t stream) {
+  if (marks) marks->begin(phase, stream);
+}
 
 struct LayerWeights {   // shapes: reference_decoder_layer.hpp
   bf16_t *w1, *wq, *wk, *wv, *wo, *w2, *wg, *wu, *wd;

@@ -214,9 +214,7 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   Gemm& gemm = *ctx_.gemm;
   LayerCtx c = ctx_;
   c.marks = marks;
-  auto mark = [&](std::string_view phase) {
-    if (marks) marks->begin(phase, s);
-  };
+  auto mark = [&](std::string_view phase) { mark_phase(marks, phase, s); };
   auto acts = [&](std::int64_t l) -> const LayerActs& { return acts_[plan_.checkpoint ? 0 : l]; };
   const bool off = plan_.offload_checkpoints;
   auto offloaded = [&](std::int64_t l) { return off && l < L - 1; };  // the last layer's input stays
@@ -269,19 +267,16 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
 // The gradients to the host, the step there (the stream waits: its next event is recorded after it), the
 // parameters back.
 void StepRunner::host_optimizer_step(cudaStream_t s, PhaseMarks* marks) {
-  auto mark = [&](std::string_view phase) {
-    if (marks) marks->begin(phase, s);
-  };
-  mark(core::kOffloadGrads);
+  mark_phase(marks, core::kOffloadGrads, s);
   for (std::size_t i = 0; i < opt_params_.size(); ++i) {
     const ParamRef& r = opt_params_[i];
     CUDA_CHECK(cudaMemcpyAsync(const_cast<void*>(host_opt_[i].grad), r.grad, static_cast<std::size_t>(r.n * (r.grad_fp32 ? 4 : 2)),
                                cudaMemcpyDeviceToHost, s));
   }
-  mark(core::kOptimizerStep);
+  mark_phase(marks, core::kOptimizerStep, s);
   CUDA_CHECK(cudaStreamSynchronize(s));
   host_adam_->step(host_opt_);
-  mark(core::kOffloadOptimizer);
+  mark_phase(marks, core::kOffloadOptimizer, s);
   for (std::size_t i = 0; i < opt_params_.size(); ++i)
     CUDA_CHECK(cudaMemcpyAsync(opt_params_[i].param, host_opt_[i].param, static_cast<std::size_t>(opt_params_[i].n) * 2,
                                cudaMemcpyHostToDevice, s));

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include <catch2/catch.hpp>
+
 namespace ulysses::test {
 
 struct CliResult {
@@ -72,6 +74,16 @@ inline std::string source_path(const std::string& rel) { return std::string(ULYS
 
 // A stored run record (records/, docs/DESIGN.md "Run records"): the one place tests name that folder.
 inline std::string record_path(const std::string& rel) { return std::string(ULYSSES_RECORDS_DIR) + "/" + rel; }
+
+// `validate --stored rec --json <dir>/<out>`: exits 0, or 1 with each missed target on a 'missed:' line;
+// returns the re-prediction's JSON text.
+inline std::string repredict_stored(const std::string& rec, const TempDir& dir, const std::string& out) {
+  const CliResult r = run_cli("validate --stored '" + rec + "' --json '" + (dir / out) + "'");
+  INFO(r.err);
+  REQUIRE((r.rc == 0 || r.rc == 1));
+  CHECK((r.rc == 0) == (r.out.find("missed:") == std::string::npos));
+  return slurp(dir / out);
+}
 
 inline int count_lines(const std::string& s) {
   int n = 0;
