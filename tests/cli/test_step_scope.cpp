@@ -38,11 +38,11 @@ TEST_CASE("step scope: bad --scope values and backends without whole steps are r
   one_line_exit2("capacity --backend deepspeed --scope block" + cap_set, "--scope");
 #ifndef ULYSSES_WITH_CUDA
   one_line_exit2("compare --backend cuda --scope step" + kLlama, "--backend");  // this build has no CUDA backend
-  const std::string ok_out = " --set " + source_path("scenarios/validation/h200-step-capacity.yaml") + " --out " +
-                             (std::filesystem::temp_directory_path() / "ulysses-step-cap-test.json").string();
+  const ulysses::test::TempDir tmp;
+  const std::string ok_out = " --set " + source_path("scenarios/validation/h200-step-capacity.yaml") + " --out " + (tmp / "cap.json");
   one_line_exit2("capacity --backend cuda --scope step" + ok_out, "--backend");
-  CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / "ulysses-step-cap-test.json"));
-  CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / "ulysses-step-cap-test.json.partial"));
+  CHECK_FALSE(std::filesystem::exists(tmp / "cap.json"));
+  CHECK_FALSE(std::filesystem::exists(tmp / "cap.json.partial"));
 #endif
 }
 

@@ -114,7 +114,7 @@ TEST_CASE("allocator sim: the reserved peak without the allocations below 1, 16,
 }
 
 TEST_CASE("allocator trace: a malformed line is one input error naming the line", "[eval][allocator]") {
-  const auto dir = std::filesystem::temp_directory_path() / "ulysses-alloc-trace-test";
+  const auto dir = std::filesystem::temp_directory_path() / ("ulysses-alloc-trace-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto write = [&](const char* name, const char* text) {
     const std::string p = (dir / name).string();

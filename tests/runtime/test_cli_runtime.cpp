@@ -1,10 +1,6 @@
 // The `run`, `compare` and `calibrate` commands as a user runs them (the built binary).
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,30 +8,16 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/config.hpp"
+#include "tests/cli/run_cli.hpp"
 #include "core/phases.hpp"
 
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Result = ulysses::test::CliResult;
+using ulysses::test::TempDir;
 
-Result sh(const std::string& args) {
-  const std::string err_path = std::filesystem::temp_directory_path() / "ulysses_runtime_test_stderr.txt";
-  const std::string cmd = std::string(ULYSSES_BIN) + " " + args + " 2>" + err_path;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf;
-  for (std::size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
-}
+// Each call captures into its own temp folder: ctest runs these cases as concurrent processes.
+Result sh(const std::string& args) { return ulysses::test::run_cli(args); }
 
 const std::string kTiny = std::string(ULYSSES_SOURCE_DIR) + "/scenarios/cpu-tiny.yaml";
 // a quarter of the tiny scenario's sequence keeps the test to a fraction of a second
@@ -44,7 +26,8 @@ const std::string kSmall = "--scenario " + kTiny + " --seq-len 256 --warmup 0 --
 }  // namespace
 
 TEST_CASE("compare --format json holds every phase on both sides, peak memory and correct", "[runtime]") {
-  const std::string trace = std::filesystem::temp_directory_path() / "ulysses_runtime_test_trace.json";
+  const TempDir tmp;
+  const std::string trace = tmp / "trace.json";
   const Result r = sh("compare --backend cpu " + kSmall + " --format json --trace " + trace);
   INFO(r.err);
   REQUIRE(r.rc == 0);
@@ -91,7 +74,8 @@ TEST_CASE("run prints the phase table and the checks; json says correct", "[runt
 }
 
 TEST_CASE("bad input exits 2 with one line naming the file or flag", "[runtime]") {
-  const std::string bad = std::filesystem::temp_directory_path() / "ulysses_runtime_bad.yaml";
+  const TempDir tmp;
+  const std::string bad = tmp / "bad.yaml";
   {
     std::ifstream in(kTiny);
     std::string text((std::istreambuf_iterator<char>(in)), {});
@@ -116,8 +100,8 @@ TEST_CASE("bad input exits 2 with one line naming the file or flag", "[runtime]"
 }
 
 TEST_CASE("calibrate writes a profile that loads, and compare then uses it", "[runtime]") {
-  const std::string out = std::filesystem::temp_directory_path() / "ulysses_runtime_calibrated.yaml";
-  std::filesystem::remove(out);
+  const TempDir tmp;
+  const std::string out = tmp / "calibrated.yaml";
   const Result c = sh("calibrate --backend cpu --quick --sp-sizes 2 --profile-out " + out);
   INFO(c.err);
   REQUIRE(c.rc == 0);
