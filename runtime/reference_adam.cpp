@@ -10,8 +10,12 @@ ClipResult clip_gradients(const std::vector<const std::vector<double>*>& grads, 
   double sq = 0;
   for (const auto* g : grads)
     for (double x : *g) sq += x * x;
+  return clip_of_norm(std::sqrt(sq), max_norm);
+}
+
+ClipResult clip_of_norm(double norm, double max_norm) {
   ClipResult r;
-  r.norm = std::sqrt(sq);
+  r.norm = norm;
   const double clip = max_norm > 0 ? (r.norm + 1e-6) / max_norm : 0;
   r.coef = clip > 1 ? 1 / clip : 1;
   return r;

@@ -33,6 +33,8 @@ struct ClipResult {
   double norm = 0, coef = 1;
 };
 ClipResult clip_gradients(const std::vector<const std::vector<double>*>& grads, double max_norm);
+// The rule alone, from a global norm (ZeRO: the norm over every rank's partitions).
+ClipResult clip_of_norm(double norm, double max_norm);
 
 // A fresh state from the parameters' values (m = v = 0).
 AdamState adam_state_from(const std::vector<double>& params);

@@ -46,6 +46,26 @@ Vec plus(const Vec& a, const Vec& b) {
   return c;
 }
 
+// Causal attention over the layer's own T tokens (one rank), fp64.
+class LocalAttention : public LayerAttention {
+ public:
+  explicit LocalAttention(const AttnDims& a) : a_(a) {}
+  Vec forward(const Vec& q, const Vec& k, const Vec& v) override {
+    q_ = q, k_ = k, v_ = v;
+    o_.assign(q.size(), 0.0), lse_.assign(static_cast<std::size_t>(a_.H * a_.S), 0.0);
+    attention_forward<double>(a_, q_.data(), k_.data(), v_.data(), o_.data(), lse_.data());
+    return o_;
+  }
+  void backward(const Vec& dout, Vec& dq, Vec& dk, Vec& dv) override {
+    dq.assign(q_.size(), 0.0), dk.assign(k_.size(), 0.0), dv.assign(v_.size(), 0.0);
+    attention_backward<double>(a_, q_.data(), k_.data(), v_.data(), o_.data(), lse_.data(), dout.data(), dq.data(), dk.data(), dv.data());
+  }
+
+ private:
+  AttnDims a_;
+  Vec q_, k_, v_, o_, lse_;
+};
+
 }  // namespace
 
 std::vector<double> widen(const std::vector<core::bf16>& v) {
@@ -56,7 +76,8 @@ std::vector<double> widen(const std::vector<core::bf16>& v) {
 
 DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& pb,
                                            const std::vector<double>& x, const std::vector<double>& dy,
-                                           const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin) {
+                                           const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin,
+                                           const LayerAttentionFactory& attention) {
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
   const DecoderLayerParams<Vec> p{widen(pb.w1), widen(pb.wq), widen(pb.wk), widen(pb.wv), widen(pb.wo), widen(pb.w2),
                                   widen(pb.wg), widen(pb.wu), widen(pb.wd), widen(pb.wqn), widen(pb.wkn)};
@@ -76,8 +97,8 @@ DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const Deco
   Vec q(T * HD), k(T * KD);
   rope_apply(T, d.H, d.D, q0.data(), cos.data(), sin.data(), false, q.data());
   rope_apply(T, d.H_kv, d.D, k0.data(), cos.data(), sin.data(), false, k.data());
-  Vec o(T * HD), lse(d.H * T);
-  attention_forward<double>(ad, q.data(), k.data(), v.data(), o.data(), lse.data());
+  const std::unique_ptr<LayerAttention> attn = attention ? attention() : std::make_unique<LocalAttention>(ad);
+  const Vec o = attn->forward(q, k, v);
   const Vec h1 = plus(x, linear(o, p.wo, T, h, HD));
   rmsnorm_forward(T, h, h1.data(), p.w2.data(), d.eps, n2.data(), r2.data(), d.round_normalized);
   const Vec g = linear(n2, p.wg, T, F, h), u = linear(n2, p.wu, T, F, h);
@@ -102,8 +123,8 @@ DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const Deco
   Vec dob(T * HD, 0.0);
   linear_dx(dh1, p.wo, T, h, HD, dob);
   dp.wo = linear_dw(dh1, o, T, h, HD);
-  Vec dq(T * HD), dk(T * KD), dv(T * KD);
-  attention_backward<double>(ad, q.data(), k.data(), v.data(), o.data(), lse.data(), dob.data(), dq.data(), dk.data(), dv.data());
+  Vec dq, dk, dv;
+  attn->backward(dob, dq, dk, dv);
   Vec dq0(T * HD), dk0(T * KD);
   rope_apply(T, d.H, d.D, dq.data(), cos.data(), sin.data(), true, dq0.data());
   rope_apply(T, d.H_kv, d.D, dk.data(), cos.data(), sin.data(), true, dk0.data());

@@ -12,6 +12,8 @@
 // Shapes (T tokens): x, y, h1, n1, n2 [T, h]; q, o [T, H, D]; k, v [T, H_kv, D]; act [T, F];
 // Wq [H D, h], Wk, Wv [H_kv D, h], Wo [h, H D], Wg, Wu [F, h], Wd [h, F], w1, w2 [h].
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/bf16.hpp"
@@ -39,12 +41,26 @@ struct DecoderLayerResult {
   DecoderLayerParams<std::vector<double>> dparams;                      // each parameter's gradient
 };
 
+// The attention between the layer's rope'd q, k, v and o, all sequence-sharded as the layer holds them:
+// q, o, dout, dq [T, H, D]; k, v, dk, dv [T, H_kv, D]. The layer calls forward once, then backward at most
+// once (the object keeps what its backward needs). Without one the layer runs causal attention over its T
+// tokens (one rank); the sequence-parallel step (runtime/sp_step.hpp) supplies the Ulysses exchange
+// around the attention of the rank's heads over the whole sequence.
+class LayerAttention {
+ public:
+  virtual ~LayerAttention() = default;
+  virtual std::vector<double> forward(const std::vector<double>& q, const std::vector<double>& k, const std::vector<double>& v) = 0;
+  virtual void backward(const std::vector<double>& dout, std::vector<double>& dq, std::vector<double>& dk, std::vector<double>& dv) = 0;
+};
+using LayerAttentionFactory = std::function<std::unique_ptr<LayerAttention>()>;  // one object per layer call
+
 // Forward from x, then the backward from dy (both fp64: a layer's input and the gradient of its output,
 // e.g. from the layer above; dy empty: the forward alone, dx and dparams empty); cos/sin: the bf16 RoPE
-// tables [T, D/2] (rope_tables).
+// tables [T, D/2] (rope_tables) of the tokens' positions; attention: empty for the one-rank attention.
 DecoderLayerResult decoder_layer_reference(const DecoderLayerDims& d, const DecoderLayerParams<std::vector<core::bf16>>& p,
                                            const std::vector<double>& x, const std::vector<double>& dy,
-                                           const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin);
+                                           const std::vector<core::bf16>& cos, const std::vector<core::bf16>& sin,
+                                           const LayerAttentionFactory& attention = {});
 std::vector<double> widen(const std::vector<core::bf16>& v);  // bf16 bits to fp64
 
 }  // namespace ulysses::runtime

@@ -20,7 +20,8 @@ std::vector<std::int64_t> shift_labels(const std::vector<std::int64_t>& tokens) 
 
 StepResult step_reference(const StepDims& d, const StepParams& p, const std::vector<std::int64_t>& tokens,
                           const std::vector<std::int64_t>& labels, const std::vector<core::bf16>& cos,
-                          const std::vector<core::bf16>& sin, std::int64_t logits_shards, std::int64_t loss_divisor) {
+                          const std::vector<core::bf16>& sin, std::int64_t logits_shards, std::int64_t loss_divisor,
+                          const LayerAttentionFactory& attention) {
   const std::int64_t T = d.layer.T, h = d.layer.h, V = d.V;
   if (static_cast<std::int64_t>(tokens.size()) != T || static_cast<std::int64_t>(labels.size()) != T || logits_shards < 1)
     throw std::invalid_argument("step_reference: tokens and labels must have T entries, logits_shards >= 1");
@@ -36,7 +37,7 @@ StepResult step_reference(const StepDims& d, const StepParams& p, const std::vec
     for (std::int64_t j = 0; j < h; ++j) x[t * h + j] = embed[tokens[t] * h + j];
   for (std::int64_t l = 0; l < d.L; ++l) {
     inputs[l] = x;
-    x = decoder_layer_reference(d.layer, p.layers[l], x, {}, cos, sin).y;
+    x = decoder_layer_reference(d.layer, p.layers[l], x, {}, cos, sin, attention).y;
   }
   // ---- the final norm and the loss head, shard by shard (torch.chunk: chunks of ceil(T / shards)) ----
   std::vector<double> n(static_cast<std::size_t>(T * h)), rstd(T);
@@ -79,7 +80,7 @@ StepResult step_reference(const StepDims& d, const StepParams& p, const std::vec
   rmsnorm_backward(T, h, dn.data(), x.data(), w_final.data(), d.layer.eps, dx.data(), res.d_final.data());
   res.d_layers.resize(static_cast<std::size_t>(d.L));
   for (std::int64_t l = d.L - 1; l >= 0; --l) {
-    DecoderLayerResult r = decoder_layer_reference(d.layer, p.layers[l], inputs[l], dx, cos, sin);
+    DecoderLayerResult r = decoder_layer_reference(d.layer, p.layers[l], inputs[l], dx, cos, sin, attention);
     dx = std::move(r.dx);
     res.d_layers[l] = std::move(r.dparams);
   }
@@ -92,6 +93,32 @@ StepResult step_reference(const StepDims& d, const StepParams& p, const std::vec
     res.d_head = std::move(dhead);
   }
   return res;
+}
+
+namespace {
+template <class Out, class Layers>
+std::vector<Out> in_optimizer_order(const StepDims& d, Out embed, Out final_norm, Out head, Layers& layers) {
+  std::vector<Out> out = {embed, final_norm};
+  if (!d.tied) out.push_back(head);
+  for (auto& l : layers) {
+    for (Out t : {&l.w1, &l.wq, &l.wk, &l.wv, &l.wo, &l.w2, &l.wg, &l.wu, &l.wd}) out.push_back(t);
+    if (d.layer.qk_norm) out.push_back(&l.wqn), out.push_back(&l.wkn);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<const std::vector<core::bf16>*> param_tensors(const StepDims& d, const StepParams& p) {
+  return in_optimizer_order<const std::vector<core::bf16>*>(d, &p.embed, &p.w_final, &p.lm_head, p.layers);
+}
+std::vector<std::vector<core::bf16>*> param_tensors(const StepDims& d, StepParams& p) {
+  return in_optimizer_order<std::vector<core::bf16>*>(d, &p.embed, &p.w_final, &p.lm_head, p.layers);
+}
+std::vector<const std::vector<double>*> grad_tensors(const StepDims& d, const StepResult& g) {
+  return in_optimizer_order<const std::vector<double>*>(d, &g.d_embed, &g.d_final, &g.d_head, g.d_layers);
+}
+std::vector<std::vector<double>*> grad_tensors(const StepDims& d, StepResult& g) {
+  return in_optimizer_order<std::vector<double>*>(d, &g.d_embed, &g.d_final, &g.d_head, g.d_layers);
 }
 
 }  // namespace ulysses::runtime

@@ -45,10 +45,19 @@ std::vector<std::int64_t> shift_labels(const std::vector<std::int64_t>& tokens);
 
 // The step on T tokens with their (shifted) labels; `loss_divisor`: the number of valid tokens the
 // loss is divided by (over every SP rank; 0: this call's own). The gradients are those of
-// loss_sum / loss_divisor.
+// loss_sum / loss_divisor. `attention`: every layer's (empty: causal attention over these T tokens; one
+// rank of the sequence-parallel step passes the Ulysses exchange, runtime/sp_step.hpp).
 StepResult step_reference(const StepDims& d, const StepParams& p, const std::vector<std::int64_t>& tokens,
                           const std::vector<std::int64_t>& labels, const std::vector<core::bf16>& cos,
                           const std::vector<core::bf16>& sin, std::int64_t logits_shards = 1,
-                          std::int64_t loss_divisor = 0);
+                          std::int64_t loss_divisor = 0, const LayerAttentionFactory& attention = {});
+
+// The parameters as one list of tensors in the optimizer's order (runtime/cuda/step_runner.cpp
+// optimizer_params): embed, final norm, lm_head (untied only), then per layer w1 wq wk wv wo w2 wg wu wd
+// and, with qk_norm, wqn wkn. grad_tensors: a StepResult's gradients in the same order.
+std::vector<const std::vector<core::bf16>*> param_tensors(const StepDims& d, const StepParams& p);
+std::vector<std::vector<core::bf16>*> param_tensors(const StepDims& d, StepParams& p);
+std::vector<const std::vector<double>*> grad_tensors(const StepDims& d, const StepResult& g);
+std::vector<std::vector<double>*> grad_tensors(const StepDims& d, StepResult& g);
 
 }  // namespace ulysses::runtime
