@@ -6,6 +6,7 @@
 #include "core/attn_impls.hpp"
 #include "core/errors.hpp"
 #include "sim/memory.hpp"
+#include "sim/model.hpp"
 
 namespace ulysses::runtime {
 namespace {
@@ -38,6 +39,8 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   StepShape s;
   s.dims.layer.T = d.B * d.S_l, s.dims.layer.h = d.h, s.dims.layer.H = d.H, s.dims.layer.H_kv = d.H_kv;
   s.dims.layer.D = d.D, s.dims.layer.F = d.F, s.dims.layer.qk_norm = sc.model.qk_norm;
+  s.dims.layer.eps = norm_eps_of(sc.model);
+  s.rope_theta = rope_theta_of(sc.model);
   s.dims.layer.mlp_shards = d.mlp_shards;  // TiledMLP's rule (derive_dims); 1 shard runs the MLP whole
   s.dims.L = d.L, s.dims.V = d.V, s.dims.tied = sc.model.tied_embeddings;
   s.checkpoint = pl.activation_checkpointing;

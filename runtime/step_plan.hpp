@@ -17,6 +17,7 @@ struct StepShape {
   bool offload_optimizer = false;    // plan.offload_optimizer: AdamW on the host
   std::int64_t logits_shards = 1;  // plan.tiled_logits: the step model's shard rule (sim/memory.cpp derive_dims)
   std::string attn_implementation;
+  double rope_theta = 0;           // the model's RoPE base (sim/model.hpp rope_theta_of); dims.layer.eps its norm epsilon
 };
 
 // Throws core::InputError(origin, key, rule) for what the step runtime does not run yet: more than one

@@ -95,6 +95,11 @@ struct Reader {
     const json* v = get(key);
     return v == nullptr ? dflt : parse_bool(scalar(*v, at(key), "true or false"), at(key));
   }
+  // a positive number below `below`; 0 when absent
+  double positive(const std::string& key, double below) const {
+    const json* v = get(key);
+    return v == nullptr ? 0 : parse_double(scalar(*v, at(key), "a number"), at(key), 0, true, below, true, fmt::format("in (0, {})", below));
+  }
 };
 
 std::int64_t windowed_layers(const Reader& r, const Family& f, std::int64_t layers, std::int64_t& window) {
@@ -228,6 +233,11 @@ ModelSpec parse_hf_config(const std::string& text, const std::string& path) {
                                                                                   : r.boolean("tie_word_embeddings", fam->tied);
   m.qk_norm = fam->qk_norm;
   m.qkv_bias = fam->qkv_bias_always || (fam->attention_bias && r.boolean("attention_bias", false));
+  // numerics of the runtimes only; transformers 5 writes the RoPE base into rope_parameters
+  m.rms_norm_eps = r.positive("rms_norm_eps", 1);
+  m.rope_theta = r.positive("rope_theta", 1e12);
+  if (const json* rp = r.get("rope_parameters"); m.rope_theta == 0 && rp != nullptr && rp->is_object())
+    m.rope_theta = Reader{*rp, r.file, r.prefix + "rope_parameters."}.positive("rope_theta", 1e12);
 
   std::int64_t window = 0;
   const std::int64_t windowed = windowed_layers(r, *fam, m.layers, window);

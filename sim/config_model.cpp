@@ -9,6 +9,7 @@
 #include "core/heads.hpp"
 #include "sim/config.hpp"
 #include "sim/fs_query.hpp"
+#include "sim/model.hpp"
 #include "sim/config_internal.hpp"
 
 namespace ulysses {
@@ -47,6 +48,12 @@ const std::vector<ModelField>& model_fields() {
        [](const ModelSpec& m) { return b2s(m.qk_norm); }},
       {"qkv_bias", [](ModelSpec& m, const Scalar& s, const Where& w) { m.qkv_bias = parse_bool(s, w); },
        [](const ModelSpec& m) { return b2s(m.qkv_bias); }},
+      {"rms_norm_eps",
+       [](ModelSpec& m, const Scalar& s, const Where& w) { m.rms_norm_eps = parse_double(s, w, 0, true, 1, true, "in (0, 1)"); },
+       [](const ModelSpec& m) { return fmt::format("{}", norm_eps_of(m)); }},
+      {"rope_theta",
+       [](ModelSpec& m, const Scalar& s, const Where& w) { m.rope_theta = parse_double(s, w, 0, true, 1e12, false, "in (0, 1e12]"); },
+       [](const ModelSpec& m) { return fmt::format("{}", rope_theta_of(m)); }},
       {"published_params",
        [](ModelSpec& m, const Scalar& s, const Where& w) {
          // written as an integer or in scientific notation (8.03e9)

@@ -20,6 +20,12 @@ struct ParamCount {
 
 ParamCount count_params(const ModelSpec& m);
 
+// The RMSNorm epsilon and the RoPE base the runtimes compute with (numerics only: no cost or memory term
+// reads them): the model's own values, else Llama 3.x's (1e-5, 500000), or Qwen3's (1e-6, 1000000) for a
+// model with qk_norm (docs/INPUTS.md "Model").
+double norm_eps_of(const ModelSpec& m);
+double rope_theta_of(const ModelSpec& m);
+
 // One decoder layer's parameter tensors in HF module registration order (attention q, k, v (each +
 // bias), o, q_norm, k_norm; mlp gate, up, down; input and post-attention norms): the order of
 // model.parameters(), which DeepSpeed's ZeRO-3 sub-groups follow.

@@ -25,6 +25,8 @@ struct ModelSpec {
   bool tied_embeddings = false;
   bool qk_norm = false;           // Qwen3: RMSNorm on q and k per head
   bool qkv_bias = false;
+  double rms_norm_eps = 0;        // HF rms_norm_eps; 0: not given (norm_eps_of, sim/model.hpp)
+  double rope_theta = 0;          // HF rope_theta; 0: not given (rope_theta_of)
   std::int64_t published_params = 0;  // from the model card; 0 when unknown
   std::string source;                  // where the architecture numbers come from
   // not an input: what the loader read but the cost model does not represent (e.g. sliding-window

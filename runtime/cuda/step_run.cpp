@@ -99,8 +99,9 @@ StepPlan plan_of(const StepShape& shape) {  // the optimizer: AdamW with HF's de
   return plan;
 }
 
-// Tokens from the seed, their labels shifted, RoPE tables for positions 0..T-1.
-void set_seeded_batch(StepRunner& run, const StepDims& d, std::uint64_t seed) {
+// Tokens from the seed, their labels shifted, RoPE tables (the model's base) for positions 0..T-1.
+void set_seeded_batch(StepRunner& run, const StepShape& shape, std::uint64_t seed) {
+  const StepDims& d = shape.dims;
   const std::int64_t T = d.layer.T;
   std::vector<std::int64_t> tokens(static_cast<std::size_t>(T)), pos(static_cast<std::size_t>(T));
   for (std::int64_t t = 0; t < T; ++t)
@@ -108,7 +109,7 @@ void set_seeded_batch(StepRunner& run, const StepDims& d, std::uint64_t seed) {
                                           static_cast<std::uint64_t>(d.V)),
     pos[t] = t;
   std::vector<core::bf16> cos, sin;
-  rope_tables(T, d.layer.D, pos.data(), 500000.0, cos, sin);
+  rope_tables(T, d.layer.D, pos.data(), shape.rope_theta, cos, sin);
   run.set_batch(tokens, shift_labels(tokens), cos, sin);
 }
 
@@ -126,7 +127,7 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   DeviceArena arena(0);
   Gemm gemm;
   StepRunner run(d, plan_of(shape), arena, gemm, opt.seed, kernel.kind);
-  set_seeded_batch(run, d, opt.seed);
+  set_seeded_batch(run, shape, opt.seed);
 
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -208,7 +209,7 @@ ProbeResult probe_steps(const Scenario& sc, const std::vector<std::int64_t>& seq
       DeviceArena arena(0);
       try {
         StepRunner run(shapes[i].dims, plan_of(shapes[i]), arena, gemm, 1234, kernel.kind);
-        set_seeded_batch(run, shapes[i].dims, 1234);
+        set_seeded_batch(run, shapes[i], 1234);
         run.step(s, nullptr);
         CUDA_CHECK(cudaStreamSynchronize(s));
         if (!std::isfinite(run.loss_sum()))

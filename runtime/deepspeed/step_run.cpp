@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/model.hpp"
 #include "sim/config.hpp"
 #include "core/errors.hpp"
 #include "core/stats.hpp"
@@ -155,7 +156,8 @@ Json job_json(const Scenario& sc, const StepOptions& opt, const std::string& out
   j["scenario"] = sc.name;
   j["model"] = {{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
                 {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn_hidden", m.ffn_hidden}, {"vocab", m.vocab},
-                {"tied_embeddings", m.tied_embeddings}, {"qk_norm", m.qk_norm}, {"qkv_bias", m.qkv_bias}};
+                {"tied_embeddings", m.tied_embeddings}, {"qk_norm", m.qk_norm}, {"qkv_bias", m.qkv_bias},
+                {"rms_norm_eps", norm_eps_of(m)}, {"rope_theta", rope_theta_of(m)}};
   j["plan"] = {{"sp_size", p.sp_size}, {"dp_replicate_size", p.dp_replicate_size}, {"dp_shard_size", p.dp_shard_size},
                {"zero_stage", p.zero_stage}, {"offload_optimizer", p.offload_optimizer},
                {"offload_params", p.offload_params}, {"activation_checkpointing", p.activation_checkpointing},

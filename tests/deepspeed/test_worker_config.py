@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "runtime"
 from ulysses_worker import accounting, dsconfig, hfconfig, job  # noqa: E402
 
 MODEL = dict(name="llama-3.1-8b", layers=2, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn_hidden=14336,
-             vocab=128256, tied_embeddings=False, qk_norm=False, qkv_bias=False)
+             vocab=128256, tied_embeddings=False, qk_norm=False, qkv_bias=False, rms_norm_eps=1e-5, rope_theta=500000.0)
 PLAN = dict(sp_size=1, dp_replicate_size=1, dp_shard_size=1, zero_stage=3, micro_batch_size=1, seq_len=16384,
             offload_optimizer=True, offload_params=False, activation_checkpointing=True, offload_checkpoints=True,
             tiled_logits=True, tiled_mlp=True, attn_implementation="sdpa", kv_strategy="replicate",
@@ -39,6 +39,8 @@ class JobChecks(unittest.TestCase):
             (jobwith("plan", "zero_stage", 4), "plan.zero_stage"),
             (jobwith("model", "heads", 0), "model.heads"),
             (jobwith("model", "qk_norm", "yes"), "model.qk_norm"),
+            (jobwith("model", "rms_norm_eps", 0), "model.rms_norm_eps"),
+            (jobwith("model", "rope_theta", "1e6"), "model.rope_theta"),
             (jobwith(None, "gpus", 2), "gpus"),
             (jobwith("run", "iters", 0), "run.iters"),
             (jobwith("run", "probe_seq_lens", [2048, 1024]), "run.probe_seq_lens"),
@@ -98,6 +100,7 @@ class Configs(unittest.TestCase):
         self.assertEqual((c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]), (32, 8, 128))
         self.assertEqual(c["max_position_embeddings"], 65536)
         self.assertFalse(c["tie_word_embeddings"])
+        self.assertEqual((c["rms_norm_eps"], c["rope_theta"]), (1e-5, 500000.0))
 
     def test_qwen3_config(self):
         m = dict(MODEL, qk_norm=True, tied_embeddings=True, hidden=2560, vocab=151936)

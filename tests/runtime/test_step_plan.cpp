@@ -44,6 +44,17 @@ TEST_CASE("step plan: llama-3.1-8b's shapes and the logits shards", "[runtime][s
   CHECK_FALSE(s.dims.tied);
   CHECK(s.checkpoint);
   CHECK(s.logits_shards == 1);
+  CHECK(s.dims.layer.eps == 1e-5);     // the fixture gives neither: Llama 3.x's values
+  CHECK(s.rope_theta == 500000.0);
+  sc.model.rms_norm_eps = 1e-6, sc.model.rope_theta = 1e6;
+  CHECK(runtime::step_shape_of(sc, "s.yaml").dims.layer.eps == 1e-6);
+  CHECK(runtime::step_shape_of(sc, "s.yaml").rope_theta == 1e6);
+  sc.model.rms_norm_eps = 0, sc.model.rope_theta = 0;  // not given: Llama 3.x's values
+  CHECK(runtime::step_shape_of(sc, "s.yaml").dims.layer.eps == 1e-5);
+  sc.model.qk_norm = true;                              // not given, qk_norm: Qwen3's
+  CHECK(runtime::step_shape_of(sc, "s.yaml").dims.layer.eps == 1e-6);
+  CHECK(runtime::step_shape_of(sc, "s.yaml").rope_theta == 1e6);
+  sc.model.qk_norm = false;
   sc.plan.tiled_logits = true;  // fp32 logits 32768 * 128256 * 4 = 15.7 GiB in tiles of <= 1 GiB
   CHECK(runtime::step_shape_of(sc, "s.yaml").logits_shards == 16);
   sc.model.qk_norm = true;  // Qwen3's head norms run in the step's layer

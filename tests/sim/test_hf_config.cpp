@@ -69,6 +69,8 @@ TEST_CASE("each preset's config.json gives the preset's architecture", "[hf]") {
     CHECK(b.tied_embeddings == a.tied_embeddings);
     CHECK(b.qk_norm == a.qk_norm);
     CHECK(b.qkv_bias == a.qkv_bias);
+    CHECK(b.rms_norm_eps == a.rms_norm_eps);
+    CHECK(b.rope_theta == a.rope_theta);
     CHECK(b.note.empty());
     CHECK(b.source == hf(name));
     CHECK(total_params(b) == total_params(a));
@@ -207,6 +209,13 @@ TEST_CASE("config.json refusals name the file and the key", "[hf]") {
   CHECK(refusal(R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
                         "intermediate_size": 128, "vocab_size": 99999999999})").rfind("vocab_size|must be a positive integer, at most", 0) == 0);
   CHECK(refusal(llama(R"(, "vocab_size": 10)")) == "vocab_size|given twice");
+  CHECK(refusal(llama(R"(, "rms_norm_eps": 0)")).rfind("rms_norm_eps|must be in (0, 1)", 0) == 0);
+  CHECK(refusal(llama(R"(, "rope_parameters": {"rope_theta": "big"})")).rfind("rope_parameters.rope_theta|", 0) == 0);
+  // transformers 5 writes the RoPE base into rope_parameters
+  const fs::path d = temp_dir();
+  const ModelSpec m = load_model(write(d / "r" / "config.json", llama(R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 250000.0})")));
+  CHECK(m.rope_theta == 250000.0);
+  CHECK(m.rms_norm_eps == 0);  // not given: the runtimes take norm_eps_of's rule
 }
 
 TEST_CASE("the worker's config.json of a model (hfconfig.py) reads back as that model", "[hf]") {
@@ -227,9 +236,10 @@ TEST_CASE("the worker's config.json of a model (hfconfig.py) reads back as that 
     INFO(m.name << " qkv_bias " << m.qkv_bias);
     const std::string in = write(d / fmt::format("m{}.json", i),
                                  fmt::format(R"({{"layers": {}, "hidden": {}, "heads": {}, "kv_heads": {}, "head_dim": {}, "ffn_hidden": {},
-                                              "vocab": {}, "tied_embeddings": {}, "qk_norm": {}, "qkv_bias": {}}})",
+                                              "vocab": {}, "tied_embeddings": {}, "qk_norm": {}, "qkv_bias": {},
+                                              "rms_norm_eps": {}, "rope_theta": {}}})",
                                              m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden, m.vocab,
-                                             m.tied_embeddings, m.qk_norm, m.qkv_bias));
+                                             m.tied_embeddings, m.qk_norm, m.qkv_bias, norm_eps_of(m), rope_theta_of(m)));
     const fs::path out = d / fmt::format("w{}", i) / "config.json";
     fs::create_directories(out.parent_path());
     const std::string cmd = "python3 '" + script + "' '" + ULYSSES_SOURCE_DIR + "/runtime/deepspeed' '" + in + "' '" + out.string() + "'";
@@ -245,6 +255,8 @@ TEST_CASE("the worker's config.json of a model (hfconfig.py) reads back as that 
     CHECK(b.tied_embeddings == m.tied_embeddings);
     CHECK(b.qk_norm == m.qk_norm);
     CHECK(b.qkv_bias == m.qkv_bias);
+    CHECK(b.rms_norm_eps == m.rms_norm_eps);  // the presets state both
+    CHECK(b.rope_theta == m.rope_theta);
     CHECK(b.note.empty());
   }
 }

@@ -9,6 +9,7 @@ SCHEMA = 1
 
 MODEL_INT_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab")
 MODEL_BOOL_KEYS = ("tied_embeddings", "qk_norm", "qkv_bias")
+MODEL_REAL_KEYS = ("rms_norm_eps", "rope_theta")  # the CLI writes the model's values (sim/model.hpp norm_eps_of)
 PLAN_INT_KEYS = ("sp_size", "dp_replicate_size", "dp_shard_size", "zero_stage", "micro_batch_size", "seq_len")
 PLAN_BOOL_KEYS = ("offload_optimizer", "offload_params", "activation_checkpointing", "offload_checkpoints",
                   "tiled_logits", "tiled_mlp", "torch_adam")
@@ -29,6 +30,8 @@ def _need(d, key, kind, where, path):
         raise JobError(f"{path}: {where}{key}: must be true or false (got {v!r})")
     if kind is int and (isinstance(v, bool) or not isinstance(v, int)):
         raise JobError(f"{path}: {where}{key}: must be an integer (got {v!r})")
+    if kind is float and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        raise JobError(f"{path}: {where}{key}: must be a number (got {v!r})")
     if kind is str and not isinstance(v, str):
         raise JobError(f"{path}: {where}{key}: must be a string (got {v!r})")
     return v
@@ -49,6 +52,10 @@ def check(job, path="job"):
             raise JobError(f"{path}: model.{k}: must be positive (got {m[k]})")
     for k in MODEL_BOOL_KEYS:
         _need(m, k, bool, "model.", path)
+    for k in MODEL_REAL_KEYS:
+        v = _need(m, k, float, "model.", path)
+        if not v > 0:
+            raise JobError(f"{path}: model.{k}: must be positive (got {v})")
     _need(m, "name", str, "model.", path)
     for k in PLAN_INT_KEYS:
         _need(p, k, int, "plan.", path)
