@@ -29,15 +29,17 @@ int run_run(int argc, char** argv) {
                "single-rank attention), warm-up, then timed iterations. Exit 1 when any check fails.\n"
                "--backend deepspeed runs whole training steps of the scenario on HF Transformers + Accelerate +\n"
                "DeepSpeed (docs/DEEPSPEED_BACKEND.md): time and memory per phase, step time, peak allocated/reserved.\n"
-               "--backend cuda --scope step runs whole training steps on our runtime (docs/STEP_RUNTIME.md), same output.",
+               "--backend cuda --scope step runs whole training steps on our runtime (docs/STEP_RUNTIME.md), same output.\n"
+               "--backend cpu --scope step runs the sequence-parallel ZeRO-3 step on sp_size thread-ranks in fp64 at tiny\n"
+               "shapes and checks it against the one-rank step and optimizer (loss, gradients, clipping, parameters).",
                d);
     return core::kExitOk;
   }
   const Format format = format_of(vm);
   if (format == Format::csv) throw core::InputError("", "--format", "run writes table or json");
   const std::string backend = backend_of(vm);
-  refuse_step_options(vm);
-  if (is_step_run(vm)) {  // a whole training step: HF + Accelerate + DeepSpeed, or our runtime
+  refuse_step_options(vm, true);
+  if (is_step_run(vm, true)) {  // a whole training step: HF + Accelerate + DeepSpeed, or our runtime
     const Scenario sc = eval::step_scenario_for(backend, with_layers(scenario_from_options(vm, true), vm));
     const auto m = eval::run_whole_step(backend, sc, step_options_of(vm), origin_of(vm));
     if (format == Format::json) {

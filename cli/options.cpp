@@ -300,22 +300,24 @@ void add_step_options(po::options_description& d) {
   d.add_options()
       ("layers", po::value<std::int64_t>(), "whole steps: decoder layers to build (default: the model's)")
       ("scope", po::value<std::string>(), "block (the Ulysses attention block; cpu and cuda's default) | step (the whole "
-                                          "training step: --backend cuda; deepspeed runs steps only)")
+                                          "training step: --backend cuda; deepspeed runs steps only; run --backend cpu: the "
+                                          "fp64 check at tiny shapes)")
 ;
 }
 
-bool is_step_run(const po::variables_map& vm) {
+bool is_step_run(const po::variables_map& vm, bool cpu_steps) {
   const std::string backend = backend_of(vm);
   const std::string scope = vm.count("scope") ? vm["scope"].as<std::string>() : (backend == "deepspeed" ? "step" : "block");
   if (scope != "block" && scope != "step") throw core::InputError("", "--scope", fmt::format("must be block or step (got '{}')", scope));
   if (backend == "deepspeed" && scope != "step") throw core::InputError("", "--scope", "the deepspeed backend runs whole steps only (--scope step)");
-  if (backend == "cpu" && scope == "step")
-    throw core::InputError("", "--scope", "step: the cpu backend runs the attention block only (whole steps: --backend cuda or deepspeed)");
+  if (backend == "cpu" && scope == "step" && !cpu_steps)
+    throw core::InputError("", "--scope", "step: the cpu backend's whole step is a correctness check that `run` prints (compare, "
+                                          "validate and capacity take whole steps on --backend cuda or deepspeed)");
   return scope == "step";
 }
 
-void refuse_step_options(const po::variables_map& vm) {
-  if (is_step_run(vm)) return;
+void refuse_step_options(const po::variables_map& vm, bool cpu_steps) {
+  if (is_step_run(vm, cpu_steps)) return;
   for (const char* k : {"layers"})
     if (vm.count(k))
       throw core::InputError("", std::string("--") + k, "only whole steps take it (--scope step, or --backend deepspeed)");

@@ -106,9 +106,9 @@ runtime::BlockShape block_shape_checked(const Scenario& sc, const po::variables_
 // Whole steps' flags: --layers N, --scope block|step.
 void add_step_options(po::options_description& d);
 // A whole step (--backend deepspeed, or --scope step); InputError for a bad --scope.
-bool is_step_run(const po::variables_map& vm);
+bool is_step_run(const po::variables_map& vm, bool cpu_steps = false);  // cpu_steps: the command takes the cpu step (run)
 // InputError when --layers is given to a block run.
-void refuse_step_options(const po::variables_map& vm);
+void refuse_step_options(const po::variables_map& vm, bool cpu_steps = false);
 // --layers applied to the scenario (InputError when <= 0 or above the model's layers).
 Scenario with_layers(Scenario sc, const po::variables_map& vm);
 runtime::deepspeed::StepOptions step_options_of(const po::variables_map& vm);  // warmup/iters/seed

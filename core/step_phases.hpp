@@ -30,5 +30,7 @@ inline constexpr std::string_view kMlpTiledRecompute = "mlp.tiled_recompute";
 inline constexpr std::string_view kOptimizerStep = "optimizer.step";
 // The optimizer on the host: the gradients to the host, the updated parameters back.
 inline constexpr std::string_view kOffloadGrads = "offload.grads", kOffloadOptimizer = "offload.optimizer";
+// ZeRO-3's collectives: the parameters all-gathered before use, the gradients reduce-scattered.
+inline constexpr std::string_view kZeroAllgather = "zero.allgather", kZeroReduceScatter = "zero.reduce_scatter";
 
 }  // namespace ulysses::core

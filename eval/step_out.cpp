@@ -26,10 +26,25 @@ std::string step_table(const runtime::StepMeasurement& m) {
                                 m.alloc_conf.empty() ? "(unset)" : m.alloc_conf, m.layers, m.seq_len);
   reports::Table t({{"phase", "", reports::Align::left}, {"median", "ms"}, {"min", "ms"}, {"max", "ms"}, {"kernels", "ms"},
                     {"alloc at start", "GiB"}, {"peak alloc", "GiB"}, {"peak reserved", "GiB"}});
+  const auto mem = [&](std::int64_t b) { return m.has_device_memory() ? gib(double(b)) : std::string("-"); };
   for (const auto& p : m.phases)
-    t.add_row({p.name, ms(p.median_s), ms(p.min_s), ms(p.max_s), p.kernel_s >= 0 ? ms(p.kernel_s) : "-",
-               gib(double(p.alloc_start_bytes)), gib(double(p.peak_bytes)), gib(double(p.peak_reserved_bytes))});
+    t.add_row({p.name, ms(p.median_s), ms(p.min_s), ms(p.max_s), p.kernel_s >= 0 ? ms(p.kernel_s) : "-", mem(p.alloc_start_bytes),
+               mem(p.peak_bytes), mem(p.peak_reserved_bytes)});
   out += t.render();
+  if (!m.checks.empty()) {
+    reports::Table c({{"check", "", reports::Align::left}, {"elements", ""}, {"max rel err", ""}, {"tolerance", ""}, {"#wrong", ""}});
+    for (const auto& k : m.checks)
+      c.add_row({k.name, std::to_string(k.elements), fmt::format("{:.3e}", k.max_rel_err), fmt::format("{:.0e}", k.tolerance),
+                 std::to_string(k.wrong)});
+    out += "\n" + c.render();
+  }
+  if (!m.has_device_memory()) {
+    std::string losses;
+    for (double l : m.losses) losses += fmt::format(" {:.6f}", l);
+    return out + fmt::format("\nstep {} ms (min {}, max {}) over timed steps\ndevice memory: none (the {} backend has no device)\n"
+                             "loss per step:{}\ncorrect (every loss finite, no check wrong): {}\n",
+                             ms(m.step_median_s), ms(m.step_min_s), ms(m.step_max_s), m.backend, losses, m.correct() ? "true" : "false");
+  }
   out += fmt::format(
       "\nstep {} ms (min {}, max {}) over timed steps\nmax_memory_allocated {} B ({} GiB), peak at {}\n"
       "max_memory_reserved {} B ({} GiB)\ndevice memory used at the end {} B\nhost RSS {} B (peak {}), checkpoint "
@@ -39,7 +54,8 @@ std::string step_table(const runtime::StepMeasurement& m) {
       m.host_rss_peak_bytes, m.pinned_bytes);
   std::string losses;
   for (double l : m.losses) losses += fmt::format(" {:.4f}", l);
-  out += fmt::format("loss per step:{}\ncorrect (every loss finite): {}\n", losses, m.correct() ? "true" : "false");
+  out += fmt::format("loss per step:{}\ncorrect (every loss finite{}): {}\n", losses, m.checks.empty() ? "" : ", no check wrong",
+                     m.correct() ? "true" : "false");
   return out;
 }
 

@@ -16,7 +16,8 @@ std::vector<double> step_losses_of(const Json& j) {
 
 
 bool StepMeasurement::correct() const {
-  return !losses.empty() && std::all_of(losses.begin(), losses.end(), [](double l) { return std::isfinite(l); });
+  return !losses.empty() && std::all_of(losses.begin(), losses.end(), [](double l) { return std::isfinite(l); }) &&
+         std::all_of(checks.begin(), checks.end(), [](const StepCheck& c) { return c.wrong == 0 && c.elements > 0; });
 }
 
 Json measurement_json(const StepMeasurement& m) {
@@ -37,14 +38,21 @@ Json measurement_json(const StepMeasurement& m) {
     j["phases"].push_back(e);
   }
   j["step_s"] = {{"median", m.step_median_s}, {"min", m.step_min_s}, {"max", m.step_max_s}};
-  j["max_memory_allocated"] = m.max_memory_allocated;
-  j["max_memory_reserved"] = m.max_memory_reserved;
+  const auto device_bytes = [&](std::int64_t b) { return m.has_device_memory() ? Json(b) : Json(nullptr); };
+  j["max_memory_allocated"] = device_bytes(m.max_memory_allocated);
+  j["max_memory_reserved"] = device_bytes(m.max_memory_reserved);
   j["peak_at"] = m.peak_at;
-  j["device_used_bytes"] = m.device_used_bytes;
+  j["device_used_bytes"] = device_bytes(m.device_used_bytes);
   j["host_rss_bytes"] = m.host_rss_bytes;
   j["host_rss_peak_bytes"] = m.host_rss_peak_bytes;
   j["checkpoint_pinned_bytes"] = m.pinned_bytes;
   j["losses"] = m.losses;  // a NaN is written as null
+  if (!m.checks.empty()) {
+    j["checks"] = Json::array();
+    for (const auto& c : m.checks)
+      j["checks"].push_back({{"name", c.name}, {"elements", c.elements}, {"wrong", c.wrong}, {"max_rel_err", c.max_rel_err},
+                             {"tolerance", c.tolerance}});
+  }
   j["correct"] = m.correct();
   j["wall_s"] = m.wall_s;
   return j;
@@ -71,14 +79,18 @@ StepMeasurement measurement_from_json(const Json& j) {
   }
   m.step_median_s = j.at("step_s").at("median").get<double>();
   m.step_min_s = j.at("step_s").value("min", 0.0), m.step_max_s = j.at("step_s").value("max", 0.0);
-  m.max_memory_allocated = j.at("max_memory_allocated").get<std::int64_t>();
-  m.max_memory_reserved = j.at("max_memory_reserved").get<std::int64_t>();
+  const auto device_bytes = [&](const char* key) { return j.at(key).is_null() ? std::int64_t{-1} : j.at(key).get<std::int64_t>(); };
+  m.max_memory_allocated = device_bytes("max_memory_allocated");
+  m.max_memory_reserved = device_bytes("max_memory_reserved");
   m.peak_at = j.value("peak_at", "");
-  m.device_used_bytes = j.value("device_used_bytes", std::int64_t{0});
+  m.device_used_bytes = j.contains("device_used_bytes") ? device_bytes("device_used_bytes") : 0;
   m.host_rss_bytes = j.value("host_rss_bytes", std::int64_t{0});
   m.host_rss_peak_bytes = j.value("host_rss_peak_bytes", std::int64_t{0});
   m.pinned_bytes = j.value("checkpoint_pinned_bytes", std::int64_t{0});
   m.losses = step_losses_of(j);
+  for (const auto& c : j.value("checks", Json::array()))
+    m.checks.push_back({c.at("name").get<std::string>(), c.at("elements").get<std::int64_t>(), c.at("wrong").get<std::int64_t>(),
+                        c.at("max_rel_err").get<double>(), c.at("tolerance").get<double>()});
   m.wall_s = j.value("wall_s", 0.0);
   return m;
 }

@@ -30,6 +30,14 @@ struct ProbeResult {
   std::int64_t oom_at = 0;             // the first length that ran out of memory; 0: none did
 };
 
+// A backend's own check of its step (the cpu step: the P-rank step against the one-rank step), nccl-tests
+// style: the elements compared, how many lie outside the tolerance, the largest relative error.
+struct StepCheck {
+  std::string name;
+  std::int64_t elements = 0, wrong = 0;
+  double max_rel_err = 0, tolerance = 0;
+};
+
 struct StepMeasurement {
   std::string backend = "deepspeed";   // "deepspeed" (the Python worker) | "cuda" (our runtime, --scope step)
   std::string device, alloc_conf;      // GPU name; PYTORCH_CUDA_ALLOC_CONF the worker ran with ("" on cuda)
@@ -38,16 +46,19 @@ struct StepMeasurement {
   std::int64_t layers = 0, seq_len = 0;
   std::vector<StepPhase> phases;       // in first-seen order of the memory step
   double step_median_s = 0, step_min_s = 0, step_max_s = 0;  // GPU-event step time, max over ranks
-  std::int64_t max_memory_allocated = 0, max_memory_reserved = 0;  // max over ranks and steps
+  std::int64_t max_memory_allocated = 0, max_memory_reserved = 0;  // max over ranks and steps; -1: no device (cpu),
+                                                                    // with device_used_bytes (JSON null)
   std::string peak_at;                 // the phase during which the allocated peak happened
   std::int64_t host_rss_bytes = 0, host_rss_peak_bytes = 0, pinned_bytes = 0;  // rank 0
   std::int64_t device_used_bytes = 0;  // cudaMemGetInfo used at the end (context + NCCL + allocator)
   struct Segment { std::string phase; double start_s = 0, dur_s = 0; };
   std::vector<std::vector<Segment>> timeline;  // per rank: the last timed step, exclusive segments
   std::vector<double> losses;          // rank 0, every step in order
+  std::vector<StepCheck> checks;       // empty: the backend checks nothing beyond the losses
   double wall_s = 0;
   Json raw;                            // deepspeed: rank 0's result as written by the worker
-  bool correct() const;                // every step's loss finite (a NaN or inf loss: the step did not train)
+  bool correct() const;                // every step's loss finite (a NaN or inf loss: the step did not train), no check wrong
+  bool has_device_memory() const { return max_memory_allocated >= 0; }
 };
 
 // The measurement as `run --format json` prints it and step records store it, and back

@@ -357,8 +357,8 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   } else if (G > 1) {  // stage 0: all-reduce of the full gradients over every rank
     allreduce = 2 * ring_time_s(sc, G, grad_bytes * Pn, world_spans) + alpha * L;
   }
-  step.add("zero.allgather", allgather);
-  step.add("zero.reduce_scatter", reduce_scatter);
+  step.add(core::kZeroAllgather.data(), allgather);
+  step.add(core::kZeroReduceScatter.data(), reduce_scatter);
   step.add("dp.allreduce", allreduce);
 
   // --- offload transfers over the host link (per GPU; not overlapped)

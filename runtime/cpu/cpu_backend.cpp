@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/cpu/cpu_step.hpp"
 #include "runtime/cpu/exchange.hpp"
 #include "runtime/cpu/tracked.hpp"
 #include "runtime/reference_attention.hpp"
@@ -413,6 +414,10 @@ Measurement CpuBackend::run_block(const BlockShape& shape, const RunOptions& opt
       m.trace.push_back(e);
     }
   return m;
+}
+
+StepMeasurement CpuBackend::run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) {
+  return run_cpu_step(sc, opt, origin);
 }
 
 }  // namespace ulysses::runtime::cpu

@@ -33,6 +33,8 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   // Throws std::invalid_argument when validate(shape) fails.
   Measurement run_block(const BlockShape& shape, const RunOptions& opt) override;
+  // The sequence-parallel ZeRO-3 step at tiny shapes, checked against one rank (runtime/cpu/cpu_step.hpp).
+  StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) override;
 };
 
 // Host memory a run of `shape` needs before it starts (an estimate, for refusing what cannot fit):

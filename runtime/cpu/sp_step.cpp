@@ -2,6 +2,7 @@
 // the Ulysses attention of one layer, then the step rank by rank, top to bottom.
 #include "runtime/cpu/sp_step.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "core/layout.hpp"
+#include "core/step_phases.hpp"
 #include "runtime/cpu/exchange.hpp"
 #include "runtime/reference_attention.hpp"
 
@@ -16,6 +18,7 @@ namespace ulysses::runtime::cpu {
 namespace {
 
 using Vec = std::vector<double>;
+constexpr std::string_view kFwdBwd = "fwd_bwd";  // the CPU step's own: forward and backward with the exchanges
 
 // ---- collectives among P threads: each rank publishes a pointer, a barrier, each rank reads its peers',
 // a barrier (no buffer is reused while a peer still reads it); sums in ascending rank order ----
@@ -173,6 +176,7 @@ std::vector<T> rows(const std::vector<T>& x, std::int64_t row, std::int64_t n_ro
 
 // What one rank ends the step with.
 struct RankOut {
+  std::vector<std::pair<std::string, double>> phase_s;
   StepResult local;                  // its own forward/backward (loss sum, valid tokens)
   std::vector<Vec> grad_parts;       // its reduce-scattered gradient partitions
   std::vector<Vec> master_parts;     // its updated master partitions
@@ -181,8 +185,24 @@ struct RankOut {
   std::int64_t a2a_elems = 0, gathered_elems = 0;
 };
 
+// Seconds since the last lap, under `name`.
+class Laps {
+ public:
+  explicit Laps(std::vector<std::pair<std::string, double>>& out) : out_(out) {}
+  void lap(std::string_view name) {
+    const auto now = std::chrono::steady_clock::now();
+    out_.emplace_back(std::string(name), std::chrono::duration<double>(now - t_).count());
+    t_ = now;
+  }
+
+ private:
+  std::vector<std::pair<std::string, double>>& out_;
+  std::chrono::steady_clock::time_point t_ = std::chrono::steady_clock::now();
+};
+
 void run_rank(const SpStepInput& in, RankComm& comm, RankOut& out) {
   const int P = comm.P(), r = comm.r;
+  Laps laps(out.phase_s);
   const StepDims& d = in.dims;
   const std::int64_t T = d.layer.T, T_l = T / P, half_D = d.layer.D / 2;
   const auto params = param_tensors(d, in.params);
@@ -197,6 +217,7 @@ void run_rank(const SpStepInput& in, RankComm& comm, RankOut& out) {
     comm.all_gather(partition_of(widened(*params[i]), parts[i], r), gathered);
     for (std::int64_t j = 0; j < n; ++j) (*full_tensors[i])[j] = core::float_to_bf16(static_cast<float>(gathered[j]));
   }
+  laps.lap(core::kZeroAllgather);
   // the rank's tokens, its labels (shifted over the whole sequence first), its RoPE rows
   const std::vector<std::int64_t> labels_all = shift_labels(in.tokens);
   const auto tokens = rows(in.tokens, r * T_l, T_l, 1), labels = rows(labels_all, r * T_l, T_l, 1);
@@ -208,6 +229,7 @@ void run_rank(const SpStepInput& in, RankComm& comm, RankOut& out) {
   local.layer.T = T_l;
   out.local = step_reference(local, full, tokens, labels, cos, sin, in.logits_shards, std::max<std::int64_t>(valid_all, 1),
                              [&] { return std::make_unique<UlyssesAttention>(comm, d.layer, T); });
+  laps.lap(kFwdBwd);
   // zero.reduce_scatter, then the optimizer on the rank's partitions
   const auto grads = grad_tensors(d, out.local);
   double sq = 0;
@@ -219,6 +241,7 @@ void run_rank(const SpStepInput& in, RankComm& comm, RankOut& out) {
     for (double g : mine) sq += g * g;
     out.grad_parts.push_back(std::move(mine));
   }
+  laps.lap(core::kZeroReduceScatter);
   out.clip = clip_of_norm(std::sqrt(comm.all_reduce_sum(sq)), in.adam.max_grad_norm);
   for (std::size_t i = 0; i < params.size(); ++i) {
     AdamState s = adam_state_from(partition_of(widened(*params[i]), parts[i], r));
@@ -231,6 +254,7 @@ void run_rank(const SpStepInput& in, RankComm& comm, RankOut& out) {
     out.gathered.push_back(std::move(gathered));
     out.master_parts.push_back(std::move(s.master));
   }
+  laps.lap(core::kOptimizerStep);
   out.a2a_elems = comm.a2a_elems, out.gathered_elems = comm.gathered_elems;
 }
 
@@ -293,6 +317,7 @@ SpStepResult sp_step(const SpStepInput& in, int P) {
     }
     res.masters.push_back(std::move(master));
   }
+  for (const RankOut& o : outs) res.phase_s.push_back(o.phase_s);
   res.a2a_elems_per_rank = outs[0].a2a_elems, res.gathered_elems_per_rank = outs[0].gathered_elems;
   return res;
 }

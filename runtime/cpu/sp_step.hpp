@@ -24,6 +24,7 @@
 // dp = 1: ZeRO-3 shards over the P sequence-parallel ranks (ALST's single-replica plan).
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/reference_adam.hpp"
@@ -58,6 +59,9 @@ struct SpStepResult {
   std::vector<std::vector<double>> masters;  // the updated fp64 masters, assembled, in param_tensors order (runtime/reference_step.hpp)
   std::int64_t a2a_elems_per_rank = 0;   // elements a rank sent through all-to-alls (its own chunk excluded)
   std::int64_t gathered_elems_per_rank = 0;  // elements a rank received through all-gathers
+  // per rank, in order: (phase, seconds) of zero.allgather (the parameters), fwd_bwd (forward and backward
+  // with the exchanges), zero.reduce_scatter, optimizer.step (norm, clipping, AdamW, the all-gather after it)
+  std::vector<std::vector<std::pair<std::string, double>>> phase_s;
 };
 
 // One step of the P ranks; throws std::invalid_argument when T % P, H % P, or the kv heads rule

@@ -29,7 +29,7 @@ void one_line_exit2(const std::string& args, const std::string& must_name) {
 
 TEST_CASE("step scope: bad --scope values and backends without whole steps are refused in one line", "[cli][step_scope]") {
   one_line_exit2("run --backend cpu --scope sideways" + kTiny, "--scope");
-  one_line_exit2("run --backend cpu --scope step" + kTiny, "--scope");  // the cpu backend runs the block only
+  one_line_exit2("run --backend cpu --scope step" + kTiny, "plan.zero_stage");  // the cpu step partitions as ZeRO-3
   one_line_exit2("compare --backend cpu --scope step" + kTiny, "--scope");
   one_line_exit2("run --backend deepspeed --scope block" + kLlama, "--scope");
   one_line_exit2("run --backend cpu --layers 2" + kTiny, "--layers");  // a block run takes no --layers

@@ -1,0 +1,91 @@
+// `run --backend cpu --scope step` (runtime/cpu/cpu_step.hpp): the sequence-parallel ZeRO-3 step on
+// thread-ranks, checked against one rank, as a user runs it; what it does not run is one line, exit 2.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/cpu/cpu_step.hpp"
+#include "runtime/step_measurement.hpp"
+#include "sim/config.hpp"
+#include "tests/cli/run_cli.hpp"
+
+using ulysses::test::CliResult;
+using ulysses::test::run_cli;
+using ulysses::test::source_path;
+
+namespace {
+const std::string kStep = " --backend cpu --scope step --scenario " + source_path("scenarios/cpu-tiny-step.yaml");
+
+void one_line_exit2(const std::string& args, const std::string& must_name) {
+  const CliResult r = run_cli(args);
+  INFO(args << "\n" << r.err);
+  CHECK(r.rc == 2);
+  CHECK(ulysses::test::count_lines(r.err) == 1);
+  CHECK(r.err.find(must_name) != std::string::npos);
+}
+}  // namespace
+
+TEST_CASE("cpu step: four thread-ranks equal one rank, in the table and the JSON", "[cli][cpu_step]") {
+  const CliResult t = run_cli("run" + kStep + " --warmup 0 --iters 2");
+  INFO(t.err);
+  REQUIRE(t.rc == 0);
+  for (const char* s : {"zero.allgather", "fwd_bwd", "zero.reduce_scatter", "optimizer.step", "#wrong", "gradients",
+                        "parameters (bf16 bits)", "correct (every loss finite, no check wrong): true", "device memory: none"})
+    CHECK(t.out.find(s) != std::string::npos);
+  const CliResult j = run_cli("run" + kStep + " --warmup 0 --iters 1 --format json");
+  REQUIRE(j.rc == 0);
+  const auto doc = nlohmann::ordered_json::parse(j.out);
+  CHECK(doc["backend"] == "cpu");
+  CHECK(doc["ranks"] == 4);
+  CHECK(doc["correct"] == true);
+  CHECK(doc["max_memory_allocated"].is_null());  // no device: not a zero
+  REQUIRE(doc["checks"].size() == 5);
+  for (const auto& c : doc["checks"]) {
+    CHECK(c["wrong"] == 0);
+    CHECK(c["elements"].get<std::int64_t>() > 0);
+  }
+  // the JSON reads back as the measurement (a stored record of it)
+  const auto m = ulysses::runtime::measurement_from_json(doc);
+  CHECK(m.correct());
+  CHECK_FALSE(m.has_device_memory());
+  CHECK(m.checks.size() == 5);
+  // other sp sizes and layer counts: 2 ranks (kv heads split), one layer
+  const CliResult two = run_cli("run" + kStep + " --sp-size 2 --gpus 2 --layers 1 --warmup 0 --iters 1 --format json");
+  INFO(two.err);
+  REQUIRE(two.rc == 0);
+  CHECK(nlohmann::json::parse(two.out)["correct"] == true);
+}
+
+TEST_CASE("cpu step: a check that fails makes the measurement incorrect", "[cli][cpu_step]") {
+  ulysses::runtime::StepMeasurement m;
+  m.losses = {1.0};
+  m.checks = {{"gradients", 10, 0, 1e-12, 1e-9}};
+  CHECK(m.correct());
+  m.checks[0].wrong = 1;
+  CHECK_FALSE(m.correct());
+  m.checks[0] = {"gradients", 0, 0, 0, 1e-9};  // nothing compared is not a pass
+  CHECK_FALSE(m.correct());
+}
+
+TEST_CASE("cpu step: what it does not run is one line naming the key, exit 2", "[cli][cpu_step]") {
+  one_line_exit2("run" + kStep + " --gpus 8", "gpus");
+  one_line_exit2("run" + kStep + " --sp-size 3 --gpus 3", "plan.sp_size");
+  one_line_exit2("run" + kStep + " --seq-len 65536", "plan.seq_len");  // far above the fp64 budget
+  one_line_exit2("run" + kStep + " --offload-optimizer true", "plan.offload_optimizer");
+  one_line_exit2("run" + kStep + " --zero-stage 2", "plan.zero_stage");
+  one_line_exit2("compare" + kStep, "--scope");
+  one_line_exit2("validate --backend cpu --scope step --set " + source_path("scenarios/validation/h200-step.yaml") + " --out /nonexistent/x.json",
+                 "--scope");
+}
+
+TEST_CASE("cpu step: the flops guard grows with the sequence and the layers", "[cli][cpu_step]") {
+  ulysses::runtime::StepDims d;
+  d.layer.T = 256, d.layer.h = 64, d.layer.H = 8, d.layer.H_kv = 2, d.layer.D = 16, d.layer.F = 128;
+  d.L = 2, d.V = 512;
+  const double f = ulysses::runtime::cpu::cpu_step_flops(d);
+  CHECK(f > 0);
+  d.L = 4;
+  CHECK(ulysses::runtime::cpu::cpu_step_flops(d) == Approx(2 * f - 3 * 2 * 256.0 * 512 * 64).epsilon(1e-12));
+}
