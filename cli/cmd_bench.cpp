@@ -1,4 +1,5 @@
-// ulysses bench exchange|attention|block: CUDA microbenchmarks of the Ulysses attention block.
+// ulysses bench exchange|attention|block|layer: CUDA microbenchmarks of the Ulysses attention block; bench step:
+// our runtime's whole step next to the deepspeed backend's.
 // Each validates first (#wrong column), warms up, then times: median = max over ranks of the
 // per-rank median, max = max over ranks and iterations.
 // Bandwidth as nccl-tests defines it for all-to-all: algbw = bytes_per_rank / time,
@@ -16,6 +17,7 @@
 
 #include "bench/attention_sweep.hpp"
 #include "bench/attn_points.hpp"
+#include "bench/step_bench.hpp"
 #include "cli/options.hpp"
 #include "eval/block_run.hpp"
 #include "reports/file_out.hpp"
@@ -264,14 +266,37 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
 
 #endif
 
+// bench step: ours next to the peer on one scenario (bench/step_bench.hpp).
+int bench_step_cmd(const po::variables_map& vm) {
+  std::vector<std::string> backends;
+  std::stringstream ss(vm["backends"].as<std::string>());
+  for (std::string b; std::getline(ss, b, ',');) backends.push_back(b);
+  if (backends.size() != 2 || backends[0].empty() || backends[1].empty())
+    throw core::InputError("", "--backends", "must name two backends, ours then the peer (e.g. cuda,deepspeed)");
+  for (const auto& b : backends)
+    if (b != "cpu" && b != "cuda" && b != "deepspeed")
+      throw core::InputError("", "--backends", fmt::format("'{}' is not one of cpu, cuda, deepspeed", b));
+  if (vm.count("json")) check_output_option("--json", vm["json"].as<std::string>());  // a bad path fails before the runs
+  const Scenario sc = with_layers(scenario_from_options(vm, true), vm);
+  const bench::StepBench b = bench::bench_step(sc, backends, step_options_of(vm), origin_of(vm));
+  std::cout << fmt::format("bench step: scenario {} ({} layers, S={}, {} GPU(s)) on profile {}\n", sc.name, sc.model.layers,
+                           sc.plan.seq_len, sc.gpus, sc.hw.name);
+  for (const auto& r : b.rows) std::cout << fmt::format("  {}: {}\n", r.backend, r.m.device);
+  std::cout << bench::step_bench_table(b);
+  if (vm.count("json")) reports::write_file_atomic(vm["json"].as<std::string>(), bench::step_bench_json(b).dump(2) + "\n");
+  return b.valid() ? core::kExitOk : core::kExitFailure;
+}
+
 int run_bench(int argc, char** argv) {
   po::options_description d("bench options");
-  d.add_options()("help,h", "this help")("what", po::value<std::string>(), "exchange | attention | block | layer")(
+  d.add_options()("help,h", "this help")("what", po::value<std::string>(), "exchange | attention | block | layer | step")(
       "slices", po::value<std::string>()->default_value("1,2,4"),
       "exchange: slice counts to time (pipelined pack/send); block: the first one (default ULYSSES_A2A_SLICES or 1)")(
       "peer", po::value<std::string>(), "JSON output of bench/peers/ulysses_peer.py from the same call: print ratios")(
       "json", po::value<std::string>(), "block: also write the measurement as JSON to this file (attention sweep: every row)")(
-      "timeout", po::value<double>()->default_value(300), "watchdog seconds for a collective or a missing rank");
+      "timeout", po::value<double>()->default_value(300), "watchdog seconds for a collective or a missing rank")(
+      "backends", po::value<std::string>()->default_value("cuda,deepspeed"), "step: ours then the peer")(
+      "layers", po::value<std::int64_t>(), "step: decoder layers to build (default: the model's)");
   add_runtime_options(d);
   add_attention_sweep_options(d);
   po::options_description s("scenario options (flags override the --scenario file)");
@@ -283,6 +308,7 @@ int run_bench(int argc, char** argv) {
   if (vm.count("help") || !vm.count("what")) {
     print_help(argv[0],
                "exchange|attention|block|layer --scenario FILE [--seq-len N ...] [--slices 1,2,4] [--peer FILE]\n"
+               "       step --scenario FILE [--layers N] [--backends cuda,deepspeed] [--json F]\n"
                "       attention --sweep | --quick | --points S:H:HKV:D:CAUSAL[,...] [--no-peer] [--json F] [--csv F]",
                "CUDA microbenchmarks, each validated before it is timed:\n"
                "  exchange   q,k,v seq->head exchange (pack + one NCCL group + unpack) vs a bare ncclAlltoAll and\n"
@@ -292,13 +318,18 @@ int run_bench(int argc, char** argv) {
                "             PyTorch flash (FA2) and cuDNN on the same points (bench/peers/attn_peer.py), ratios\n"
                "  block      the whole block (six phases) as `ulysses run --backend cuda`\n"
                "  layer      a decoder layer's kernels outside attention (RMSNorm, RoPE, SwiGLU, add) and its\n"
-               "             projections on cuBLASLt, at one rank's shapes; rates against the profile's limits",
+               "             projections on cuBLASLt, at one rank's shapes; rates against the profile's limits\n"
+               "  step       our runtime's whole step next to the HF Accelerate + DeepSpeed step on the same scenario:\n"
+               "             tokens/s per GPU (the ratio, target >= 1.3x), hardware and Megatron-style TFLOP/s and MFU",
                d);
     return vm.count("help") ? core::kExitOk : core::kExitInput;
   }
   const std::string what = vm["what"].as<std::string>();
-  if (what != "exchange" && what != "attention" && what != "block" && what != "layer")
-    throw core::InputError("", "bench", "'" + what + "' is not one of exchange, attention, block, layer");
+  if (what != "exchange" && what != "attention" && what != "block" && what != "layer" && what != "step")
+    throw core::InputError("", "bench", "'" + what + "' is not one of exchange, attention, block, layer, step");
+  if (what == "step") return bench_step_cmd(vm);
+  for (const char* k : {"layers"})
+    if (vm.count(k)) throw core::InputError("", std::string("--") + k, "only bench step takes it");
   if (const auto points = attention_sweep_points(vm, what, s); !points.empty()) return attention_sweep_cmd(vm, points);
 #ifdef ULYSSES_WITH_CUDA
   runtime::RunOptions opt = run_options_of(vm);

@@ -89,3 +89,25 @@ TEST_CASE("cpu step: the flops guard grows with the sequence and the layers", "[
   d.L = 4;
   CHECK(ulysses::runtime::cpu::cpu_step_flops(d) == Approx(2 * f - 3 * 2 * 256.0 * 512 * 64).epsilon(1e-12));
 }
+
+TEST_CASE("bench step: two backends' steps side by side with the tokens/s ratio", "[cli][cpu_step][bench_step]") {
+  // the cpu step on both sides exercises the whole path without a GPU; on the GPU host: --backends cuda,deepspeed
+  ulysses::test::TempDir tmp;
+  const std::string args = "bench step --backends cpu,cpu --scenario " + source_path("scenarios/cpu-tiny-step.yaml") +
+                           " --warmup 0 --iters 1 --json " + (tmp / "b.json");
+  const CliResult r = run_cli(args);
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("tokens/s per GPU, cpu / cpu:") != std::string::npos);
+  CHECK(r.out.find("(per GPU)") != std::string::npos);  // the units row
+  const auto j = nlohmann::json::parse(ulysses::test::slurp(tmp / "b.json"));
+  REQUIRE(j["rows"].size() == 2);
+  CHECK(j["valid"] == true);
+  const double a = j["rows"][0]["comparison"]["throughput"]["tokens_per_s_per_gpu"]["measured"].get<double>();
+  const double b = j["rows"][1]["comparison"]["throughput"]["tokens_per_s_per_gpu"]["measured"].get<double>();
+  REQUIRE(b > 0);
+  CHECK(j["ratio_tokens_per_s_per_gpu"].get<double>() == Approx(a / b));
+  one_line_exit2("bench step --backends cuda --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
+  one_line_exit2("bench step --backends cpu,nope --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
+  one_line_exit2("bench layer --layers 2 --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--layers");
+}

@@ -1,0 +1,71 @@
+// bench/step_bench.hpp: both backends' steps, their throughput rows, the ratio.
+#include "bench/step_bench.hpp"
+
+#include <fmt/format.h>
+
+#include "eval/step_run.hpp"
+#include "reports/table.hpp"
+#include "sim/predict.hpp"
+
+namespace ulysses::bench {
+
+bool StepBench::valid() const { return rows.size() == 2 && rows[0].m.correct() && rows[1].m.correct(); }
+
+double StepBench::ratio() const {
+  if (!valid() || !(rows[1].c.tokens_per_gpu.measured > 0)) return 0;
+  return rows[0].c.tokens_per_gpu.measured / rows[1].c.tokens_per_gpu.measured;
+}
+
+StepBench bench_step(const Scenario& sc, const std::vector<std::string>& backends, const runtime::deepspeed::StepOptions& opt,
+                     const std::string& origin) {
+  StepBench b;
+  b.scenario = sc.name;
+  std::vector<std::pair<Scenario, Prediction>> plans;  // every backend's scenario predicted before anything runs
+  for (const auto& be : backends) {
+    const Scenario s = eval::step_scenario_for(be, sc);
+    plans.emplace_back(s, predict(s));
+  }
+  for (std::size_t i = 0; i < backends.size(); ++i) {
+    StepBenchRow r;
+    r.backend = backends[i];
+    r.m = eval::run_whole_step(backends[i], plans[i].first, opt, origin);
+    r.c = eval::compare_step(plans[i].first, plans[i].second, r.m);
+    b.rows.push_back(std::move(r));
+  }
+  return b;
+}
+
+std::string step_bench_table(const StepBench& b) {
+  reports::Table t({{"backend", "", reports::Align::left}, {"step", "ms"}, {"tokens/s", "per GPU"}, {"hw", "TFLOP/s"},
+                    {"hw MFU", "%"}, {"Megatron", "TFLOP/s"}, {"Megatron MFU", "%"}, {"peak alloc", "GiB"}, {"correct", ""}});
+  for (const auto& r : b.rows) {
+    const double peak = r.c.peak_tflops;
+    const auto mfu = [&](double tf) { return peak > 0 ? fmt::format("{:.1f}", 100 * tf / peak) : std::string("-"); };
+    t.add_row({r.backend, fmt::format("{:.2f}", r.m.step_median_s * 1e3), fmt::format("{:.0f}", r.c.tokens_per_gpu.measured),
+               fmt::format("{:.4g}", r.c.hw_tflops.measured), mfu(r.c.hw_tflops.measured),
+               fmt::format("{:.4g}", r.c.megatron_tflops.measured), mfu(r.c.megatron_tflops.measured),
+               r.m.has_device_memory() ? fmt::format("{:.3f}", double(r.m.max_memory_allocated) / double(1ULL << 30)) : "-",
+               r.m.correct() ? "true" : "false"});
+  }
+  std::string out = t.render();
+  if (b.valid())
+    out += fmt::format("tokens/s per GPU, {} / {}: {:.3f}x (target >= {:.2f}x: {})\n", b.rows[0].backend, b.rows[1].backend,
+                       b.ratio(), b.target, b.ratio() >= b.target ? "met" : "missed");
+  else
+    out += "no ratio: a backend's step was not correct (a loss not finite or a check wrong)\n";
+  return out;
+}
+
+runtime::Json step_bench_json(const StepBench& b) {
+  runtime::Json j;
+  j["scenario"] = b.scenario;
+  j["rows"] = runtime::Json::array();
+  for (const auto& r : b.rows)
+    j["rows"].push_back({{"backend", r.backend}, {"measurement", runtime::measurement_json(r.m)}, {"comparison", eval::comparison_json(r.c)}});
+  j["valid"] = b.valid();
+  j["ratio_tokens_per_s_per_gpu"] = b.valid() ? runtime::Json(b.ratio()) : runtime::Json(nullptr);
+  j["target"] = b.target;
+  return j;
+}
+
+}  // namespace ulysses::bench
