@@ -30,8 +30,8 @@ struct StepBench {
   double ratio() const;            // rows[0] / rows[1] tokens/s per GPU; 0 unless valid()
 };
 
-// Runs `backends` in order (e.g. {"cuda", "deepspeed"}) on `sc`; a backend's InputError (a plan it does not
-// run) stops the bench before anything runs on the other only when it is raised before its run starts.
+// Runs `backends` in order (e.g. {"cuda", "deepspeed"}) on `sc`. Every backend's scenario is predicted before
+// anything runs; a plan a backend refuses (one InputError line) is found when its turn comes.
 StepBench bench_step(const Scenario& sc, const std::vector<std::string>& backends, const runtime::deepspeed::StepOptions& opt,
                      const std::string& origin);
 

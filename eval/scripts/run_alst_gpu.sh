@@ -2,10 +2,11 @@
 # One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
 # Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
-# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish
+# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish|bench-step
+# bench-step needs the CUDA build's ulysses staged in .gpu (stage-for-gpu.sh .gpu build-cuda/cli/ulysses).
 set -u
 cd "$(dirname "$0")/../.."
-mode=${1:?validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish}
+mode=${1:?validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish|bench-step}
 export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
 bin=$PWD/.gpu/bin/ulysses
@@ -15,6 +16,18 @@ t0=$(date +%s)
 echo "install rc $? $(( $(date +%s) - t0 )) s"; tail -1 $r/install.log 2>/dev/null
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv > $r/nvidia-smi.csv
 case $mode in
+  bench-step)  # issue 13: our runtime's step next to the deepspeed backend's, same scenario, one call each
+    # (docs/STEP_RUNTIME.md "bench step"); BENCH_CASES overrides: "name=flags;name=flags"
+    IFS=';' read -ra cases <<< "${BENCH_CASES:-llama8b-l2-s16k=--model llama-3.1-8b --seq-len 16384;llama8b-l2-tlog-s64k=--model llama-3.1-8b --seq-len 65536 --tiled-logits;llama8b-l2-all-s64k=--model llama-3.1-8b --seq-len 65536 --tiled-logits --tiled-mlp --offload-checkpoints --offload-optimizer;qwen3-4b-l2-tlog-s32k=--model qwen3-4b --seq-len 32768 --tiled-logits}"
+    for c in "${cases[@]}"; do
+      name=${c%%=*}; flags=${c#*=}
+      # shellcheck disable=SC2086
+      timeout 240 $bin bench step --backends cuda,deepspeed --profile h200-sxm-141gb --gpus 1 --sp-size 1 --layers 2 \
+        --attn-implementation sdpa $flags --warmup 1 --iters 3 --json $r/bench-step-$name.json > $r/bench-step-$name.txt \
+        2> $r/bench-step-$name.err
+      echo "$name rc $? $(( $(date +%s) - t0 )) s"; tail -6 $r/bench-step-$name.txt; grep -v Warning $r/bench-step-$name.err | tail -3
+      (cd $OUT && tar czf alst.tgz alst)
+    done ;;
   validate)
     timeout 540 $bin validate --backend deepspeed --set scenarios/validation/h200-alst.yaml --warmup 1 --iters 2 \
       --out $r/h200-alst.json > $r/validate.log 2> $r/validate.err; echo "validate rc $?"
