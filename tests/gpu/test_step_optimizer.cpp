@@ -3,7 +3,8 @@
 // of t = 1 and 2), with clipping active (max_grad_norm far below the norm) and weight decay on; on the
 // device, and offloaded to the host (runtime/host_adam.hpp: the parameters then come back to the device). Checked
 // per tensor: the norm and coefficient, the fp32 master weights, both moments, and the bf16 parameters
-// equal to the master weights rounded to nearest even. A missing decay term, swapped betas or an
+// equal to the master weights rounded to nearest even; Qwen3's head norms on, so the fp32-gradient [D] tensors
+// are among them. A missing decay term, swapped betas or an
 // unclipped gradient each move a value by more than the tolerances (stated at the checks).
 #include <catch2/catch.hpp>
 
@@ -18,6 +19,7 @@
 #include "runtime/host_adam.hpp"
 #include "runtime/reference_adam.hpp"
 #include "runtime/reference_layer.hpp"
+#include "runtime/reference_step.hpp"
 #include "sim/step_runtime_memory.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
@@ -31,21 +33,12 @@ std::vector<double> widen(const std::vector<core::bf16>& v) {
   return out;
 }
 
-// Parameters or gradients in the optimizer's tensor order (StepRunner: embedding, final norm, lm_head,
-// then each layer's w1, wq, wk, wv, wo, w2, wg, wu, wd).
-template <class P, class Get>
-std::vector<std::vector<double>> in_order(const P& embed, const P& w_final, const P& head, bool tied, const auto& layers, Get get) {
-  std::vector<std::vector<double>> out = {get(embed), get(w_final)};
-  if (!tied) out.push_back(get(head));
-  for (const auto& l : layers)
-    for (const P* t : {&l.w1, &l.wq, &l.wk, &l.wv, &l.wo, &l.w2, &l.wg, &l.wu, &l.wd}) out.push_back(get(*t));
-  return out;
-}
 
 void check_optimizer(bool offload) {
   runtime::StepDims d;
   d.layer.T = 256, d.layer.h = 256, d.layer.H = 2, d.layer.H_kv = 1, d.layer.D = 128, d.layer.F = 512;
   d.L = 2, d.V = 500, d.tied = false;
+  d.layer.qk_norm = true;  // Qwen3's head norms: fp32 gradients of [D] tensors in the optimizer too
   const std::int64_t T = d.layer.T;
   const std::uint64_t seed = 5;
   std::vector<std::int64_t> tokens(T), pos(T);
@@ -76,7 +69,7 @@ void check_optimizer(bool offload) {
     sd.B = 1, sd.S = sd.S_l = T, sd.h = d.layer.h, sd.H = d.layer.H, sd.H_kv = d.layer.H_kv, sd.D = d.layer.D;
     sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = true, sd.logits_shards = 1;
     StepRuntimeFlags f;
-    f.offload_optimizer = offload;
+    f.offload_optimizer = offload, f.qk_norm = true;
     const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
     CHECK(run.host_pinned_bytes() == mirror.host_pinned);
     const std::int64_t norm_ws_model = std::min<std::int64_t>(T, kRmsNormBwdBlocks) * d.layer.h * 4;
@@ -89,7 +82,8 @@ void check_optimizer(bool offload) {
   runtime::AdamConfig cfg = plan.adam;
   for (double* x : {&cfg.lr, &cfg.beta1, &cfg.beta2, &cfg.eps, &cfg.weight_decay}) *x = double(float(*x));
   const runtime::StepParams p0 = runtime::cuda::StepRunner::host_params(d, seed);
-  const auto params0 = in_order(p0.embed, p0.w_final, p0.lm_head, d.tied, p0.layers, widen);
+  std::vector<std::vector<double>> params0;  // in the optimizer's order (runtime/reference_step.hpp param_tensors)
+  for (const auto* t : runtime::param_tensors(d, p0)) params0.push_back(widen(*t));
   REQUIRE(params0.size() == n_tensors);
   std::vector<runtime::AdamState> ref;
   for (const auto& p : params0) ref.push_back(runtime::adam_state_from(p));
@@ -98,10 +92,9 @@ void check_optimizer(bool offload) {
     run.step(nullptr, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     const runtime::StepResult g = run.grads();  // the gradients this step's optimizer read
-    const auto grads = in_order(g.d_embed, g.d_final, g.d_head, d.tied, g.d_layers, [](const std::vector<double>& v) { return v; });
-    std::vector<const std::vector<double>*> ptrs;
-    for (const auto& x : grads) ptrs.push_back(&x);
-    const runtime::ClipResult want = runtime::clip_gradients(ptrs, plan.adam.max_grad_norm);
+    std::vector<std::vector<double>> grads;
+    for (const auto* x : runtime::grad_tensors(d, g)) grads.push_back(*x);
+    const runtime::ClipResult want = runtime::clip_gradients(runtime::grad_tensors(d, g), plan.adam.max_grad_norm);
     const runtime::ClipResult got = last_clip();
     std::printf("adam (%s) step %lld: gradient norm %.6e (fp64 %.6e), coefficient %.6e (fp64 %.6e)\n", offload ? "host" : "device", (long long)t, got.norm, want.norm,
                 got.coef, want.coef);
