@@ -21,8 +21,9 @@ StepBench bench_step(const Scenario& sc, const std::vector<std::string>& backend
   StepBench b;
   b.scenario = sc.name;
   std::vector<std::pair<Scenario, Prediction>> plans;  // every backend's scenario predicted before anything runs
-  for (const auto& be : backends) {
+  for (const auto& be : backends) {  // both plans refused or accepted before either step runs
     const Scenario s = eval::step_scenario_for(be, sc);
+    eval::check_whole_step(be, s, opt, origin);
     plans.emplace_back(s, predict(s));
   }
   for (std::size_t i = 0; i < backends.size(); ++i) {

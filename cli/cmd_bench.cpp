@@ -137,8 +137,7 @@ double peer_ms(const nlohmann::json& peer, const char* a, const char* b = nullpt
 
 std::vector<int> parse_slices(const std::string& s) {
   std::vector<int> out;
-  std::stringstream ss(s);
-  for (std::string tok; std::getline(ss, tok, ',');) {
+  for (const std::string& tok : split_commas(s)) {
     char* end = nullptr;
     const long v = std::strtol(tok.c_str(), &end, 10);
     if (tok.empty() || *end || v < 1 || v > 64) throw core::InputError("", "--slices", "a comma list of integers in 1..64, e.g. 1,2,4");
@@ -268,9 +267,7 @@ int bench_block_cmd(const runtime::BlockShape& shape, const runtime::RunOptions&
 
 // bench step: ours next to the peer on one scenario (bench/step_bench.hpp).
 int bench_step_cmd(const po::variables_map& vm) {
-  std::vector<std::string> backends;
-  std::stringstream ss(vm["backends"].as<std::string>());
-  for (std::string b; std::getline(ss, b, ',');) backends.push_back(b);
+  const std::vector<std::string> backends = split_commas(vm["backends"].as<std::string>());
   if (backends.size() != 2 || backends[0].empty() || backends[1].empty())
     throw core::InputError("", "--backends", "must name two backends, ours then the peer (e.g. cuda,deepspeed)");
   for (const auto& b : backends)

@@ -25,14 +25,6 @@
 namespace ulysses::cli {
 namespace {
 
-// The items of a comma-separated flag value ("a,b,c"; empty items kept, for the item rule to refuse).
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
-  return out;
-}
-
 std::vector<std::int64_t> parse_int_list(const std::string& text, const char* flag, std::int64_t lo) {
   std::vector<std::int64_t> out;
   for (const std::string& item : split_commas(text)) {

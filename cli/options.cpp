@@ -123,6 +123,14 @@ po::variables_map parse_args(int argc, char** argv, const po::options_descriptio
   return vm;
 }
 
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out(1);
+  for (char c : text)
+    if (c == ',') out.emplace_back();
+    else out.back().push_back(c);
+  return out;
+}
+
 void check_output_option(const std::string& flag, const std::string& path) {
   try {
     reports::check_can_write(path);

@@ -90,6 +90,10 @@ double pct_option(const po::variables_map& vm, const char* name);
 // written; creates nothing under that name (reports::check_can_write).
 void check_output_option(const std::string& flag, const std::string& path);
 
+// The items of a comma-separated flag value, empty items kept ("a,,b," -> a, "", b, ""), for the
+// flag's own rule to refuse.
+std::vector<std::string> split_commas(const std::string& text);
+
 // --warmup / --iters of every run: at most this many
 inline constexpr int kMaxIterations = 1000;
 inline constexpr std::uint64_t kMaxSeed = (std::uint64_t{1} << 63) - 1;

@@ -1,7 +1,10 @@
 // eval/step_run.hpp: which runtime runs a whole step.
 #include "eval/step_run.hpp"
 
+#include "core/attn_impls.hpp"
 #include "eval/block_run.hpp"
+#include "runtime/cpu/cpu_step.hpp"
+#include "runtime/step_plan.hpp"
 
 namespace ulysses::eval {
 
@@ -11,6 +14,13 @@ runtime::StepMeasurement run_whole_step(const std::string& backend, const Scenar
   runtime::StepRunOptions o;
   o.warmup = opt.warmup, o.iters = opt.iters, o.seed = opt.seed;
   return open_backend(backend)->run_step(sc, o, origin);
+}
+
+void check_whole_step(const std::string& backend, const Scenario& sc, const runtime::deepspeed::StepOptions& opt,
+                      const std::string& origin) {
+  if (backend == "deepspeed") (void)runtime::deepspeed::job_json(sc, opt, "", origin);
+  else if (backend == "cpu") (void)runtime::cpu::cpu_step_input(sc, opt.seed, 1 + opt.warmup + opt.iters, origin);
+  else (void)runtime::step_shape_of(sc, origin);  // our CUDA step's plan
 }
 
 runtime::ProbeResult probe_whole_steps(const std::string& backend, const Scenario& sc, const std::vector<std::int64_t>& ladder,
@@ -30,6 +40,11 @@ runtime::ProbeResult probe_whole_steps(const std::string& backend, const Scenari
 
 Scenario step_scenario_for(const std::string& backend, Scenario sc) {
   sc.plan.runtime = backend == "deepspeed" ? Runtime::pytorch : Runtime::ulysses;
+  // our runtime runs its own kernel for every name (a PyTorch name is an alias of ulysses_flash): predict that
+  // kernel's calibrated curves, not those PyTorch's kernel of the same name was calibrated under
+  if (sc.plan.runtime == Runtime::ulysses)
+    if (const core::AttnImpl* a = core::find_attn_impl(sc.plan.attn_implementation))
+      sc.plan.attn_implementation = std::string(core::calibrated_key(a->kernel));
   return sc;
 }
 

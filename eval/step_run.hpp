@@ -17,12 +17,19 @@ namespace ulysses::eval {
 runtime::StepMeasurement run_whole_step(const std::string& backend, const Scenario& sc,
                                         const runtime::deepspeed::StepOptions& opt, const std::string& origin);
 
+// Throws what run_whole_step would throw for the scenario's plan (core::InputError: a key the backend's step
+// does not run), without running anything: so that a call running two backends refuses before either runs.
+void check_whole_step(const std::string& backend, const Scenario& sc, const runtime::deepspeed::StepOptions& opt,
+                      const std::string& origin);
+
 // Capacity probes of the whole step at each length of `ladder` (increasing) under a ballast: the deepspeed
 // worker (one process, a warm-up and a measured step per length) or the backend's probe_steps.
 runtime::ProbeResult probe_whole_steps(const std::string& backend, const Scenario& sc, const std::vector<std::int64_t>& ladder,
                                        std::int64_t ballast_bytes, const std::string& origin);
 
-// The scenario as the backend runs it: plan.runtime pytorch on deepspeed, ulysses on our runtime.
+// The scenario as the backend runs it: plan.runtime pytorch on deepspeed; on our runtime plan.runtime ulysses
+// and plan.attn_implementation the kernel it runs (core/attn_impls.hpp: flash_attention_2, sdpa, ... run as
+// ulysses_flash and are predicted with its curves).
 Scenario step_scenario_for(const std::string& backend, Scenario sc);
 
 }  // namespace ulysses::eval

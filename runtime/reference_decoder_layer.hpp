@@ -44,7 +44,7 @@ struct DecoderLayerResult {
 // The attention between the layer's rope'd q, k, v and o, all sequence-sharded as the layer holds them:
 // q, o, dout, dq [T, H, D]; k, v, dk, dv [T, H_kv, D]. The layer calls forward once, then backward at most
 // once (the object keeps what its backward needs). Without one the layer runs causal attention over its T
-// tokens (one rank); the sequence-parallel step (runtime/sp_step.hpp) supplies the Ulysses exchange
+// tokens (one rank); the sequence-parallel step (runtime/cpu/sp_step.hpp) supplies the Ulysses exchange
 // around the attention of the rank's heads over the whole sequence.
 class LayerAttention {
  public:

@@ -46,7 +46,7 @@ std::vector<std::int64_t> shift_labels(const std::vector<std::int64_t>& tokens);
 // The step on T tokens with their (shifted) labels; `loss_divisor`: the number of valid tokens the
 // loss is divided by (over every SP rank; 0: this call's own). The gradients are those of
 // loss_sum / loss_divisor. `attention`: every layer's (empty: causal attention over these T tokens; one
-// rank of the sequence-parallel step passes the Ulysses exchange, runtime/sp_step.hpp).
+// rank of the sequence-parallel step passes the Ulysses exchange, runtime/cpu/sp_step.hpp).
 StepResult step_reference(const StepDims& d, const StepParams& p, const std::vector<std::int64_t>& tokens,
                           const std::vector<std::int64_t>& labels, const std::vector<core::bf16>& cos,
                           const std::vector<core::bf16>& sin, std::int64_t logits_shards = 1,

@@ -30,15 +30,20 @@ Json measurement_json(const StepMeasurement& m) {
   j["pytorch_cuda_alloc_conf"] = m.alloc_conf;
   j["layers"] = m.layers;
   j["seq_len"] = m.seq_len;
+  const auto device_bytes = [&](std::int64_t b) { return m.has_device_memory() ? Json(b) : Json(nullptr); };
   j["phases"] = Json::array();
   for (const auto& p : m.phases) {
-    Json e{{"name", p.name}, {"median_s", p.median_s}, {"min_s", p.min_s}, {"max_s", p.max_s},
-           {"alloc_start_bytes", p.alloc_start_bytes}, {"peak_bytes", p.peak_bytes}, {"peak_reserved_bytes", p.peak_reserved_bytes}};
+    Json e{{"name", p.name},
+           {"median_s", p.median_s},
+           {"min_s", p.min_s},
+           {"max_s", p.max_s},
+           {"alloc_start_bytes", device_bytes(p.alloc_start_bytes)},
+           {"peak_bytes", device_bytes(p.peak_bytes)},
+           {"peak_reserved_bytes", device_bytes(p.peak_reserved_bytes)}};
     if (p.kernel_s >= 0) e["kernel_s"] = p.kernel_s;
     j["phases"].push_back(e);
   }
   j["step_s"] = {{"median", m.step_median_s}, {"min", m.step_min_s}, {"max", m.step_max_s}};
-  const auto device_bytes = [&](std::int64_t b) { return m.has_device_memory() ? Json(b) : Json(nullptr); };
   j["max_memory_allocated"] = device_bytes(m.max_memory_allocated);
   j["max_memory_reserved"] = device_bytes(m.max_memory_reserved);
   j["peak_at"] = m.peak_at;
@@ -50,7 +55,8 @@ Json measurement_json(const StepMeasurement& m) {
   if (!m.checks.empty()) {
     j["checks"] = Json::array();
     for (const auto& c : m.checks)
-      j["checks"].push_back({{"name", c.name}, {"elements", c.elements}, {"wrong", c.wrong}, {"max_rel_err", c.max_rel_err},
+      j["checks"].push_back({{"name", c.name}, {"elements", c.elements}, {"wrong", c.wrong},
+                             {"max_rel_err", std::isfinite(c.max_rel_err) ? Json(c.max_rel_err) : Json(nullptr)},  // inf: null
                              {"tolerance", c.tolerance}});
   }
   j["correct"] = m.correct();
@@ -60,6 +66,10 @@ Json measurement_json(const StepMeasurement& m) {
 
 StepMeasurement measurement_from_json(const Json& j) {
   StepMeasurement m;
+  // a byte count, or -1 where the measurement has no device (null)
+  const auto bytes_at = [](const Json& o, const char* key) {
+    return !o.contains(key) ? std::int64_t{0} : o.at(key).is_null() ? std::int64_t{-1} : o.at(key).get<std::int64_t>();
+  };
   m.backend = j.value("backend", "deepspeed");
   m.device = j.value("device", "");
   m.alloc_conf = j.value("pytorch_cuda_alloc_conf", "");
@@ -72,25 +82,24 @@ StepMeasurement measurement_from_json(const Json& j) {
     s.name = p.at("name").get<std::string>();
     s.median_s = p.at("median_s").get<double>();
     s.min_s = p.value("min_s", 0.0), s.max_s = p.value("max_s", 0.0), s.kernel_s = p.value("kernel_s", -1.0);
-    s.alloc_start_bytes = p.value("alloc_start_bytes", std::int64_t{0});
-    s.peak_bytes = p.value("peak_bytes", std::int64_t{0});
-    s.peak_reserved_bytes = p.value("peak_reserved_bytes", std::int64_t{0});
+    s.alloc_start_bytes = bytes_at(p, "alloc_start_bytes");
+    s.peak_bytes = bytes_at(p, "peak_bytes");
+    s.peak_reserved_bytes = bytes_at(p, "peak_reserved_bytes");
     m.phases.push_back(s);
   }
   m.step_median_s = j.at("step_s").at("median").get<double>();
   m.step_min_s = j.at("step_s").value("min", 0.0), m.step_max_s = j.at("step_s").value("max", 0.0);
-  const auto device_bytes = [&](const char* key) { return j.at(key).is_null() ? std::int64_t{-1} : j.at(key).get<std::int64_t>(); };
-  m.max_memory_allocated = device_bytes("max_memory_allocated");
-  m.max_memory_reserved = device_bytes("max_memory_reserved");
+  m.max_memory_allocated = j.at("max_memory_allocated").is_null() ? -1 : j.at("max_memory_allocated").get<std::int64_t>();
+  m.max_memory_reserved = j.at("max_memory_reserved").is_null() ? -1 : j.at("max_memory_reserved").get<std::int64_t>();
   m.peak_at = j.value("peak_at", "");
-  m.device_used_bytes = j.contains("device_used_bytes") ? device_bytes("device_used_bytes") : 0;
+  m.device_used_bytes = bytes_at(j, "device_used_bytes");
   m.host_rss_bytes = j.value("host_rss_bytes", std::int64_t{0});
   m.host_rss_peak_bytes = j.value("host_rss_peak_bytes", std::int64_t{0});
   m.pinned_bytes = j.value("checkpoint_pinned_bytes", std::int64_t{0});
   m.losses = step_losses_of(j);
   for (const auto& c : j.value("checks", Json::array()))
     m.checks.push_back({c.at("name").get<std::string>(), c.at("elements").get<std::int64_t>(), c.at("wrong").get<std::int64_t>(),
-                        c.at("max_rel_err").get<double>(), c.at("tolerance").get<double>()});
+                        c.at("max_rel_err").is_null() ? INFINITY : c.at("max_rel_err").get<double>(), c.at("tolerance").get<double>()});
   m.wall_s = j.value("wall_s", 0.0);
   return m;
 }

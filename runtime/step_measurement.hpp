@@ -17,6 +17,7 @@ struct StepPhase {
   std::string name;                    // step-model name + pass: gemm.qkv.fwd, attn.recompute, zero.allgather, other
   double median_s = 0, min_s = 0, max_s = 0;  // per step (summed over layers), over timed steps; max over ranks
   double kernel_s = -1;                // CUPTI: kernel time attributed to it in the traced step (-1: not traced)
+  // memory: -1 where the measurement has no device (cpu; JSON null)
   std::int64_t alloc_start_bytes = 0;  // torch.cuda.memory_allocated at its start (max over its occurrences)
   std::int64_t peak_bytes = 0;         // max_memory_allocated while it runs (memory step)
   std::int64_t peak_reserved_bytes = 0;
@@ -39,13 +40,13 @@ struct StepCheck {
 };
 
 struct StepMeasurement {
-  std::string backend = "deepspeed";   // "deepspeed" (the Python worker) | "cuda" (our runtime, --scope step)
+  std::string backend = "deepspeed";   // "deepspeed" (the Python worker) | "cuda" (our runtime, --scope step) | "cpu"
   std::string device, alloc_conf;      // GPU name; PYTORCH_CUDA_ALLOC_CONF the worker ran with ("" on cuda)
   Json versions;                       // deepspeed: torch, transformers, accelerate, deepspeed, cuda, python
   int ranks = 1;
   std::int64_t layers = 0, seq_len = 0;
   std::vector<StepPhase> phases;       // in first-seen order of the memory step
-  double step_median_s = 0, step_min_s = 0, step_max_s = 0;  // GPU-event step time, max over ranks
+  double step_median_s = 0, step_min_s = 0, step_max_s = 0;  // step time, max over ranks (GPU events; cpu: host clock)
   std::int64_t max_memory_allocated = 0, max_memory_reserved = 0;  // max over ranks and steps; -1: no device (cpu),
                                                                     // with device_used_bytes (JSON null)
   std::string peak_at;                 // the phase during which the allocated peak happened

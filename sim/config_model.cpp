@@ -50,10 +50,10 @@ const std::vector<ModelField>& model_fields() {
        [](const ModelSpec& m) { return b2s(m.qkv_bias); }},
       {"rms_norm_eps",
        [](ModelSpec& m, const Scalar& s, const Where& w) { m.rms_norm_eps = parse_double(s, w, 0, true, 1, true, "in (0, 1)"); },
-       [](const ModelSpec& m) { return fmt::format("{}", norm_eps_of(m)); }},
+       [](const ModelSpec& m) { return m.rms_norm_eps > 0 ? fmt::format("{}", m.rms_norm_eps) : std::string(); }},
       {"rope_theta",
-       [](ModelSpec& m, const Scalar& s, const Where& w) { m.rope_theta = parse_double(s, w, 0, true, 1e12, false, "in (0, 1e12]"); },
-       [](const ModelSpec& m) { return fmt::format("{}", rope_theta_of(m)); }},
+       [](ModelSpec& m, const Scalar& s, const Where& w) { m.rope_theta = parse_double(s, w, 0, true, 1e12, true, "in (0, 1e12)"); },
+       [](const ModelSpec& m) { return m.rope_theta > 0 ? fmt::format("{}", m.rope_theta) : std::string(); }},
       {"published_params",
        [](ModelSpec& m, const Scalar& s, const Where& w) {
          // written as an integer or in scientific notation (8.03e9)
@@ -167,7 +167,9 @@ ModelSpec model_from_node(const YAML::Node& n, const Where& w) {
 std::string model_yaml(const ModelSpec& m, int indent) {
   const std::string pad(static_cast<std::size_t>(indent), ' ');
   std::string out;
-  for (const auto& f : model_fields()) out += fmt::format("{}{}: {}\n", pad, f.key, f.get(m));
+  for (const auto& f : model_fields())
+    if (const std::string v = f.get(m); !v.empty()) out += fmt::format("{}{}: {}\n", pad, f.key, v);  // empty: not given
+
   return out;
 }
 

@@ -2,8 +2,12 @@
 
 namespace ulysses {
 
-double norm_eps_of(const ModelSpec& m) { return m.rms_norm_eps > 0 ? m.rms_norm_eps : m.qk_norm ? 1e-6 : 1e-5; }
-double rope_theta_of(const ModelSpec& m) { return m.rope_theta > 0 ? m.rope_theta : m.qk_norm ? 1e6 : 500000.0; }
+namespace {
+bool qwen_like(const ModelSpec& m) { return m.qk_norm || m.qkv_bias; }  // Qwen3 (head norms), Qwen2/2.5 (q/k/v biases)
+}  // namespace
+
+double norm_eps_of(const ModelSpec& m) { return m.rms_norm_eps > 0 ? m.rms_norm_eps : qwen_like(m) ? 1e-6 : 1e-5; }
+double rope_theta_of(const ModelSpec& m) { return m.rope_theta > 0 ? m.rope_theta : qwen_like(m) ? 1e6 : 500000.0; }
 
 ParamCount count_params(const ModelSpec& m) {
   const std::int64_t h = m.hidden, H = m.heads, H_kv = m.kv_heads, D = m.head_dim;

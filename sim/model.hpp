@@ -21,8 +21,9 @@ struct ParamCount {
 ParamCount count_params(const ModelSpec& m);
 
 // The RMSNorm epsilon and the RoPE base the runtimes compute with (numerics only: no cost or memory term
-// reads them): the model's own values, else Llama 3.x's (1e-5, 500000), or Qwen3's (1e-6, 1000000) for a
-// model with qk_norm (docs/INPUTS.md "Model").
+// reads them): the model's own values, else Llama 3.x's (1e-5, 500000), or the Qwen families' (1e-6, 1000000)
+// for a model with qk_norm (Qwen3) or q/k/v biases (Qwen2, 2.5) (docs/INPUTS.md "Model"). A model written
+// back (model_yaml) keeps only the values it was given.
 double norm_eps_of(const ModelSpec& m);
 double rope_theta_of(const ModelSpec& m);
 

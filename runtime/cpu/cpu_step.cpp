@@ -29,21 +29,21 @@ void refuse_if(bool cond, const std::string& origin, const std::string& key, con
   if (cond) throw core::InputError(origin, key, why + " (the cpu step: docs/STEP_RUNTIME.md \"The step on CPU threads\")");
 }
 
-// relative to the largest magnitude of `want`; `wrong`: elements off by more than tol of that scale
+// each tensor relative to the largest magnitude of its `want`; `wrong`: elements off by more than tol of that
+// scale (a small tensor is not measured against a large one's scale)
 StepCheck compare(const std::string& name, const std::vector<const std::vector<double>*>& got,
                   const std::vector<const std::vector<double>*>& want, double tol) {
   StepCheck c{name, 0, 0, 0, tol};
-  double scale = 0;
-  for (const auto* w : want)
-    for (double x : *w) scale = std::max(scale, std::fabs(x));
-  scale = std::max(scale, 1e-300);
-  for (std::size_t i = 0; i < got.size(); ++i)
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    double scale = 1e-300;
+    for (double x : *want[i]) scale = std::max(scale, std::fabs(x));
     for (std::size_t j = 0; j < got[i]->size(); ++j) {
       const double e = std::fabs((*got[i])[j] - (*want[i])[j]) / scale;
       c.elements += 1;
       c.wrong += !(e <= tol);  // NaN counts as wrong
       c.max_rel_err = std::max(c.max_rel_err, std::isfinite(e) ? e : INFINITY);
     }
+  }
   return c;
 }
 StepCheck compare_scalar(const std::string& name, double got, double want, double tol) {
@@ -88,7 +88,7 @@ double cpu_step_flops(const StepDims& d) {
   return double(d.L) * 4 * (gemms + attn) + 3 * 2 * T * double(d.V) * h;
 }
 
-SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, const std::string& origin) {
+SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, int steps, const std::string& origin) {
   const Plan& pl = sc.plan;
   const ModelSpec& mo = sc.model;
   refuse_if(sc.gpus != pl.sp_size, origin, "gpus", fmt::format("must equal plan.sp_size ({}): the ranks are one SP group, dp 1", pl.sp_size));
@@ -113,17 +113,18 @@ SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, const std::st
   }
   refuse_if(mo.head_dim % 2 != 0, origin, "model.head_dim", "must be even (RoPE rotates pairs)");
   const Dims dd = derive_dims(sc);
-  const std::int64_t T = dd.S;  // the padded sequence: S_l * P
-  refuse_if(T % P != 0, origin, "plan.seq_len", fmt::format("must be a multiple of plan.sp_size ({})", P));
+  const std::int64_t T = pl.seq_len;
+  refuse_if(dd.S != T, origin, "plan.seq_len",
+            fmt::format("must be a multiple of the padding ({} here would be padded to {}): the cpu step runs no pad tokens", T, dd.S));
   SpStepInput in;
   auto& ld = in.dims.layer;
   ld.T = T, ld.h = mo.hidden, ld.H = mo.heads, ld.H_kv = mo.kv_heads, ld.D = mo.head_dim, ld.F = mo.ffn_hidden;
   ld.qk_norm = mo.qk_norm, ld.eps = norm_eps_of(mo);
   in.dims.L = mo.layers, in.dims.V = mo.vocab, in.dims.tied = mo.tied_embeddings;
-  const double flops = 2 * cpu_step_flops(in.dims);  // the P-rank step and the one-rank oracle
+  const double flops = double(steps + 1) * cpu_step_flops(in.dims);  // the P-rank steps and the one-rank oracle
   refuse_if(flops > kCpuStepMaxFlops, origin, "plan.seq_len",
-            fmt::format("this step is {:.1e} fp64 FLOPs with its oracle, above {:.0e}: the cpu step is a check at tiny shapes "
-                        "(fewer tokens, --layers, or a smaller model)", flops, kCpuStepMaxFlops));
+            fmt::format("{} steps and the oracle are {:.1e} fp64 FLOPs, above {:.0e}: the cpu step is a check at tiny shapes "
+                        "(fewer tokens, --layers, --iters, or a smaller model)", steps, flops, kCpuStepMaxFlops));
   in.logits_shards = dd.logits_shards;
   // parameters and tokens from the seed: one stream per tensor
   std::uint64_t stream = seed * 1000003ull;
@@ -149,7 +150,7 @@ SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, const std::st
 
 StepMeasurement run_cpu_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) {
   const auto wall0 = std::chrono::steady_clock::now();
-  const SpStepInput in = cpu_step_input(sc, opt.seed, origin);
+  const SpStepInput in = cpu_step_input(sc, opt.seed, 1 + opt.warmup + opt.iters, origin);
   const int P = static_cast<int>(sc.plan.sp_size);
   StepMeasurement m;
   m.backend = "cpu";
@@ -179,7 +180,7 @@ StepMeasurement run_cpu_step(const Scenario& sc, const StepRunOptions& opt, cons
   }
   for (const auto& name : order) {
     const auto& v = phase[name];
-    m.phases.push_back({name, core::median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()), -1, 0, 0, 0});
+    m.phases.push_back({name, core::median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()), -1, -1, -1, -1});  // no device memory
   }
   if (!steps.empty()) {
     m.step_median_s = core::median(steps);

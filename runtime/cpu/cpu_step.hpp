@@ -6,7 +6,7 @@
 // Its times are fp64 loops on the host: a check, not a performance figure; it has no device memory.
 //
 // The first step validates (checks below); then `warmup` untimed and `iters` timed steps, each from the
-// same seeded parameters and tokens. Checks (relative to the largest magnitude of the one-rank value):
+// same seeded parameters and tokens. Checks (each tensor relative to the largest magnitude of its one-rank value):
 //   loss          the P-rank loss against the one-rank loss                       tolerance 1e-10
 //   gradients     every parameter's reduce-scattered gradient, assembled          1e-9
 //   clip norm     the global gradient norm from the partitions                    1e-10
@@ -25,9 +25,10 @@ namespace ulysses::runtime::cpu {
 // tiled logits, parameters N(0, 1) * 0.3 (norm weights N(0, 1)) and tokens from the seed, RoPE tables of
 // the model's base. Throws core::InputError(origin, key, rule) for what the cpu step does not run:
 // gpus != sp_size, dp > 1, micro_batch_size > 1, zero_stage != 3 (it partitions as ZeRO-3), offloads,
-// q/k/v biases, the head rules, more than kCpuStepMaxFlops of fp64 work (tiny shapes only).
-SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, const std::string& origin);
-inline constexpr double kCpuStepMaxFlops = 2e10;  // the P-rank step and its oracle: tens of seconds on one core
+// q/k/v biases, the head rules, a seq_len the plan pads, more than kCpuStepMaxFlops of fp64 work for
+// `steps` P-rank steps and the oracle (tiny shapes only).
+SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, int steps, const std::string& origin);
+inline constexpr double kCpuStepMaxFlops = 1e11;  // every step of a run and its oracle: about a minute on the host
 
 // The fp64 work of one step (forward, checkpoint recompute, backward; logits) on T tokens: the size guard.
 double cpu_step_flops(const StepDims& d);

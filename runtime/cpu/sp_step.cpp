@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/heads.hpp"
 #include "core/layout.hpp"
 #include "core/step_phases.hpp"
 #include "runtime/cpu/exchange.hpp"
@@ -155,12 +156,6 @@ class UlyssesAttention : public LayerAttention {
   Vec q_, k_, v_, o_, lse_;
 };
 
-Vec widened(const std::vector<core::bf16>& v) {
-  Vec out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = core::bf16_to_float(v[i]);
-  return out;
-}
-
 // rank r's partition of x (zero padded)
 Vec partition_of(const Vec& x, const Partition& part, int r) {
   Vec out(static_cast<std::size_t>(part.size), 0.0);
@@ -214,7 +209,7 @@ void run_rank(const SpStepInput& in, RankComm& comm, RankOut& out) {
     const auto n = static_cast<std::int64_t>(params[i]->size());
     parts.push_back(zero_partition(n, P));
     Vec gathered;
-    comm.all_gather(partition_of(widened(*params[i]), parts[i], r), gathered);
+    comm.all_gather(partition_of(widen(*params[i]), parts[i], r), gathered);
     for (std::int64_t j = 0; j < n; ++j) (*full_tensors[i])[j] = core::float_to_bf16(static_cast<float>(gathered[j]));
   }
   laps.lap(core::kZeroAllgather);
@@ -244,7 +239,7 @@ void run_rank(const SpStepInput& in, RankComm& comm, RankOut& out) {
   laps.lap(core::kZeroReduceScatter);
   out.clip = clip_of_norm(std::sqrt(comm.all_reduce_sum(sq)), in.adam.max_grad_norm);
   for (std::size_t i = 0; i < params.size(); ++i) {
-    AdamState s = adam_state_from(partition_of(widened(*params[i]), parts[i], r));
+    AdamState s = adam_state_from(partition_of(widen(*params[i]), parts[i], r));
     adamw_reference(s, out.grad_parts[i], out.clip.coef, 1, in.adam);
     Vec rounded(s.master.size());
     for (std::size_t j = 0; j < rounded.size(); ++j) rounded[j] = core::bf16_to_float(core::float_to_bf16(static_cast<float>(s.master[j])));
@@ -265,8 +260,13 @@ Partition zero_partition(std::int64_t n, int P) { return Partition{(n + P - 1) /
 SpStepResult sp_step(const SpStepInput& in, int P) {
   const DecoderLayerDims& ld = in.dims.layer;
   if (P < 1 || ld.T % P != 0) throw std::invalid_argument("sp_step: the sequence length must be a multiple of the ranks");
-  if (ld.H % P != 0) throw std::invalid_argument("sp_step: the heads must be divisible by the ranks");
-  if (ld.H_kv % P != 0 && P % ld.H_kv != 0) throw std::invalid_argument("sp_step: the kv heads must divide or be a multiple of the ranks");
+  switch (core::head_rule(ld.H, ld.H_kv, P)) {
+    case core::HeadRule::ok: break;
+    case core::HeadRule::kv_heads_divide_heads: throw std::invalid_argument("sp_step: the kv heads must divide the heads");
+    case core::HeadRule::heads_divisible_by_sp: throw std::invalid_argument("sp_step: the heads must be divisible by the ranks");
+    case core::HeadRule::kv_heads_split_or_replicated:
+      throw std::invalid_argument("sp_step: the kv heads must divide or be a multiple of the ranks");
+  }
   if (static_cast<std::int64_t>(in.tokens.size()) != ld.T) throw std::invalid_argument("sp_step: tokens must have T entries");
   Group group(P);
   std::vector<RankOut> outs(static_cast<std::size_t>(P));
@@ -276,17 +276,22 @@ SpStepResult sp_step(const SpStepInput& in, int P) {
   std::mutex m;
   {
     std::vector<std::jthread> ranks;
-    for (int r = 0; r < P; ++r)
-      ranks.emplace_back([&, r] {
-        try {
-          run_rank(in, comms[r], outs[r]);
-        } catch (const PeerFailed&) {
-        } catch (...) {
-          const std::lock_guard<std::mutex> lock(m);
-          if (!first) first = std::current_exception();
-          group.abort();
-        }
-      });
+    try {
+      for (int r = 0; r < P; ++r)
+        ranks.emplace_back([&, r] {
+          try {
+            run_rank(in, comms[r], outs[r]);
+          } catch (const PeerFailed&) {
+          } catch (...) {
+            const std::lock_guard<std::mutex> lock(m);
+            if (!first) first = std::current_exception();
+            group.abort();
+          }
+        });
+    } catch (...) {  // a thread could not start: release the started ones (they wait for it), then report
+      group.abort();
+      throw;
+    }
   }
   if (first) std::rethrow_exception(first);
   // assemble what the ranks hold

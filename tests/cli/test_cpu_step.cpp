@@ -2,6 +2,7 @@
 // thread-ranks, checked against one rank, as a user runs it; what it does not run is one line, exit 2.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -74,10 +75,29 @@ TEST_CASE("cpu step: what it does not run is one line naming the key, exit 2", "
   one_line_exit2("run" + kStep + " --sp-size 3 --gpus 3", "plan.sp_size");
   one_line_exit2("run" + kStep + " --seq-len 65536", "plan.seq_len");  // far above the fp64 budget
   one_line_exit2("run" + kStep + " --offload-optimizer true", "plan.offload_optimizer");
+  one_line_exit2("run" + kStep + " --seq-len 252 --pad-to-multiple-of 64", "no pad tokens");  // 256 with padding: refused
+  one_line_exit2("run" + kStep + " --iters 100000", "--iters");       // every timed step counts against the budget
   one_line_exit2("run" + kStep + " --zero-stage 2", "plan.zero_stage");
   one_line_exit2("compare" + kStep, "--scope");
   one_line_exit2("validate --backend cpu --scope step --set " + source_path("scenarios/validation/h200-step.yaml") + " --out /nonexistent/x.json",
                  "--scope");
+}
+
+TEST_CASE("a check's non-finite error survives the JSON (null) and reads back as infinity", "[cli][cpu_step]") {
+  ulysses::runtime::StepMeasurement m;
+  m.backend = "cpu";
+  m.max_memory_allocated = m.max_memory_reserved = m.device_used_bytes = -1;
+  m.phases.push_back({"fwd_bwd", 1, 1, 1, -1, -1, -1, -1});
+  m.checks.push_back({"gradients", 10, 1, INFINITY, 1e-9});
+  const auto j = ulysses::runtime::measurement_json(m);
+  CHECK(j["checks"][0]["max_rel_err"].is_null());
+  CHECK(j["phases"][0]["peak_bytes"].is_null());
+  const auto back = ulysses::runtime::measurement_from_json(nlohmann::ordered_json::parse(j.dump()));
+  REQUIRE(back.checks.size() == 1);
+  CHECK(std::isinf(back.checks[0].max_rel_err));
+  CHECK(back.phases[0].peak_bytes == -1);
+  CHECK(!back.has_device_memory());
+  CHECK(!back.correct());
 }
 
 TEST_CASE("cpu step: the flops guard grows with the sequence and the layers", "[cli][cpu_step]") {
@@ -109,5 +129,11 @@ TEST_CASE("bench step: two backends' steps side by side with the tokens/s ratio"
   CHECK(j["ratio_tokens_per_s_per_gpu"].get<double>() == Approx(a / b));
   one_line_exit2("bench step --backends cuda --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
   one_line_exit2("bench step --backends cpu,nope --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
+  one_line_exit2("bench step --backends cpu,cpu, --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
+  // the peer's plan refused before our step runs: nothing of the first backend is printed
+  const CliResult both = run_cli("bench step --backends cpu,cpu --scenario " + source_path("scenarios/cpu-tiny-step.yaml") +
+                                 " --seq-len 65536");
+  CHECK(both.rc == 2);
+  CHECK(both.out.empty());
   one_line_exit2("bench layer --layers 2 --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--layers");
 }

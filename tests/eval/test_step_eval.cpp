@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include "eval/step_compare.hpp"
 #include "eval/step_out.hpp"
 #include "eval/step_record.hpp"
+#include "eval/step_run.hpp"
 #include "eval/validation_set.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
@@ -245,17 +247,44 @@ TEST_CASE("step capacity records: the bisection lands in the case; the target is
 TEST_CASE("the step validation set of our runtime: every case runs on the cuda step and fits one H200", "[eval][validate]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-step.yaml"));
   REQUIRE(set.cases.size() >= 20);  // issue 13's least
-  int tiled_mlp = 0, offload = 0, all = 0;
+  int tiled_mlp = 0, offload = 0, all = 0, host_optimizer = 0;
   for (const auto& c : set.cases) {
     INFO(c.name);
     eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
     s.sc.plan.runtime = Runtime::ulysses;
     const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());
     CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));  // leaves room for the CUDA context
-    tiled_mlp += s.sc.plan.tiled_mlp, offload += s.sc.plan.offload_checkpoints;
+    tiled_mlp += s.sc.plan.tiled_mlp, offload += s.sc.plan.offload_checkpoints, host_optimizer += s.sc.plan.offload_optimizer;
     all += s.sc.plan.tiled_mlp && s.sc.plan.offload_checkpoints && s.sc.plan.tiled_logits;
   }
   CHECK(tiled_mlp >= 2);  // the feature ladder's rungs on one GPU
   CHECK(offload >= 2);
   CHECK(all >= 2);
+  CHECK(host_optimizer >= 3);  // the optimizer on the host: alone, with Qwen3's shapes, with every feature
+}
+
+TEST_CASE("our runtime's step is predicted with the kernel it runs, the deepspeed step with the plan's", "[eval][step]") {
+  const Scenario sc = two_layers(16384);  // plan.attn_implementation sdpa
+  const Scenario ours = eval::step_scenario_for("cuda", sc), peer = eval::step_scenario_for("deepspeed", sc);
+  CHECK(ours.plan.runtime == Runtime::ulysses);
+  CHECK(ours.plan.attn_implementation == "ulysses_flash");  // sdpa is an alias of our flash kernel
+  CHECK(peer.plan.runtime == Runtime::pytorch);
+  CHECK(peer.plan.attn_implementation == "sdpa");
+  Scenario ref = sc;
+  ref.plan.attn_implementation = "eager";
+  CHECK(eval::step_scenario_for("cuda", ref).plan.attn_implementation == "ulysses_reference");
+  // the prediction follows: our kernel's curves, not sdpa's
+  const auto attn_fwd = [](const Prediction& p) {
+    for (int i = 0; i < p.step.n; ++i)
+      if (std::string(p.step.phases[i].name) == "attn.fwd") return p.step.phases[i].time_s;
+    return -1.0;
+  };
+  Scenario peer_as_ours = peer;  // the same runtime, only the curves' key differs
+  peer_as_ours.plan.runtime = Runtime::ulysses;
+  Scenario named = peer_as_ours;
+  named.plan.attn_implementation = "ulysses_flash";
+  const double a = attn_fwd(predict(ours)), b = attn_fwd(predict(peer_as_ours));
+  REQUIRE(a > 0);
+  CHECK(a == Approx(attn_fwd(predict(named))).epsilon(1e-12));
+  CHECK(std::fabs(a / b - 1) > 0.02);  // the profile's sdpa curve is another kernel's
 }

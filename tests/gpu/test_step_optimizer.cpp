@@ -22,6 +22,7 @@
 #include "runtime/reference_step.hpp"
 #include "sim/step_runtime_memory.hpp"
 #include "tests/gpu/gpu_util.hpp"
+#include "tests/gpu/step_arena.hpp"
 
 using namespace ulysses;
 
@@ -72,9 +73,7 @@ void check_optimizer(bool offload) {
     f.offload_optimizer = offload, f.qk_norm = true;
     const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
     CHECK(run.host_pinned_bytes() == mirror.host_pinned);
-    const std::int64_t norm_ws_model = std::min<std::int64_t>(T, kRmsNormBwdBlocks) * d.layer.h * 4;
-    const auto norm_ws = static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, d.layer.h));
-    CHECK(arena.peak_bytes() == mirror.total() - mirror.gemm_workspace - norm_ws_model + norm_ws);
+    CHECK(arena.peak_bytes() == gputest::expected_arena_peak(mirror, d.layer));
   }
 
   // the kernel receives the hyper-parameters as fp32 (as DeepSpeed's FusedAdam does): 1 - float(0.999) is

@@ -20,6 +20,7 @@
 #include "kernels/layer_ops.hpp"
 #include "sim/step_runtime_memory.hpp"
 #include "tests/gpu/gpu_util.hpp"
+#include "tests/gpu/step_arena.hpp"
 
 using namespace ulysses;
 
@@ -77,16 +78,7 @@ void check_step(bool tied, bool checkpoint, std::int64_t shards, Opt o = {}) {
   f.tied = tied, f.flash = true, f.qk_norm = qk_norm, f.offload_checkpoints = o.offload, f.optimizer = false;
   const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
   CHECK(run.host_pinned_bytes() == mirror.host_pinned);
-  // the RMSNorm backward's dw partials: the model assumes kRmsNormBwdBlocks rows of them, the kernel sizes
-  // them by the device's resident blocks (kernels/layer_ops.cu rmsnorm_bwd_workspace_bytes)
-  std::int64_t norm_ws_model = std::min<std::int64_t>(T, kRmsNormBwdBlocks) * d.layer.h * 4;
-  std::int64_t norm_ws = static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, d.layer.h));
-  if (qk_norm) {  // and the head norms' (rows of D)
-    norm_ws_model += std::min<std::int64_t>(T * d.layer.H, kRmsNormBwdBlocks) * d.layer.D * 4;
-    norm_ws += static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T * d.layer.H, d.layer.D));
-  }
-  std::printf("  rmsnorm_bwd workspace %lld bytes (model %lld)\n", (long long)norm_ws, (long long)norm_ws_model);
-  CHECK(arena.peak_bytes() == mirror.total() - mirror.gemm_workspace - norm_ws_model + norm_ws);
+  CHECK(arena.peak_bytes() == gputest::expected_arena_peak(mirror, d.layer));
   CHECK(std::abs(g.loss - ref.loss) <= 5e-3 * ref.loss);
   std::vector<std::pair<std::string, double>> errs = {{"embed", rel_l2(g.d_embed, ref.d_embed)},
                                                       {"final_norm", rel_l2(g.d_final, ref.d_final)}};

@@ -29,8 +29,8 @@ struct Case {
 runtime::cpu::SpStepInput make(const Case& c) {
   runtime::cpu::SpStepInput in;
   auto& ld = in.dims.layer;
-  ld.T = c.T, ld.h = 24, ld.H = c.H, ld.H_kv = c.H_kv, ld.D = 8, ld.F = 40, ld.qk_norm = c.qk_norm;
-  in.dims.L = c.L, in.dims.V = 37, in.dims.tied = c.tied;  // 37 * 24 and 24 * 40 / 4: partitions with padding at P = 4, 8
+  ld.T = c.T, ld.h = 25, ld.H = c.H, ld.H_kv = c.H_kv, ld.D = 8, ld.F = 40, ld.qk_norm = c.qk_norm;
+  in.dims.L = c.L, in.dims.V = 37, in.dims.tied = c.tied;  // h = 25, V * h = 925: every norm, embedding and head partition padded
   const std::int64_t h = ld.h, HD = ld.H * ld.D, KD = ld.H_kv * ld.D, F = ld.F;
   in.params.embed = random_bf16(in.dims.V * h, 1, 1.f);
   in.params.w_final = random_bf16(h, 2, 1.f);
@@ -120,6 +120,7 @@ TEST_CASE("sp step: P ranks equal one rank, kv heads split or replicated", "[run
   check_equal(Case{16, 4, 1, 2}, 2);                    // H_kv < P: the kv head replicated
   check_equal(Case{16, 4, 2, 2}, 4);                    // P = 4 > H_kv = 2
   check_equal(Case{32, 8, 4, 1}, 4);                    // H_kv = P = 4
+  check_equal(Case{16, 8, 4, 2}, 2);                    // two kv heads a rank, each serving two query heads
 }
 
 TEST_CASE("sp step: tied head, tiled logits and Qwen3's head norms at P = 4", "[runtime][sp_step]") {
@@ -134,6 +135,8 @@ TEST_CASE("sp step: ZeRO-3 partitions are padded equal shares", "[runtime][sp_st
   CHECK(zero_partition(12, 4).size == 3);
   CHECK(zero_partition(1, 8).size == 1);
   CHECK(zero_partition(10, 4).begin(3) == 9);
+  CHECK(zero_partition(25, 2).size == 13);  // the cases above: h = 25 over 2 ranks, one slot of padding
+  CHECK(zero_partition(37 * 25, 4).size == 232);
 }
 
 TEST_CASE("sp step: the ranks' tokens, and a rank's error reaches the caller", "[runtime][sp_step]") {

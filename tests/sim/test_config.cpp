@@ -393,6 +393,8 @@ void require_same(const Scenario& a, const Scenario& b) {
   CHECK(m.ffn_hidden == n.ffn_hidden);
   CHECK(m.vocab == n.vocab);
   CHECK(m.tied_embeddings == n.tied_embeddings);
+  CHECK(m.rms_norm_eps == n.rms_norm_eps);  // 0 (not given) stays 0: the writer does not freeze the fallback
+  CHECK(m.rope_theta == n.rope_theta);
   CHECK(m.qk_norm == n.qk_norm);
   CHECK(m.qkv_bias == n.qkv_bias);
   CHECK(m.published_params == n.published_params);
