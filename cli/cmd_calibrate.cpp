@@ -114,7 +114,8 @@ int run_calibrate_cuda(int argc, char** argv) {
       ("json", po::value<std::string>(), "also write every raw measurement as JSON here")
       ("quick", po::bool_switch(), "two S points, h 4 and 16, three exchange sizes (a smoke test)")
       ("only", po::value<std::string>(), "a2a-idle: measure only the exchange-after-idle-links curve; ulysses-kernels: only "
-                                          "our runtime's elementwise kernels (the step model's rates for plan.runtime ulysses); "
+                                          "our runtime's elementwise kernels, host optimizer and cuBLASLt GEMMs (the step model's rates for "
+                                          "plan.runtime ulysses); "
                                           "either updated in the profile's existing calibrated section");
   const auto vm = parse_args(argc, argv, d);
   if (vm.count("help")) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/attn_key.hpp"
+#include "sim/gemm_key.hpp"
 #include "sim/config.hpp"
 #include "sim/config_internal.hpp"
 
@@ -18,7 +19,7 @@ const std::vector<std::string> kCalibrationKeys = {
     "host_link_h2d_GBps", "host_link_d2h_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
     "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us",
     "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param",
-    "ulysses_host_adam_ns_per_param",
+    "ulysses_host_adam_ns_per_param", "ulysses_gemm_eff",
     "eager_bytes_per_elem", "ulysses_bytes_per_elem", "zero3_torch_adamw_step_ns_per_param", "zero3_fused_adam_step_ns_per_param",
     "zero3_offload_step_ns_per_param",
     "zero3_offload_grads_ns_per_param"};
@@ -89,6 +90,14 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
       c.attn_bwd_eff = parse_attn_curves(v, wk);
     } else if (k == "gemm_eff") {
       c.gemm_eff = parse_curve(v, wk, &fraction);
+    } else if (k == "ulysses_gemm_eff") {
+      for (const auto& [key, curve] : map_items(v, wk)) {
+        const Where wg = wk.child(key);
+        GemmPass p;
+        std::int64_t N = 0, K = 0;
+        if (!parse_gemm_curve_key(key, p, N, K)) wg.fail("must be <fwd|dgrad|wgrad>.<N>x<K>, e.g. fwd.6144x4096");
+        c.ulysses_gemm_eff.emplace_back(key, parse_curve(curve, wg, &fraction));
+      }
     } else if (k == "host_link_h2d_GBps") {
       c.host_link_h2d_GBps = positive_number(num("a number"), wk);
     } else if (k == "host_link_d2h_GBps") {
@@ -161,6 +170,10 @@ std::string calibration_yaml(const Calibration& c, int indent) {
     for (const auto& [impl, curve] : *curves) out += fmt::format("{}  {}: {}\n", pad, impl, curve_text(curve));
   }
   if (!c.gemm_eff.empty()) line("gemm_eff", curve_text(c.gemm_eff));
+  if (!c.ulysses_gemm_eff.empty()) {
+    out += pad + "ulysses_gemm_eff:\n";
+    for (const auto& [key, curve] : c.ulysses_gemm_eff) out += fmt::format("{}  {}: {}\n", pad, key, curve_text(curve));
+  }
   if (c.host_link_h2d_GBps > 0) line("host_link_h2d_GBps", number(c.host_link_h2d_GBps));
   if (c.host_link_d2h_GBps > 0) line("host_link_d2h_GBps", number(c.host_link_d2h_GBps));
   if (c.cuda_context_bytes >= 0) line("cuda_context_GiB", gib_text(c.cuda_context_bytes));

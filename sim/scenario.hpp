@@ -53,6 +53,9 @@ struct Calibration {
   std::vector<std::pair<std::string, Curve>> attn_fwd_eff;
   std::vector<std::pair<std::string, Curve>> attn_bwd_eff;
   Curve gemm_eff;                        // x: M*N*K (flops/2), y: fraction of peak
+  // our runtime's cuBLASLt GEMMs by pass and weight shape (sim/gemm_key.hpp keys; x: M, y: fraction of
+  // peak); plan.runtime ulysses only, a shape without a curve falls back to gemm_eff
+  std::vector<std::pair<std::string, Curve>> ulysses_gemm_eff;
   double host_link_h2d_GBps = -1;
   double host_link_d2h_GBps = -1;
   core::bytes_t cuda_context_bytes = -1;

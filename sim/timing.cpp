@@ -50,20 +50,30 @@ const Curve* find_curve(const std::vector<std::pair<std::int64_t, Curve>>& v, st
   return nullptr;
 }
 
-// Per-layer GEMM times of one pass (forward). M = tokens per call (TiledMLP: per shard).
+// Per-layer GEMM times: the forward (M = tokens per call; TiledMLP: per shard) and the backward (dgrad + wgrad).
 struct LayerGemms {
-  core::seconds_t qkv, o, mlp, mlp_gate_up;  // mlp: gate, up and down; mlp_gate_up: without down
+  core::seconds_t qkv, o, mlp, mlp_gate_up;  // forward; mlp: gate, up and down; mlp_gate_up: without down
+  core::seconds_t qkv_bwd, o_bwd, mlp_bwd;   // backward
   double flops_qkv, flops_o, flops_mlp;
 };
+core::seconds_t gemm_bwd_s(const Scenario& sc, double M, double N, double K) {
+  return gemm_time_s(sc, M, N, K, GemmPass::dgrad) + gemm_time_s(sc, M, N, K, GemmPass::wgrad);
+}
 LayerGemms layer_gemms(const Scenario& sc, const Dims& d) {
-  const double T = tokens(d), h = static_cast<double>(d.h), F = static_cast<double>(d.F);
-  const double qkv_n = static_cast<double>(d.H + 2 * d.H_kv) * d.D, o_k = static_cast<double>(d.H) * d.D;
+  const double T = tokens(d);
+  const auto shapes = layer_gemm_shapes(d.h, d.H, d.H_kv, d.D, d.F, d.V);  // qkv, o, gate_up, down, logits
   const double n = static_cast<double>(d.mlp_shards), M_mlp = std::ceil(T / n);
+  const auto N = [&](int i) { return static_cast<double>(shapes[i].N); };
+  const auto K = [&](int i) { return static_cast<double>(shapes[i].K); };
+  const double qkv_n = N(0), o_k = K(1), h = K(0), F = N(2);
   LayerGemms g{};
   g.qkv = gemm_time_s(sc, T, qkv_n, h);
   g.o = gemm_time_s(sc, T, h, o_k);
   g.mlp_gate_up = n * 2 * gemm_time_s(sc, M_mlp, F, h);
   g.mlp = g.mlp_gate_up + n * gemm_time_s(sc, M_mlp, h, F) /*down*/;
+  g.qkv_bwd = gemm_bwd_s(sc, T, qkv_n, h);
+  g.o_bwd = gemm_bwd_s(sc, T, h, o_k);
+  g.mlp_bwd = n * (2 * gemm_bwd_s(sc, M_mlp, F, h) + gemm_bwd_s(sc, M_mlp, h, F));
   g.flops_qkv = 2 * T * qkv_n * h;
   g.flops_o = 2 * T * h * o_k;
   g.flops_mlp = 3 * 2 * T * h * F;
@@ -175,9 +185,15 @@ double gemm_eff(const Scenario& sc, double mnk) {
   return sc.hw.has_calibration && !c.empty() ? c.at(mnk) : sc.hw.gemm_eff;
 }
 
-core::seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K) {
+core::seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K, GemmPass pass) {
   if (M <= 0 || N <= 0 || K <= 0) return 0;
-  return 2 * M * N * K / (sc.hw.bf16_dense_flops * gemm_eff(sc, M * N * K));
+  double eff = -1;
+  if (sc.plan.runtime == Runtime::ulysses && sc.hw.has_calibration && !sc.hw.calibrated.ulysses_gemm_eff.empty()) {
+    const GemmKeyBuf key = gemm_key_buf(pass, static_cast<std::int64_t>(N), static_cast<std::int64_t>(K));
+    for (const auto& [k, c] : sc.hw.calibrated.ulysses_gemm_eff)
+      if (k == key.view() && !c.empty()) eff = c.at(M);
+  }
+  return 2 * M * N * K / (sc.hw.bf16_dense_flops * (eff > 0 ? eff : gemm_eff(sc, M * N * K)));
 }
 
 core::seconds_t qkv_exchange_s(const Scenario& sc, const Dims& d, bool grouped) {
@@ -297,6 +313,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   // logits: GEMM T x V x h (tiled: per shard) + cross-entropy elementwise traffic at HBM speed
   const double n_log = static_cast<double>(d.logits_shards), M_log = std::ceil(T / n_log);
   const core::seconds_t logits_gemm = n_log * gemm_time_s(sc, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
+  const core::seconds_t logits_gemm_bwd = n_log * gemm_bwd_s(sc, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
 
   const EagerTimes e = eager_times(sc, d);  // norms, RoPE and residual adds, activation product, embedding
 
@@ -312,7 +329,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add("swiglu.fwd", e.swiglu_fwd);
   step.add(ph(Op::rope_add, Pass::fwd), e.rope_add_fwd);
   step.add(core::kLogitsFwd.data(), logits_gemm + loss_pass_s(sc, d, true));
-  step.add(core::kLogitsBwd.data(), 2 * logits_gemm + loss_pass_s(sc, d, false));
+  step.add(core::kLogitsBwd.data(), logits_gemm_bwd + loss_pass_s(sc, d, false));
   step.add("a2a.qkv.recompute", ck ? L * a2a_qkv : 0);
   step.add(ph(Op::attn, Pass::recompute), ck ? L * at(core::BlockPhase::attn_fwd) : 0);
   step.add("a2a.out.recompute", ck ? L * a2a_out_fwd : 0);
@@ -328,13 +345,13 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add(ph(Op::rope_add, Pass::recompute), e.rope_add_recompute);
   step.add(core::kMlpTiledRecompute.data(), tm ? L * mlp_rerun : 0);
   step.add("swiglu.tiled_recompute", e.swiglu_tiled_recompute);
-  step.add(ph(Op::mlp, Pass::bwd), L * 2 * g.mlp + e.fork_adds_mlp_bwd);
+  step.add(ph(Op::mlp, Pass::bwd), L * g.mlp_bwd + e.fork_adds_mlp_bwd);
   step.add("swiglu.bwd", e.swiglu_bwd);
-  step.add(ph(Op::gemm_o, Pass::bwd), L * 2 * g.o);
+  step.add(ph(Op::gemm_o, Pass::bwd), L * g.o_bwd);
   step.add("a2a.out.bwd", L * a2a_out_bwd);
   step.add(ph(Op::attn, Pass::bwd), L * at(core::BlockPhase::attn_bwd));
   step.add("a2a.qkv.bwd", L * a2a_qkv);
-  step.add(ph(Op::gemm_qkv, Pass::bwd), L * 2 * g.qkv + e.fork_adds_qkv_bwd);
+  step.add(ph(Op::gemm_qkv, Pass::bwd), L * g.qkv_bwd + e.fork_adds_qkv_bwd);
   step.add(ph(Op::rope_add, Pass::bwd), e.rope_add_bwd);
   step.add(ph(Op::norm, Pass::bwd), e.norm_bwd);
   step.add(core::kEmbedBwd.data(), e.embed_bwd);

@@ -4,6 +4,7 @@
 // Nothing overlaps (conservative): step time = sum of the phases.
 #include <array>
 
+#include "sim/gemm_key.hpp"
 #include "sim/memory.hpp"
 #include "sim/prediction.hpp"
 #include "sim/scenario.hpp"
@@ -34,7 +35,9 @@ core::seconds_t exchange_idle_penalty_s(const Scenario& sc, const Dims& d, core:
 
 double attn_eff(const Scenario& sc, bool forward, double S);
 double gemm_eff(const Scenario& sc, double mnk);
-core::seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K);
+// Y[M, N] = X[M, K] W[N, K]^T or one of its backward passes (sim/gemm_key.hpp): 2 M N K FLOPs at the
+// efficiency of our runtime's calibrated curve for that pass and shape (plan.runtime ulysses), else gemm_eff.
+core::seconds_t gemm_time_s(const Scenario& sc, double M, double N, double K, GemmPass pass = GemmPass::fwd);
 
 // q, k, v exchange (+ kv replica copies): grouped = one exchange of all three (`ulysses run`),
 // else three all-to-alls (DeepSpeed's Ulysses layer, used in the step).

@@ -10,9 +10,10 @@
 //   - the spread of attention time between the GPUs (shown only);
 //   - pack bandwidth, pinned host<->device copies, fixed device memory (context with the block's
 //     kernels loaded: profile HBM - free; NCCL: free before - free after the communicators);
-//   - our runtime's elementwise kernels alone (calib/cuda/kernel_rates.hpp): the step model's rates
-//     for plan.runtime ulysses.
-// GEMMs are not calibrated by this command: gemm_eff stays the profile's value.
+//   - our runtime's elementwise kernels alone (calib/cuda/kernel_rates.hpp), the optimizer on the host
+//     (calib/host_adam_rate.hpp) and our cuBLASLt GEMMs per pass and shape (calib/cuda/gemm_rates.hpp): the
+//     step model's rates for plan.runtime ulysses.
+// PyTorch's GEMMs (gemm_eff) are not calibrated by this command: the deepspeed backend's op bench does that.
 #include "calib/cuda/calibrate.hpp"
 
 #include <algorithm>
@@ -22,9 +23,11 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "calib/a2a_fit.hpp"
 #include "calib/host_adam_rate.hpp"
+#include "calib/cuda/gemm_rates.hpp"
 #include "calib/cuda/kernel_rates.hpp"
 #include "calib/cuda/microbench.hpp"
 #include "reports/format.hpp"
@@ -33,6 +36,7 @@
 #include "runtime/cuda/device_info.hpp"
 #include "core/errors.hpp"
 #include "core/phases.hpp"
+#include "sim/config.hpp"
 
 namespace ulysses::calib::cuda {
 namespace {
@@ -203,7 +207,10 @@ void calibrate_skew(int P, Json& raw, std::string& out) {
                      skew * 100);
 }
 
-// Our runtime's elementwise kernels: the step model's rates for plan.runtime ulysses.
+// The models whose GEMM shapes `calibrate --backend cuda` measures (the validation sets' models).
+constexpr std::array<const char*, 3> kGemmModels = {"llama-3.1-8b", "qwen3-4b", "qwen3-8b"};
+
+// Our runtime's elementwise kernels, the host optimizer and the GEMMs: the step model's rates for plan.runtime ulysses.
 void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out) {
   std::string kr;
   c.ulysses_bytes_per_elem = ulysses_kernel_rates(hw.hbm_GBps, 3, 10, kr);
@@ -221,6 +228,22 @@ void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std
   out += fmt::format("the optimizer on the host (calibrated.ulysses_host_adam_ns_per_param): {} parameters with bf16 gradients, "
                      "{} threads: {:.1f} ms per step (median of 3): {:.3f} ns per parameter\n",
                      h.params, threads, h.step_s * 1e3, h.s_per_param * 1e9);
+  // our cuBLASLt GEMMs at the presets' layer and loss-head shapes (calib/cuda/gemm_rates.hpp)
+  GemmCalibration g;
+  std::vector<ModelSpec> models;
+  for (const char* m : kGemmModels) models.push_back(load_model(m));
+  g.NK = gemm_shapes_of(models);
+  std::string gr;
+  c.ulysses_gemm_eff = ulysses_gemm_curves(hw.bf16_dense_flops, g, gr);
+  out += fmt::format("our runtime's GEMMs alone (calibrated.ulysses_gemm_eff; cuBLASLt bf16, fp32 accumulate; the layers and "
+                     "loss heads of {}; eff = 2 M N K / t / {:.1f} TFLOP/s, median of {}):\n",
+                     fmt::join(kGemmModels, ", "), hw.bf16_dense_flops / 1e12, g.iters) + gr;
+  raw["ulysses_gemm_eff"] = Json::object();
+  for (const auto& [key, curve] : c.ulysses_gemm_eff) {
+    Json pts = Json::array();
+    for (const auto& [x, y] : curve.points) pts.push_back({x, y});
+    raw["ulysses_gemm_eff"][key] = pts;
+  }
 }
 
 }  // namespace
@@ -272,7 +295,6 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
                      "cudaMemGetInfo total {:.3f} GiB), NCCL {:.3f} GiB\n",
                      c.cuda_context_bytes / 1073741824.0, hw.hbm_bytes / 1073741824.0, free_ctx / 1073741824.0,
                      info.total_bytes / 1073741824.0, std::max<std::int64_t>(c.nccl_buffer_bytes, 0) / 1073741824.0);
-  out += "GEMM: not calibrated by this command; gemm_eff stays the profile's value\n";
   c.provenance = fmt::format(
       "measured {} by `{}` on {} ({} GPU(s), {}, CUDA runtime {}, NCCL {}); attention: our kernels, B=1, H_kv_local = "
       "H_local/4, median of {} after {} warm-up, eff = FLOPs / t / {:.1f} TFLOP/s, keys impl@d<D>.<mask>.h<H_local>, bare "
@@ -280,7 +302,8 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
       "(attention skipped, H=32 H_kv=8 D=128) median of 10, alpha per tensor from a 64-row a2a.out.bwd, a2a_phase_GBps = bytes / "
       "(t - tensors * alpha) per phase, busbw(X) = (P-1)/P * X / (t(a2a.out.bwd) - alpha - pack copy); pack: 256 MiB seq->head; host link: 256 MiB pinned cudaMemcpyAsync; cuda_context = profile HBM "
       "- cudaMemGetInfo free with the block kernels loaded; nccl_buffer = free before - after the P=2 communicators; "
-      "ulysses_bytes_per_elem: our layer kernels alone at T=32768 h=4096 F=14336, median of 10, t * hbm_GBps / elements; GEMM not "
+      "ulysses_bytes_per_elem: our layer kernels alone at T=32768 h=4096 F=14336, median of 10, t * hbm_GBps / elements; "
+      "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5; gemm_eff (PyTorch's) not "
       "calibrated; a2a transport {} (p2p: one fixed cost per exchange phase, nccl: one per tensor)",
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
       raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"));
@@ -307,7 +330,8 @@ Result calibrate_kernels_only(const HardwareProfile& hw, const std::string& cmd)
   calibrate_kernels(hw, r.c, r.raw, r.report);
   r.c.provenance += fmt::format("; ulysses_bytes_per_elem measured {} by `{}` on {} (our layer kernels alone at T=32768 "
                                 "h=4096 F=14336 H=32/8 D=128 V=128256, median of 10, t * hbm_GBps / elements; "
-                                "ulysses_host_adam_ns_per_param: runtime/host_adam.cpp on one [F, h] tensor, every core)",
+                                "ulysses_host_adam_ns_per_param: runtime/host_adam.cpp on one [F, h] tensor, every core; "
+                                "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5)",
                                 utc_now(), cmd, dev.name);
   return r;
 }

@@ -22,8 +22,9 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& comma
 // Only the exchange-after-idle-links curve, updated in hw's calibrated section (which it must
 // have); needs 2 GPUs (InputError keyed --only).
 Result calibrate_idle_only(const HardwareProfile& hw, const std::string& command);
-// `--only ulysses-kernels`: our runtime's elementwise kernels alone (calib/cuda/kernel_rates.hpp), into the
-// profile's existing calibrated section (one GPU).
+// `--only ulysses-kernels`: our runtime's elementwise kernels, host optimizer and GEMMs alone
+// (calib/cuda/kernel_rates.hpp, calib/host_adam_rate.hpp, calib/cuda/gemm_rates.hpp), into the profile's
+// existing calibrated section (one GPU).
 Result calibrate_kernels_only(const HardwareProfile& hw, const std::string& command);
 
 }  // namespace ulysses::calib::cuda

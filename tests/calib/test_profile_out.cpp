@@ -60,8 +60,14 @@ TEST_CASE("write_calibration splices the section into a profile and it loads bac
   cp.pytorch_context_bytes = 1385000000;
   cp.pytorch_nccl_buffer_bytes = 0;
   cp.ulysses_host_adam_s_per_param = 0.87e-9;  // our host optimizer's rate (calibrate --backend cuda)
+  Curve gemm;
+  gemm.points = {{2048, 0.61}, {131072, 0.83}};
+  cp.ulysses_gemm_eff = {{"fwd.6144x4096", gemm}, {"wgrad.151936x4096", gemm}};  // and our GEMMs' curves
   calib::write_calibration(profile, cp);
   const HardwareProfile pp = load_profile(profile);
+  REQUIRE(pp.calibrated.ulysses_gemm_eff.size() == 2);
+  CHECK(pp.calibrated.ulysses_gemm_eff[1].first == "wgrad.151936x4096");
+  CHECK(pp.calibrated.ulysses_gemm_eff[1].second.points[1].second == 0.83);
   CHECK(pp.calibrated.ulysses_host_adam_s_per_param == Approx(0.87e-9).epsilon(1e-15));  // written in ns
   CHECK(std::llabs(pp.calibrated.pytorch_context_bytes - 1385000000) < 1024);  // written in GiB
   CHECK(pp.calibrated.pytorch_nccl_buffer_bytes == 0);

@@ -557,6 +557,10 @@ TEST_CASE("calibrated section: parsed and validated, bad keys named", "[config]"
   CHECK(with_cal("  attn_fwd_eff:\n    flash: [[1, 0.5]]\n").rfind("calibrated.attn_fwd_eff.flash: must be one of", 0) == 0);
   CHECK(with_cal("  gemm_eff: [[1, 1.5]]\n") == "calibrated.gemm_eff[0]: must be a fraction of peak in (0, 1] (got 1.5)");
   CHECK(with_cal("  gemm_eff: [1, 2]\n") == "calibrated.gemm_eff[0]: must be a point [x, y]");
+  CHECK(with_cal("  ulysses_gemm_eff:\n    bwd.6144x4096: [[1, 0.5]]\n") ==
+        "calibrated.ulysses_gemm_eff.bwd.6144x4096: must be <fwd|dgrad|wgrad>.<N>x<K>, e.g. fwd.6144x4096");
+  CHECK(with_cal("  ulysses_gemm_eff:\n    fwd.6144x4096: [[1, 1.2]]\n").rfind("calibrated.ulysses_gemm_eff.fwd.6144x4096[0]: must be", 0) == 0);
+  CHECK(with_cal("  ulysses_gemm_eff:\n    fwd.6144x4096: [[2048, 0.7], [4096, 0.8]]\n").empty());
   CHECK(with_cal("  pack_gbps: 3\n") == "calibrated.pack_gbps: unknown key (did you mean 'pack_GBps'?)");
   CHECK(with_cal("  a2a_alpha_us: 3\n").empty());
   CHECK(with_cal("  eager_bytes_per_elem:\n    rmsnorm.fwd: 59\n    layernorm.fwd: 3\n")

@@ -151,6 +151,44 @@ TEST_CASE("time: GEMMs, backward 2x, recompute adds a forward", "[sim][time][gol
   CHECK(p.step.get("mlp.fwd") == Approx(32 * 3 * 2.0 * 16384 * 4096 * 14336 / (989.4e12 * 0.8)));
 }
 
+TEST_CASE("time: our runtime's GEMMs from their calibrated curves by pass and shape", "[sim][time]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);  // T = 16384 a rank
+  sc.plan.runtime = Runtime::ulysses;
+  sc.hw.has_calibration = true;
+  auto& g = sc.hw.calibrated.ulysses_gemm_eff;
+  g.emplace_back(gemm_curve_key(GemmPass::fwd, 6144, 4096), constant(1024, 131072, 0.5));    // q/k/v fused
+  g.emplace_back(gemm_curve_key(GemmPass::dgrad, 6144, 4096), constant(1024, 131072, 0.4));
+  g.emplace_back(gemm_curve_key(GemmPass::wgrad, 6144, 4096), constant(1024, 131072, 0.25));
+  const double flops = 32 * 2.0 * 16384 * 4096 * 6144;
+  Prediction p = predict(sc);
+  CHECK(p.step.get("gemm.qkv.fwd") == Approx(flops / (989.4e12 * 0.5)));
+  CHECK(p.step.get("gemm.qkv.recompute") == Approx(flops / (989.4e12 * 0.5)));
+  // the backward: dgrad + wgrad in place of twice the forward (the phase also holds our runtime's fork adds)
+  Scenario plain = sc;
+  plain.hw.calibrated.ulysses_gemm_eff.clear();
+  const Prediction q = predict(plain);
+  CHECK(p.step.get("gemm.qkv.bwd") - q.step.get("gemm.qkv.bwd") ==
+        Approx(flops / (989.4e12 * 0.4) + flops / (989.4e12 * 0.25) - 2 * flops / (989.4e12 * 0.8)));
+  // a shape without a curve keeps the profile's gemm_eff, backward twice the forward
+  CHECK(p.step.get("gemm.o.bwd") == Approx(q.step.get("gemm.o.bwd")));
+  CHECK(q.step.get("gemm.o.bwd") == Approx(2 * 32 * 2.0 * 16384 * 4096 * 4096 / (989.4e12 * 0.8)));
+  // PyTorch's step (the deepspeed backend) does not read our runtime's curves
+  sc.plan.runtime = Runtime::pytorch;
+  p = predict(sc);
+  CHECK(p.step.get("gemm.qkv.fwd") == Approx(flops / (989.4e12 * 0.8)));
+  CHECK(p.step.get("gemm.qkv.bwd") == Approx(2 * flops / (989.4e12 * 0.8)));
+}
+
+TEST_CASE("time: GEMM curve keys", "[sim][time]") {
+  CHECK(gemm_curve_key(GemmPass::wgrad, 151936, 4096) == "wgrad.151936x4096");
+  GemmPass p = GemmPass::fwd;
+  std::int64_t N = 0, K = 0;
+  REQUIRE(parse_gemm_curve_key("dgrad.14336x4096", p, N, K));
+  CHECK((p == GemmPass::dgrad && N == 14336 && K == 4096));
+  for (const char* bad : {"dgrad14336x4096", "bwd.1x1", "fwd.0x4", "fwd.4x", "fwd.x4", "fwd.4x4y", "fwd.-4x4", ""})
+    CHECK_FALSE(parse_gemm_curve_key(bad, p, N, K));
+}
+
 TEST_CASE("time: offload transfers and the optimizer step", "[sim][time][golden]") {
   Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072));
   Prediction p = predict(sc);
@@ -296,6 +334,16 @@ TEST_CASE("time: predict() makes no heap allocation", "[sim][time][speed]") {
   g_count_allocs = true;
   double sink = 0;
   for (int i = 0; i < 100; ++i) {
+    sc.plan.seq_len = (1 << 20) + i * 16 * 1024;
+    sink += predict(sc).step_time_s;
+  }
+  // our runtime with its per-pass GEMM curves (keys of 17 characters: past the small-string buffer if built
+  // as strings)
+  g_count_allocs = false;  // the set-up allocates
+  sc.plan.runtime = Runtime::ulysses;
+  sc.hw.calibrated.ulysses_gemm_eff.push_back({gemm_curve_key(GemmPass::wgrad, 128256, 4096), constant(1024, 1 << 24, 0.6)});
+  g_count_allocs = true;
+  for (int i = 0; i < 20; ++i) {
     sc.plan.seq_len = (1 << 20) + i * 16 * 1024;
     sink += predict(sc).step_time_s;
   }
