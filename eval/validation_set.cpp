@@ -85,8 +85,7 @@ StepSetCase step_set_case(const std::string& model, const std::string& profile, 
   c.run = split_run_keys(keys, origin, name);
   c.sc = case_scenario(model, profile, keys, origin, name);
   // the backend's refusals, before the first run; then the runtime that runs it
-  if (backend == "deepspeed") (void)runtime::deepspeed::job_json(c.sc, {}, "", origin);
-  else (void)runtime::step_shape_of(c.sc, origin);
+  check_whole_step(backend, c.sc, {}, origin);
   c.sc = step_scenario_for(backend, c.sc);
   return c;
 }

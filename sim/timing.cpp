@@ -56,24 +56,35 @@ struct LayerGemms {
   core::seconds_t qkv_bwd, o_bwd, mlp_bwd;   // backward
   double flops_qkv, flops_o, flops_mlp;
 };
-core::seconds_t gemm_bwd_s(const Scenario& sc, double M, double N, double K) {
-  return gemm_time_s(sc, M, N, K, GemmPass::dgrad) + gemm_time_s(sc, M, N, K, GemmPass::wgrad);
+// The backward of n calls of M rows: dgrad each; wgrad writing dW on the first, adding to it on the rest
+// (our runtime's shards: beta = 1). Without our runtime's curves every pass is the forward's time: 2x forward.
+core::seconds_t gemm_bwd_s(const Scenario& sc, double n, double M, double N, double K) {
+  return n * gemm_time_s(sc, M, N, K, GemmPass::dgrad) + gemm_time_s(sc, M, N, K, GemmPass::wgrad) +
+         (n - 1) * gemm_time_s(sc, M, N, K, GemmPass::wgrad_acc);
 }
 LayerGemms layer_gemms(const Scenario& sc, const Dims& d) {
   const double T = tokens(d);
-  const auto shapes = layer_gemm_shapes(d.h, d.H, d.H_kv, d.D, d.F, d.V);  // qkv, o, gate_up, down, logits
+  const auto s = layer_gemm_shapes(d.h, d.H, d.H_kv, d.D, d.F, d.V);
+  const auto N = [&](GemmRole r) { return static_cast<double>(s[r].N); };
+  const auto K = [&](GemmRole r) { return static_cast<double>(s[r].K); };
   const double n = static_cast<double>(d.mlp_shards), M_mlp = std::ceil(T / n);
-  const auto N = [&](int i) { return static_cast<double>(shapes[i].N); };
-  const auto K = [&](int i) { return static_cast<double>(shapes[i].K); };
-  const double qkv_n = N(0), o_k = K(1), h = K(0), F = N(2);
+  const double h = K(kGemmQ), HD = N(kGemmQ), KD = N(kGemmKv), F = N(kGemmGateUp);
   LayerGemms g{};
-  g.qkv = gemm_time_s(sc, T, qkv_n, h);
-  g.o = gemm_time_s(sc, T, h, o_k);
+  // q, k, v: our runtime runs three calls (runtime/cuda/decoder_layer.cpp); PyTorch's is modelled as one
+  // fused GEMM of the same FLOPs (its efficiency curve is over M*N*K)
+  if (sc.plan.runtime == Runtime::ulysses) {
+    g.qkv = gemm_time_s(sc, T, HD, h) + 2 * gemm_time_s(sc, T, KD, h);
+    g.qkv_bwd = gemm_bwd_s(sc, 1, T, HD, h) + 2 * gemm_bwd_s(sc, 1, T, KD, h);
+  } else {
+    g.qkv = gemm_time_s(sc, T, HD + 2 * KD, h);
+    g.qkv_bwd = gemm_bwd_s(sc, 1, T, HD + 2 * KD, h);
+  }
+  g.o = gemm_time_s(sc, T, h, HD);
   g.mlp_gate_up = n * 2 * gemm_time_s(sc, M_mlp, F, h);
   g.mlp = g.mlp_gate_up + n * gemm_time_s(sc, M_mlp, h, F) /*down*/;
-  g.qkv_bwd = gemm_bwd_s(sc, T, qkv_n, h);
-  g.o_bwd = gemm_bwd_s(sc, T, h, o_k);
-  g.mlp_bwd = n * (2 * gemm_bwd_s(sc, M_mlp, F, h) + gemm_bwd_s(sc, M_mlp, h, F));
+  g.o_bwd = gemm_bwd_s(sc, 1, T, h, HD);
+  g.mlp_bwd = 2 * gemm_bwd_s(sc, n, M_mlp, F, h) + gemm_bwd_s(sc, n, M_mlp, h, F);
+  const double qkv_n = HD + 2 * KD, o_k = HD;
   g.flops_qkv = 2 * T * qkv_n * h;
   g.flops_o = 2 * T * h * o_k;
   g.flops_mlp = 3 * 2 * T * h * F;
@@ -313,7 +324,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   // logits: GEMM T x V x h (tiled: per shard) + cross-entropy elementwise traffic at HBM speed
   const double n_log = static_cast<double>(d.logits_shards), M_log = std::ceil(T / n_log);
   const core::seconds_t logits_gemm = n_log * gemm_time_s(sc, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
-  const core::seconds_t logits_gemm_bwd = n_log * gemm_bwd_s(sc, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
+  const core::seconds_t logits_gemm_bwd = gemm_bwd_s(sc, n_log, M_log, static_cast<double>(d.V), static_cast<double>(d.h));
 
   const EagerTimes e = eager_times(sc, d);  // norms, RoPE and residual adds, activation product, embedding
 
@@ -386,7 +397,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const core::seconds_t d2h = th / (host_d2h_GBps(sc) * kGBps), h2d = th / (host_h2d_GBps(sc) * kGBps);
   if (ours) {  // a copy stream: layers 0..L-2's inputs, each copy overlapping one layer's compute; only the excess shows
     const core::seconds_t layer_fwd = at(core::BlockPhase::attn_fwd) + g.qkv + g.o + g.mlp;
-    const core::seconds_t layer_bwd = at(core::BlockPhase::attn_bwd) + 2 * (g.qkv + g.o + g.mlp) + (ck ? layer_fwd : 0);
+    const core::seconds_t layer_bwd = at(core::BlockPhase::attn_bwd) + g.qkv_bwd + g.o_bwd + g.mlp_bwd + (ck ? layer_fwd : 0);
     step.add("offload.ckpt.d2h", ck_off ? (L - 1) * std::max(0.0, d2h - layer_fwd) : 0);
     step.add("offload.ckpt.h2d", ck_off ? (L - 1) * std::max(0.0, h2d - layer_bwd) : 0);
   } else {

@@ -23,7 +23,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     grep -E "FAILED|passed|failed" "$O/gpu-tests.txt" | tail -8
   fi
 fi
-timeout 120 "$bin/bin/ulysses" calibrate --backend cuda --only ulysses-kernels --profile h200-sxm-141gb \
+timeout 300 "$bin/bin/ulysses" calibrate --backend cuda --only ulysses-kernels --profile h200-sxm-141gb \
   --profile-out "$O/h200-ulysses.yaml" > "$O/calibrate-kernels.txt" 2>&1; say "calibrate kernels rc $?"
 head -24 "$O/calibrate-kernels.txt"
 prof="$O/h200-ulysses.yaml"; [ -s "$prof" ] || prof=h200-sxm-141gb

@@ -114,6 +114,7 @@ SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, int steps, co
   refuse_if(mo.head_dim % 2 != 0, origin, "model.head_dim", "must be even (RoPE rotates pairs)");
   const Dims dd = derive_dims(sc);
   const std::int64_t T = pl.seq_len;
+  refuse_if(T % P != 0, origin, "plan.seq_len", fmt::format("must be a multiple of plan.sp_size ({})", P));
   refuse_if(dd.S != T, origin, "plan.seq_len",
             fmt::format("must be a multiple of the padding ({} here would be padded to {}): the cpu step runs no pad tokens", T, dd.S));
   SpStepInput in;

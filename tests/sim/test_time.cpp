@@ -155,28 +155,45 @@ TEST_CASE("time: our runtime's GEMMs from their calibrated curves by pass and sh
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);  // T = 16384 a rank
   sc.plan.runtime = Runtime::ulysses;
   sc.hw.has_calibration = true;
-  auto& g = sc.hw.calibrated.ulysses_gemm_eff;
-  g.emplace_back(gemm_curve_key(GemmPass::fwd, 6144, 4096), constant(1024, 131072, 0.5));    // q/k/v fused
-  g.emplace_back(gemm_curve_key(GemmPass::dgrad, 6144, 4096), constant(1024, 131072, 0.4));
-  g.emplace_back(gemm_curve_key(GemmPass::wgrad, 6144, 4096), constant(1024, 131072, 0.25));
-  const double flops = 32 * 2.0 * 16384 * 4096 * 6144;
+  auto& g = sc.hw.calibrated.ulysses_gemm_eff;  // [4096, 4096]: Llama's q projection and its o projection
+  g.emplace_back(gemm_curve_key(GemmPass::fwd, 4096, 4096), constant(1024, 131072, 0.5));
+  g.emplace_back(gemm_curve_key(GemmPass::dgrad, 4096, 4096), constant(1024, 131072, 0.4));
+  g.emplace_back(gemm_curve_key(GemmPass::wgrad, 4096, 4096), constant(1024, 131072, 0.25));
+  const double peak = 989.4e12, q = 32 * 2.0 * 16384 * 4096 * 4096, kv = 32 * 2.0 * 16384 * 1024 * 4096;
   Prediction p = predict(sc);
-  CHECK(p.step.get("gemm.qkv.fwd") == Approx(flops / (989.4e12 * 0.5)));
-  CHECK(p.step.get("gemm.qkv.recompute") == Approx(flops / (989.4e12 * 0.5)));
-  // the backward: dgrad + wgrad in place of twice the forward (the phase also holds our runtime's fork adds)
+  // our runtime runs q, k and v as three calls: q from its curve, k and v (no curve) at the profile's 0.8
+  CHECK(p.step.get("gemm.qkv.fwd") == Approx(q / (peak * 0.5) + 2 * kv / (peak * 0.8)));
+  CHECK(p.step.get("gemm.qkv.recompute") == Approx(p.step.get("gemm.qkv.fwd")));
+  CHECK(p.step.get("gemm.o.fwd") == Approx(q / (peak * 0.5)));
+  CHECK(p.step.get("gemm.o.bwd") == Approx(q / (peak * 0.4) + q / (peak * 0.25)));  // dgrad + wgrad
+  // gemm.qkv.bwd also holds our runtime's fork adds: compare with the same step without curves
   Scenario plain = sc;
   plain.hw.calibrated.ulysses_gemm_eff.clear();
-  const Prediction q = predict(plain);
-  CHECK(p.step.get("gemm.qkv.bwd") - q.step.get("gemm.qkv.bwd") ==
-        Approx(flops / (989.4e12 * 0.4) + flops / (989.4e12 * 0.25) - 2 * flops / (989.4e12 * 0.8)));
-  // a shape without a curve keeps the profile's gemm_eff, backward twice the forward
-  CHECK(p.step.get("gemm.o.bwd") == Approx(q.step.get("gemm.o.bwd")));
-  CHECK(q.step.get("gemm.o.bwd") == Approx(2 * 32 * 2.0 * 16384 * 4096 * 4096 / (989.4e12 * 0.8)));
-  // PyTorch's step (the deepspeed backend) does not read our runtime's curves
+  const Prediction r = predict(plain);
+  CHECK(p.step.get("gemm.qkv.bwd") - r.step.get("gemm.qkv.bwd") == Approx(q / (peak * 0.4) + q / (peak * 0.25) - 2 * q / (peak * 0.8)));
+  CHECK(r.step.get("gemm.o.bwd") == Approx(2 * q / (peak * 0.8)));  // without curves: twice the forward
+  CHECK(p.step.get("mlp.fwd") == Approx(r.step.get("mlp.fwd")));     // a shape without a curve: unchanged
+  // PyTorch's step (the deepspeed backend) does not read our runtime's curves: one fused q/k/v GEMM at 0.8
   sc.plan.runtime = Runtime::pytorch;
   p = predict(sc);
-  CHECK(p.step.get("gemm.qkv.fwd") == Approx(flops / (989.4e12 * 0.8)));
-  CHECK(p.step.get("gemm.qkv.bwd") == Approx(2 * flops / (989.4e12 * 0.8)));
+  CHECK(p.step.get("gemm.qkv.fwd") == Approx((q + 2 * kv) / (peak * 0.8)));
+  CHECK(p.step.get("gemm.qkv.bwd") == Approx(2 * (q + 2 * kv) / (peak * 0.8)));
+}
+
+TEST_CASE("time: tiled shards after the first accumulate their weight gradient (wgrad_acc)", "[sim][time]") {
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  sc.plan.runtime = Runtime::ulysses;
+  sc.plan.tiled_logits = true;
+  sc.hw.has_calibration = true;
+  const Prediction before = predict(sc);
+  sc.hw.calibrated.ulysses_gemm_eff.emplace_back(gemm_curve_key(GemmPass::wgrad_acc, 128256, 4096), constant(1, 1e9, 0.4));
+  const Prediction after = predict(sc);
+  // every logits shard but the first adds its lm_head gradient: those are now at 0.4 instead of 0.8
+  const Dims d = derive_dims(sc);
+  REQUIRE(d.logits_shards > 1);
+  const double M = std::ceil(16384.0 / double(d.logits_shards)), t = 2 * M * 128256.0 * 4096 / 989.4e12;
+  CHECK(after.step.get("logits.bwd") - before.step.get("logits.bwd") == Approx((d.logits_shards - 1) * (t / 0.4 - t / 0.8)));
+  CHECK(after.step.get("logits.fwd") == Approx(before.step.get("logits.fwd")));
 }
 
 TEST_CASE("time: GEMM curve keys", "[sim][time]") {
@@ -185,7 +202,10 @@ TEST_CASE("time: GEMM curve keys", "[sim][time]") {
   std::int64_t N = 0, K = 0;
   REQUIRE(parse_gemm_curve_key("dgrad.14336x4096", p, N, K));
   CHECK((p == GemmPass::dgrad && N == 14336 && K == 4096));
-  for (const char* bad : {"dgrad14336x4096", "bwd.1x1", "fwd.0x4", "fwd.4x", "fwd.x4", "fwd.4x4y", "fwd.-4x4", ""})
+  REQUIRE(parse_gemm_curve_key("wgrad_acc.128256x4096", p, N, K));
+  CHECK(p == GemmPass::wgrad_acc);
+  for (const char* bad : {"dgrad14336x4096", "bwd.1x1", "fwd.0x4", "fwd.4x", "fwd.x4", "fwd.4x4y", "fwd.-4x4", "fwd.06144x4096",
+                          "fwd.+4x4", ""})
     CHECK_FALSE(parse_gemm_curve_key(bad, p, N, K));
 }
 
