@@ -95,7 +95,7 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
         const Where wg = wk.child(key);
         GemmPass p;
         std::int64_t N = 0, K = 0;
-        if (!parse_gemm_curve_key(key, p, N, K)) wg.fail("must be <fwd|dgrad|wgrad>.<N>x<K>, e.g. fwd.6144x4096");
+        if (!parse_gemm_curve_key(key, p, N, K)) wg.fail("must be <fwd|dgrad|wgrad|wgrad_acc>.<N>x<K>, e.g. fwd.4096x4096");
         c.ulysses_gemm_eff.emplace_back(key, parse_curve(curve, wg, &fraction));
       }
     } else if (k == "host_link_h2d_GBps") {

@@ -558,7 +558,7 @@ TEST_CASE("calibrated section: parsed and validated, bad keys named", "[config]"
   CHECK(with_cal("  gemm_eff: [[1, 1.5]]\n") == "calibrated.gemm_eff[0]: must be a fraction of peak in (0, 1] (got 1.5)");
   CHECK(with_cal("  gemm_eff: [1, 2]\n") == "calibrated.gemm_eff[0]: must be a point [x, y]");
   CHECK(with_cal("  ulysses_gemm_eff:\n    bwd.6144x4096: [[1, 0.5]]\n") ==
-        "calibrated.ulysses_gemm_eff.bwd.6144x4096: must be <fwd|dgrad|wgrad>.<N>x<K>, e.g. fwd.6144x4096");
+        "calibrated.ulysses_gemm_eff.bwd.6144x4096: must be <fwd|dgrad|wgrad|wgrad_acc>.<N>x<K>, e.g. fwd.4096x4096");
   CHECK(with_cal("  ulysses_gemm_eff:\n    fwd.6144x4096: [[1, 1.2]]\n").rfind("calibrated.ulysses_gemm_eff.fwd.6144x4096[0]: must be", 0) == 0);
   CHECK(with_cal("  ulysses_gemm_eff:\n    fwd.6144x4096: [[2048, 0.7], [4096, 0.8]]\n").empty());
   CHECK(with_cal("  pack_gbps: 3\n") == "calibrated.pack_gbps: unknown key (did you mean 'pack_GBps'?)");
