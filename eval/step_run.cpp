@@ -19,7 +19,7 @@ runtime::StepMeasurement run_whole_step(const std::string& backend, const Scenar
 void check_whole_step(const std::string& backend, const Scenario& sc, const runtime::deepspeed::StepOptions& opt,
                       const std::string& origin) {
   if (backend == "deepspeed") (void)runtime::deepspeed::job_json(sc, opt, "", origin);
-  else if (backend == "cpu") (void)runtime::cpu::cpu_step_input(sc, opt.seed, 1 + opt.warmup + opt.iters, origin);
+  else if (backend == "cpu") (void)runtime::cpu::cpu_step_shape(sc, 1 + opt.warmup + opt.iters, origin);
   else (void)runtime::step_shape_of(sc, origin);  // our CUDA step's plan
 }
 

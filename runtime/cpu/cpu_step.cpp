@@ -88,7 +88,7 @@ double cpu_step_flops(const StepDims& d) {
   return double(d.L) * 4 * (gemms + attn) + 3 * 2 * T * double(d.V) * h;
 }
 
-SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, int steps, const std::string& origin) {
+CpuStepShape cpu_step_shape(const Scenario& sc, int steps, const std::string& origin) {
   const Plan& pl = sc.plan;
   const ModelSpec& mo = sc.model;
   refuse_if(sc.gpus != pl.sp_size, origin, "gpus", fmt::format("must equal plan.sp_size ({}): the ranks are one SP group, dp 1", pl.sp_size));
@@ -117,16 +117,26 @@ SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, int steps, co
   refuse_if(T % P != 0, origin, "plan.seq_len", fmt::format("must be a multiple of plan.sp_size ({})", P));
   refuse_if(dd.S != T, origin, "plan.seq_len",
             fmt::format("must be a multiple of the padding ({} here would be padded to {}): the cpu step runs no pad tokens", T, dd.S));
-  SpStepInput in;
-  auto& ld = in.dims.layer;
+  CpuStepShape s;
+  auto& ld = s.dims.layer;
   ld.T = T, ld.h = mo.hidden, ld.H = mo.heads, ld.H_kv = mo.kv_heads, ld.D = mo.head_dim, ld.F = mo.ffn_hidden;
   ld.qk_norm = mo.qk_norm, ld.eps = norm_eps_of(mo);
-  in.dims.L = mo.layers, in.dims.V = mo.vocab, in.dims.tied = mo.tied_embeddings;
-  const double flops = double(steps + 1) * cpu_step_flops(in.dims);  // the P-rank steps and the one-rank oracle
+  s.dims.L = mo.layers, s.dims.V = mo.vocab, s.dims.tied = mo.tied_embeddings;
+  const double flops = double(steps + 1) * cpu_step_flops(s.dims);  // the P-rank steps and the one-rank oracle
   refuse_if(flops > kCpuStepMaxFlops, origin, "plan.seq_len",
             fmt::format("{} steps and the oracle are {:.1e} fp64 FLOPs, above {:.0e}: the cpu step is a check at tiny shapes "
                         "(fewer tokens, --layers, --iters, or a smaller model)", steps, flops, kCpuStepMaxFlops));
-  in.logits_shards = dd.logits_shards;
+  s.logits_shards = dd.logits_shards;
+  return s;
+}
+
+SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, int steps, const std::string& origin) {
+  const CpuStepShape shape = cpu_step_shape(sc, steps, origin);
+  SpStepInput in;
+  in.dims = shape.dims;
+  in.logits_shards = shape.logits_shards;
+  const DecoderLayerDims& ld = in.dims.layer;
+  const std::int64_t T = ld.T;
   // parameters and tokens from the seed: one stream per tensor
   std::uint64_t stream = seed * 1000003ull;
   const auto draw = [&](std::int64_t n, float scale) { return random_bf16(n, ++stream, scale); };
@@ -145,7 +155,7 @@ SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, int steps, co
   for (std::int64_t t = 0; t < T; ++t) in.tokens.push_back(static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(in.dims.V)));
   std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
   for (std::int64_t t = 0; t < T; ++t) pos[t] = t;
-  rope_tables(T, ld.D, pos.data(), rope_theta_of(mo), in.cos, in.sin);
+  rope_tables(T, ld.D, pos.data(), rope_theta_of(sc.model), in.cos, in.sin);
   return in;
 }
 

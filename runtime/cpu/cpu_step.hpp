@@ -21,12 +21,18 @@
 
 namespace ulysses::runtime::cpu {
 
-// The step input of a scenario: the model's shapes (L from the scenario, --layers applied), the plan's
-// tiled logits, parameters N(0, 1) * 0.3 (norm weights N(0, 1)) and tokens from the seed, RoPE tables of
-// the model's base. Throws core::InputError(origin, key, rule) for what the cpu step does not run:
+// The step's shapes of a scenario (L from the scenario, --layers applied) and the plan's tiled logits.
+// Throws core::InputError(origin, key, rule) for what the cpu step does not run:
 // gpus != sp_size, dp > 1, micro_batch_size > 1, zero_stage != 3 (it partitions as ZeRO-3), offloads,
 // q/k/v biases, the head rules, a seq_len the plan pads, more than kCpuStepMaxFlops of fp64 work for
 // `steps` P-rank steps and the oracle (tiny shapes only).
+struct CpuStepShape {
+  StepDims dims;
+  std::int64_t logits_shards = 1;
+};
+CpuStepShape cpu_step_shape(const Scenario& sc, int steps, const std::string& origin);
+// The step input at that shape: parameters N(0, 1) * 0.3 (norm weights N(0, 1)) and tokens from the seed,
+// RoPE tables of the model's base.
 SpStepInput cpu_step_input(const Scenario& sc, std::uint64_t seed, int steps, const std::string& origin);
 inline constexpr double kCpuStepMaxFlops = 1e11;  // every step of a run and its oracle: about a minute on the host
 
