@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for issue 13's step on our runtime: all GPU tests ("[gpu]"; the step's own with -s),
+# One device call for issue 13's step on our runtime: all GPU tests ("[gpu]"; the step's own first),
 # `calibrate --backend cuda --only ulysses-kernels` into a copy of the h200 profile (step/h200-ulysses.yaml),
 # then `compare --backend cuda --scope step` for each CASE, then (VALIDATE_SET set) `validate --backend cuda
 # --scope step` of that set into step/record.json. Each CASE is "name=compare flags" (the model, layers,
@@ -16,7 +16,7 @@ pack() { (cd "$root" && tar czf step.tgz.part step && mv step.tgz.part step.tgz)
 say() { echo "$1 ($(( $(date +%s) - t0 )) s)"; pack; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv > "$O/nvidia-smi.csv"
 if [ -z "${SKIP_TESTS:-}" ]; then
-  timeout 150 "$bin/bin/ulysses_gpu_tests" "[step]" -s > "$O/gpu-tests-step.txt" 2>&1; say "step tests rc $?"
+  timeout 150 "$bin/bin/ulysses_gpu_tests" "[step]" > "$O/gpu-tests-step.txt" 2>&1; say "step tests rc $?"
   grep -E "^step|worst|adam|passed|failed|FAILED" "$O/gpu-tests-step.txt" | head -30
   if [ -z "${STEP_TESTS_ONLY:-}" ]; then
     timeout 240 "$bin/bin/ulysses_gpu_tests" "[gpu]" > "$O/gpu-tests.txt" 2>&1; say "gpu tests rc $?"
