@@ -289,10 +289,10 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (fv < 0 || fv > 15 || (bv != -1 && !T::bwd_variant_exists(bv))) {
+  if (!T::fwd_variant_exists(fv) || (bv != -1 && !T::bwd_variant_exists(bv))) {
     std::string list;
     for (int v : T::kBwdVariants) list += (list.empty() ? "" : ", ") + std::to_string(v);
-    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..15 and --bwd-variant one of {%s}\n", list.c_str());
+    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..15, 30, 31, 62, 63, 94, 95, 126 or 127 and --bwd-variant one of {%s}\n", list.c_str());
     return 2;
   }
   if (mode == "check") {

@@ -1,22 +1,35 @@
 // The lab build of the wgmma forward's forms (sm_90a, D = 128): plain, pipelined, ping-pong
 // (forward variant bits 4, 8 of attn_tuning.hpp), instantiated from the one kernel template in
-// kernels/attention_flash_fwd_sm90a.cuh; kernels/ build only the default form (2|4|8).
+// kernels/attention_flash_fwd_sm90a.cuh, and the warp-specialized TMA form (bits 16, 32, 64;
+// kernels/attention_flash_fwd_sm90a_tma.cuh); kernels/ build only the default form (2|4|8).
 #include "bench/attn/attn_tuning.hpp"
-#include "kernels/attention_flash_fwd_sm90a.cuh"
+#include "kernels/attention_flash_fwd_sm90a_tma.cuh"
 
 namespace ulysses::bench::attn {
+namespace {
 
-cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, bool pipelined,
-                                     bool pingpong, cudaStream_t stream) {
-  namespace F = kernels::flash;
-  if (causal) {
-    return !pipelined ? F::launch_fwd_sm90a_form<true, false, false>(a, B, stream)
-                      : (pingpong ? F::launch_fwd_sm90a_form<true, true, true>(a, B, stream)
-                                  : F::launch_fwd_sm90a_form<true, true, false>(a, B, stream));
+namespace F = kernels::flash;
+
+template <bool CAUSAL>
+cudaError_t launch_form(const F::FwdArgs& a, int B, int v, cudaStream_t stream) {
+  if ((v & kFwdBitTma) != 0) {
+    const bool three = (v & kFwdBitTma3) != 0, heads_first = (v & kFwdBitTmaHeads) != 0;
+    if (three) {
+      return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 3, true>(a, B, stream)
+                         : F::launch_fwd_sm90a_tma<CAUSAL, 3, false>(a, B, stream);
+    }
+    return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 2, true>(a, B, stream)
+                       : F::launch_fwd_sm90a_tma<CAUSAL, 2, false>(a, B, stream);
   }
-  return !pipelined ? F::launch_fwd_sm90a_form<false, false, false>(a, B, stream)
-                    : (pingpong ? F::launch_fwd_sm90a_form<false, true, true>(a, B, stream)
-                                : F::launch_fwd_sm90a_form<false, true, false>(a, B, stream));
+  if ((v & F::kFwdBitSm90aPipe) == 0) return F::launch_fwd_sm90a_form<CAUSAL, false, false>(a, B, stream);
+  return (v & F::kFwdBitSm90aPing) != 0 ? F::launch_fwd_sm90a_form<CAUSAL, true, true>(a, B, stream)
+                                        : F::launch_fwd_sm90a_form<CAUSAL, true, false>(a, B, stream);
+}
+
+}  // namespace
+
+cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int v, cudaStream_t stream) {
+  return causal ? launch_form<true>(a, B, v, stream) : launch_form<false>(a, B, v, stream);
 }
 
 }  // namespace ulysses::bench::attn

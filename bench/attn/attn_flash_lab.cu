@@ -70,8 +70,7 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 // where asked and usable, else the mma.sync forward
 cudaError_t dispatch_fwd_bits(const AttnFwdParams& p, cudaStream_t stream, int v) {
   if (p.D == 128 && (v & kFwdBitSm90a) != 0 && sm90a_usable()) {
-    return bench::attn::launch_fwd_sm90a_variant(fwd_args(p), static_cast<int>(p.B), p.causal,
-                                                 (v & kFwdBitSm90aPipe) != 0, (v & kFwdBitSm90aPing) != 0, stream);
+    return bench::attn::launch_fwd_sm90a_variant(fwd_args(p), static_cast<int>(p.B), p.causal, v, stream);
   }
   return (v & 1) != 0 ? dispatch_fwd_mma<true>(p, stream) : dispatch_fwd_mma<false>(p, stream);
 }

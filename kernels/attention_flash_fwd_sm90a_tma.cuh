@@ -1,0 +1,301 @@
+#pragma once
+// Flash attention forward on Hopper (sm_90a), head dim 128, with TMA loads into mbarrier-guarded
+// stages around the wgmma math of attention_flash_fwd_sm90a.cuh (issue_s, issue_pv, softmax_tile,
+// rescale: the same instructions, the same rounding): no CTA-wide barrier per key tile and no
+// per-thread copies; built by the lab (bench/attn/attn_flash_fwd_sm90a_lab.cu, forward bit 16).
+//
+// 256 threads, two warpgroups, warpgroup c owning rows m0 + 64c .. m0 + 64c + 63 of the CTA's 128
+// query rows, pipelined (S of tile n+1 under P V of tile n) and taking turns at issuing (named
+// barriers 1, 2) as the default form does. Thread 0 issues the TMA loads at the top of each step
+// (outside every wgmma stage): K two tiles ahead, V one. Not a separate producer warp: 288 or 384
+// threads round to 384 in ptxas 13.0's register budget (168 per thread, below the consumers' 216),
+// and with setmaxnreg 24/240 it still allocated within 168 and spilled (C7512).
+// Per key tile j (stage st = j % STAGES, phase (j / STAGES) & 1):
+//   load:     wait k_empty[st] (both warpgroups done with tile j - STAGES) -> expect 32 KiB on
+//             k_full[st] -> TMA K[j] (two 64-column halves); V[j] the same on v_empty / v_full
+//   compute:  wait k_full[st] before S_j = Q K_j^T, arrive k_empty[st] once S_j has completed;
+//             wait v_full[st] before O += P_j V_j, arrive v_empty[st] once it has completed
+//   (empty barriers count 256 arrivals, every thread after its wgmma wait: no branch inside a
+//   wgmma pipeline stage, which made ptxas serialize the wgmmas, C7513)
+// With 3 stages the loads never wait for the other warpgroup (the stage they refill was released a
+// step earlier); with 2 thread 0 may wait for the lagging warpgroup's release.
+// Q arrives once on q_full. TMA boxes are [128 rows][64 bf16] with the 128-byte swizzle, the
+// layout the wgmma descriptors read (kernels/wgmma.cuh); rows past S are zero-filled by TMA
+// (the 3-D map [B][S][heads * 128] bounds each batch) and masked in softmax_tile as before.
+// Grid: (m blocks, H, B) with causal m blocks longest first; HEADS_FIRST (bit 64): the flattened
+// (m block, head) index runs the heads fastest, so every head's longest row blocks start first.
+//
+// Shared memory (bytes): Q [2 halves][128][64] 32768; K [STAGES][2][128][64]; V the same; then
+// the mbarriers (8 bytes each): q_full, k_full[S], v_full[S], k_empty[S], v_empty[S].
+#include <cuda.h>  // CUtensorMap (the map is encoded on the host through the runtime's driver entry point)
+
+#include "kernels/attention_flash_fwd_sm90a.cuh"
+
+namespace ulysses::kernels::flash {
+namespace {
+
+constexpr int kNTTma = 256;
+constexpr std::uint32_t kTileBytes = kBN * kD * 2;  // one K or V tile, both halves: 32768
+
+template <int STAGES>
+struct TmaSmem {
+  static constexpr int Q = 0;
+  static constexpr int K = Q + kBM * kD * 2;
+  static constexpr int V = K + STAGES * kTileBytes;
+  static constexpr int bars = V + STAGES * kTileBytes;
+  static constexpr int q_full = bars, k_full = bars + 8, v_full = k_full + 8 * STAGES, k_empty = v_full + 8 * STAGES,
+                       v_empty = k_empty + 8 * STAGES;
+  static constexpr int bytes = v_empty + 8 * STAGES;
+  static_assert(K % 1024 == 0 && V % 1024 == 0, "wgmma tiles must be 1024-byte aligned");
+  static_assert(bytes <= 227 * 1024, "shared memory per block");
+};
+
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, std::uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Wait until the phase of parity `parity` has completed; a wait that outlives ~2^26 polls (seconds)
+// traps instead of hanging the device (a lost arrival is a bug, never a slow tile).
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+  for (std::uint32_t polls = 0;; ++polls) {
+    std::uint32_t done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (polls > (1u << 26)) __trap();
+  }
+}
+// TMA: the box at (c0 = column, c1 = row, c2 = batch) of `map` into shared `dst`, completing on `bar`
+__device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar, int c0, int c1,
+                                            int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+template <bool CAUSAL, int STAGES, bool HEADS_FIRST>
+__global__ void __launch_bounds__(kNTTma, 1)
+    fwd_kernel_sm90a_tma(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                         const __grid_constant__ CUtensorMap tv, const FwdArgs a) {
+#if defined(ULYSSES_SM90A_DEVICE)
+  using L = TmaSmem<STAGES>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t sbase = smem_addr(smem_raw);
+  if ((sbase & 1023u) != 0) __trap();  // the descriptors and the 128-byte swizzle assume 1024-byte aligned tiles
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wg = warp >> 2;
+  const int m_blocks = (a.S + kBM - 1) / kBM;
+  int m_block, h;
+  if constexpr (HEADS_FIRST) {
+    m_block = static_cast<int>(blockIdx.x) / a.H, h = static_cast<int>(blockIdx.x) % a.H;
+  } else {
+    m_block = static_cast<int>(blockIdx.x), h = static_cast<int>(blockIdx.y);
+  }
+  if (CAUSAL) m_block = m_blocks - 1 - m_block;  // long rows first
+  const int b = blockIdx.z;
+  const int hk = h / (a.H / a.H_kv);
+  const int S = a.S;
+  const int m0 = m_block * kBM;
+  const int kv_end = CAUSAL ? min(S, m0 + kBM) : S;  // keys [0, kv_end) can matter
+  const int n_tiles = (kv_end + kBN - 1) / kBN;
+
+  if (tid == 0) {
+    mbar_init(sbase + L::q_full, 1);
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(sbase + L::k_full + 8 * s, 1);
+      mbar_init(sbase + L::v_full + 8 * s, 1);
+      mbar_init(sbase + L::k_empty + 8 * s, 256);
+      mbar_init(sbase + L::v_empty + 8 * s, 256);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();  // the only CTA-wide barrier: the mbarriers exist before anyone uses them
+
+  const int cw = wg, w4 = warp & 3;
+  const int g = lane >> 2, t = lane & 3;
+  float o[64];  // [64 rows of the warpgroup x 128 d] (wgmma D layout)
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g, g+8 of the warp
+  const int row0 = m0 + cw * 64 + w4 * 16 + g;                     // row of o[4j + 0/1]; +8: 4j + 2/3
+  const int wg_first = m0 + cw * 64;                                // the warpgroup's first row
+  const std::uint32_t qs_wg = sbase + L::Q + cw * 64 * 128;
+  auto k_at = [&](int n) { return sbase + L::K + (n % STAGES) * kTileBytes; };
+  auto v_at = [&](int n) { return sbase + L::V + (n % STAGES) * kTileBytes; };
+  auto parity = [&](int n) { return static_cast<std::uint32_t>(n / STAGES) & 1u; };
+  auto release = [&](int bars, int n) { mbar_arrive(sbase + bars + 8 * (n % STAGES)); };
+  // issue point i of n_tiles + 1 (as the default form): consumer 0 waits for consumer 1's previous
+  // issue (barrier 1) except at the first point, then releases it (barrier 2)
+  auto turn_take = [&](int i) {
+    if (cw == 0 && i > 0) named_bar_sync(1, 256);
+    if (cw == 1) named_bar_sync(2, 256);
+  };
+  auto turn_give = [&](int i) {
+    if (cw == 0) named_bar_arrive(2, 256);
+    if (cw == 1 && i < n_tiles) named_bar_arrive(1, 256);
+  };
+
+  // the loads, issued by thread 0 (outside every wgmma stage): tile j's K or V into stage j % STAGES once
+  // both warpgroups have released the tile STAGES before it
+  auto load = [&](const CUtensorMap* map, int full, int empty, int base, int j) {
+    const int st = j % STAGES;
+    mbar_wait(sbase + empty + 8 * st, parity(j) ^ 1u);  // a fresh barrier's "previous phase" has completed
+    mbar_expect_tx(sbase + full + 8 * st, kTileBytes);
+    const std::uint32_t dst = sbase + base + st * kTileBytes;
+    tma_load_3d(dst, map, sbase + full + 8 * st, hk * kD, j * kBN, b);
+    tma_load_3d(dst + kBN * 128, map, sbase + full + 8 * st, hk * kD + 64, j * kBN, b);
+  };
+  if (tid == 0) {
+    mbar_expect_tx(sbase + L::q_full, kBM * kD * 2);
+    tma_load_3d(sbase + L::Q, &tq, sbase + L::q_full, h * kD, m0, b);
+    tma_load_3d(sbase + L::Q + kBM * 128, &tq, sbase + L::q_full, h * kD + 64, m0, b);
+    load(&tk, L::k_full, L::k_empty, L::K, 0);
+    load(&tv, L::v_full, L::v_empty, L::V, 0);
+    if (n_tiles > 1) load(&tk, L::k_full, L::k_empty, L::K, 1);
+  }
+
+  std::uint32_t pp[32];
+  mbar_wait(sbase + L::q_full, 0);
+  {  // prologue: S_0 and its softmax
+    float s[64], corr[2];
+    mbar_wait(sbase + L::k_full, 0);
+    turn_take(0);
+    wgmma::fence();
+    issue_s(s, qs_wg, k_at(0));
+    turn_give(0);
+    wgmma::wait<0>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
+    release(L::k_empty, 0);
+    softmax_tile<CAUSAL>(s, pp, m_run, l_run, corr, 0, row0, wg_first, S, t, a.scale_log2);
+  }
+  // steps 0..n_tiles-2: S_{n+1} and P V_n in flight together, softmax of S_{n+1} under P V_n
+  for (int n = 0; n + 1 < n_tiles; ++n) {
+    if (tid == 0) {  // K two tiles ahead, V one (step n computes S_{n+1} and P V_n)
+      if (n + 2 < n_tiles) load(&tk, L::k_full, L::k_empty, L::K, n + 2);
+      load(&tv, L::v_full, L::v_empty, L::V, n + 1);
+    }
+    float s[64];
+    mbar_wait(sbase + L::k_full + 8 * ((n + 1) % STAGES), parity(n + 1));
+    mbar_wait(sbase + L::v_full + 8 * (n % STAGES), parity(n));
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+    turn_take(n + 1);
+    wgmma::fence();
+    issue_s(s, qs_wg, k_at(n + 1));
+    issue_pv(o, pp, v_at(n));
+    turn_give(n + 1);
+    wgmma::wait<1>();  // S_{n+1} done; P V_n still running
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
+    release(L::k_empty, n + 1);
+    std::uint32_t pn[32];
+    float cn[2];
+    softmax_tile<CAUSAL>(s, pn, m_run, l_run, cn, (n + 1) * kBN, row0, wg_first, S, t, a.scale_log2);
+    wgmma::wait<0>();  // P V_n done: O may be rescaled, pp and V[n] are free
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+    release(L::v_empty, n);
+    rescale(o, cn);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) pp[i] = pn[i];
+  }
+  // last step: P V only
+  mbar_wait(sbase + L::v_full + 8 * ((n_tiles - 1) % STAGES), parity(n_tiles - 1));
+#pragma unroll
+  for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+  turn_take(n_tiles);
+  wgmma::fence();
+  issue_pv(o, pp, v_at(n_tiles - 1));
+  turn_give(n_tiles);
+  wgmma::wait<0>();
+#pragma unroll
+  for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+
+  // epilogue (as the default form): O /= l, lse = m*scale + ln(l); stores from the accumulators
+  const std::int64_t ldq = static_cast<std::int64_t>(a.H) * kD;
+  const std::int64_t lse_base = (static_cast<std::int64_t>(b) * a.H + h) * S;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float l = l_run[hr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = row0 + hr * 8;
+    if (row < S) {
+      __nv_bfloat16* dst = a.o + (static_cast<std::int64_t>(b) * S + row) * ldq + h * kD + 2 * t;
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        *reinterpret_cast<std::uint32_t*>(dst + j * 8) = pack_bf16(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
+      }
+      if (t == 0) a.lse[lse_base + row] = l > 0.f ? m_run[hr] * a.scale + logf(l) : INFINITY;
+    }
+  }
+#else
+  __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
+#endif
+}
+
+// The 3-D TMA map of a [B, S, heads, 128] bf16 tensor: dims (heads * 128 columns, S rows, B), boxes of
+// [128 rows][64 columns] with the 128-byte swizzle; rows past S read as zeros.
+inline cudaError_t encode_bshd_map(CUtensorMap* map, const __nv_bfloat16* base, int B, int S, int heads) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<Encode>(fn);
+  }();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  if ((reinterpret_cast<std::uintptr_t>(base) & 15u) != 0) return cudaErrorMisalignedAddress;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(heads) * kD, static_cast<cuuint64_t>(S), static_cast<cuuint64_t>(B)};
+  const cuuint64_t strides[2] = {dims[0] * 2, dims[0] * 2 * dims[1]};  // bytes, of dims 1 and 2
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(kBM), 1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<__nv_bfloat16*>(base), dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// Launch fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST> for head dim 128 on `stream` (B = gridDim.z)
+template <bool CAUSAL, int STAGES, bool HEADS_FIRST>
+cudaError_t launch_fwd_sm90a_tma(const FwdArgs& a, int B, cudaStream_t stream) {
+  if (!sm90a_usable()) return cudaErrorNotSupported;
+  CUtensorMap tq, tk, tv;
+  cudaError_t err = encode_bshd_map(&tq, a.q, B, a.S, a.H);
+  if (err == cudaSuccess) err = encode_bshd_map(&tk, a.k, B, a.S, a.H_kv);
+  if (err == cudaSuccess) err = encode_bshd_map(&tv, a.v, B, a.S, a.H_kv);
+  if (err != cudaSuccess) return err;
+  constexpr int smem = TmaSmem<STAGES>::bytes;
+  auto kern = fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST>;
+  err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  const std::int64_t m_blocks = (a.S + kBM - 1) / kBM;
+  if (HEADS_FIRST && m_blocks * a.H > 0x7fffffff) return cudaErrorInvalidConfiguration;
+  const dim3 grid = HEADS_FIRST ? dim3(static_cast<unsigned>(m_blocks * a.H), 1u, static_cast<unsigned>(B))
+                                : dim3(static_cast<unsigned>(m_blocks), static_cast<unsigned>(a.H), static_cast<unsigned>(B));
+  kern<<<grid, kNTTma, smem, stream>>>(tq, tk, tv, a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+}  // namespace ulysses::kernels::flash
