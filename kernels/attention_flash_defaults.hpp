@@ -10,8 +10,9 @@
 namespace ulysses::kernels::flash {
 
 // Forward: 1 D=64 with 128-key tiles; D=128 on the wgmma kernel where usable, pipelined,
-// the two warpgroups taking turns (ping-pong).
-inline constexpr int kFwdDefault = 1 | kFwdBitSm90a | kFwdBitSm90aPipe | kFwdBitSm90aPing;
+// the two warpgroups taking turns (ping-pong), K/V by TMA in two stages (causal) or three (full).
+inline constexpr int kFwdDefault =
+    1 | kFwdBitSm90a | kFwdBitSm90aPipe | kFwdBitSm90aPing | kFwdBitTma | kFwdBitTma3;
 
 // Backward: per head dim, the fastest variant measured that also passed the Catch2 [flash]
 // gate as a compiled-in default; a build may override them (-DULYSSES_FLASH_BWD_DEFAULT_D128=N

@@ -1,13 +1,13 @@
-// The wgmma forward (sm_90a, D = 128) as the product runs it: the pipelined ping-pong form of the
-// kernel template in attention_flash_fwd_sm90a.cuh (forward variant bits 2|4|8); the lab builds the
-// other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu).
-#include "kernels/attention_flash_fwd_sm90a.cuh"
+// The wgmma forward (sm_90a, D = 128) as the product runs it: the TMA form
+// (attention_flash_fwd_sm90a_tma.cuh; forward variant bits 2|4|8|16|32: two K/V stages for the causal
+// mask, three for the full one, the better of each in the lab's A/B of 2026-12-03, docs/ATTENTION.md);
+// the lab builds the other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu).
+#include "kernels/attention_flash_fwd_sm90a_tma.cuh"
 
 namespace ulysses::kernels::flash {
 
 cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, cudaStream_t stream) {
-  return causal ? launch_fwd_sm90a_form<true, true, true>(a, B, stream)
-                : launch_fwd_sm90a_form<false, true, true>(a, B, stream);
+  return causal ? launch_fwd_sm90a_tma<true, 2, false>(a, B, stream) : launch_fwd_sm90a_tma<false, 3, false>(a, B, stream);
 }
 
 }  // namespace ulysses::kernels::flash

@@ -41,16 +41,21 @@ struct BwdArgs {
 inline constexpr int kBwdVariantSm90a = 2048;
 // Forward variant bits of the wgmma kernel (bench/attn/attn_tuning.hpp); D = 128 only:
 // 2 the wgmma kernel, 4 (with 2) its pipelined form (softmax of tile n+1 during P V of tile n),
-// 8 (with 4) the two warpgroups take turns at issuing. kernels/ build only 2|4|8 (the default);
-// the lab builds the other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu).
+// 8 (with 4) the two warpgroups take turns at issuing, 16 (with 2|4|8) K/V by TMA into mbarrier-guarded
+// stages (attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages for the full mask (the causal
+// keeps two), 64 (with 16, the lab only) causal row blocks of every head longest first. kernels/ build only
+// 2|4|8|16|32 (the default); the lab builds the other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu).
 inline constexpr int kFwdBitSm90a = 2;
 inline constexpr int kFwdBitSm90aPipe = 4;
 inline constexpr int kFwdBitSm90aPing = 8;
+inline constexpr int kFwdBitTma = 16;
+inline constexpr int kFwdBitTma3 = 32;
+inline constexpr int kFwdBitTmaHeads = 64;
 
 // True when this build holds the sm_90a kernels and the current device is compute capability 9.0.
 bool sm90a_usable();
 
-// Launch the wgmma forward (pipelined, ping-pong) for head dim 128 on `stream` (B = gridDim.z).
+// Launch the wgmma forward (the TMA form, 2|4|8|16|32) for head dim 128 on `stream` (B = gridDim.z).
 cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 // Launch the wgmma main kernel for head dim 128 on `stream` (B = gridDim.z).

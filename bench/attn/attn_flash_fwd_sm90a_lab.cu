@@ -12,8 +12,8 @@ namespace F = kernels::flash;
 
 template <bool CAUSAL>
 cudaError_t launch_form(const F::FwdArgs& a, int B, int v, cudaStream_t stream) {
-  if ((v & kFwdBitTma) != 0) {
-    const bool three = (v & kFwdBitTma3) != 0, heads_first = (v & kFwdBitTmaHeads) != 0;
+  if ((v & F::kFwdBitTma) != 0) {  // three stages for the full mask only (bit 32; the product's rule)
+    const bool three = !CAUSAL && (v & F::kFwdBitTma3) != 0, heads_first = (v & F::kFwdBitTmaHeads) != 0;
     if (three) {
       return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 3, true>(a, B, stream)
                          : F::launch_fwd_sm90a_tma<CAUSAL, 3, false>(a, B, stream);

@@ -7,10 +7,10 @@
 //   2 D=128 on the Hopper warpgroup-MMA forward (kernels/attention_flash_fwd_sm90a.cuh; built here by
 //   attn_flash_fwd_sm90a_lab.cu in every form, kernels/ build only 2|4|8; sm_90a builds on
 //   an sm_90 device; elsewhere the mma.sync kernel runs), 4 (with 2) its pipelined form, 8 (with
-//   4) the two warpgroups taking turns at issuing (ping-pong). Default 15. 16 (with 2|4|8): the
-//   warp-specialized form (kernels/attention_flash_fwd_sm90a_tma.cuh: a TMA producer warp, mbarrier
-//   stages, setmaxnreg), 32 (with 16) three K/V stages instead of two, 64 (with 16) causal row blocks
-//   of every head longest first (heads fastest in the grid). Valid: 0..15, and 30/31 +32/+64.
+//   4) the two warpgroups taking turns at issuing (ping-pong), 16 (with 2|4|8) K/V by TMA into
+//   mbarrier-guarded stages (kernels/attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages
+//   for the full mask (the causal keeps two), 64 (with 16) causal row blocks of every head longest
+//   first (heads fastest in the grid). Default 63. Valid: 0..15, and 30/31 +32/+64.
 //   backward: bits (kernels/attention_flash_bwd.cuh, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
@@ -51,12 +51,10 @@ int bwd_variant(int head_dim);   // the variant the backward runs at this head d
 // "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
 
-inline constexpr int kFwdBitTma = 16, kFwdBitTma3 = 32, kFwdBitTmaHeads = 64;
-
 // A forward variant the lab builds: 0..15, or the TMA form's bits over the pipelined ping-pong form
 constexpr bool fwd_variant_exists(int v) {
   if (v >= 0 && v <= 15) return true;
-  return v > 0 && v < 128 && (v & kFwdBitTma) != 0 && (v & 14) == 14;
+  return v > 0 && v < 128 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
 }
 
 // The wgmma forward (D = 128) in the form of forward bits 4 (pipelined), 8 (ping-pong, with 4), 16/32/64
