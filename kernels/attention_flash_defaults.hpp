@@ -29,17 +29,17 @@ inline constexpr int kFwdDefault =
 inline constexpr int kBwdDefaultD128 = ULYSSES_FLASH_BWD_DEFAULT_D128;
 inline constexpr int kBwdDefaultD64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
 inline constexpr int kBwdFallbackD128 = 525;
-static_assert(kBwdDefaultD64 != kBwdVariantSm90a, "the wgmma kernel is D = 128 only");
+static_assert(!is_sm90a_bwd_variant(kBwdDefaultD64), "the wgmma kernels are D = 128 only");
 
 // The mma.sync variant of the default backward at head dim D (compiled in)
 template <int D>
 inline constexpr int kBwdMmaDefault =
-    D == 64 ? kBwdDefaultD64 : (kBwdDefaultD128 == kBwdVariantSm90a ? kBwdFallbackD128 : kBwdDefaultD128);
+    D == 64 ? kBwdDefaultD64 : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
 
 // The backward variant that runs when `v` is asked for at this head dim: the wgmma kernel
 // (2048) only at D = 128 on a device it is built for; elsewhere the mma.sync default.
 inline int bwd_variant_run(int v, int head_dim) {
-  if (v != kBwdVariantSm90a) return v;
+  if (!is_sm90a_bwd_variant(v)) return v;
   if (head_dim == 128 && sm90a_usable()) return v;
   return head_dim == 64 ? kBwdDefaultD64 : kBwdFallbackD128;
 }
@@ -48,7 +48,7 @@ inline int bwd_variant_run(int v, int head_dim) {
 // backward variant bv as it runs at this head dim)
 inline std::string kernels_in_use(int fv, int bv, int head_dim) {
   const bool fwd_wgmma = head_dim == 128 && (fv & kFwdBitSm90a) != 0 && sm90a_usable();
-  const bool bwd_wgmma = bv == kBwdVariantSm90a;
+  const bool bwd_wgmma = is_sm90a_bwd_variant(bv);
   auto family = [](bool w) { return std::string(w ? "wgmma sm_90a" : "mma.sync"); };
   const std::string f = family(fwd_wgmma) + " fwd " + std::to_string(fv);
   const std::string b = "bwd " + std::to_string(bv);

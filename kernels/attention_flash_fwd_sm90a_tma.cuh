@@ -27,12 +27,17 @@
 //
 // Shared memory (bytes): Q [2 halves][128][64] 32768; K [STAGES][2][128][64]; V the same; then
 // the mbarriers (8 bytes each): q_full, k_full[S], v_full[S], k_empty[S], v_empty[S].
-#include <cuda.h>  // CUtensorMap (the map is encoded on the host through the runtime's driver entry point)
-
 #include "kernels/attention_flash_fwd_sm90a.cuh"
+#include "kernels/tma.cuh"
 
 namespace ulysses::kernels::flash {
 namespace {
+
+using tma::mbar_arrive;
+using tma::mbar_expect_tx;
+using tma::mbar_init;
+using tma::mbar_wait;
+using tma::tma_load_3d;
 
 constexpr int kNTTma = 256;
 constexpr std::uint32_t kTileBytes = kBN * kD * 2;  // one K or V tile, both halves: 32768
@@ -49,39 +54,6 @@ struct TmaSmem {
   static_assert(K % 1024 == 0 && V % 1024 == 0, "wgmma tiles must be 1024-byte aligned");
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
-
-__device__ __forceinline__ void mbar_init(std::uint32_t bar, std::uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// Wait until the phase of parity `parity` has completed; a wait that outlives ~2^26 polls (seconds)
-// traps instead of hanging the device (a lost arrival is a bug, never a slow tile).
-__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
-  for (std::uint32_t polls = 0;; ++polls) {
-    std::uint32_t done;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    if (done) return;
-    if (polls > (1u << 26)) __trap();
-  }
-}
-// TMA: the box at (c0 = column, c1 = row, c2 = batch) of `map` into shared `dst`, completing on `bar`
-__device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar, int c0, int c1,
-                                            int c2) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(
-          dst),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-}
 
 template <bool CAUSAL, int STAGES, bool HEADS_FIRST>
 __global__ void __launch_bounds__(kNTTma, 1)
@@ -280,9 +252,9 @@ template <bool CAUSAL, int STAGES, bool HEADS_FIRST>
 cudaError_t launch_fwd_sm90a_tma(const FwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   CUtensorMap tq, tk, tv;
-  cudaError_t err = encode_bshd_map(&tq, a.q, B, a.S, a.H);
-  if (err == cudaSuccess) err = encode_bshd_map(&tk, a.k, B, a.S, a.H_kv);
-  if (err == cudaSuccess) err = encode_bshd_map(&tv, a.v, B, a.S, a.H_kv);
+  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, kBM);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, kBM);
   if (err != cudaSuccess) return err;
   constexpr int smem = TmaSmem<STAGES>::bytes;
   auto kern = fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST>;

@@ -39,6 +39,11 @@ struct BwdArgs {
 
 // Backward variant id of the wgmma kernel (bench/attn/attn_tuning.hpp kBwdVariants); D = 128 only.
 inline constexpr int kBwdVariantSm90a = 2048;
+// The lab's TMA forms of that kernel (attention_flash_bwd_sm90a_tma.cuh): three stages, two stages.
+inline constexpr int kBwdVariantSm90aTma3 = 8192, kBwdVariantSm90aTma2 = 12288;
+constexpr bool is_sm90a_bwd_variant(int v) {
+  return v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma2;
+}
 // Forward variant bits of the wgmma kernel (bench/attn/attn_tuning.hpp); D = 128 only:
 // 2 the wgmma kernel, 4 (with 2) its pipelined form (softmax of tile n+1 during P V of tile n),
 // 8 (with 4) the two warpgroups take turns at issuing, 16 (with 2|4|8) K/V by TMA into mbarrier-guarded

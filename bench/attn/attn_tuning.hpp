@@ -19,6 +19,8 @@
 //   reductions (rows past S add their zero dQ to row S-1). 2048: a different kernel, the
 //   Hopper warpgroup-MMA backward (attention_flash_bwd_sm90a.cu; D=128, sm_90a builds on an
 //   sm_90 device; elsewhere bwd_variant() reports the mma.sync default that runs instead).
+//   8192 / 12288: 2048 with Q, dO and the lse2/delta rows by TMA into three / two mbarrier-guarded stages and
+//   dS^T double-buffered (kernels/attention_flash_bwd_sm90a_tma.cuh; the lab only).
 //   Only kBwdVariants are built. Defaults per head dim (kernels/attention_flash_defaults.hpp):
 //   D=128 2048 (525 = 1+4+8+512 without sm_90a), D=64 1117 (1+4+8+16+64+1024).
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
@@ -33,8 +35,8 @@
 
 namespace ulysses::bench::attn {
 
-inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,
-                                       125, 141, 157, 205, 221, 461, 477,  525,  1037, 1117, 1549, 1565, 2048};
+inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,   125,
+                                       141, 157, 205, 221, 461, 477, 525, 1037, 1117, 1549, 1565, 2048, 8192, 12288};
 
 constexpr bool bwd_variant_exists(int v) {
   for (int x : kBwdVariants) {
@@ -61,5 +63,10 @@ constexpr bool fwd_variant_exists(int v) {
 // (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a; cudaErrorNotSupported where
 // !sm90a_usable())
 cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int v, cudaStream_t stream);
+
+// The wgmma backward's main kernel in its TMA form (bwd variants 8192: 3 stages, 12288: 2 stages), D = 128
+// (attn_flash_fwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable())
+cudaError_t launch_bwd_main_sm90a_tma_variant(const kernels::flash::BwdArgs& a, int B, bool causal, int v,
+                                              cudaStream_t stream);
 
 }  // namespace ulysses::bench::attn

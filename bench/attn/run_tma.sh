@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# One device call for the TMA form of the wgmma forward (forward bit 16; kernels/attention_flash_fwd_sm90a_tma.cuh):
-#  1. attn_check's fp64 check of the TMA variants (31: 2 stages, 63: 3 stages, 95 and 127: heads first) next to
-#     PyTorch flash's error on the same inputs;
-#  2. A/B against the default form (15) at D=128 points, the variants interleaved, twice;
+# One device call for the TMA forms of the wgmma kernels (kernels/attention_flash_{fwd,bwd}_sm90a_tma.cuh):
+#  1. attn_check's fp64 check of the TMA variants next to PyTorch flash's error on the same inputs;
+#  2. A/B against the form before at D=128 points, the variants interleaved, twice;
 #  3. the same points through `ulysses bench attention` (the default kernels) with PyTorch's FA2 and cuDNN.
-# Usage (device machine, repo root, ULYSSES_HOME=$PWD): bench/attn/run_tma.sh BIN_DIR; results in $OUT/tma.tgz
+# KIND=fwd (default): forward variants 31 (2 stages), 63 (3 stages for the full mask), 95, 127 (heads first)
+# against 15 (the ping-pong form); KIND=bwd: backward variants 8192 (3 stages), 12288 (2) against 2048.
+# Usage (device machine, repo root, ULYSSES_HOME=$PWD): [KIND=bwd] bench/attn/run_tma.sh BIN_DIR; results in $OUT/tma.tgz
 set -u
 B=${1:?usage: run_tma.sh BIN_DIR}
 O=${OUT:-/tmp/attn_out}/tma
@@ -12,11 +13,13 @@ mkdir -p "$O" /tmp/attn_in
 export PYTHONUNBUFFERED=1
 pack() { tar czf "${OUT:-/tmp/attn_out}/tma.tgz" -C "$(dirname "$O")" tma; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader > "$O/gpu.txt"
+if [ "${KIND:-fwd}" = bwd ]; then flag=--bwd-variant; tried="8192 12288"; base=2048; col=bwd_tflops
+else flag=--fwd-variant; tried="31 63 95 127"; base=15; col=fwd_tflops; fi
 first=1
-for v in 31 63 95 127; do
+for v in $tried; do
   dump=(); [ $first = 1 ] && dump=(--dump /tmp/attn_in); first=0
-  timeout 120 "$B/attn_check" check "${dump[@]}" --fwd-variant $v > "$O/check-$v.jsonl" 2> "$O/check-$v.err"
-  echo "attn_check check --fwd-variant $v rc=$?"; tail -2 "$O/check-$v.err"
+  timeout 120 "$B/attn_check" check "${dump[@]}" $flag $v > "$O/check-$v.jsonl" 2> "$O/check-$v.err"
+  echo "attn_check check $flag $v rc=$?"; tail -2 "$O/check-$v.err"
 done
 timeout 90 python3 bench/peers/attn_peer.py check /tmp/attn_in > "$O/peer_check.jsonl" 2>> "$O/errors.log"
 echo "peer check rc=$?"
@@ -25,17 +28,18 @@ python3 bench/attn/attn_table.py "$O/check.jsonl" "$O/peer_check.jsonl" > "$O/ch
 grep -E "worst error ratio" "$O/check_tables.md"; pack
 for shape in "32768 16 16 128 1" "32768 16 16 128 0" "131072 32 8 128 1" "131072 16 16 128 0"; do
   for rep in 1 2; do
-    for v in 15 31 63 95 127; do
-      timeout 60 "$B/attn_check" bench --one $shape --fwd-variant $v >> "$O/ab.jsonl" 2>> "$O/errors.log"
+    for v in $base $tried; do
+      timeout 60 "$B/attn_check" bench --one $shape $flag $v >> "$O/ab.jsonl" 2>> "$O/errors.log"
     done
   done
 done
-python3 - "$O/ab.jsonl" <<'PY'
+python3 - "$O/ab.jsonl" "$col" <<'PY'
 import json, sys
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         r = json.loads(l)
-        print("A/B S=%d H=%d/%d causal=%d fwd_variant %d: fwd %.1f TFLOP/s" % (r["S"], r["Hq"], r["Hkv"], r["causal"], r["fwd_variant"], r["fwd_tflops"]))
+        print("A/B S=%d H=%d/%d causal=%d variants %d/%d: %s %.1f TFLOP/s" % (r["S"], r["Hq"], r["Hkv"], r["causal"],
+              r["fwd_variant"], r["bwd_variant"], sys.argv[2], r[sys.argv[2]]))
 PY
 pack
 timeout 200 "$B/ulysses" bench attention --points 32K:16:16:128:1,32K:16:16:128:0,128K:32:8:128:1,128K:16:16:128:0 \

@@ -1,0 +1,171 @@
+#pragma once
+// Flash attention backward main kernel on Hopper (sm_90a), head dim 128, with its per-step loads on TMA:
+// the wgmma backward of attention_flash_bwd_sm90a.cu step for step (its pieces, attention_flash_bwd_sm90a.cuh:
+// the same instructions, the same rounding), but Q and dO tiles arrive by cp.async.bulk.tensor and the
+// step's lse2 / delta rows by 1-D bulk copies into STAGES mbarrier-guarded stages, and dS^T is
+// double-buffered, so a step has one CTA-wide barrier (dS^T of both warpgroups in shared memory, which
+// dQ needs) instead of two and no per-thread copies. Built by the lab (bench/attn/attn_flash_lab.cu,
+// backward variant 8192); the product runs attention_flash_bwd_sm90a.cu.
+//
+// One CTA per (128-key tile n0, kv head, batch), 256 threads, the steps (q head of the group, 64-row q
+// tile) as in the default kernel. Stage st = step % STAGES, phase (step / STAGES) & 1:
+//   load (thread 0): wait empty[st] -> expect Q + dO + lse2 + delta bytes on full[st] -> TMA Q, dO (two
+//     64-column halves each) and the two 256-byte rows; steps 0 .. STAGES-2 before the loop, step
+//     it + STAGES - 1 right after step it's dQ wgmma has completed (outside every wgmma stage). That
+//     refills step it-1's stage, which both warpgroups released before the barrier of step it.
+//   compute: wait full[st]; S^T, dP^T, softmax, dS^T (into dS buffer it & 1), dV/dK; barrier; dQ (waits
+//     for every wgmma of the step) -> every thread arrives on empty[st] -> dQ atomics.
+// dS buffer it & 1 is rewritten at step it + 2, after the barrier of step it + 1, which both warpgroups
+// pass only after their dQ of step it.
+//
+// Shared memory (bytes): K 32768, V 32768 (offsets as Sm90Smem's: the shared pieces address them so),
+// STAGES x {Q [2][64][64] 16384, dO 16384}, dS^T [2][128][64] 32768, STAGES x {lse2 [64], delta [64]} fp32,
+// the mbarriers full[STAGES], empty[STAGES].
+#include "kernels/attention_flash_bwd_sm90a.cuh"
+#include "kernels/tma.cuh"
+
+namespace ulysses::kernels::flash {
+namespace {
+
+template <int STAGES>
+struct BwdTmaSmem {
+  static constexpr int K = Sm90Smem::K, V = Sm90Smem::V;
+  static constexpr int stage_bytes = 2 * kBM * kD * 2;  // Q then dO
+  static constexpr int Stages = V + kBN * kD * 2;        // stage s at Stages + s * stage_bytes; dO at + kBM * kD * 2
+  static constexpr int dS = Stages + STAGES * stage_bytes;  // buffer u at dS + u * kBN * kBM * 2
+  static constexpr int Rows = dS + 2 * kBN * kBM * 2;      // stage s: lse2 at Rows + s * 512, delta at + 256
+  static constexpr int full = Rows + STAGES * 2 * kBM * 4, empty = full + 8 * STAGES;
+  static constexpr int bytes = empty + 8 * STAGES;
+  static constexpr std::uint32_t tx_bytes = stage_bytes + 2 * kBM * 4;
+  static_assert(K == 0 && V == kBN * kD * 2, "issue_st_dp addresses K and V at Sm90Smem's offsets");
+  static_assert(Stages % 1024 == 0 && dS % 1024 == 0 && stage_bytes % 1024 == 0, "wgmma tiles must be 1024-byte aligned");
+  static_assert(bytes <= 227 * 1024, "shared memory per block");
+};
+
+template <bool CAUSAL, int STAGES>
+__global__ void __launch_bounds__(kNT, 1)
+    bwd_kernel_sm90a_tma(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo, const BwdArgs a) {
+#if defined(ULYSSES_SM90A_DEVICE)
+  using L = BwdTmaSmem<STAGES>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t sbase = smem_addr(smem_raw);
+  if ((sbase & 1023u) != 0) __trap();  // the descriptors and the 128-byte swizzle assume 1024-byte aligned tiles
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wg = warp >> 2, w4 = warp & 3;
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * kBN, hk = blockIdx.y, b = blockIdx.z;
+  const int S = a.S;
+  const int group = a.H / a.H_kv;
+  const std::int64_t ldq = static_cast<std::int64_t>(a.H) * kD;
+  const std::int64_t ldk = static_cast<std::int64_t>(a.H_kv) * kD;
+  const std::int64_t kv_off = (static_cast<std::int64_t>(b) * S + n0) * ldk + hk * kD;
+  const int m_first = CAUSAL ? n0 / kBM : 0;
+  const int m_count = (S + kBM - 1) / kBM - m_first;
+  const int steps = group * m_count;
+  auto parity = [&](int j) { return static_cast<std::uint32_t>(j / STAGES) & 1u; };
+
+  // step j's Q, dO, lse2, delta into stage j % STAGES (thread 0)
+  auto load = [&](int j) {
+    const int st = j % STAGES;
+    const int h = hk * group + j / m_count, m0 = (m_first + j % m_count) * kBM;
+    const std::uint32_t full = sbase + L::full + 8 * st, dst = sbase + L::Stages + st * L::stage_bytes;
+    tma::mbar_wait(sbase + L::empty + 8 * st, parity(j) ^ 1u);  // a fresh barrier's "previous phase" has completed
+    tma::mbar_expect_tx(full, L::tx_bytes);
+    tma::tma_load_3d(dst, &tq, full, h * kD, m0, b);
+    tma::tma_load_3d(dst + kBM * 128, &tq, full, h * kD + 64, m0, b);
+    tma::tma_load_3d(dst + kBM * kD * 2, &tdo, full, h * kD, m0, b);
+    tma::tma_load_3d(dst + kBM * kD * 2 + kBM * 128, &tdo, full, h * kD + 64, m0, b);
+    const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.H + h) * a.S_pad + m0;
+    tma::bulk_load(sbase + L::Rows + st * 512, a.lse2 + row_off, kBM * 4, full);
+    tma::bulk_load(sbase + L::Rows + st * 512 + 256, a.delta + row_off, kBM * 4, full);
+  };
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      tma::mbar_init(sbase + L::full + 8 * s, 1);
+      tma::mbar_init(sbase + L::empty + 8 * s, kNT);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    for (int j = 0; j < STAGES - 1 && j < steps; ++j) load(j);
+  }
+  load_tile_sw128<kBN>(sbase + L::K, a.k + kv_off, ldk, S - n0, tid);
+  load_tile_sw128<kBN>(sbase + L::V, a.v + kv_off, ldk, S - n0, tid);
+  cp_async_commit();
+  cp_async_wait<0>();
+  wgmma::fence_proxy_async();
+  __syncthreads();  // K, V in shared memory; the mbarriers exist
+
+  float dk[64], dv[64];  // [64 keys of wg x 128 d] accumulators (wgmma D layout)
+#pragma unroll
+  for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.f;
+  // stmatrix lane address of dS^T (as the default kernel), buffer 0; buffer 1 at + kBN * kBM * 2
+  const int st_row = wg * 64 + w4 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+  const std::uint32_t st_base0 = sbase + L::dS + st_row * 128;
+  const int st_cb = lane >> 4;
+  const int key_base = n0 + wg * 64 + w4 * 16 + g;  // key of d[4j + 0/1]; +8 for d[4j + 2/3]
+  int h = hk * group, mi = 0;
+  for (int it = 0; it < steps; ++it) {
+    const int st = it % STAGES, u = it & 1;
+    const int m0 = (m_first + mi) * kBM, hq = h;  // this step's q tile and q head
+    if (++mi == m_count) mi = 0, ++h;
+    tma::mbar_wait(sbase + L::full + 8 * st, parity(it));
+    const std::uint32_t qs = sbase + L::Stages + st * L::stage_bytes, dos = qs + kBM * kD * 2;
+    const float* lse2 = reinterpret_cast<const float*>(smem_raw + L::Rows + st * 512);
+    const float* delta = lse2 + kBM;
+
+    float st_acc[32], dp[32];
+    sm90a_issue_st_dp(st_acc, dp, sbase, qs, dos, wg);
+    wgmma::wait<1>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(st_acc[i]);
+    const bool need_mask = (n0 + kBN > S) || (CAUSAL && m0 < n0 + kBN - 1);
+    sm90a_softmax<CAUSAL>(st_acc, a, lse2, t, need_mask, key_base, m0, S);
+    wgmma::wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(dp[i]);
+    std::uint32_t pp[16], ss[16];  // P^T, dS^T packed (A fragments of dV, dK)
+    sm90a_ds_pack(st_acc, dp, delta, t, pp, ss);
+    sm90a_store_ds(ss, st_base0 + u * kBN * kBM * 2, st_cb, lane);
+    sm90a_issue_dkv(dk, dv, pp, ss, qs, dos);
+    wgmma::fence_proxy_async();
+    __syncthreads();  // dS^T of both warpgroups in shared memory
+    float dq[32];  // dQ[:, 64wg..64wg+63] (wgmma D layout)
+    // sm90a_dq reads dS^T at its base + Sm90Smem::dS: hand it the base that puts buffer u there
+    sm90a_dq(dq, sbase + L::dS + u * kBN * kBM * 2 - Sm90Smem::dS, sbase + L::K + wg * kBN * 128);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
+    tma::mbar_arrive(sbase + L::empty + 8 * st);  // every wgmma of the step has completed: Q, dO, rows free
+    if (tid == 0 && it + STAGES - 1 < steps) load(it + STAGES - 1);
+    sm90a_dq_atomics(dq, a, b, S, ldq, hq, wg, w4, g, t, m0);
+  }
+#pragma unroll
+  for (int i = 0; i < 64; ++i) wgmma::fence_reg(dk[i]), wgmma::fence_reg(dv[i]);
+  sm90a_store_dkv(dk, dv, a, b, S, ldk, hk, t, key_base);
+#else
+  __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
+#endif
+}
+
+// Launch bwd_kernel_sm90a_tma<CAUSAL, STAGES> for head dim 128 on `stream` (B = gridDim.z)
+template <bool CAUSAL, int STAGES>
+cudaError_t launch_bwd_main_sm90a_tma(const BwdArgs& a, int B, cudaStream_t stream) {
+  if (!sm90a_usable()) return cudaErrorNotSupported;
+  if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta)) & 15u) != 0)
+    return cudaErrorMisalignedAddress;  // the bulk copies need 16-byte aligned rows (S_pad is a multiple of 128)
+  CUtensorMap tq, tdo;
+  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, kBM);
+  if (err != cudaSuccess) return err;
+  constexpr int smem = BwdTmaSmem<STAGES>::bytes;
+  auto kern = bwd_kernel_sm90a_tma<CAUSAL, STAGES>;
+  err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.H_kv), static_cast<unsigned>(B));
+  kern<<<grid, kNT, smem, stream>>>(tq, tdo, a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+}  // namespace ulysses::kernels::flash
