@@ -1,5 +1,5 @@
 // Flash attention backward, the default configuration per head dim (attention_flash_defaults.hpp):
-// D=128 the wgmma kernel where usable (attention_flash_bwd_sm90a.cu), else mma.sync variant 525;
+// D=128 the wgmma kernel's TMA form where usable (attention_flash_bwd_sm90a.cu), else mma.sync variant 525;
 // D=64 mma.sync variant 1117. The kernel templates: attention_flash_bwd.cuh.
 #include <string>
 
@@ -13,7 +13,9 @@ namespace {
 template <int D>
 cudaError_t launch_bwd_default(const AttnBwdParams& p, cudaStream_t stream) {
   if constexpr (D == 128) {
-    if (bwd_variant_run(kBwdDefaultD128, 128) == kBwdVariantSm90a) return launch_bwd_sm90a(p, stream);
+    const int v = bwd_variant_run(kBwdDefaultD128, 128);
+    static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2, "kernels/ build the wgmma backward's 2048 and 8192 only");
+    if (v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3) return launch_bwd_sm90a(p, stream, v == kBwdVariantSm90aTma3);
   }
   constexpr int V = kBwdMmaDefault<D>;
   return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);

@@ -237,9 +237,10 @@ inline std::size_t bwd_workspace_bytes(std::int64_t B, std::int64_t S, std::int6
 }
 
 // the wgmma main kernel (D = 128, sm_90a) between the shared preprocess and dq conversion
-inline cudaError_t launch_bwd_sm90a(const AttnBwdParams& p, cudaStream_t stream) {
+inline cudaError_t launch_bwd_sm90a(const AttnBwdParams& p, cudaStream_t stream, bool tma) {
   return run_bwd<128>(p, stream, [&](const BwdArgs& a) {
-    return launch_bwd_main_sm90a(a, static_cast<int>(p.B), p.causal, stream);
+    return tma ? launch_bwd_main_sm90a_tma3(a, static_cast<int>(p.B), p.causal, stream)
+               : launch_bwd_main_sm90a(a, static_cast<int>(p.B), p.causal, stream);
   });
 }
 

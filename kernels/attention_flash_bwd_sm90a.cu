@@ -1,6 +1,8 @@
 // The wgmma backward main kernel (sm_90a, D = 128; variant 2048): the kernel over the pieces of
-// attention_flash_bwd_sm90a.cuh (layout and step described there), sm90a_usable() and its launch.
+// attention_flash_bwd_sm90a.cuh (layout and step described there), sm90a_usable() and its launch; and the
+// launch of its TMA form with three stages (variant 8192, the default: attention_flash_bwd_sm90a_tma.cuh).
 #include "kernels/attention_flash_bwd_sm90a.cuh"
+#include "kernels/attention_flash_bwd_sm90a_tma.cuh"
 
 namespace ulysses::kernels::flash {
 namespace {
@@ -140,6 +142,10 @@ cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStre
   const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.H_kv), static_cast<unsigned>(B));
   kern<<<grid, kNT, smem, stream>>>(a);
   return cudaGetLastError();
+}
+
+cudaError_t launch_bwd_main_sm90a_tma3(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
+  return causal ? launch_bwd_main_sm90a_tma<true, 3>(a, B, stream) : launch_bwd_main_sm90a_tma<false, 3>(a, B, stream);
 }
 
 }  // namespace ulysses::kernels::flash
