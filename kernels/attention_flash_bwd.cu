@@ -1,5 +1,6 @@
 // Flash attention backward, the default configuration per head dim (attention_flash_defaults.hpp):
-// D=128 the wgmma kernel's TMA form where usable (attention_flash_bwd_sm90a.cu), else mma.sync variant 525;
+// D=128 the wgmma kernel where usable (attention_flash_bwd_sm90a.cu; 2048, or its TMA form 8192 when a build
+// sets it as the default), else mma.sync variant 525;
 // D=64 mma.sync variant 1117. The kernel templates: attention_flash_bwd.cuh.
 #include <string>
 

@@ -1,6 +1,6 @@
 // The wgmma backward main kernel (sm_90a, D = 128; variant 2048): the kernel over the pieces of
 // attention_flash_bwd_sm90a.cuh (layout and step described there), sm90a_usable() and its launch; and the
-// launch of its TMA form with three stages (variant 8192, the default: attention_flash_bwd_sm90a_tma.cuh).
+// launch of its TMA form with three stages (variant 8192: attention_flash_bwd_sm90a_tma.cuh).
 #include "kernels/attention_flash_bwd_sm90a.cuh"
 #include "kernels/attention_flash_bwd_sm90a_tma.cuh"
 

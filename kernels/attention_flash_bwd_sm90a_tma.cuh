@@ -4,8 +4,8 @@
 // the same instructions, the same rounding), but Q and dO tiles arrive by cp.async.bulk.tensor and the
 // step's lse2 / delta rows by 1-D bulk copies into STAGES mbarrier-guarded stages, and dS^T is
 // double-buffered, so a step has one CTA-wide barrier (dS^T of both warpgroups in shared memory, which
-// dQ needs) instead of two and no per-thread copies. Built by the lab (bench/attn/attn_flash_lab.cu,
-// backward variant 8192); the product runs attention_flash_bwd_sm90a.cu.
+// dQ needs) instead of two and no per-thread copies. Backward variants 8192 (three stages; kernels/ build it,
+// the default once -DULYSSES_FLASH_BWD_DEFAULT_D128=8192 has passed the GPU tests) and 12288 (two, the lab).
 //
 // One CTA per (128-key tile n0, kv head, batch), 256 threads, the steps (q head of the group, 64-row q
 // tile) as in the default kernel. Stage st = step % STAGES, phase (step / STAGES) & 1:

@@ -17,12 +17,13 @@ inline constexpr int kFwdDefault =
 // Backward: per head dim, the fastest variant measured that also passed the Catch2 [flash]
 // gate as a compiled-in default; a build may override them (-DULYSSES_FLASH_BWD_DEFAULT_D128=N
 // / _D64=N, any variant of bench/attn/attn_tuning.hpp) to run the GPU tests on another variant.
-// D=128: the wgmma kernel in its TMA form (8192; 2048 before 2026-12-03, docs/ATTENTION.md) where the build
-// has sm_90a code and the device is sm_90,
+// D=128: the wgmma kernel (2048) where the build has sm_90a code and the device is sm_90 (its TMA form, 8192,
+// measured 3.5-7 % faster and checked by attn_check, becomes the default once the GPU tests have run with
+// -DULYSSES_FLASH_BWD_DEFAULT_D128=8192: docs/ATTENTION.md),
 // else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
 // faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
-#define ULYSSES_FLASH_BWD_DEFAULT_D128 8192
+#define ULYSSES_FLASH_BWD_DEFAULT_D128 2048
 #endif
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
 #define ULYSSES_FLASH_BWD_DEFAULT_D64 1117

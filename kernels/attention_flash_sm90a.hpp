@@ -65,7 +65,7 @@ cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, cudaStream_t 
 
 // Launch the wgmma main kernel for head dim 128 on `stream` (B = gridDim.z): variant 2048.
 cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
-// The same in its TMA form with three stages (variant 8192, the default; attention_flash_bwd_sm90a_tma.cuh).
+// The same in its TMA form with three stages (variant 8192; attention_flash_bwd_sm90a_tma.cuh).
 cudaError_t launch_bwd_main_sm90a_tma3(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 }  // namespace ulysses::kernels::flash

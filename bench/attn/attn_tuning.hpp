@@ -20,9 +20,9 @@
 //   Hopper warpgroup-MMA backward (attention_flash_bwd_sm90a.cu; D=128, sm_90a builds on an
 //   sm_90 device; elsewhere bwd_variant() reports the mma.sync default that runs instead).
 //   8192 / 12288: 2048 with Q, dO and the lse2/delta rows by TMA into three / two mbarrier-guarded stages and
-//   dS^T double-buffered (kernels/attention_flash_bwd_sm90a_tma.cuh; 8192 the D=128 default).
+//   dS^T double-buffered (kernels/attention_flash_bwd_sm90a_tma.cuh; kernels/ build 8192 too, not the default yet).
 //   Only kBwdVariants are built. Defaults per head dim (kernels/attention_flash_defaults.hpp):
-//   D=128 8192 (525 = 1+4+8+512 without sm_90a), D=64 1117 (1+4+8+16+64+1024).
+//   D=128 2048 (525 = 1+4+8+512 without sm_90a), D=64 1117 (1+4+8+16+64+1024).
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
 // the backward (-7%), one-register XOR ldmatrix addressing (fwd -6%, bwd -3..5%).
 // H200, D=128 causal S=32K H=16, bwd TFLOP/s (docs/ATTENTION.md, Versions): variants 0..3
