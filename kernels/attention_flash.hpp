@@ -24,7 +24,8 @@ std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::
                                            std::int64_t H_kv, std::int64_t D);
 
 // What runs at this head dim on the current device, for device lines and reports, e.g.
-// "wgmma sm_90a fwd 15 / bwd 2048" or "mma.sync fwd 15 / bwd 1117" (the default variants;
+// "wgmma sm_90a fwd 63 / bwd 2048" or "mma.sync fwd 63 / bwd 1117" (the default variants; at D=64 only the
+// forward's bit 1 applies;
 // their numbers: bench/attn/attn_tuning.hpp).
 std::string attn_flash_kernels_in_use(int head_dim);
 

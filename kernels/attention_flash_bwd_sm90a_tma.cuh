@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kNT, 1)
       tma::mbar_init(sbase + L::full + 8 * s, 1);
       tma::mbar_init(sbase + L::empty + 8 * s, kNT);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    tma::fence_barrier_init();
     for (int j = 0; j < STAGES - 1 && j < steps; ++j) load(j);
   }
   load_tile_sw128<kBN>(sbase + L::K, a.k + kv_off, ldk, S - n0, tid);
@@ -152,7 +152,7 @@ template <bool CAUSAL, int STAGES>
 cudaError_t launch_bwd_main_sm90a_tma(const BwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta)) & 15u) != 0)
-    return cudaErrorMisalignedAddress;  // the bulk copies need 16-byte aligned rows (S_pad is a multiple of 128)
+    return cudaErrorInvalidValue;  // the bulk copies need 16-byte aligned rows (S_pad is a multiple of 128)
   CUtensorMap tq, tdo;
   cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM);
   if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, kBM);

@@ -38,15 +38,16 @@ template <int D>
 inline constexpr int kBwdMmaDefault =
     D == 64 ? kBwdDefaultD64 : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
 
-// The backward variant that runs when `v` is asked for at this head dim: the wgmma kernel
-// (2048) only at D = 128 on a device it is built for; elsewhere the mma.sync default.
+// The backward variant that runs when `v` is asked for at this head dim: the wgmma kernels
+// (2048, 8192, 12288) only at D = 128 on a device they are built for; elsewhere the mma.sync default.
 inline int bwd_variant_run(int v, int head_dim) {
   if (!is_sm90a_bwd_variant(v)) return v;
   if (head_dim == 128 && sm90a_usable()) return v;
   return head_dim == 64 ? kBwdDefaultD64 : kBwdFallbackD128;
 }
 
-// e.g. "wgmma sm_90a fwd 15 / bwd 2048" or "mma.sync fwd 15 / bwd 1117" (forward variant fv,
+// e.g. "wgmma sm_90a fwd 63 / bwd 2048" or "mma.sync fwd 63 / bwd 1117" (forward variant fv, whose bits
+// above 1 do not apply at D=64;
 // backward variant bv as it runs at this head dim)
 inline std::string kernels_in_use(int fv, int bv, int head_dim) {
   const bool fwd_wgmma = head_dim == 128 && (fv & kFwdBitSm90a) != 0 && sm90a_usable();

@@ -14,7 +14,8 @@ cudaError_t attn_fwd_flash(const AttnFwdParams& p, cudaStream_t stream) {
                 "kernels/ build only the wgmma forward's TMA form (2|4|8|16|32); the other forms are the lab's");
   if (!F::fwd_params_ok(p)) return cudaErrorInvalidValue;
   if ((v & F::kFwdBitSm90a) != 0 && p.D == 128 && F::sm90a_usable()) {
-    return F::launch_fwd_sm90a(F::fwd_args(p), static_cast<int>(p.B), p.causal, stream);
+    const cudaError_t err = F::launch_fwd_sm90a(F::fwd_args(p), static_cast<int>(p.B), p.causal, stream);
+    if (err != cudaErrorNotSupported) return err;  // no TMA map encoder in this driver: the mma.sync kernel
   }
   return F::dispatch_fwd_mma<(v & 1) != 0>(p, stream);
 }

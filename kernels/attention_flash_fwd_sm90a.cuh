@@ -1,8 +1,9 @@
 #pragma once
 // Flash attention forward on Hopper warpgroup MMA (wgmma, sm_90a), head dim 128: the kernel
-// template and its launch, shared by kernels/attention_flash_fwd_sm90a.cu (builds the default
-// form only, pipelined ping-pong) and the lab (bench/attn/attn_flash_fwd_sm90a_lab.cu, every
-// form: plain, pipelined, ping-pong). Include from a file built for sm_90a.
+// template and its launch, and the step's pieces (issue_s, issue_pv, softmax_tile, rescale) that the
+// TMA form (attention_flash_fwd_sm90a_tma.cuh, the D=128 default since 2026-12-03) reuses; the lab
+// (bench/attn/attn_flash_fwd_sm90a_lab.cu) builds every form of this template: plain, pipelined,
+// ping-pong. Include from a file built for sm_90a.
 //
 // One CTA per (128 query rows m0, q head, batch): 2 warpgroups (256 threads), warpgroup wg owns
 // rows m0 + 64wg .. m0 + 64wg + 63. It walks the key tiles (128 keys, n0); causal CTAs run the

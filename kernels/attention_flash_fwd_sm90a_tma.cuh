@@ -2,7 +2,8 @@
 // Flash attention forward on Hopper (sm_90a), head dim 128, with TMA loads into mbarrier-guarded
 // stages around the wgmma math of attention_flash_fwd_sm90a.cuh (issue_s, issue_pv, softmax_tile,
 // rescale: the same instructions, the same rounding): no CTA-wide barrier per key tile and no
-// per-thread copies; built by the lab (bench/attn/attn_flash_fwd_sm90a_lab.cu, forward bit 16).
+// per-thread copies. The D=128 default (attention_flash_fwd_sm90a.cu, variant 63); the lab builds its
+// other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu, forward bits 16, 32, 64).
 //
 // 256 threads, two warpgroups, warpgroup c owning rows m0 + 64c .. m0 + 64c + 63 of the CTA's 128
 // query rows, pipelined (S of tile n+1 under P V of tile n) and taking turns at issuing (named
@@ -17,8 +18,8 @@
 //             wait v_full[st] before O += P_j V_j, arrive v_empty[st] once it has completed
 //   (empty barriers count 256 arrivals, every thread after its wgmma wait: no branch inside a
 //   wgmma pipeline stage, which made ptxas serialize the wgmmas, C7513)
-// With 3 stages the loads never wait for the other warpgroup (the stage they refill was released a
-// step earlier); with 2 thread 0 may wait for the lagging warpgroup's release.
+// With 3 stages the loads rarely wait for the other warpgroup (the stage they refill was released about a
+// step earlier); with 2 thread 0 waits more often for the lagging warpgroup's release.
 // Q arrives once on q_full. TMA boxes are [128 rows][64 bf16] with the 128-byte swizzle, the
 // layout the wgmma descriptors read (kernels/wgmma.cuh); rows past S are zero-filled by TMA
 // (the 3-D map [B][S][heads * 128] bounds each batch) and masked in softmax_tile as before.
@@ -41,6 +42,7 @@ using tma::tma_load_3d;
 
 constexpr int kNTTma = 256;
 constexpr std::uint32_t kTileBytes = kBN * kD * 2;  // one K or V tile, both halves: 32768
+static_assert(kBM <= 256 && kBN <= 256, "a TMA box has at most 256 rows");
 
 template <int STAGES>
 struct TmaSmem {
@@ -90,7 +92,7 @@ __global__ void __launch_bounds__(kNTTma, 1)
       mbar_init(sbase + L::k_empty + 8 * s, 256);
       mbar_init(sbase + L::v_empty + 8 * s, 256);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    tma::fence_barrier_init();
   }
   __syncthreads();  // the only CTA-wide barrier: the mbarriers exist before anyone uses them
 
@@ -221,40 +223,14 @@ __global__ void __launch_bounds__(kNTTma, 1)
 #endif
 }
 
-// The 3-D TMA map of a [B, S, heads, 128] bf16 tensor: dims (heads * 128 columns, S rows, B), boxes of
-// [128 rows][64 columns] with the 128-byte swizzle; rows past S read as zeros.
-inline cudaError_t encode_bshd_map(CUtensorMap* map, const __nv_bfloat16* base, int B, int S, int heads) {
-  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  static Encode encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      fn = nullptr;
-    return reinterpret_cast<Encode>(fn);
-  }();
-  if (encode == nullptr) return cudaErrorNotSupported;
-  if ((reinterpret_cast<std::uintptr_t>(base) & 15u) != 0) return cudaErrorMisalignedAddress;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(heads) * kD, static_cast<cuuint64_t>(S), static_cast<cuuint64_t>(B)};
-  const cuuint64_t strides[2] = {dims[0] * 2, dims[0] * 2 * dims[1]};  // bytes, of dims 1 and 2
-  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(kBM), 1};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<__nv_bfloat16*>(base), dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-
 // Launch fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST> for head dim 128 on `stream` (B = gridDim.z)
 template <bool CAUSAL, int STAGES, bool HEADS_FIRST>
 cudaError_t launch_fwd_sm90a_tma(const FwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   CUtensorMap tq, tk, tv;
   cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, kBM);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, kBM);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, kBN);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, kBN);
   if (err != cudaSuccess) return err;
   constexpr int smem = TmaSmem<STAGES>::bytes;
   auto kern = fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST>;

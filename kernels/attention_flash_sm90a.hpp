@@ -39,7 +39,7 @@ struct BwdArgs {
 
 // Backward variant id of the wgmma kernel (bench/attn/attn_tuning.hpp kBwdVariants); D = 128 only.
 inline constexpr int kBwdVariantSm90a = 2048;
-// The lab's TMA forms of that kernel (attention_flash_bwd_sm90a_tma.cuh): three stages, two stages.
+// Its TMA forms (attention_flash_bwd_sm90a_tma.cuh): three stages (kernels/ build it too), two (the lab).
 inline constexpr int kBwdVariantSm90aTma3 = 8192, kBwdVariantSm90aTma2 = 12288;
 constexpr bool is_sm90a_bwd_variant(int v) {
   return v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma2;

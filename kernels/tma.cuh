@@ -15,6 +15,11 @@ namespace ulysses::kernels::tma {
 __device__ __forceinline__ void mbar_init(std::uint32_t bar, std::uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
+// after the mbarriers' init, before their first use: visible to the other threads (with a barrier after it)
+// and to the async proxy (TMA's complete_tx), also for the initialising thread's own loads
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+}
 __device__ __forceinline__ void mbar_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
@@ -61,12 +66,14 @@ inline cudaError_t encode_bshd_map(CUtensorMap* map, const __nv_bfloat16* base, 
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q{};
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
+        q != cudaDriverEntryPointSuccess) {
       fn = nullptr;
+      (void)cudaGetLastError();  // the failed lookup's error is reported as cudaErrorNotSupported below, not later
+    }
     return reinterpret_cast<Encode>(fn);
   }();
   if (encode == nullptr) return cudaErrorNotSupported;
-  if ((reinterpret_cast<std::uintptr_t>(base) & 15u) != 0) return cudaErrorMisalignedAddress;
+  if ((reinterpret_cast<std::uintptr_t>(base) & 15u) != 0) return cudaErrorInvalidValue;  // TMA needs 16-byte aligned bases
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(heads) * 128, static_cast<cuuint64_t>(S), static_cast<cuuint64_t>(B)};
   const cuuint64_t strides[2] = {dims[0] * 2, dims[0] * 2 * dims[1]};  // bytes, of dims 1 and 2
   const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};

@@ -1,7 +1,7 @@
 // The lab build of the wgmma forward's forms (sm_90a, D = 128): plain, pipelined, ping-pong
 // (forward variant bits 4, 8 of attn_tuning.hpp), instantiated from the one kernel template in
 // kernels/attention_flash_fwd_sm90a.cuh, and the TMA form (bits 16, 32, 64;
-// kernels/attention_flash_fwd_sm90a_tma.cuh); kernels/ build only the default form (2|4|8).
+// kernels/attention_flash_fwd_sm90a_tma.cuh); kernels/ build only the default form (2|4|8|16|32).
 #include "bench/attn/attn_tuning.hpp"
 #include "kernels/attention_flash_fwd_sm90a_tma.cuh"
 

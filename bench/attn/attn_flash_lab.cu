@@ -1,7 +1,7 @@
 // The lab build of the flash attention entry points (kernels/attention_flash.hpp) for attn_check:
 // attn_fwd_flash / attn_bwd_flash run the variant chosen at run time with bench::attn's setters
 // (attn_tuning.hpp), instantiating every listed variant of the kernel templates
-// (kernels/attention_flash_{fwd,bwd}.cuh; the wgmma forward's forms: attn_flash_fwd_sm90a_lab.cu).
+// (kernels/attention_flash_{fwd,bwd}.cuh; the wgmma kernels' forms: attn_flash_{fwd,bwd}_sm90a_lab.cu).
 // It replaces kernels/attention_flash_{fwd,bwd}.cu in attn_check, which does not link
 // ulysses_kernels; the product never links this file.
 #include <string>

@@ -5,7 +5,7 @@
 // --fwd-variant / --bwd-variant. The defaults are the measured best (docs/ATTENTION.md).
 //   forward bits: 1 D=64 with 128-key tiles (else 64; the mma.sync D=128 kernel always uses 64),
 //   2 D=128 on the Hopper warpgroup-MMA forward (kernels/attention_flash_fwd_sm90a.cuh; built here by
-//   attn_flash_fwd_sm90a_lab.cu in every form, kernels/ build only 2|4|8; sm_90a builds on
+//   attn_flash_fwd_sm90a_lab.cu in every form, kernels/ build only 2|4|8|16|32; sm_90a builds on
 //   an sm_90 device; elsewhere the mma.sync kernel runs), 4 (with 2) its pipelined form, 8 (with
 //   4) the two warpgroups taking turns at issuing (ping-pong), 16 (with 2|4|8) K/V by TMA into
 //   mbarrier-guarded stages (kernels/attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages
@@ -65,7 +65,7 @@ constexpr bool fwd_variant_exists(int v) {
 cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int v, cudaStream_t stream);
 
 // The wgmma backward's main kernel in its TMA form (bwd variants 8192: 3 stages, 12288: 2 stages), D = 128
-// (attn_flash_fwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable())
+// (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable())
 cudaError_t launch_bwd_main_sm90a_tma_variant(const kernels::flash::BwdArgs& a, int B, bool causal, int v,
                                               cudaStream_t stream);
 

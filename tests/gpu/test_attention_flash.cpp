@@ -121,8 +121,8 @@ TEST_CASE("flash attention matches the fp64 reference within 2x of PyTorch flash
 }
 
 // The product runs the default variants only (kernels/attention_flash_defaults.hpp); the other
-// wgmma forward variants (3 plain, 7 pipelined) are checked by the lab:
-// attn_check check --fwd-variant 3|7 --bwd-variant 2048 (bench/attn/run_sm90a.sh).
+// wgmma variants (forward 3 plain, 7 pipelined, 15 ping-pong, the TMA forms 31, 95, 127; backward 8192, 12288)
+// are checked by the lab: attn_check check --fwd-variant V / --bwd-variant V (bench/attn/run_sm90a.sh, run_tma.sh).
 TEST_CASE("Hopper wgmma attention kernels: the defaults match the fp64 reference", "[.gpu][flash]") {
   if (!have_gpu()) {
     WARN("no CUDA device: skipped");
