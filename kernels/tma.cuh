@@ -56,9 +56,10 @@ __device__ __forceinline__ void bulk_load(std::uint32_t dst, const void* src, st
                : "memory");
 }
 
-// The 3-D TMA map of a [B, S, heads, 128] bf16 tensor: dims (heads * 128 columns, S rows, B), boxes of
-// [box_rows][64 columns] with the 128-byte swizzle; rows past S read as zeros.
-inline cudaError_t encode_bshd_map(CUtensorMap* map, const __nv_bfloat16* base, int B, int S, int heads, int box_rows) {
+// The 3-D TMA map of a [B, S, heads, head_dim] bf16 tensor (head_dim 64 or 128): dims (heads * head_dim columns,
+// S rows, B), boxes of [box_rows][64 columns] with the 128-byte swizzle; rows past S read as zeros.
+inline cudaError_t encode_bshd_map(CUtensorMap* map, const __nv_bfloat16* base, int B, int S, int heads, int box_rows,
+                                   int head_dim = 128) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -74,7 +75,8 @@ inline cudaError_t encode_bshd_map(CUtensorMap* map, const __nv_bfloat16* base, 
   }();
   if (encode == nullptr) return cudaErrorNotSupported;
   if ((reinterpret_cast<std::uintptr_t>(base) & 15u) != 0) return cudaErrorInvalidValue;  // TMA needs 16-byte aligned bases
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(heads) * 128, static_cast<cuuint64_t>(S), static_cast<cuuint64_t>(B)};
+  if (head_dim != 64 && head_dim != 128) return cudaErrorInvalidValue;  // whole 64-column boxes
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(heads) * head_dim, static_cast<cuuint64_t>(S), static_cast<cuuint64_t>(B)};
   const cuuint64_t strides[2] = {dims[0] * 2, dims[0] * 2 * dims[1]};  // bytes, of dims 1 and 2
   const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t elem_strides[3] = {1, 1, 1};

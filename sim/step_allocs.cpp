@@ -48,6 +48,15 @@ TrainingAllocs::Id TrainingAllocs::alloc(std::int64_t bytes, int stream) {
   // the allocator processes the streams' completed events first (CUDACachingAllocator malloc ->
   // process_events)
   if (policy_ == DeferredFree::next_alloc) release_deferred();
+  if (policy_ == DeferredFree::given) {
+    auto due = [&](Id id) {
+      const auto i = static_cast<std::size_t>(id);
+      return i >= completions_->size() || (*completions_)[i] < 0 || (*completions_)[i] <= emitted_;
+    };
+    for (Id id : deferred_)
+      if (due(id)) a_.free(id);
+    deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(), due), deferred_.end());
+  }
   if (log_) log_->push_back(bytes);
   ++emitted_;
   return a_.malloc(bytes, stream);

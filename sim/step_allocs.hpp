@@ -41,7 +41,11 @@ class TrainingAllocs {
   enum class DeferredFree {
     next_alloc,   // at the next allocation (the GPU keeps up with the host)
     end_of_backward,  // only when the backward ends (the host runs far ahead)
+    given,            // before the allocation set_completions() names (diagnostics: a recording's)
   };
+  // DeferredFree::given: per allocation index (the block's id), the index of the allocation before which its
+  // deferred free completes.
+  void set_completions(const std::vector<std::int64_t>* done) { completions_ = done; }
   TrainingAllocs(const Scenario& sc, CachingAllocatorSim& a, std::vector<std::int64_t>* log = nullptr,
                  DeferredFree deferred = DeferredFree::next_alloc);
   // construction(): ZeRO-3 at one partition without parameter offload. forward() and the rest of a
@@ -117,6 +121,7 @@ class TrainingAllocs {
   std::vector<Id> deferred_;      // freed, waiting for the reduce stream
   std::vector<std::pair<Id, std::int64_t>>* deferred_log_ = nullptr;
   std::int64_t emitted_ = 0;      // allocations emitted so far
+  const std::vector<std::int64_t>* completions_ = nullptr;
   std::vector<Id> ckpt_;          // per layer: its input, which the checkpoint keeps (layer 0: the embedding's output)
   Id cos_ = -1, sin_ = -1;        // the rotary embedding's bf16 cos and sin (the recompute uses them)
   Norm final_norm_;               // the final norm's saved tensors (out: the loss's input)

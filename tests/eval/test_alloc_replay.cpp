@@ -200,21 +200,30 @@ TEST_CASE("generated allocations: whole runs against the recordings", "[eval][al
 // The generated whole run (construction and three steps, as the recordings ran: one warm-up, the memory
 // step, one timed step) against each recording of a plan it covers: every allocation of 16 MiB and more
 // in order, and the reserved peak. The table: build/tests/ulysses_tests "[.alloc-steps]" -s
+static std::vector<std::int64_t> recorded_completions(const std::filesystem::path& path);
 TEST_CASE("generated allocations: whole steps against the recordings", "[.alloc-steps]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-alst.yaml"));
   for (const auto& path : recorded_traces()) {
     const Scenario sc = recorded_case(set, path);
-    for (auto policy : {TrainingAllocs::DeferredFree::next_alloc, TrainingAllocs::DeferredFree::end_of_backward}) {
+    std::vector<std::int64_t> done = recorded_completions(path);
+    if (const char* only = std::getenv("ALLOC_LAG_ONLY_MIB")) {  // experiment: recorded lag only for this size
+      const LargeAllocs rec0 = large_allocs(path);
+      for (std::size_t i = 0; i < done.size(); ++i)
+        if (std::abs(double(rec0.bytes[i]) / (1 << 20) - std::atof(only)) > 0.1) done[i] = 0;
+    }
+    for (auto policy : {TrainingAllocs::DeferredFree::next_alloc, TrainingAllocs::DeferredFree::end_of_backward,
+                        TrainingAllocs::DeferredFree::given}) {
       CachingAllocatorSim a;
       std::vector<std::int64_t> log;
       TrainingAllocs gen(sc, a, &log, policy);
+      gen.set_completions(&done);
       if (!gen.run(3)) break;
       const LargeAllocs rec = large_allocs(path);
       const auto diff = std::mismatch(log.begin(), log.end(), rec.bytes.begin(), rec.bytes.end());
       const std::size_t equal = static_cast<std::size_t>(diff.first - log.begin());
       const eval::AllocReplay r = eval::replay_alloc_trace(path.string());
       std::printf("%-36s %s %5zu of %5zu/%5zu equal", path.filename().string().c_str(),
-                  policy == TrainingAllocs::DeferredFree::next_alloc ? "next" : "end ", equal, log.size(), rec.bytes.size());
+                  policy == TrainingAllocs::DeferredFree::next_alloc ? "next" : policy == TrainingAllocs::DeferredFree::given ? "rec " : "end ", equal, log.size(), rec.bytes.size());
       if (equal < log.size() && equal < rec.bytes.size()) std::printf(" (#%zu: %lld vs %lld)", equal, (long long)log[equal], (long long)rec.bytes[equal]);
       std::printf("  peak recorded %7.3f GiB generated %7.3f GiB %+6.2f %%\n", double(r.measured_peak_reserved) / (1 << 30),
                   double(a.peak_reserved()) / (1 << 30), 100.0 * (double(a.peak_reserved()) / double(r.measured_peak_reserved) - 1));
