@@ -11,8 +11,13 @@ namespace ulysses::kernels::flash {
 
 // Forward: 1 D=64 with 128-key tiles; D=128 on the wgmma kernel where usable, pipelined,
 // the two warpgroups taking turns (ping-pong), K/V by TMA in two stages (causal) or three (full).
-inline constexpr int kFwdDefault =
-    1 | kFwdBitSm90a | kFwdBitSm90aPipe | kFwdBitSm90aPing | kFwdBitTma | kFwdBitTma3;
+// A build may override it (-DULYSSES_FLASH_FWD_DEFAULT=N, e.g. 191 = 63 + the D=64 wgmma instance, bit 128)
+// to run the GPU tests on another form.
+#ifndef ULYSSES_FLASH_FWD_DEFAULT
+#define ULYSSES_FLASH_FWD_DEFAULT \
+  (1 | kFwdBitSm90a | kFwdBitSm90aPipe | kFwdBitSm90aPing | kFwdBitTma | kFwdBitTma3 | kFwdBitSm90aD64)
+#endif
+inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 
 // Backward: per head dim, the fastest variant measured that also passed the Catch2 [flash]
 // gate as a compiled-in default; a build may override them (-DULYSSES_FLASH_BWD_DEFAULT_D128=N
@@ -23,7 +28,7 @@ inline constexpr int kFwdDefault =
 // else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
 // faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
-#define ULYSSES_FLASH_BWD_DEFAULT_D128 2048
+#define ULYSSES_FLASH_BWD_DEFAULT_D128 8192
 #endif
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
 #define ULYSSES_FLASH_BWD_DEFAULT_D64 1117
@@ -47,10 +52,10 @@ inline int bwd_variant_run(int v, int head_dim) {
 }
 
 // e.g. "wgmma sm_90a fwd 63 / bwd 2048" or "mma.sync fwd 63 / bwd 1117" (forward variant fv, whose bits
-// above 1 do not apply at D=64;
+// above 1 apply at D=64 only with bit 128;
 // backward variant bv as it runs at this head dim)
 inline std::string kernels_in_use(int fv, int bv, int head_dim) {
-  const bool fwd_wgmma = head_dim == 128 && (fv & kFwdBitSm90a) != 0 && sm90a_usable();
+  const bool fwd_wgmma = fwd_wgmma_at(fv, head_dim) && sm90a_usable();
   const bool bwd_wgmma = is_sm90a_bwd_variant(bv);
   auto family = [](bool w) { return std::string(w ? "wgmma sm_90a" : "mma.sync"); };
   const std::string f = family(fwd_wgmma) + " fwd " + std::to_string(fv);

@@ -47,10 +47,12 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// S = Q_wg K^T into s (8 SS k-steps, one commit group); ks: the K tile's shared address
+// S = Q_wg K^T into s (D/16 SS k-steps, one commit group); ks: the K tile's shared address. D: head dim,
+// 128 (two 64-column halves) or 64 (one; the TMA form's D=64 instance)
+template <int D = kD>
 __device__ __forceinline__ void issue_s(float (&s)[64], std::uint32_t qs_wg, std::uint32_t ks) {
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
+  for (int kk = 0; kk < D / 16; ++kk) {
     const std::uint32_t off = (kk & 3) * 32;
     const std::uint64_t da = wgmma::desc(qs_wg + (kk >> 2) * kBM * 128 + off, 16, 1024);
     const std::uint64_t db = wgmma::desc(ks + (kk >> 2) * kBN * 128 + off, 16, 1024);
@@ -59,11 +61,18 @@ __device__ __forceinline__ void issue_s(float (&s)[64], std::uint32_t qs_wg, std
   wgmma::commit();
 }
 
-// O += P V (8 RS k-steps, one commit group): k-step kk covers keys 16kk.., A = pp[4kk..4kk+3]
-__device__ __forceinline__ void issue_pv(float (&o)[64], const std::uint32_t (&pp)[32], std::uint32_t vs) {
+// O [64 rows x D] += P V (8 RS k-steps, one commit group): k-step kk covers keys 16kk.., A = pp[4kk..4kk+3];
+// D = 128: N = 128 over V's two 64-column halves (LBO = the half stride); D = 64: N = 64, one half
+template <int D = kD>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const std::uint32_t (&pp)[32], std::uint32_t vs) {
 #pragma unroll
   for (int kk = 0; kk < kBN / 16; ++kk) {
-    wgmma::m64n128k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, kBN * 128, 1024));
+    if constexpr (D == 128) {
+      wgmma::m64n128k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, kBN * 128, 1024));
+    } else {
+      static_assert(D == 64, "head dim 64 or 128");
+      wgmma::m64n64k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, kBN * 128, 1024));
+    }
   }
   wgmma::commit();
 }
@@ -111,9 +120,10 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], std::uint32_t (&pp)
   for (int i = 0; i < 32; ++i) pp[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
 }
 
-__device__ __forceinline__ void rescale(float (&o)[64], const float (&corr)[2]) {
+template <int D = kD>
+__device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&corr)[2]) {
 #pragma unroll
-  for (int j = 0; j < kD / 8; ++j) {
+  for (int j = 0; j < D / 8; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[4 * j + e] *= corr[e >> 1];
   }

@@ -41,13 +41,13 @@ using tma::mbar_wait;
 using tma::tma_load_3d;
 
 constexpr int kNTTma = 256;
-constexpr std::uint32_t kTileBytes = kBN * kD * 2;  // one K or V tile, both halves: 32768
 static_assert(kBM <= 256 && kBN <= 256, "a TMA box has at most 256 rows");
 
-template <int STAGES>
+template <int STAGES, int D>
 struct TmaSmem {
+  static constexpr std::uint32_t kTileBytes = kBN * D * 2;  // one K or V tile, every half: 32768 (D=128), 16384
   static constexpr int Q = 0;
-  static constexpr int K = Q + kBM * kD * 2;
+  static constexpr int K = Q + kBM * D * 2;
   static constexpr int V = K + STAGES * kTileBytes;
   static constexpr int bars = V + STAGES * kTileBytes;
   static constexpr int q_full = bars, k_full = bars + 8, v_full = k_full + 8 * STAGES, k_empty = v_full + 8 * STAGES,
@@ -57,12 +57,14 @@ struct TmaSmem {
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
 
-template <bool CAUSAL, int STAGES, bool HEADS_FIRST>
+template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D>
 __global__ void __launch_bounds__(kNTTma, 1)
     fwd_kernel_sm90a_tma(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                          const __grid_constant__ CUtensorMap tv, const FwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
-  using L = TmaSmem<STAGES>;
+  using L = TmaSmem<STAGES, D>;
+  constexpr std::uint32_t kTileBytes = L::kTileBytes;
+  constexpr int kHalves = D / 64;  // 64-column TMA boxes per tile
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t sbase = smem_addr(smem_raw);
   if ((sbase & 1023u) != 0) __trap();  // the descriptors and the 128-byte swizzle assume 1024-byte aligned tiles
@@ -98,9 +100,9 @@ __global__ void __launch_bounds__(kNTTma, 1)
 
   const int cw = wg, w4 = warp & 3;
   const int g = lane >> 2, t = lane & 3;
-  float o[64];  // [64 rows of the warpgroup x 128 d] (wgmma D layout)
+  float o[D / 2];  // [64 rows of the warpgroup x D] (wgmma D layout)
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g, g+8 of the warp
   const int row0 = m0 + cw * 64 + w4 * 16 + g;                     // row of o[4j + 0/1]; +8: 4j + 2/3
   const int wg_first = m0 + cw * 64;                                // the warpgroup's first row
@@ -127,13 +129,13 @@ __global__ void __launch_bounds__(kNTTma, 1)
     mbar_wait(sbase + empty + 8 * st, parity(j) ^ 1u);  // a fresh barrier's "previous phase" has completed
     mbar_expect_tx(sbase + full + 8 * st, kTileBytes);
     const std::uint32_t dst = sbase + base + st * kTileBytes;
-    tma_load_3d(dst, map, sbase + full + 8 * st, hk * kD, j * kBN, b);
-    tma_load_3d(dst + kBN * 128, map, sbase + full + 8 * st, hk * kD + 64, j * kBN, b);
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) tma_load_3d(dst + hf * kBN * 128, map, sbase + full + 8 * st, hk * D + 64 * hf, j * kBN, b);
   };
   if (tid == 0) {
-    mbar_expect_tx(sbase + L::q_full, kBM * kD * 2);
-    tma_load_3d(sbase + L::Q, &tq, sbase + L::q_full, h * kD, m0, b);
-    tma_load_3d(sbase + L::Q + kBM * 128, &tq, sbase + L::q_full, h * kD + 64, m0, b);
+    mbar_expect_tx(sbase + L::q_full, kBM * D * 2);
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf) tma_load_3d(sbase + L::Q + hf * kBM * 128, &tq, sbase + L::q_full, h * D + 64 * hf, m0, b);
     load(&tk, L::k_full, L::k_empty, L::K, 0);
     load(&tv, L::v_full, L::v_empty, L::V, 0);
     if (n_tiles > 1) load(&tk, L::k_full, L::k_empty, L::K, 1);
@@ -146,7 +148,7 @@ __global__ void __launch_bounds__(kNTTma, 1)
     mbar_wait(sbase + L::k_full, 0);
     turn_take(0);
     wgmma::fence();
-    issue_s(s, qs_wg, k_at(0));
+    issue_s<D>(s, qs_wg, k_at(0));
     turn_give(0);
     wgmma::wait<0>();
 #pragma unroll
@@ -167,8 +169,8 @@ __global__ void __launch_bounds__(kNTTma, 1)
     for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
     turn_take(n + 1);
     wgmma::fence();
-    issue_s(s, qs_wg, k_at(n + 1));
-    issue_pv(o, pp, v_at(n));
+    issue_s<D>(s, qs_wg, k_at(n + 1));
+    issue_pv<D>(o, pp, v_at(n));
     turn_give(n + 1);
     wgmma::wait<1>();  // S_{n+1} done; P V_n still running
 #pragma unroll
@@ -179,11 +181,11 @@ __global__ void __launch_bounds__(kNTTma, 1)
     softmax_tile<CAUSAL>(s, pn, m_run, l_run, cn, (n + 1) * kBN, row0, wg_first, S, t, a.scale_log2);
     wgmma::wait<0>();  // P V_n done: O may be rescaled, pp and V[n] are free
 #pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+    for (int i = 0; i < D / 2; ++i) wgmma::fence_reg(o[i]);
 #pragma unroll
     for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
     release(L::v_empty, n);
-    rescale(o, cn);
+    rescale<D>(o, cn);
 #pragma unroll
     for (int i = 0; i < 32; ++i) pp[i] = pn[i];
   }
@@ -193,14 +195,14 @@ __global__ void __launch_bounds__(kNTTma, 1)
   for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
   turn_take(n_tiles);
   wgmma::fence();
-  issue_pv(o, pp, v_at(n_tiles - 1));
+  issue_pv<D>(o, pp, v_at(n_tiles - 1));
   turn_give(n_tiles);
   wgmma::wait<0>();
 #pragma unroll
-  for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
+  for (int i = 0; i < D / 2; ++i) wgmma::fence_reg(o[i]);
 
   // epilogue (as the default form): O /= l, lse = m*scale + ln(l); stores from the accumulators
-  const std::int64_t ldq = static_cast<std::int64_t>(a.H) * kD;
+  const std::int64_t ldq = static_cast<std::int64_t>(a.H) * D;
   const std::int64_t lse_base = (static_cast<std::int64_t>(b) * a.H + h) * S;
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -210,9 +212,9 @@ __global__ void __launch_bounds__(kNTTma, 1)
     const float inv = l > 0.f ? 1.f / l : 0.f;
     const int row = row0 + hr * 8;
     if (row < S) {
-      __nv_bfloat16* dst = a.o + (static_cast<std::int64_t>(b) * S + row) * ldq + h * kD + 2 * t;
+      __nv_bfloat16* dst = a.o + (static_cast<std::int64_t>(b) * S + row) * ldq + h * D + 2 * t;
 #pragma unroll
-      for (int j = 0; j < kD / 8; ++j) {
+      for (int j = 0; j < D / 8; ++j) {
         *reinterpret_cast<std::uint32_t*>(dst + j * 8) = pack_bf16(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
       }
       if (t == 0) a.lse[lse_base + row] = l > 0.f ? m_run[hr] * a.scale + logf(l) : INFINITY;
@@ -223,17 +225,18 @@ __global__ void __launch_bounds__(kNTTma, 1)
 #endif
 }
 
-// Launch fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST> for head dim 128 on `stream` (B = gridDim.z)
-template <bool CAUSAL, int STAGES, bool HEADS_FIRST>
+// Launch fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D> for head dim D (128 or 64) on `stream`
+// (B = gridDim.z)
+template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D = 128>
 cudaError_t launch_fwd_sm90a_tma(const FwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   CUtensorMap tq, tk, tv;
-  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, kBN);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, kBN);
+  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM, D);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, kBN, D);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, kBN, D);
   if (err != cudaSuccess) return err;
-  constexpr int smem = TmaSmem<STAGES>::bytes;
-  auto kern = fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST>;
+  constexpr int smem = TmaSmem<STAGES, D>::bytes;
+  auto kern = fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D>;
   err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const std::int64_t m_blocks = (a.S + kBM - 1) / kBM;

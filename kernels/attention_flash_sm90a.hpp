@@ -1,5 +1,5 @@
 #pragma once
-// Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128): the forward
+// Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128, the forward also D = 64): the forward
 // (attention_flash_fwd_sm90a.cu) and the backward main kernel (attention_flash_bwd_sm90a.cu).
 // attention_flash_{fwd,bwd}.cu dispatch to them; the backward's preprocess and dq conversion
 // are shared with the mma.sync backward. Private to kernels/ and the lab (bench/attn/attn_flash_lab.cu).
@@ -56,12 +56,20 @@ inline constexpr int kFwdBitSm90aPing = 8;
 inline constexpr int kFwdBitTma = 16;
 inline constexpr int kFwdBitTma3 = 32;
 inline constexpr int kFwdBitTmaHeads = 64;
+// 128 (with 16): D = 64 on the TMA form too (its D = 64 instance: one 64-column box per tile, O [64 x 64] per
+// warpgroup); without it D = 64 runs the mma.sync forward.
+inline constexpr int kFwdBitSm90aD64 = 128;
+// Whether forward variant v runs the wgmma kernel at this head dim (where sm90a_usable())
+constexpr bool fwd_wgmma_at(int v, int head_dim) {
+  if ((v & kFwdBitSm90a) == 0) return false;
+  return head_dim == 128 || (head_dim == 64 && (v & kFwdBitTma) != 0 && (v & kFwdBitSm90aD64) != 0);
+}
 
 // True when this build holds the sm_90a kernels and the current device is compute capability 9.0.
 bool sm90a_usable();
 
-// Launch the wgmma forward (the TMA form, 2|4|8|16|32) for head dim 128 on `stream` (B = gridDim.z).
-cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, cudaStream_t stream);
+// Launch the wgmma forward (the TMA form, 2|4|8|16|32) for head dim 128 or 64 on `stream` (B = gridDim.z).
+cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, int head_dim, cudaStream_t stream);
 
 // Launch the wgmma main kernel for head dim 128 on `stream` (B = gridDim.z): variant 2048.
 cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream);

@@ -89,6 +89,19 @@ __device__ __forceinline__ void m64n128k16_ss(float (&d)[64], std::uint64_t da, 
       : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB));
 }
 
+// d[32] += A[64x16] * B[16x64]; A from registers (4 x bf16x2), B from shared memory.
+template <int TB>
+__device__ __forceinline__ void m64n64k16_rs(float (&d)[32], const std::uint32_t* a, std::uint64_t db) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      : ULY_F8(d, 0), ULY_F8(d, 8), ULY_F8(d, 16), ULY_F8(d, 24)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB));
+}
+
 // d[64] += A[64x16] * B[16x128]; A from registers (4 x bf16x2), B from shared memory.
 template <int TB>
 __device__ __forceinline__ void m64n128k16_rs(float (&d)[64], const std::uint32_t* a, std::uint64_t db) {

@@ -1,4 +1,4 @@
-// The lab build of the wgmma forward's forms (sm_90a, D = 128): plain, pipelined, ping-pong
+// The lab build of the wgmma forward's forms (sm_90a, D = 128; the TMA form also D = 64): plain, pipelined, ping-pong
 // (forward variant bits 4, 8 of attn_tuning.hpp), instantiated from the one kernel template in
 // kernels/attention_flash_fwd_sm90a.cuh, and the TMA form (bits 16, 32, 64;
 // kernels/attention_flash_fwd_sm90a_tma.cuh); kernels/ build only the default form (2|4|8|16|32).
@@ -10,17 +10,22 @@ namespace {
 
 namespace F = kernels::flash;
 
-template <bool CAUSAL>
-cudaError_t launch_form(const F::FwdArgs& a, int B, int v, cudaStream_t stream) {
-  if ((v & F::kFwdBitTma) != 0) {  // three stages for the full mask only (bit 32; the product's rule)
-    const bool three = !CAUSAL && (v & F::kFwdBitTma3) != 0, heads_first = (v & F::kFwdBitTmaHeads) != 0;
-    if (three) {
-      return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 3, true>(a, B, stream)
-                         : F::launch_fwd_sm90a_tma<CAUSAL, 3, false>(a, B, stream);
-    }
-    return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 2, true>(a, B, stream)
-                       : F::launch_fwd_sm90a_tma<CAUSAL, 2, false>(a, B, stream);
+template <bool CAUSAL, int D>
+cudaError_t launch_tma(const F::FwdArgs& a, int B, int v, cudaStream_t stream) {
+  // three stages for the full mask only (bit 32; the product's rule)
+  const bool three = !CAUSAL && (v & F::kFwdBitTma3) != 0, heads_first = (v & F::kFwdBitTmaHeads) != 0;
+  if (three) {
+    return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 3, true, D>(a, B, stream)
+                       : F::launch_fwd_sm90a_tma<CAUSAL, 3, false, D>(a, B, stream);
   }
+  return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 2, true, D>(a, B, stream)
+                     : F::launch_fwd_sm90a_tma<CAUSAL, 2, false, D>(a, B, stream);
+}
+
+template <bool CAUSAL>
+cudaError_t launch_form(const F::FwdArgs& a, int B, int head_dim, int v, cudaStream_t stream) {
+  if ((v & F::kFwdBitTma) != 0) return head_dim == 64 ? launch_tma<CAUSAL, 64>(a, B, v, stream) : launch_tma<CAUSAL, 128>(a, B, v, stream);
+  if (head_dim != 128) return cudaErrorInvalidValue;
   if ((v & F::kFwdBitSm90aPipe) == 0) return F::launch_fwd_sm90a_form<CAUSAL, false, false>(a, B, stream);
   return (v & F::kFwdBitSm90aPing) != 0 ? F::launch_fwd_sm90a_form<CAUSAL, true, true>(a, B, stream)
                                         : F::launch_fwd_sm90a_form<CAUSAL, true, false>(a, B, stream);
@@ -28,8 +33,9 @@ cudaError_t launch_form(const F::FwdArgs& a, int B, int v, cudaStream_t stream) 
 
 }  // namespace
 
-cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int v, cudaStream_t stream) {
-  return causal ? launch_form<true>(a, B, v, stream) : launch_form<false>(a, B, v, stream);
+cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int head_dim, int v,
+                                     cudaStream_t stream) {
+  return causal ? launch_form<true>(a, B, head_dim, v, stream) : launch_form<false>(a, B, head_dim, v, stream);
 }
 
 }  // namespace ulysses::bench::attn

@@ -77,8 +77,9 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 // forward variant bits v (attn_tuning.hpp): the wgmma forward's form (attn_flash_fwd_sm90a_lab.cu)
 // where asked and usable, else the mma.sync forward
 cudaError_t dispatch_fwd_bits(const AttnFwdParams& p, cudaStream_t stream, int v) {
-  if (p.D == 128 && (v & kFwdBitSm90a) != 0 && sm90a_usable()) {
-    return bench::attn::launch_fwd_sm90a_variant(fwd_args(p), static_cast<int>(p.B), p.causal, v, stream);
+  if (fwd_wgmma_at(v, static_cast<int>(p.D)) && sm90a_usable()) {
+    return bench::attn::launch_fwd_sm90a_variant(fwd_args(p), static_cast<int>(p.B), p.causal, static_cast<int>(p.D), v,
+                                                 stream);
   }
   return (v & 1) != 0 ? dispatch_fwd_mma<true>(p, stream) : dispatch_fwd_mma<false>(p, stream);
 }

@@ -10,7 +10,8 @@
 //   4) the two warpgroups taking turns at issuing (ping-pong), 16 (with 2|4|8) K/V by TMA into
 //   mbarrier-guarded stages (kernels/attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages
 //   for the full mask (the causal keeps two), 64 (with 16) causal row blocks of every head longest
-//   first (heads fastest in the grid). Default 63. Valid: 0..15, and 30/31 +32/+64.
+//   first (heads fastest in the grid), 128 (with 16) D=64 on the TMA form too (else mma.sync at D=64).
+//   Default 63. Valid: 0..15, and 30/31 +32/+64/+128.
 //   backward: bits (kernels/attention_flash_bwd.cuh, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
@@ -53,16 +54,18 @@ int bwd_variant(int head_dim);   // the variant the backward runs at this head d
 // "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
 
-// A forward variant the lab builds: 0..15, or the TMA form's bits over the pipelined ping-pong form
+// A forward variant the lab builds: 0..15, or the TMA form's bits over the pipelined ping-pong form (with
+// 128: its D=64 instance too)
 constexpr bool fwd_variant_exists(int v) {
   if (v >= 0 && v <= 15) return true;
-  return v > 0 && v < 128 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
+  return v > 0 && v < 256 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
 }
 
-// The wgmma forward (D = 128) in the form of forward bits 4 (pipelined), 8 (ping-pong, with 4), 16/32/64
-// (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a; cudaErrorNotSupported where
-// !sm90a_usable())
-cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int v, cudaStream_t stream);
+// The wgmma forward (D = 128; the TMA form also D = 64) in the form of forward bits 4 (pipelined), 8
+// (ping-pong, with 4), 16/32/64 (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a;
+// cudaErrorNotSupported where !sm90a_usable())
+cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int head_dim, int v,
+                                     cudaStream_t stream);
 
 // The wgmma backward's main kernel in its TMA form (bwd variants 8192: 3 stages, 12288: 2 stages), D = 128
 // (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable())
