@@ -1,9 +1,11 @@
 #pragma once
-// Flash attention forward on Hopper (sm_90a), head dim 128, with TMA loads into mbarrier-guarded
+// Flash attention forward on Hopper (sm_90a), head dim D = 128 or 64, with TMA loads into mbarrier-guarded
 // stages around the wgmma math of attention_flash_fwd_sm90a.cuh (issue_s, issue_pv, softmax_tile,
 // rescale: the same instructions, the same rounding): no CTA-wide barrier per key tile and no
-// per-thread copies. The D=128 default (attention_flash_fwd_sm90a.cu, variant 63); the lab builds its
-// other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu, forward bits 16, 32, 64).
+// per-thread copies. The default at both head dims (attention_flash_fwd_sm90a.cu, variant 63 + 128); the lab
+// builds its other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu, forward bits 16, 32, 64, 128).
+// D = 64 is the same kernel with one 64-column half: S = Q K^T in 4 k-steps, O [64 rows x 64 d] per
+// warpgroup by m64n64k16 (o[32]), 16 KiB per tile.
 //
 // 256 threads, two warpgroups, warpgroup c owning rows m0 + 64c .. m0 + 64c + 63 of the CTA's 128
 // query rows, pipelined (S of tile n+1 under P V of tile n) and taking turns at issuing (named
@@ -12,8 +14,8 @@
 // threads round to 384 in ptxas 13.0's register budget (168 per thread, below the consumers' 216),
 // and with setmaxnreg 24/240 it still allocated within 168 and spilled (C7512).
 // Per key tile j (stage st = j % STAGES, phase (j / STAGES) & 1):
-//   load:     wait k_empty[st] (both warpgroups done with tile j - STAGES) -> expect 32 KiB on
-//             k_full[st] -> TMA K[j] (two 64-column halves); V[j] the same on v_empty / v_full
+//   load:     wait k_empty[st] (both warpgroups done with tile j - STAGES) -> expect the tile's bytes
+//             (32 KiB at D=128) on k_full[st] -> TMA K[j] (its 64-column halves); V[j] the same on v_empty / v_full
 //   compute:  wait k_full[st] before S_j = Q K_j^T, arrive k_empty[st] once S_j has completed;
 //             wait v_full[st] before O += P_j V_j, arrive v_empty[st] once it has completed
 //   (empty barriers count 256 arrivals, every thread after its wgmma wait: no branch inside a
@@ -26,8 +28,8 @@
 // Grid: (m blocks, H, B) with causal m blocks longest first; HEADS_FIRST (bit 64): the flattened
 // (m block, head) index runs the heads fastest, so every head's longest row blocks start first.
 //
-// Shared memory (bytes): Q [2 halves][128][64] 32768; K [STAGES][2][128][64]; V the same; then
-// the mbarriers (8 bytes each): q_full, k_full[S], v_full[S], k_empty[S], v_empty[S].
+// Shared memory (bytes): Q [D/64 halves][128][64] 32768 (D=128) / 16384 (D=64); K [STAGES][D/64][128][64];
+// V the same; then the mbarriers (8 bytes each): q_full, k_full[S], v_full[S], k_empty[S], v_empty[S].
 #include "kernels/attention_flash_fwd_sm90a.cuh"
 #include "kernels/tma.cuh"
 
