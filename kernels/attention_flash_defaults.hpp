@@ -31,7 +31,7 @@ inline constexpr int kFwdDefault =
 inline constexpr int kBwdDefaultD128 = ULYSSES_FLASH_BWD_DEFAULT_D128;
 inline constexpr int kBwdDefaultD64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
 inline constexpr int kBwdFallbackD128 = 525;
-static_assert(!is_sm90a_bwd_variant(kBwdDefaultD64), "the wgmma kernels are D = 128 only");
+static_assert(!is_sm90a_bwd_variant(kBwdDefaultD64), "kernels/ build no wgmma backward at D = 64 (16384, 20480: the lab only)");
 
 // The mma.sync variant of the default backward at head dim D (compiled in)
 template <int D>
@@ -39,10 +39,11 @@ inline constexpr int kBwdMmaDefault =
     D == 64 ? kBwdDefaultD64 : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
 
 // The backward variant that runs when `v` is asked for at this head dim: the wgmma kernels
-// (2048, 8192, 12288) only at D = 128 on a device they are built for; elsewhere the mma.sync default.
+// (2048, 8192, 12288 at D = 128; 16384, 20480 at D = 64) only at their head dim on a device they are built for;
+// elsewhere the mma.sync default.
 inline int bwd_variant_run(int v, int head_dim) {
   if (!is_sm90a_bwd_variant(v)) return v;
-  if (head_dim == 128 && sm90a_usable()) return v;
+  if (head_dim == sm90a_bwd_variant_head_dim(v) && sm90a_usable()) return v;
   return head_dim == 64 ? kBwdDefaultD64 : kBwdFallbackD128;
 }
 
