@@ -22,10 +22,9 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 // Backward: per head dim, the fastest variant measured that also passed the Catch2 [flash]
 // gate as a compiled-in default; a build may override them (-DULYSSES_FLASH_BWD_DEFAULT_D128=N
 // / _D64=N, any variant of bench/attn/attn_tuning.hpp) to run the GPU tests on another variant.
-// D=128: the wgmma kernel (2048) where the build has sm_90a code and the device is sm_90 (its TMA form, 8192,
-// measured 3.5-7 % faster and checked by attn_check, becomes the default once the GPU tests have run with
-// -DULYSSES_FLASH_BWD_DEFAULT_D128=8192: docs/ATTENTION.md),
-// else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
+// D=128: the wgmma kernel's TMA form (8192: 3.5-7 % faster than the cp.async form 2048, every GPU test passed
+// with it as the default on 2026-12-03, docs/ATTENTION.md) where the build has sm_90a code and the device is
+// sm_90, else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
 // faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
 #define ULYSSES_FLASH_BWD_DEFAULT_D128 8192
@@ -36,7 +35,7 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 inline constexpr int kBwdDefaultD128 = ULYSSES_FLASH_BWD_DEFAULT_D128;
 inline constexpr int kBwdDefaultD64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
 inline constexpr int kBwdFallbackD128 = 525;
-static_assert(!is_sm90a_bwd_variant(kBwdDefaultD64), "the wgmma kernels are D = 128 only");
+static_assert(!is_sm90a_bwd_variant(kBwdDefaultD64), "kernels/ build no wgmma backward at D = 64 (16384, 20480: the lab only)");
 
 // The mma.sync variant of the default backward at head dim D (compiled in)
 template <int D>
@@ -44,10 +43,11 @@ inline constexpr int kBwdMmaDefault =
     D == 64 ? kBwdDefaultD64 : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
 
 // The backward variant that runs when `v` is asked for at this head dim: the wgmma kernels
-// (2048, 8192, 12288) only at D = 128 on a device they are built for; elsewhere the mma.sync default.
+// (2048, 8192, 12288 at D = 128; 16384, 20480 at D = 64) only at their head dim on a device they are built for;
+// elsewhere the mma.sync default.
 inline int bwd_variant_run(int v, int head_dim) {
   if (!is_sm90a_bwd_variant(v)) return v;
-  if (head_dim == 128 && sm90a_usable()) return v;
+  if (head_dim == sm90a_bwd_variant_head_dim(v) && sm90a_usable()) return v;
   return head_dim == 64 ? kBwdDefaultD64 : kBwdFallbackD128;
 }
 

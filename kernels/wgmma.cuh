@@ -25,6 +25,9 @@
 //     64-wide m/n blocks (the half stride), SBO = 1024 (8 k rows); k-step kk: start + kk*2048.
 // The hardware applies the XOR to the address bits [4,7) from bits [7,10), which is why the
 // tiles must be 1024-byte aligned and why adding kk*32 inside a row is legal.
+// By the same rule an N = 32 MN-major operand may start 64 bytes into the rows (columns 32..63
+// of a 64-wide tile: the D = 64 backward's dQ, kernels/attention_flash_bwd_sm90a_d64.cuh; not
+// yet run on a GPU, nor is m64n32k16_ss below).
 #include <cstdint>
 
 // Defined in device code compiled for sm_90a (where wgmma exists); kernels using wgmma compile
@@ -89,19 +92,6 @@ __device__ __forceinline__ void m64n128k16_ss(float (&d)[64], std::uint64_t da, 
       : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB));
 }
 
-// d[32] += A[64x16] * B[16x64]; A from registers (4 x bf16x2), B from shared memory.
-template <int TB>
-__device__ __forceinline__ void m64n64k16_rs(float (&d)[32], const std::uint32_t* a, std::uint64_t db) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-      : ULY_F8(d, 0), ULY_F8(d, 8), ULY_F8(d, 16), ULY_F8(d, 24)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB));
-}
-
 // d[64] += A[64x16] * B[16x128]; A from registers (4 x bf16x2), B from shared memory.
 template <int TB>
 __device__ __forceinline__ void m64n128k16_rs(float (&d)[64], const std::uint32_t* a, std::uint64_t db) {
@@ -115,6 +105,32 @@ __device__ __forceinline__ void m64n128k16_rs(float (&d)[64], const std::uint32_
       "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
       : ULY_F8(d, 0), ULY_F8(d, 8), ULY_F8(d, 16), ULY_F8(d, 24), ULY_F8(d, 32), ULY_F8(d, 40), ULY_F8(d, 48),
         ULY_F8(d, 56)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB));
+}
+
+// d[16] (+)= A[64x16] * B[16x32]; A and B from shared memory (TA, TB, acc as m64n64k16_ss). D = 64 backward's dQ.
+template <int TA, int TB>
+__device__ __forceinline__ void m64n32k16_ss(float (&d)[16], std::uint64_t da, std::uint64_t db, int acc) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "%16, %17, p, 1, 1, %19, %20;\n}\n"
+      : ULY_F8(d, 0), ULY_F8(d, 8)
+      : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB));
+}
+
+// d[32] += A[64x16] * B[16x64]; A from registers (4 x bf16x2), B from shared memory. D = 64: the forward's
+// P V, the backward's dV, dK.
+template <int TB>
+__device__ __forceinline__ void m64n64k16_rs(float (&d)[32], const std::uint32_t* a, std::uint64_t db) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      : ULY_F8(d, 0), ULY_F8(d, 8), ULY_F8(d, 16), ULY_F8(d, 24)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB));
 }
 

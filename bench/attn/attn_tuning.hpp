@@ -22,6 +22,10 @@
 //   sm_90 device; elsewhere bwd_variant() reports the mma.sync default that runs instead).
 //   8192 / 12288: 2048 with Q, dO and the lse2/delta rows by TMA into three / two mbarrier-guarded stages and
 //   dS^T double-buffered (kernels/attention_flash_bwd_sm90a_tma.cuh; kernels/ build 8192 too, not the default yet).
+//   16384: the wgmma backward at D=64 (kernels/attention_flash_bwd_sm90a_d64.cuh: 8192's step at half the head
+//   dim, K/V by TMA too; built here only, attn_flash_bwd_sm90a_d64_lab.cu; not yet run on a GPU); 20480: 16384
+//   with dQ split by keys (each warpgroup its 64 keys' share of the whole dQ tile, a warpgroup barrier instead
+//   of __syncthreads, twice the atomics). At D=128, and without sm_90a, the mma.sync default runs instead.
 //   Only kBwdVariants are built. Defaults per head dim (kernels/attention_flash_defaults.hpp):
 //   D=128 2048 (525 = 1+4+8+512 without sm_90a), D=64 1117 (1+4+8+16+64+1024).
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
@@ -37,7 +41,8 @@
 namespace ulysses::bench::attn {
 
 inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,   125,
-                                       141, 157, 205, 221, 461, 477, 525, 1037, 1117, 1549, 1565, 2048, 8192, 12288};
+                                       141, 157, 205, 221, 461, 477, 525, 1037, 1117, 1549, 1565, 2048, 8192, 12288,
+                                       16384, 20480};
 
 constexpr bool bwd_variant_exists(int v) {
   for (int x : kBwdVariants) {
@@ -70,6 +75,11 @@ cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bo
 // The wgmma backward's main kernel in its TMA form (bwd variants 8192: 3 stages, 12288: 2 stages), D = 128
 // (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable())
 cudaError_t launch_bwd_main_sm90a_tma_variant(const kernels::flash::BwdArgs& a, int B, bool causal, int v,
+                                              cudaStream_t stream);
+
+// The wgmma backward's main kernel at D = 64 (bwd variants 16384, 20480; attn_flash_bwd_sm90a_d64_lab.cu;
+// cudaErrorNotSupported where !sm90a_usable())
+cudaError_t launch_bwd_main_sm90a_d64_variant(const kernels::flash::BwdArgs& a, int B, bool causal, int v,
                                               cudaStream_t stream);
 
 }  // namespace ulysses::bench::attn
