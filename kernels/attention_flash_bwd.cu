@@ -1,7 +1,8 @@
 // Flash attention backward, the default configuration per head dim (attention_flash_defaults.hpp):
-// D=128 the wgmma kernel where usable (attention_flash_bwd_sm90a.cu; 2048, or its TMA form 8192 when a build
-// sets it as the default), else mma.sync variant 525;
-// D=64 mma.sync variant 1117. The kernel templates: attention_flash_bwd.cuh.
+// D=128 the wgmma kernel's TMA form 8192 where usable (attention_flash_bwd_sm90a.cu; 2048 when a build sets
+// it as the default), else mma.sync variant 525;
+// D=64 the wgmma kernel 16384 where usable (attention_flash_bwd_sm90a_d64.cu), else mma.sync variant 1117.
+// The kernel templates: attention_flash_bwd.cuh.
 #include <string>
 
 #include "kernels/attention_flash_bwd.cuh"
@@ -17,6 +18,11 @@ cudaError_t launch_bwd_default(const AttnBwdParams& p, cudaStream_t stream) {
     const int v = bwd_variant_run(kBwdDefaultD128, 128);
     static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2, "kernels/ build the wgmma backward's 2048 and 8192 only");
     if (v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3) return launch_bwd_sm90a(p, stream, v == kBwdVariantSm90aTma3);
+  }
+  if constexpr (D == 64) {
+    const int v = bwd_variant_run(kBwdDefaultD64, 64);
+    static_assert(kBwdDefaultD64 != kBwdVariantSm90aD64Ksplit, "kernels/ build the D = 64 wgmma backward's 16384 only");
+    if (v == kBwdVariantSm90aD64) return launch_bwd_sm90a_d64(p, stream);
   }
   constexpr int V = kBwdMmaDefault<D>;
   return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);

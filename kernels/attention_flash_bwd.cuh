@@ -244,6 +244,13 @@ inline cudaError_t launch_bwd_sm90a(const AttnBwdParams& p, cudaStream_t stream,
   });
 }
 
+// The wgmma backward at head dim 64 (variant 16384): preprocess, main kernel, dq conversion.
+inline cudaError_t launch_bwd_sm90a_d64(const AttnBwdParams& p, cudaStream_t stream) {
+  return run_bwd<64>(p, stream, [&](const BwdArgs& a) {
+    return launch_bwd_main_sm90a_d64(a, static_cast<int>(p.B), p.causal, stream);
+  });
+}
+
 }  // namespace
 }  // namespace flash
 }  // namespace ulysses::kernels

@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kNT, 1)
 
 // Launch d64::bwd_kernel<CAUSAL, STAGES, KSPLIT> (head dim 64) on `stream` (B = gridDim.z)
 template <bool CAUSAL, int STAGES, bool KSPLIT>
-cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, cudaStream_t stream) {
+cudaError_t launch_bwd_main_sm90a_d64_form(const BwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta)) & 15u) != 0)
     return cudaErrorInvalidValue;  // the bulk copies need 16-byte aligned rows (S_pad is a multiple of 128)

@@ -26,21 +26,25 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 // with it as the default on 2026-12-03, docs/ATTENTION.md) where the build has sm_90a code and the device is
 // sm_90, else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
 // faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
+// D=64: the wgmma kernel 16384 (+17-25 % over 1117 in the A/B of 2026-12-03, records/attn/bwd-d64-2026-12-03)
+// where usable, else mma.sync 1117 (kBwdFallbackD64).
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
 #define ULYSSES_FLASH_BWD_DEFAULT_D128 8192
 #endif
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
-#define ULYSSES_FLASH_BWD_DEFAULT_D64 1117
+#define ULYSSES_FLASH_BWD_DEFAULT_D64 16384
 #endif
 inline constexpr int kBwdDefaultD128 = ULYSSES_FLASH_BWD_DEFAULT_D128;
 inline constexpr int kBwdDefaultD64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
-inline constexpr int kBwdFallbackD128 = 525;
-static_assert(!is_sm90a_bwd_variant(kBwdDefaultD64), "kernels/ build no wgmma backward at D = 64 (16384, 20480: the lab only)");
+inline constexpr int kBwdFallbackD128 = 525, kBwdFallbackD64 = 1117;
+static_assert(!is_sm90a_bwd_variant(kBwdDefaultD64) || sm90a_bwd_variant_head_dim(kBwdDefaultD64) == 64,
+              "a wgmma backward runs at its own head dim only");
 
 // The mma.sync variant of the default backward at head dim D (compiled in)
 template <int D>
 inline constexpr int kBwdMmaDefault =
-    D == 64 ? kBwdDefaultD64 : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
+    D == 64 ? (is_sm90a_bwd_variant(kBwdDefaultD64) ? kBwdFallbackD64 : kBwdDefaultD64)
+            : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
 
 // The backward variant that runs when `v` is asked for at this head dim: the wgmma kernels
 // (2048, 8192, 12288 at D = 128; 16384, 20480 at D = 64) only at their head dim on a device they are built for;
@@ -48,7 +52,7 @@ inline constexpr int kBwdMmaDefault =
 inline int bwd_variant_run(int v, int head_dim) {
   if (!is_sm90a_bwd_variant(v)) return v;
   if (head_dim == sm90a_bwd_variant_head_dim(v) && sm90a_usable()) return v;
-  return head_dim == 64 ? kBwdDefaultD64 : kBwdFallbackD128;
+  return head_dim == 64 ? kBwdMmaDefault<64> : kBwdFallbackD128;
 }
 
 // e.g. "wgmma sm_90a fwd 63 / bwd 2048" or "mma.sync fwd 63 / bwd 1117" (forward variant fv, whose bits

@@ -84,5 +84,7 @@ cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, int head_dim,
 cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 // The same in its TMA form with three stages (variant 8192; attention_flash_bwd_sm90a_tma.cuh).
 cudaError_t launch_bwd_main_sm90a_tma3(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
+// The main kernel for head dim 64 (variant 16384; attention_flash_bwd_sm90a_d64.cu).
+cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 }  // namespace ulysses::kernels::flash

@@ -10,12 +10,12 @@ cudaError_t launch_bwd_main_sm90a_d64_variant(const kernels::flash::BwdArgs& a, 
                                               cudaStream_t stream) {
   namespace F = kernels::flash;
   if (v == F::kBwdVariantSm90aD64Ksplit) {
-    return causal ? F::launch_bwd_main_sm90a_d64<true, 3, true>(a, B, stream)
-                  : F::launch_bwd_main_sm90a_d64<false, 3, true>(a, B, stream);
+    return causal ? F::launch_bwd_main_sm90a_d64_form<true, 3, true>(a, B, stream)
+                  : F::launch_bwd_main_sm90a_d64_form<false, 3, true>(a, B, stream);
   }
   if (v != F::kBwdVariantSm90aD64) return cudaErrorInvalidValue;
-  return causal ? F::launch_bwd_main_sm90a_d64<true, 3, false>(a, B, stream)
-                : F::launch_bwd_main_sm90a_d64<false, 3, false>(a, B, stream);
+  return causal ? F::launch_bwd_main_sm90a_d64_form<true, 3, false>(a, B, stream)
+                : F::launch_bwd_main_sm90a_d64_form<false, 3, false>(a, B, stream);
 }
 
 }  // namespace ulysses::bench::attn

@@ -1,0 +1,13 @@
+// The wgmma backward main kernel at head dim 64 as the product runs it (sm_90a; variant 16384: dQ split by
+// columns between the warpgroups, three TMA stages; attention_flash_bwd_sm90a_d64.cuh). The lab builds it and
+// its key-split form 20480 too (bench/attn/attn_flash_bwd_sm90a_d64_lab.cu).
+#include "kernels/attention_flash_bwd_sm90a_d64.cuh"
+
+namespace ulysses::kernels::flash {
+
+cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
+  return causal ? launch_bwd_main_sm90a_d64_form<true, 3, false>(a, B, stream)
+                : launch_bwd_main_sm90a_d64_form<false, 3, false>(a, B, stream);
+}
+
+}  // namespace ulysses::kernels::flash
