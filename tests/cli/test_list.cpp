@@ -101,7 +101,7 @@ TEST_CASE("list: bad arguments are one line, exit 2", "[cli][list]") {
   }
 }
 
-TEST_CASE("presets are found next to the executable: install, checkout, ULYSSES_HOME; else one line, exit 2", "[cli][list]") {
+TEST_CASE("presets are found next to the executable: install, checkout, ULYSSES_HOME, else one line, exit 2", "[cli][list]") {
   TempDir tmp;
   // a binary with no data anywhere near it
   const std::string lone = copy_binary(tmp.path / "lone" / "bin");

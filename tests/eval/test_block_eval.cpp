@@ -57,7 +57,7 @@ TEST_CASE("error statistics: median and max of |error|, signed mean, worst case"
   CHECK(none.worst_case().empty());
 }
 
-TEST_CASE("summarize: exchanges at P = 1 are not scored; targets name what they miss", "[eval][validate]") {
+TEST_CASE("summarize: exchanges at P = 1 are not scored, targets name what they miss", "[eval][validate]") {
   const std::vector<eval::CaseResult> cs = {fake_case("p1", 1, 1.1, 1.0), fake_case("p2", 2, 1.2, 1.0)};
   const eval::Summary s = eval::summarize(cs);
   REQUIRE(s.phases.size() == 6);
@@ -83,7 +83,7 @@ TEST_CASE("the block peak is predicted under the backend's allocation policy", "
   CHECK(eval::predicted_block_peak(p, "cuda") == 10);
 }
 
-TEST_CASE("a stored block record re-predicts; a drifted measurement misses its target", "[eval][validate]") {
+TEST_CASE("a stored block record re-predicts, a drifted measurement misses its target", "[eval][validate]") {
   const std::string path = record_path("validation/h200.json");
   reports::Json j = eval::load_record(path, "ulysses validate --out");
   const auto cases = eval::repredict_block_record(j, path, j["profile"].get<std::string>());

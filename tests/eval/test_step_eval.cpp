@@ -171,7 +171,7 @@ TEST_CASE("step error convention: nothing measured is 100 % unless nothing is pr
   CHECK(eval::error_pct(5, 0) == 100);
 }
 
-TEST_CASE("step statistics: reserved scored only with expandable segments; the targets name what they miss", "[eval][deepspeed]") {
+TEST_CASE("step statistics: reserved scored only with expandable segments, the targets name what they miss", "[eval][deepspeed]") {
   const std::vector<eval::StepCase> cs = {step_case("a", 2, 5, true), step_case("b", -8, 12, false), step_case("c", 1, -20, true)};
   const eval::StepSummary s = eval::summarize_steps(cs);
   CHECK(s.allocated.errors.size() == 3);
@@ -206,7 +206,7 @@ TEST_CASE("set case keys: run.* are worker options, split off before set_key", "
   CHECK_THROWS_AS(eval::split_run_keys(unknown, "set.yaml", "c"), core::InputError);
 }
 
-TEST_CASE("validation sets: every case builds its scenario; gpus follow the plan", "[eval][validate]") {
+TEST_CASE("validation sets: every case builds its scenario, gpus follow the plan", "[eval][validate]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/cpu-tiny.yaml"));
   CHECK(set.name == "cpu-tiny");
   REQUIRE(set.cases.size() == 6);
@@ -220,7 +220,7 @@ TEST_CASE("validation sets: every case builds its scenario; gpus follow the plan
   CHECK_THROWS_WITH(eval::case_scenario(set.model, set.profile, {{"model.headz", "8"}}, "x.yaml", "c"), Catch::Contains("model.headz"));
 }
 
-TEST_CASE("step capacity records: the bisection lands in the case; the target is on the longest S", "[eval][deepspeed]") {
+TEST_CASE("step capacity records: the bisection lands in the case, the target is on the longest S", "[eval][deepspeed]") {
   eval::StepCapacityCase c;
   c.set.name = "c";
   c.predicted_S = 10300;

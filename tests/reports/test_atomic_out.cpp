@@ -145,7 +145,7 @@ TEST_CASE("AtomicFile: a write error (file size limit, as a full disk) throws na
   CHECK(names_in(dir.path) == std::vector<std::string>{"out.csv"});
 }
 
-TEST_CASE("LockFile: a second holder fails at once naming the lock; free again after release", "[reports][atomic]") {
+TEST_CASE("LockFile: a second holder fails at once naming the lock, free again after release", "[reports][atomic]") {
   TempDir dir;
   const std::string lock = dir / "s.lock";
   {

@@ -61,7 +61,7 @@ TEST_CASE("compare --format json holds every phase on both sides, peak memory an
   CHECK(measured_rank0 == 12);  // six phases on each of the two ranks
 }
 
-TEST_CASE("run prints the phase table and the checks; json says correct", "[runtime]") {
+TEST_CASE("run prints the phase table and the checks, json says correct", "[runtime]") {
   const Result t = sh("run --backend cpu " + kSmall);
   INFO(t.err);
   REQUIRE(t.rc == 0);

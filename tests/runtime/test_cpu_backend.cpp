@@ -44,7 +44,7 @@ TEST_CASE("Ulysses on the CPU equals single-rank attention: P 1/2/4, MHA/GQA, ca
     }
 }
 
-TEST_CASE("P > H_kv: both kv strategies move the same bytes; the replica costs memory in the exchange", "[runtime]") {
+TEST_CASE("P > H_kv: both kv strategies move the same bytes, the replica costs memory in the exchange", "[runtime]") {
   const Measurement rep = run(4, 8, 1, true, KvStrategy::replicate);
   const Measurement once = run(4, 8, 1, true, KvStrategy::send_once);
   require_correct(rep);

@@ -29,7 +29,7 @@ void on_ranks(int P, F fn) {
 
 }  // namespace
 
-TEST_CASE("seq->head exchange matches a hand-written gather; head->seq inverts it", "[runtime]") {
+TEST_CASE("seq->head exchange matches a hand-written gather, head->seq inverts it", "[runtime]") {
   for (int P : {1, 2, 4})
     for (std::int64_t H : {4, 8})
       for (std::int64_t B : {1, 2}) {

@@ -96,7 +96,7 @@ TEST_CASE("host AdamW equals fp64 AdamW: two steps, clipped, weight decay, bf16 
   CHECK(opt.params() == 70001 + 513 + 200000);
 }
 
-TEST_CASE("host AdamW gives the same bits on 1 and 3 threads; a wrong tensor list is refused", "[runtime][adam]") {
+TEST_CASE("host AdamW gives the same bits on 1 and 3 threads, a wrong tensor list is refused", "[runtime][adam]") {
   const Case c = make_case();
   AdamConfig cfg;
   runtime::HostAdamW one(c.params, cfg, 1), three(c.params, cfg, 3);

@@ -66,7 +66,7 @@ TEST_CASE("malformed op bench rows name the key", "[runtime][deepspeed][opbench]
   refused(j, "causal");
 }
 
-TEST_CASE("eager and ZeRO-3 step rows are read; an add's backward may be 0", "[runtime][deepspeed][opbench]") {
+TEST_CASE("eager and ZeRO-3 step rows are read, an add's backward may be 0", "[runtime][deepspeed][opbench]") {
   Json j = sample();
   j["eager"] = Json::parse(R"j([{"op": "rmsnorm", "T": 4096, "elems": 16777216, "extra_elems": 0, "fwd_s": 2e-4, "bwd_s": 5e-4},
                                 {"op": "add", "T": 65536, "elems": 268435456, "extra_elems": 0, "fwd_s": 4e-4, "bwd_s": 0}])j");

@@ -52,7 +52,7 @@ std::vector<std::string> failed(const std::vector<Check>& checks) {
 
 }  // namespace
 
-TEST_CASE("verify_block: exact rank results pass; a wrong tensor fails its own check", "[runtime][verify]") {
+TEST_CASE("verify_block: exact rank results pass, a wrong tensor fails its own check", "[runtime][verify]") {
   BlockShape s;
   s.B = 2, s.S = 12, s.H = 4, s.H_kv = 2, s.D = 8, s.P = 1, s.causal = true;
   BlockInputs in;

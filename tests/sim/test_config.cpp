@@ -347,7 +347,7 @@ TEST_CASE("set_key sets every kind of key and rejects bad ones", "[config]") {
   }
 }
 
-TEST_CASE("check returns a stable rule per violation; validate throws it with values", "[config]") {
+TEST_CASE("check returns a stable rule per violation, validate throws it with values", "[config]") {
   Scenario sc = valid_scenario();
   CHECK(check(sc).empty());
   CHECK_NOTHROW(validate(sc, "x.yaml"));

@@ -81,7 +81,7 @@ TEST_CASE("the ALST example pair sets gpus, layout and ZeRO keys, and lists the 
   CHECK(entry(rc, "tpu_use_sudo") != nullptr);  // unknown to the plan: listed, not refused
 }
 
-TEST_CASE("without parallelism_config the GPUs sp and dp_replicate leave form dp_shard; auto leaves keys as they are", "[run_config]") {
+TEST_CASE("without parallelism_config the GPUs sp and dp_replicate leave form dp_shard, auto leaves keys as they are", "[run_config]") {
   Scenario sc = base();
   sc.plan.micro_batch_size = 2;
   sc.plan.torch_adam = true;

@@ -73,7 +73,7 @@ TEST_CASE("rungs: one table, names round-trip, bad names refused", "[sim][rungs]
   CHECK_THROWS_AS(parse_rung_set("ulysses,", "", "--features"), core::InputError);
 }
 
-TEST_CASE("rungs: sp auto follows the head rules; with_rungs and rungs_of agree", "[sim][rungs]") {
+TEST_CASE("rungs: sp auto follows the head rules, with_rungs and rungs_of agree", "[sim][rungs]") {
   Scenario b8 = preset("llama-3.1-8b", "h100-sxm-80gb", 8);
   b8.plan.seq_len = 8192;
   CHECK(largest_valid_sp(b8.model, 8) == 8);

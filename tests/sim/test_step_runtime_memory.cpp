@@ -87,7 +87,7 @@ TEST_CASE("our runtime's step bytes: TiledMLP, checkpoint offload, no optimizer"
   CHECK(ulysses_step_bytes(d, no_opt).total() == base.total() - base.optimizer);
 }
 
-TEST_CASE("our runtime's longest step: the sum fits at the answer, not one granule on; a ballast shortens it", "[sim][step_runtime]") {
+TEST_CASE("our runtime's longest step: the sum fits at the answer, not one granule on, a ballast shortens it", "[sim][step_runtime]") {
   Scenario sc = test::make_scenario(test::llama31_8b(), test::h200_sxm(), 1, 1, 8192);
   sc.model.layers = 2;
   sc.plan.runtime = Runtime::ulysses;
@@ -119,6 +119,7 @@ TEST_CASE("our runtime's longest step: the sum fits at the answer, not one granu
   CHECK(none.binding == Binding::gpu_hbm);
   // the host binds only with an offload: the host optimizer's 12 bytes per parameter in a small host
   sc.host_ram_bytes = core::bytes_t{8} << 30;
+  sc.plan.offload_optimizer = false;  // (the fixture's recipe offloads it)
   CHECK(ulysses_step_capacity(sc, g).binding == Binding::gpu_hbm);  // nothing on the host yet
   sc.plan.offload_optimizer = true;
   const StepRuntimeCapacity host = ulysses_step_capacity(sc, g);

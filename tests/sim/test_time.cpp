@@ -267,7 +267,7 @@ TEST_CASE("time: ZeRO-3 collectives", "[sim][time][golden]") {
   CHECK(p.step.get("dp.allreduce") == 0);
 }
 
-TEST_CASE("time: step is the sum of phases; throughput and TFLOP/s", "[sim][time]") {
+TEST_CASE("time: step is the sum of phases, throughput and TFLOP/s", "[sim][time]") {
   Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 1 << 20));
   const Prediction p = predict(sc);
   double s = 0;
