@@ -1,18 +1,32 @@
-// runtime/host_adam.hpp: the state from the parameters, then a step: chunks of every tensor spread over
-// the threads; pass 1 sums each chunk's squared gradients (fp64), the norm and coefficient follow from the
-// chunks in index order; pass 2 applies AdamW per chunk (kernels/optim_ops.cu's arithmetic, element by
-// element) and writes the rounded parameters.
+// runtime/host_adam.hpp: the state from the parameters, then a step. Pass 1 sums each chunk's squared
+// gradients in fp64 (element by element in index order, kLanes chunks of a tensor side by side on one thread,
+// each in its own accumulator); the norm and coefficient follow from the chunks in index order. Pass 2 applies
+// AdamW per chunk (kernels/optim_ops.cu's arithmetic, each element's operations in the same order) and writes
+// the rounded parameters. The loops are branch-free over restrict pointers, one per gradient type, so the
+// compiler vectorizes them; this file builds with -ffp-contract=off and -fno-math-errno (runtime/CMakeLists.txt),
+// so every clone (AVX-512, AVX2, the baseline) gives the bits of the scalar arithmetic.
 #include "runtime/host_adam.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <thread>
 
+// Copies of the hot loops for wider vector units, chosen once at load time (GCC on x86-64 only; elsewhere the
+// one portable build). Without contraction (-ffp-contract=off) the wider units round as the baseline does.
+#ifdef ULYSSES_HOST_ADAM_CLONES  // given on the command line (a test of one form)
+#elif defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define ULYSSES_HOST_ADAM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ULYSSES_HOST_ADAM_CLONES
+#endif
+
 namespace ulysses::runtime {
 namespace {
 
-constexpr std::int64_t kChunk = std::int64_t{1} << 16;  // elements per unit of work
+constexpr std::int64_t kChunk = std::int64_t{1} << 16;  // elements per unit of work (and per norm partial)
+constexpr int kLanes = 8;                               // chunks whose sums of squares run side by side
 
 struct Chunk {
   std::size_t tensor;
@@ -26,13 +40,73 @@ std::vector<Chunk> chunks_of(const std::vector<HostTensor>& ts) {
   return out;
 }
 
-float grad_at(const HostTensor& t, std::int64_t k) {
-  return t.grad_fp32 ? static_cast<const float*>(t.grad)[k] : core::bf16_to_float(static_cast<const core::bf16*>(t.grad)[k]);
+// core/bf16.hpp's conversions without branches (the same bits: exact widening; round to nearest even, a NaN
+// quieted with its sign and high payload kept), so that the loops vectorize.
+inline float widen(float x) { return x; }
+inline float widen(core::bf16 h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+inline core::bf16 round_bf16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t rne = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16, nan = (u >> 16) | 0x40u;
+  return static_cast<core::bf16>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rne);
 }
 
-// Runs fn(chunk index) for every chunk over `threads` threads (chunk i on thread i % threads).
+// Pass 1 over kLanes chunks of one tensor (`g[j]`, `n[j]` elements each): s[j] = (((0 + g0^2) + g1^2) + ...)
+// in fp64, lane j in index order; lanes whose chunk is shorter than the others finish alone.
+template <class G>
+inline __attribute__((always_inline)) void sum_squares_lanes(const G* const* g, const std::int64_t* n, double* s) {
+  std::int64_t common = n[0];
+  for (int j = 1; j < kLanes; ++j) common = std::min(common, n[j]);
+  double acc[kLanes] = {};
+  for (std::int64_t k = 0; k < common; ++k)
+    for (int j = 0; j < kLanes; ++j) {
+      const double x = widen(g[j][k]);
+      acc[j] += x * x;
+    }
+  for (int j = 0; j < kLanes; ++j) {
+    for (std::int64_t k = common; k < n[j]; ++k) {
+      const double x = widen(g[j][k]);
+      acc[j] += x * x;
+    }
+    s[j] = acc[j];
+  }
+}
+
+ULYSSES_HOST_ADAM_CLONES void sum_squares_bf16(const core::bf16* const* g, const std::int64_t* n, double* s) { sum_squares_lanes(g, n, s); }
+ULYSSES_HOST_ADAM_CLONES void sum_squares_fp32(const float* const* g, const std::int64_t* n, double* s) { sum_squares_lanes(g, n, s); }
+
+struct Hyper {
+  float coef, lr, b1, b2, eps, wd, bc1, bc2;
+};
+
+// Pass 2 over one range: kernels/optim_ops.cu adamw_one on g * coef, the bf16 parameter rounded from the master.
+template <class G>
+inline __attribute__((always_inline)) void adamw_range(const G* __restrict grad, float* __restrict w, float* __restrict m,
+                                                       float* __restrict v, core::bf16* __restrict param, std::int64_t n,
+                                                       const Hyper h) {
+  for (std::int64_t k = 0; k < n; ++k) {
+    const float g = widen(grad[k]) * h.coef;
+    const float mk = h.b1 * m[k] + (1.f - h.b1) * g;
+    const float vk = h.b2 * v[k] + (1.f - h.b2) * g * g;
+    const float denom = std::sqrt(vk / h.bc2) + h.eps;
+    const float update = (mk / h.bc1) / denom + h.wd * w[k];
+    const float wk = w[k] - h.lr * update;
+    m[k] = mk, v[k] = vk, w[k] = wk;
+    param[k] = round_bf16(wk);
+  }
+}
+
+ULYSSES_HOST_ADAM_CLONES void adamw_bf16(const core::bf16* __restrict g, float* __restrict w, float* __restrict m, float* __restrict v,
+                                         core::bf16* __restrict p, std::int64_t n, const Hyper h) {
+  adamw_range(g, w, m, v, p, n, h);
+}
+ULYSSES_HOST_ADAM_CLONES void adamw_fp32(const float* __restrict g, float* __restrict w, float* __restrict m, float* __restrict v,
+                                         core::bf16* __restrict p, std::int64_t n, const Hyper h) {
+  adamw_range(g, w, m, v, p, n, h);
+}
+
+// Runs fn(unit index) for every unit over `threads` threads (unit i on thread i % threads).
 template <class Fn>
-void parallel_chunks(std::size_t count, int threads, Fn fn) {
+void parallel_units(std::size_t count, int threads, Fn fn) {
   const int n = std::max(1, std::min<int>(threads, static_cast<int>(count)));
   std::vector<std::thread> pool;
   for (int w = 1; w < n; ++w)
@@ -70,16 +144,29 @@ void HostAdamW::step(const std::vector<HostTensor>& ts) {
       throw std::invalid_argument("HostAdamW: a tensor's size or buffers differ from its state");
   ++t_;
   const std::vector<Chunk> chunks = chunks_of(ts);
-  // pass 1: the global norm (per chunk in fp64, then the chunks in order) and DeepSpeed's coefficient
+  // pass 1: the global norm (per chunk in fp64, then the chunks in order) and DeepSpeed's coefficient; a unit
+  // is up to kLanes consecutive chunks of one tensor (a short unit repeats its first chunk in the spare lanes)
+  std::vector<std::size_t> units;  // index of each unit's first chunk
+  for (std::size_t i = 0; i < chunks.size(); ++i)
+    if (units.empty() || chunks[i].tensor != chunks[units.back()].tensor || i - units.back() == kLanes) units.push_back(i);
   std::vector<double> sq(chunks.size(), 0.0);
-  parallel_chunks(chunks.size(), threads_, [&](std::size_t i) {
-    const Chunk& ch = chunks[i];
-    double s = 0;
-    for (std::int64_t k = ch.begin; k < ch.end; ++k) {
-      const double g = grad_at(ts[ch.tensor], k);
-      s += g * g;
+  parallel_units(units.size(), threads_, [&](std::size_t u) {
+    const std::size_t first = units[u], last = u + 1 < units.size() ? units[u + 1] : chunks.size();
+    const HostTensor& t = ts[chunks[first].tensor];
+    const void* g[kLanes];
+    std::int64_t n[kLanes];
+    double s[kLanes];
+    for (std::size_t j = 0; j < kLanes; ++j) {
+      const Chunk& ch = chunks[first + j < last ? first + j : first];
+      g[j] = t.grad_fp32 ? static_cast<const void*>(static_cast<const float*>(t.grad) + ch.begin)
+                         : static_cast<const void*>(static_cast<const core::bf16*>(t.grad) + ch.begin);
+      n[j] = ch.end - ch.begin;
     }
-    sq[i] = s;
+    if (t.grad_fp32)
+      sum_squares_fp32(reinterpret_cast<const float* const*>(g), n, s);
+    else
+      sum_squares_bf16(reinterpret_cast<const core::bf16* const*>(g), n, s);
+    for (std::size_t j = 0; first + j < last; ++j) sq[first + j] = s[j];
   });
   double total = 0;
   for (double s : sq) total += s;
@@ -89,23 +176,24 @@ void HostAdamW::step(const std::vector<HostTensor>& ts) {
   const float coef = clip > 1.f ? 1.f / clip : 1.f;
   clip_.coef = coef;
   // pass 2: AdamW in fp32 (kernels/optim_ops.cu adamw_one), the bf16 parameters rounded from the master
-  const float lr = float(c_.lr), b1 = float(c_.beta1), b2 = float(c_.beta2), eps = float(c_.eps), wd = float(c_.weight_decay);
-  const float bc1 = float(1 - std::pow(c_.beta1, double(t_))), bc2 = float(1 - std::pow(c_.beta2, double(t_)));
-  parallel_chunks(chunks.size(), threads_, [&](std::size_t i) {
+  const Hyper h{coef,
+                float(c_.lr),
+                float(c_.beta1),
+                float(c_.beta2),
+                float(c_.eps),
+                float(c_.weight_decay),
+                float(1 - std::pow(c_.beta1, double(t_))),
+                float(1 - std::pow(c_.beta2, double(t_)))};
+  parallel_units(chunks.size(), threads_, [&](std::size_t i) {
     const Chunk& ch = chunks[i];
     const HostTensor& t = ts[ch.tensor];
-    float* w = master_[ch.tensor].data();
-    float* m = m_[ch.tensor].data();
-    float* v = v_[ch.tensor].data();
-    for (std::int64_t k = ch.begin; k < ch.end; ++k) {
-      const float g = grad_at(t, k) * coef;
-      m[k] = b1 * m[k] + (1.f - b1) * g;
-      v[k] = b2 * v[k] + (1.f - b2) * g * g;
-      const float denom = std::sqrt(v[k] / bc2) + eps;
-      const float update = (m[k] / bc1) / denom + wd * w[k];
-      w[k] = w[k] - lr * update;
-      t.param[k] = core::float_to_bf16(w[k]);
-    }
+    float* w = master_[ch.tensor].data() + ch.begin;
+    float* m = m_[ch.tensor].data() + ch.begin;
+    float* v = v_[ch.tensor].data() + ch.begin;
+    if (t.grad_fp32)
+      adamw_fp32(static_cast<const float*>(t.grad) + ch.begin, w, m, v, t.param + ch.begin, ch.end - ch.begin, h);
+    else
+      adamw_bf16(static_cast<const core::bf16*>(t.grad) + ch.begin, w, m, v, t.param + ch.begin, ch.end - ch.begin, h);
   });
 }
 
