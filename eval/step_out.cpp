@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "reports/table.hpp"
@@ -91,13 +93,26 @@ reports::Json step_trace(const Prediction& p, const runtime::StepMeasurement& m)
     pred.threads[0].spans.push_back({ph.name, t, ph.time_s * 1e6, "phase", {{"predicted_us", ph.time_s * 1e6}}});
     t += ph.time_s * 1e6;
   }
-  reports::TraceProcess meas{"measured (deepspeed, last timed step)", {}};
+  reports::TraceProcess meas{fmt::format("measured ({}, last timed step)", m.backend), {}};
   for (std::size_t r = 0; r < m.timeline.size(); ++r) {
     reports::TraceThread th{fmt::format("rank {}", r), {}};
     for (const auto& s : m.timeline[r]) th.spans.push_back({s.phase, s.start_s * 1e6, s.dur_s * 1e6, "phase", {{"rank", r}}});
     meas.threads.push_back(std::move(th));
   }
-  return reports::chrome_trace({pred, meas});
+  if (m.traced.empty()) return reports::chrome_trace({pred, meas});
+  // our runtime's traced step (CUPTI): its phase windows, then each stream's kernels and copies, then NVTX
+  reports::TraceProcess traced{fmt::format("traced step ({}, CUPTI; host waits between phases)", m.backend), {}};
+  std::map<std::string, std::size_t> at;
+  for (const auto& s : m.traced) {
+    auto it = at.find(s.track);
+    if (it == at.end()) {
+      it = at.emplace(s.track, traced.threads.size()).first;
+      traced.threads.push_back({s.track, {}});
+    }
+    const char* cat = s.track == "phases" ? "phase" : s.track == "nvtx" ? "nvtx" : "gpu";
+    traced.threads[it->second].spans.push_back({s.name, s.start_s * 1e6, s.dur_s * 1e6, cat, nullptr});
+  }
+  return reports::chrome_trace({pred, meas, traced});
 }
 
 }  // namespace ulysses::eval

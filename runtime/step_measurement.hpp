@@ -54,6 +54,10 @@ struct StepMeasurement {
   std::int64_t device_used_bytes = 0;  // cudaMemGetInfo used at the end (context + NCCL + allocator)
   struct Segment { std::string phase; double start_s = 0, dur_s = 0; };
   std::vector<std::vector<Segment>> timeline;  // per rank: the last timed step, exclusive segments
+  // cuda: the traced step's CUPTI records (kernels, copies, memsets per stream; NVTX ranges; the phase windows),
+  // start relative to the traced step's start; empty when CUPTI is off (not part of the JSON)
+  struct Span { std::string name, track; double start_s = 0, dur_s = 0; };
+  std::vector<Span> traced;
   std::vector<double> losses;          // rank 0, every step in order
   std::vector<StepCheck> checks;       // empty: the backend checks nothing beyond the losses
   double wall_s = 0;

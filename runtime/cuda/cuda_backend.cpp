@@ -33,24 +33,6 @@
 namespace ulysses::runtime::cuda {
 namespace {
 
-// Length of the union of [start, end) intervals, in seconds.
-double busy_s(std::vector<std::pair<std::uint64_t, std::uint64_t>> iv) {
-  std::sort(iv.begin(), iv.end());
-  double total = 0;
-  std::uint64_t cur_b = 0, cur_e = 0;
-  bool open = false;
-  for (auto [b, e] : iv) {
-    if (!open || b > cur_e) {
-      if (open) total += static_cast<double>(cur_e - cur_b);
-      cur_b = b, cur_e = e, open = true;
-    } else {
-      cur_e = std::max(cur_e, e);
-    }
-  }
-  if (open) total += static_cast<double>(cur_e - cur_b);
-  return total * 1e-9;
-}
-
 // Full-sequence inputs from the same generator the ranks use on the device.
 BlockInputs host_inputs(const BlockShape& s, std::uint64_t seed) {
   auto fill = [&](std::int64_t heads, std::uint32_t t) {

@@ -4,6 +4,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -68,6 +69,61 @@ class EventMarks : public PhaseMarks {
   std::size_t n_ = 0;
   std::vector<std::string> names_;
 };
+
+// The traced step's marks: the host waits for the stream at every phase boundary, so a phase's window on CUPTI's
+// clock holds its GPU work on that stream (records of other streams that start inside it are counted with it).
+class TracedMarks : public PhaseMarks {
+ public:
+  struct Window { std::string phase; std::uint64_t begin_ns = 0, end_ns = 0; };
+  void begin(std::string_view phase, cudaStream_t s) override {
+    close(s);
+    windows_.push_back({std::string(phase), Cupti::now_ns(), 0});
+    nvtxRangePushA(windows_.back().phase.c_str());
+  }
+  void end(cudaStream_t s) { close(s); }
+  const std::vector<Window>& windows() const { return windows_; }
+
+ private:
+  void close(cudaStream_t s) {
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    if (windows_.empty() || windows_.back().end_ns != 0) return;
+    nvtxRangePop();
+    windows_.back().end_ns = Cupti::now_ns();
+  }
+  std::vector<Window> windows_;
+};
+
+// One more step traced by CUPTI: per phase name, the GPU busy time of the records that start in its windows
+// (StepPhase::kernel_s), and every record as a span of m.traced (tracks "phases", "stream N", "nvtx").
+void traced_step(StepRunner& run, cudaStream_t s, StepMeasurement& m) {
+  Cupti& cupti = Cupti::get();
+  if (!cupti.enabled()) return;
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  TracedMarks marks;
+  const std::uint64_t origin = Cupti::now_ns();
+  run.step(s, &marks);
+  marks.end(s);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto& win = marks.windows();
+  if (win.empty()) return;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const auto recs = cupti.take(static_cast<std::uint32_t>(device), win.front().begin_ns, win.back().end_ns);
+  auto rel = [&](std::uint64_t ns) { return (static_cast<double>(ns) - static_cast<double>(origin)) * 1e-9; };
+  for (const auto& w : win) m.traced.push_back({w.phase, "phases", rel(w.begin_ns), (w.end_ns - w.begin_ns) * 1e-9});
+  std::map<std::string, std::vector<std::pair<std::uint64_t, std::uint64_t>>> busy;  // phase -> its records
+  for (const auto& r : recs) {
+    if (r.kind == ActivityRecord::marker) {
+      m.traced.push_back({r.name, "nvtx", rel(r.start_ns), (r.end_ns - r.start_ns) * 1e-9});
+      continue;
+    }
+    m.traced.push_back({r.name, fmt::format("stream {}", r.stream), rel(r.start_ns), (r.end_ns - r.start_ns) * 1e-9});
+    const auto w = std::upper_bound(win.begin(), win.end(), r.start_ns,
+                                    [](std::uint64_t t, const TracedMarks::Window& x) { return t < x.begin_ns; });
+    if (w != win.begin() && r.start_ns <= std::prev(w)->end_ns) busy[std::prev(w)->phase].push_back({r.start_ns, r.end_ns});
+  }
+  for (StepPhase& p : m.phases) p.kernel_s = busy.count(p.name) ? busy_s(busy[p.name]) : 0.0;
+}
 
 std::int64_t proc_status_kib(const char* key) {  // /proc/self/status "VmRSS:  123 kB"; -1 when absent
   std::ifstream f("/proc/self/status");
@@ -163,7 +219,6 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
     steps.push_back(total);
     m.timeline = {line};
   }
-  CUDA_CHECK(cudaStreamDestroy(s));
   const std::int64_t peak = arena.peak_bytes() + static_cast<std::int64_t>(Gemm::kWorkspaceBytes);
   for (const std::string& n : order) {
     const auto& v = per_step[n];
@@ -174,6 +229,8 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
     p.alloc_start_bytes = peak, p.peak_bytes = peak, p.peak_reserved_bytes = peak;  // allocated up front
     m.phases.push_back(p);
   }
+  if (std::isfinite(m.losses.back())) traced_step(run, s, m);  // after the timed steps: kernel_s and m.traced
+  CUDA_CHECK(cudaStreamDestroy(s));
   if (!steps.empty()) {
     m.step_median_s = core::median(steps);
     m.step_min_s = *std::min_element(steps.begin(), steps.end()), m.step_max_s = *std::max_element(steps.begin(), steps.end());

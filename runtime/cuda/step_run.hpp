@@ -12,7 +12,10 @@
 //      segments (a layer phase: over the layers);
 //   3. memory: every buffer comes from the DeviceArena up front, plus cuBLASLt's workspace: the peak
 //      allocated and "reserved" are that total (no caching allocator), device_used_bytes the driver's
-//      view (context included).
+//      view (context included);
+//   4. where CUPTI is on, one more step traced: the host waits for the stream at every phase boundary, each
+//      phase's GPU busy time is that of the CUPTI records (kernels, copies, memsets) starting in its windows
+//      (StepPhase::kernel_s), and the records are kept as spans (StepMeasurement::traced: compare --trace).
 #include <string>
 
 #include "runtime/backend.hpp"

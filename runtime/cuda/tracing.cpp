@@ -1,5 +1,7 @@
 #include "runtime/cuda/tracing.hpp"
 
+#include <algorithm>
+
 #include <cxxabi.h>
 #include <dlfcn.h>
 
@@ -172,6 +174,23 @@ std::string short_kernel_name(const char* mangled) {
   if (s.rfind("void ", 0) == 0) s.erase(0, 5);
   if (s.size() > 96) s = s.substr(0, 93) + "...";
   return s;
+}
+
+double busy_s(std::vector<std::pair<std::uint64_t, std::uint64_t>> iv) {
+  std::sort(iv.begin(), iv.end());
+  double total = 0;
+  std::uint64_t cur_b = 0, cur_e = 0;
+  bool open = false;
+  for (auto [b, e] : iv) {
+    if (!open || b > cur_e) {
+      if (open) total += static_cast<double>(cur_e - cur_b);
+      cur_b = b, cur_e = e, open = true;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  if (open) total += static_cast<double>(cur_e - cur_b);
+  return total * 1e-9;
 }
 
 }  // namespace ulysses::runtime::cuda

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ulysses::runtime::cuda {
@@ -53,5 +54,8 @@ class Cupti {
 };
 
 std::string short_kernel_name(const char* mangled);  // demangled, without parameters, <= 96 chars
+
+// Length of the union of [start, end) intervals (ns), in seconds: the GPU busy time of a set of records.
+double busy_s(std::vector<std::pair<std::uint64_t, std::uint64_t>> iv);
 
 }  // namespace ulysses::runtime::cuda

@@ -288,3 +288,37 @@ TEST_CASE("our runtime's step is predicted with the kernel it runs, the deepspee
   CHECK(a == Approx(attn_fwd(predict(named))).epsilon(1e-12));
   CHECK(std::fabs(a / b - 1) > 0.02);  // the profile's sdpa curve is another kernel's
 }
+
+// compare --trace: the predicted step, the measured timeline, and (our runtime) the traced step's CUPTI spans
+// grouped by track, in the order the tracks first appear
+TEST_CASE("step trace: predicted, measured and the traced step's tracks", "[eval][trace]") {
+  Scenario sc = two_layers(4096);
+  sc.plan.runtime = Runtime::ulysses;
+  const Prediction p = predict(sc);
+  runtime::StepMeasurement m;
+  m.backend = "cuda";
+  m.timeline = {{{"attn.fwd", 0, 1e-3}, {"attn.bwd", 1e-3, 2e-3}}};
+  auto names = [](const reports::Json& j) {
+    std::vector<std::string> out;
+    for (const auto& e : j["traceEvents"])
+      if (e.value("ph", "") == "M" && e.value("name", "") == "process_name") out.push_back(e["args"]["name"]);
+    return out;
+  };
+  const auto two = names(eval::step_trace(p, m));
+  REQUIRE(two.size() == 2);
+  CHECK(two[1] == "measured (cuda, last timed step)");
+  m.traced = {{"attn.fwd", "phases", 0, 1e-3}, {"flash_fwd", "stream 7", 1e-5, 9e-4}, {"attn.fwd", "nvtx", 0, 1e-3},
+              {"attn.bwd", "phases", 1e-3, 2e-3}, {"flash_bwd", "stream 7", 1.1e-3, 1.8e-3}};
+  const reports::Json j = eval::step_trace(p, m);
+  const auto three = names(j);
+  REQUIRE(three.size() == 3);
+  CHECK(three[2].rfind("traced step (cuda, CUPTI", 0) == 0);
+  std::vector<std::string> threads;
+  int gpu_spans = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name" && e.value("pid", 0) == 3) threads.push_back(e["args"]["name"]);
+    if (e.value("ph", "") == "X" && e.value("pid", 0) == 3 && e.value("cat", "") == "gpu") ++gpu_spans;
+  }
+  CHECK(threads == std::vector<std::string>{"phases", "stream 7", "nvtx"});
+  CHECK(gpu_spans == 2);
+}
