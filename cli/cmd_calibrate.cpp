@@ -115,8 +115,8 @@ int run_calibrate_cuda(int argc, char** argv) {
       ("quick", po::bool_switch(), "two S points, h 4 and 16, three exchange sizes (a smoke test)")
       ("only", po::value<std::string>(), "a2a-idle: measure only the exchange-after-idle-links curve; ulysses-kernels: only "
                                           "our runtime's elementwise kernels, host optimizer and cuBLASLt GEMMs (the step model's rates for "
-                                          "plan.runtime ulysses); "
-                                          "either updated in the profile's existing calibrated section");
+                                          "plan.runtime ulysses); attention: only our flash kernels' attention curves; "
+                                          "each updated in the profile's existing calibrated section");
   const auto vm = parse_args(argc, argv, d);
   if (vm.count("help")) {
     print_help(argv[0], "--backend cuda [--profile h200-sxm-141gb] [--profile-out FILE] [--json FILE]",
@@ -128,9 +128,12 @@ int run_calibrate_cuda(int argc, char** argv) {
   calib::cuda::Result r;
   if (vm.count("only")) {
     const std::string only = vm["only"].as<std::string>();
-    if (only != "a2a-idle" && only != "ulysses-kernels") throw core::InputError("", "--only", "must be a2a-idle or ulysses-kernels");
+    if (only != "a2a-idle" && only != "ulysses-kernels" && only != "attention")
+      throw core::InputError("", "--only", "must be a2a-idle, ulysses-kernels or attention");
     if (!hw.has_calibration) throw core::InputError(vm["profile"].as<std::string>(), "calibrated", "--only needs a profile with a calibrated section");
-    r = only == "a2a-idle" ? calib::cuda::calibrate_idle_only(hw, cmd) : calib::cuda::calibrate_kernels_only(hw, cmd);
+    r = only == "a2a-idle"          ? calib::cuda::calibrate_idle_only(hw, cmd)
+        : only == "ulysses-kernels" ? calib::cuda::calibrate_kernels_only(hw, cmd)
+                                    : calib::cuda::calibrate_attention_only(hw, cmd);
   } else {
     r = calib::cuda::calibrate(hw, vm["quick"].as<bool>(), cmd);
   }

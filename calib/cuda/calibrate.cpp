@@ -30,6 +30,7 @@
 #include "calib/cuda/gemm_rates.hpp"
 #include "calib/cuda/kernel_rates.hpp"
 #include "calib/cuda/microbench.hpp"
+#include "kernels/attention_flash.hpp"
 #include "reports/format.hpp"
 #include "reports/table.hpp"
 #include "runtime/cuda/cuda_backend.hpp"
@@ -58,10 +59,12 @@ struct Setup {
 };
 
 // One attention curve family: kernel x D x mask x heads per rank, over S.
-void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out) {
+// kernels: "flash" and "reference" (the whole calibration), or "flash" alone (--only attention).
+void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out,
+                         const std::vector<const char*>& kernels = {"flash", "reference"}) {
   reports::Table t({{"key", "", reports::Align::left}, {"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "TFLOP/s"},
                     {"bwd", "TFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}});
-  for (const char* kernel : {"flash", "reference"})
+  for (const char* kernel : kernels)
     for (std::int64_t D : {128, 64})
       for (bool causal : {true, false})
         for (std::int64_t h : std::string(kernel) == "flash" ? s.h_local : s.h_local_ref) {
@@ -246,6 +249,21 @@ void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std
   }
 }
 
+// Bare implementation keys: the D=128 causal curve at 16 heads per rank (fwd) / 4 kv heads (bwd) under the
+// implementation's name alone (any other shape), for the curves that have none yet.
+void add_bare_attention_keys(Calibration& c) {
+  for (auto* curves : {&c.attn_fwd_eff, &c.attn_bwd_eff}) {
+    std::vector<std::pair<std::string, Curve>> bare;
+    for (const auto& [k, cv] : *curves)
+      if (k.find("@d128.causal.h16") != std::string::npos || k.find("@d128.causal.kv4") != std::string::npos)
+        bare.emplace_back(k.substr(0, k.find('@')), cv);
+    for (auto& b : bare) {
+      const bool have = std::any_of(curves->begin(), curves->end(), [&](const auto& x) { return x.first == b.first; });
+      if (!have) curves->push_back(std::move(b));
+    }
+  }
+}
+
 }  // namespace
 
 Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) {
@@ -273,14 +291,7 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
                      c.pack_GBps, link.h2d_GBps, link.d2h_GBps);
   calibrate_kernels(hw, c, raw, out);
   calibrate_attention(s, hw, c, raw, out);
-  // bare implementation keys: the D=128 causal curve at 16 heads per rank (any other shape)
-  for (auto* curves : {&c.attn_fwd_eff, &c.attn_bwd_eff}) {
-    std::vector<std::pair<std::string, Curve>> bare;
-    for (const auto& [k, cv] : *curves)
-      if (k.find("@d128.causal.h16") != std::string::npos || k.find("@d128.causal.kv4") != std::string::npos)
-        bare.emplace_back(k.substr(0, k.find('@')), cv);
-    curves->insert(curves->end(), bare.begin(), bare.end());
-  }
+  add_bare_attention_keys(c);
   if (info.count >= 2) {
     calibrate_a2a(s, 2, c, raw, out);
     calibrate_a2a_idle(2, c, raw, out);
@@ -319,6 +330,24 @@ Result calibrate_idle_only(const HardwareProfile& hw, const std::string& cmd) {
   r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
   calibrate_a2a_idle(2, r.c, r.raw, r.report);
   r.c.provenance += fmt::format("; a2a_idle_penalty_us measured {} by `{}` on {}", utc_now(), cmd, dev.name);
+  return r;
+}
+
+Result calibrate_attention_only(const HardwareProfile& hw, const std::string& cmd) {
+  const rc::DeviceInfo dev = rc::device_info();
+  Result r;
+  r.c = hw.calibrated;
+  r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}, {"attention", Json::array()}};
+  // our flash kernels' curves are measured again (the kernels changed); every other implementation's stay
+  auto ours = [](const std::pair<std::string, Curve>& x) { return x.first.rfind("ulysses_flash", 0) == 0; };
+  for (auto* curves : {&r.c.attn_fwd_eff, &r.c.attn_bwd_eff})
+    curves->erase(std::remove_if(curves->begin(), curves->end(), ours), curves->end());
+  const Setup s;
+  calibrate_attention(s, hw, r.c, r.raw, r.report, {"flash"});
+  add_bare_attention_keys(r.c);
+  r.c.provenance += fmt::format("; ulysses_flash attention curves measured {} by `{}` on {} (our kernels as built: {}; B=1, "
+                                "H_kv_local = H_local/4, median of {} after {} warm-up)",
+                                utc_now(), cmd, dev.name, kernels::attn_flash_kernels_in_use(128), s.iters, s.warmup);
   return r;
 }
 

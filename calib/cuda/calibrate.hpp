@@ -26,5 +26,8 @@ Result calibrate_idle_only(const HardwareProfile& hw, const std::string& command
 // (calib/cuda/kernel_rates.hpp, calib/host_adam_rate.hpp, calib/cuda/gemm_rates.hpp), into the profile's
 // existing calibrated section (one GPU).
 Result calibrate_kernels_only(const HardwareProfile& hw, const std::string& command);
+// `--only attention`: our flash kernels' attention curves (keys ulysses_flash@..., and the bare key) measured
+// again, into the profile's existing calibrated section; every other curve stays (one GPU).
+Result calibrate_attention_only(const HardwareProfile& hw, const std::string& command);
 
 }  // namespace ulysses::calib::cuda
