@@ -4,6 +4,7 @@
 #include "sim/step_allocs.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "core/bf16.hpp"
@@ -49,6 +50,7 @@ TrainingAllocs::Id TrainingAllocs::alloc(std::int64_t bytes, int stream) {
   // process_events)
   if (policy_ == DeferredFree::next_alloc) release_deferred();
   if (policy_ == DeferredFree::given) {
+    if (completions_ == nullptr) throw std::logic_error("TrainingAllocs: DeferredFree::given without set_completions()");
     auto due = [&](Id id) {
       const auto i = static_cast<std::size_t>(id);
       return i >= completions_->size() || (*completions_)[i] < 0 || (*completions_)[i] <= emitted_;
