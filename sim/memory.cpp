@@ -267,8 +267,9 @@ const char* gpu_memory(const Scenario& sc, const Dims& d, const ModelTerms& mt, 
   double optim = stage >= 1 ? 12 * shard : 12 * Pn;
   if (pl.offload_optimizer) grads = optim = 0;  // fp32 grads, master and moments live on host
   if (pl.offload_params && stage >= 3) weights = 0;
-  // --- DeepSpeed gradient reduction buffers
-  const double grad_reduce = d.P > 1 ? 2 * pl.reduce_bucket_size * 4 : pl.reduce_bucket_size * 2;
+  // --- DeepSpeed's gradient bucket (stage3.py 782: one buffer of reduce_bucket_size elements in the
+  // communication dtype: fp32 at sp > 1, constants.py 236; else bf16); what a flush adds: sim/reduce_flush
+  const double grad_reduce = d.P > 1 ? pl.reduce_bucket_size * 4 : pl.reduce_bucket_size * 2;
   // --- checkpoints / saved activations
   const Act a = activations(sc, d);
   const double checkpoints = d.ckpt && !pl.offload_checkpoints ? static_cast<double>(d.L) * a.th : 0;

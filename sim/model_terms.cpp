@@ -83,7 +83,7 @@ ModelTerms model_terms(const ModelTermsKey& k) {
     if (double(lp.p[i].numel) > k.reduce_bucket_size) t.layer_grad = std::max(t.layer_grad, double(lp.p[i].numel));
   if (k.zero_stage >= 3) {
     const BucketPlan bp{k.reduce_bucket_size, k.offload_optimizer, k.tiled_logits};
-    t.flushes = reduce_flushes(mo, bp, k.zero_group, k.P == 1);
+    t.flushes = reduce_flushes(mo, bp, k.zero_group, k.P > 1);
     if (!k.offload_optimizer) t.largest_sub_group = largest_sub_group(mo, static_cast<double>(k.zero_group));
   }
   return t;

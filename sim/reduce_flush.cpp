@@ -1,9 +1,13 @@
 // The bucket walk of DeepSpeed 0.19.8 ZeRO-3 (docs/MODEL.md "Reduce epilogue"): stage3.py
 // reduce_independent_p_g_buckets_and_remove_grads (1569-1590) flushes the bucket when the arriving
-// gradient would overflow it and the bucket is not empty; the flush's epilogue is the flattened bf16
-// bucket of reduce_scatter_coalesced and, with offload_optimizer, per parameter partition_grads'
-// GPU copy (2028) plus the larger of the fp64 norm chunk (_constant_buffered_norm2, 1960-1966, at
-// most 250M elements) and the fp32 copy for the host (_offload_grad_partition_at_boundary, 1451).
+// gradient would overflow it and the bucket is not empty; the flush's epilogue is the flattened bucket
+// of reduce_scatter_coalesced and, with offload_optimizer, per parameter partition_grads' GPU copy
+// (2028) plus the larger of the fp64 norm chunk (_constant_buffered_norm2, 1960-1966, at most 250M
+// elements) and the fp32 copy for the host (_offload_grad_partition_at_boundary, 1451). At sp > 1 the
+// bucket is reduced in fp32 (constants.py 236): __avg_scatter_grads (1915-1941) makes the gradients too
+// large for the bucket's buffer fp32 (1920), reduce_scatter_coalesced concatenates the bucket in fp32
+// (coalesced_collectives.py 122) and the partitions are made bf16 (1940) while those live; the fp32
+// ones are gone before partition_grads.
 #include "sim/reduce_flush.hpp"
 
 #include <algorithm>
@@ -18,8 +22,9 @@ namespace {
 struct Walk {
   double bucket_limit = 0;
   double zero_group = 1;
-  bool flat_buffer = true, offload = false;
+  bool comm_fp32 = false, offload = false;
   double elems = 0;      // gradients in the bucket
+  double big = 0;        // of them, those too large for the bucket's buffer (their own bf16 tensors)
   double max_param = 0;  // the largest offload epilogue of one parameter in the bucket (bytes)
   ReduceFlushes out;
 
@@ -29,13 +34,18 @@ struct Walk {
     return 2 * part + std::max(8 * std::min(part, kNormChunkElems), 4 * part);
   }
   void flush(FlushAt at) {
-    const double bytes = (flat_buffer ? 2 * elems : 0) + max_param;
+    // bf16 (sp = 1): the flat bf16 bucket, which the partitions view, through partition_grads; fp32 (sp > 1):
+    // the fp32 copies of the large gradients, the fp32 concatenation and the bf16 partitions, then the
+    // partitions through partition_grads
+    const double part = std::ceil(elems / zero_group);
+    const double bytes = comm_fp32 ? std::max(4 * big + 4 * elems + 2 * part, 2 * part + max_param) : 2 * elems + max_param;
     double& e = out.epilogue_bytes[static_cast<int>(at)];
     e = std::max(e, bytes);
-    elems = 0, max_param = 0;
+    elems = 0, big = 0, max_param = 0;
   }
   void arrive(double numel, FlushAt at) {
     if (elems + numel > bucket_limit && elems > 0) flush(at);
+    if (numel > bucket_limit) big += numel;  // __add_grad_to_ipg_bucket (1625): not copied into the buffer
     elems += numel;
     max_param = std::max(max_param, param_epilogue(numel));
   }
@@ -67,15 +77,15 @@ LayerParams layer_params_in_backward_order(const ModelSpec& mo) {
   return lp;
 }
 
-ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t zero_group, bool flat_buffer) {
-  return reduce_flushes(mo, BucketPlan{pl.reduce_bucket_size, pl.offload_optimizer, pl.tiled_logits}, zero_group, flat_buffer);
+ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t zero_group, bool seq_parallel) {
+  return reduce_flushes(mo, BucketPlan{pl.reduce_bucket_size, pl.offload_optimizer, pl.tiled_logits}, zero_group, seq_parallel);
 }
 
-ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int64_t zero_group, bool flat_buffer) {
+ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int64_t zero_group, bool seq_parallel) {
   Walk w;
   w.bucket_limit = pl.reduce_bucket_size;
   w.zero_group = static_cast<double>(std::max<std::int64_t>(zero_group, 1));
-  w.flat_buffer = flat_buffer;
+  w.comm_fp32 = seq_parallel;
   w.offload = pl.offload_optimizer;
   const LayerParams lp = layer_params_in_backward_order(mo);
   const double head = double(mo.vocab) * double(mo.hidden);
@@ -91,19 +101,20 @@ ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int
   // recurs the remaining layers retrace a cycle already walked; jump to the state after the last.
   // (A fixed table: predict() allocates nothing; past it the walk simply goes on layer by layer.)
   constexpr int kSeen = 64;
-  double seen_elems[kSeen], seen_max[kSeen];
+  double seen_elems[kSeen], seen_big[kSeen], seen_max[kSeen];
   int n_seen = 0;
   for (std::int64_t l = 0; l < mo.layers; ++l) {
     int k = 0;
-    while (k < n_seen && !(seen_elems[k] == w.elems && seen_max[k] == w.max_param)) ++k;
+    while (k < n_seen && !(seen_elems[k] == w.elems && seen_big[k] == w.big && seen_max[k] == w.max_param)) ++k;
     if (k < n_seen) {
       const std::int64_t cycle = l - k, end = k + (mo.layers - l) % cycle;
       if (end < n_seen) {
-        w.elems = seen_elems[end], w.max_param = seen_max[end];
+        w.elems = seen_elems[end], w.big = seen_big[end], w.max_param = seen_max[end];
         break;
       }
     }
-    if (n_seen < kSeen && n_seen == l) seen_elems[n_seen] = w.elems, seen_max[n_seen] = w.max_param, ++n_seen;
+    if (n_seen < kSeen && n_seen == l)
+      seen_elems[n_seen] = w.elems, seen_big[n_seen] = w.big, seen_max[n_seen] = w.max_param, ++n_seen;
     for (int i = 0; i < lp.n; ++i) w.arrive(double(lp.p[i].numel), place(lp.p[i].role));
   }
   w.arrive(head, FlushAt::between);  // the embedding

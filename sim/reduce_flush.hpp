@@ -28,14 +28,14 @@ inline constexpr double kNormChunkElems = 250000000.0;
 LayerParams layer_params_in_backward_order(const ModelSpec& mo);
 
 // The reduce bucket (plan.reduce_bucket_size elements) filled in the order gradients arrive, for
-// ZeRO stage 3 over N = zero_group ranks. flat_buffer: count the flattened bf16 bucket the
-// reduce-scatter allocates (sp = 1; at sp > 1 the static grad_reduce_buffers already hold it).
-ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t zero_group, bool flat_buffer);
+// ZeRO stage 3 over N = zero_group ranks. seq_parallel (sp > 1): DeepSpeed reduces in fp32 (the fp32
+// concatenation and copies, reduce_flush.cpp says which); else in bf16 (the flattened bf16 bucket).
+ReduceFlushes reduce_flushes(const ModelSpec& mo, const Plan& pl, std::int64_t zero_group, bool seq_parallel);
 // What of the plan the walk reads (the form above takes them from the Plan).
 struct BucketPlan {
   double reduce_bucket_size = 5e8;  // elements
   bool offload_optimizer = false, tiled_logits = false;
 };
-ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int64_t zero_group, bool flat_buffer);
+ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int64_t zero_group, bool seq_parallel);
 
 }  // namespace ulysses

@@ -236,8 +236,11 @@ TEST_CASE("memory: no checkpointing keeps every layer's activations", "[sim][mem
 
 TEST_CASE("memory: SP gradient reduction buffers and fixed costs", "[sim][memory]") {
   Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 65536);
-  // sp > 1: fp32 copy + reduction buffer of reduce_bucket_size 5e8 elements: 2 * 5e8 * 4 = 4e9
-  CHECK(predict(sc).gpu.get("grad_reduce_buffers") == 4000000000LL);
+  // sp > 1: one fp32 bucket of reduce_bucket_size 5e8 elements (DeepSpeed's seq-parallel communication dtype,
+  // stage3.py 782): 5e8 * 4 = 2e9, at a moment without a flush (the flushes' epilogues: test_reduce_flush.cpp)
+  const Prediction at_16k = predict(sc);
+  CHECK(std::string(at_16k.gpu_peak_at).find("+reduce") == std::string::npos);
+  CHECK(at_16k.gpu.get("grad_reduce_buffers") == 2000000000LL);
   sc.plan.sp_size = 1;
   sc.plan.dp_shard_size = 8;
   CHECK(predict(sc).gpu.get("grad_reduce_buffers") == 1000000000LL);  // one bf16 bucket
@@ -279,6 +282,8 @@ TEST_CASE("memory: fragmentation is the stated fraction of the transient terms",
         n == "zero3_gathered_params")
       transient += p.gpu.terms[i].bytes;
   }
+  // a bucket flush's epilogue, when the peak is at one, is in grad_reduce_buffers beyond the static fp32 bucket
+  transient += p.gpu.get("grad_reduce_buffers") - static_cast<core::bytes_t>(4 * sc.plan.reduce_bucket_size);
   CHECK(p.gpu.get("fragmentation") == Approx(kFragmentationFraction * transient).margin(32));
   sc.plan.expandable_segments = true;
   sc.plan.runtime = Runtime::ulysses;

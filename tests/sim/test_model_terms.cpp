@@ -32,7 +32,7 @@ ModelTerms direct_terms(const Scenario& sc) {
     if (double(lp.p[i].numel) > sc.plan.reduce_bucket_size) t.layer_grad = std::max(t.layer_grad, double(lp.p[i].numel));
   if (sc.plan.zero_stage >= 3) {
     t.flushes = reduce_flushes(sc.model, BucketPlan{sc.plan.reduce_bucket_size, sc.plan.offload_optimizer, sc.plan.tiled_logits},
-                               d.zero_group, d.P == 1);
+                               d.zero_group, d.P > 1);
     if (!sc.plan.offload_optimizer) t.largest_sub_group = largest_sub_group(sc.model, static_cast<double>(d.zero_group));
   }
   return t;

@@ -33,10 +33,15 @@ Plan offload_plan(bool tiled_logits) {
 
 double at(const ReduceFlushes& f, FlushAt a) { return f.epilogue_bytes[static_cast<int>(a)]; }
 
-// The oracle: every layer walked, the gradient arrival order spelled out per role.
-ReduceFlushes plain_walk(const ModelSpec& m, const Plan& pl, double N, bool flat) {
+// The oracle: every layer walked, the gradient arrival order spelled out per role. sp: the fp32 reduction of
+// sp > 1 (fp32 copies of the gradients too large for the buffer, the fp32 concatenation, bf16 partitions).
+ReduceFlushes plain_walk(const ModelSpec& m, const Plan& pl, double N, bool sp) {
   ReduceFlushes out;
-  double elems = 0, maxp = 0;
+  double elems = 0, big = 0, maxp = 0;
+  auto epilogue = [&] {
+    const double part = std::ceil(elems / N);
+    return sp ? std::max(4 * big + 4 * elems + 2 * part, 2 * part + maxp) : 2 * elems + maxp;
+  };
   auto cost = [&](double numel) {
     if (!pl.offload_optimizer) return 0.0;
     const double part = std::ceil(numel / N);
@@ -45,9 +50,10 @@ ReduceFlushes plain_walk(const ModelSpec& m, const Plan& pl, double N, bool flat
   auto arrive = [&](double numel, FlushAt a) {
     if (elems + numel > pl.reduce_bucket_size && elems > 0) {
       double& e = out.epilogue_bytes[static_cast<int>(a)];
-      e = std::max(e, (flat ? 2 * elems : 0) + maxp);
-      elems = 0, maxp = 0;
+      e = std::max(e, epilogue());
+      elems = 0, big = 0, maxp = 0;
     }
+    if (numel > pl.reduce_bucket_size) big += numel;
     elems += numel;
     maxp = std::max(maxp, cost(numel));
   };
@@ -72,7 +78,7 @@ ReduceFlushes plain_walk(const ModelSpec& m, const Plan& pl, double N, bool flat
   arrive(head, FlushAt::between);  // the embedding (tied and tiled: the head a second time)
   if (elems > 0) {
     double& e = out.epilogue_bytes[static_cast<int>(FlushAt::between)];
-    e = std::max(e, (flat ? 2 * elems : 0) + maxp);
+    e = std::max(e, epilogue());
   }
   return out;
 }
@@ -86,12 +92,12 @@ TEST_CASE("reduce flush: qwen3-4b 2 layers, tied + tiled loss + optimizer offloa
   // bucket 489889536; layer 0's down projection (24903680) overflows 5e8: flush in the MLP backward.
   // Epilogue: flat bf16 bucket 2*489889536 = 979779072, plus the embedding's offload copy
   // 2*388956160 = 777912320 and the larger of the fp64 norm chunk 8*250e6 = 2e9 and fp32 4*388956160.
-  const auto f = reduce_flushes(qwen3_4b(2), offload_plan(true), 1, true);
+  const auto f = reduce_flushes(qwen3_4b(2), offload_plan(true), 1, false);
   CHECK(at(f, FlushAt::mlp) == 979779072.0 + 777912320.0 + 2e9);
   CHECK(at(f, FlushAt::attn) == 0);
   CHECK(at(f, FlushAt::qkv) == 0);
   // untiled loss: the tied weight arrives last, after the layers, and nothing flushes inside a layer
-  const auto g = reduce_flushes(qwen3_4b(2), offload_plan(false), 1, true);
+  const auto g = reduce_flushes(qwen3_4b(2), offload_plan(false), 1, false);
   CHECK(at(g, FlushAt::mlp) == 0);
   CHECK(at(g, FlushAt::between) > 0);
 }
@@ -100,7 +106,7 @@ TEST_CASE("reduce flush: llama-3.1-8b 2 layers flushes only between layers (the 
           "[sim][memory][reduce_flush]") {
   ModelSpec m = test::llama31_8b();
   m.layers = 2;
-  const auto f = reduce_flushes(m, offload_plan(true), 1, true);
+  const auto f = reduce_flushes(m, offload_plan(true), 1, false);
   CHECK(at(f, FlushAt::mlp) == 0);
   CHECK(at(f, FlushAt::attn) == 0);
   CHECK(at(f, FlushAt::qkv) == 0);
@@ -110,8 +116,31 @@ TEST_CASE("reduce flush: llama-3.1-8b 2 layers flushes only between layers (the 
   // without offload only the flat buffer
   Plan p = offload_plan(true);
   p.offload_optimizer = false;
-  CHECK(at(reduce_flushes(m, p, 1, true), FlushAt::between) == 2 * 525336576.0);
-  CHECK(at(reduce_flushes(m, p, 1, false), FlushAt::between) == 0);
+  CHECK(at(reduce_flushes(m, p, 1, false), FlushAt::between) == 2 * 525336576.0);
+}
+
+TEST_CASE("reduce flush: at sp > 1 the bucket is reduced in fp32 (DeepSpeed's seq-parallel communication dtype)",
+          "[sim][memory][reduce_flush]") {
+  ModelSpec m = test::llama31_8b();
+  m.layers = 2;
+  Plan p = offload_plan(true);
+  p.offload_optimizer = false;
+  // N = 8: the lm_head (525336576 > 5e8) flushed alone at the final norm: its fp32 copy (stage3.py 1920) and
+  // the fp32 concatenation (coalesced_collectives.py 122), 4 + 4 B per element, and its bf16 partition
+  // 2 * ceil(525336576 / 8) = 131334144
+  CHECK(at(reduce_flushes(m, p, 8, true), FlushAt::between) == 8 * 525336576.0 + 131334144.0);
+  // with optimizer offload the partition_grads epilogue follows once the fp32 tensors are gone: the larger wins
+  p.offload_optimizer = true;
+  const double part = 65667072;  // ceil(525336576 / 8)
+  const double offload = 2 * part + std::max(8 * std::min(part, 250e6), 4 * part);
+  CHECK(at(reduce_flushes(m, p, 8, true), FlushAt::between) == std::max(8 * 525336576.0 + 2 * part, 2 * part + offload));
+  // a bucket of layer gradients that fit the buffer: no fp32 copies, the concatenation only
+  ModelSpec small = m;
+  small.vocab = 1000;  // the head fits the bucket
+  p.offload_optimizer = false;
+  const auto f = reduce_flushes(small, p, 8, true);
+  const auto g = plain_walk(small, p, 8, true);
+  for (int i = 0; i < kFlushPlaces; ++i) CHECK(f.epilogue_bytes[i] == g.epilogue_bytes[i]);
 }
 
 TEST_CASE("reduce flush: the cycle jump equals walking every layer", "[sim][memory][reduce_flush]") {
@@ -123,11 +152,14 @@ TEST_CASE("reduce flush: the cycle jump equals walking every layer", "[sim][memo
           for (double bucket : {5e8, 2e8, 1.3e9}) {
             Plan p = offload_plan(tiled);
             p.reduce_bucket_size = bucket;
-            const auto a = reduce_flushes(m, p, std::int64_t(N), true);
-            const auto b = plain_walk(m, p, N, true);
-            for (int i = 0; i < kFlushPlaces; ++i) {
-              INFO(m.name << " L=" << layers << " N=" << N << " tiled=" << tiled << " bucket=" << bucket << " place " << i);
-              CHECK(a.epilogue_bytes[i] == b.epilogue_bytes[i]);
+            for (bool sp : {false, true}) {
+              const auto a = reduce_flushes(m, p, std::int64_t(N), sp);
+              const auto b = plain_walk(m, p, N, sp);
+              for (int i = 0; i < kFlushPlaces; ++i) {
+                INFO(m.name << " L=" << layers << " N=" << N << " tiled=" << tiled << " bucket=" << bucket << " sp=" << sp
+                            << " place " << i);
+                CHECK(a.epilogue_bytes[i] == b.epilogue_bytes[i]);
+              }
             }
           }
     }
