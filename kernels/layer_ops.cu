@@ -1,13 +1,18 @@
 // A decoder layer's elementwise kernels (kernels/layer_ops.hpp), read top to bottom: helpers, RMSNorm
-// forward, RMSNorm backward (rows, then the weight gradient's column sums), RoPE, SwiGLU, add.
-// Bandwidth-bound: bf16 pairs (__nv_bfloat162; 16-byte packs in rmsnorm_bwd) in, fp32 math, one rounding per output.
+// forward (a block per row; L lanes per row for rows of 32-256), RMSNorm backward (rows, then the weight
+// gradient's column sums), RoPE, SwiGLU, add. Bandwidth-bound: bf16 pairs (__nv_bfloat162; 16-byte words
+// in the short-row forward and in rmsnorm_bwd) in, fp32 math, one rounding per output.
 #include "kernels/layer_ops.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
+
+#include "kernels/bf16x8.cuh"
 
 namespace ulysses::kernels {
 namespace {
@@ -54,6 +59,52 @@ __global__ void rmsnorm_fwd_kernel(const __nv_bfloat162* x,  // [T, h/2]
     const float2 n = __bfloat1622float2(__floats2bfloat162_rn(v.x * r, v.y * r));
     out[row * h2 + j] = __floats2bfloat162_rn(wv.x * n.x, wv.y * n.y);
   }
+}
+
+// ---- RMSNorm forward over short rows (Qwen3's head norms: h = D): L lanes per row ----
+// h = 8 L (L = 4, 8, 16 or 32: h = 32 .. 256), each lane one 16-byte word of 8 bf16 of its row, held in
+// registers (x is read once); the row's sum of squares over its L lanes by shuffles (groups of L lanes
+// are aligned within the warp). Every lane takes part in the shuffles, lanes past the last row included.
+
+template <int L>
+__global__ void __launch_bounds__(kThreads) rmsnorm_fwd_short_kernel(const uint4* x,  // [rows, L] words of 8 bf16
+                                                                     const uint4* w,  // [L]
+                                                                     uint4* out,      // [rows, L]
+                                                                     float* rstd,     // [rows]
+                                                                     std::int64_t rows, float eps) {
+  static_assert(L == 4 || L == 8 || L == 16 || L == 32, "a power of two of lanes within a warp");
+  const std::int64_t g = blockIdx.x * std::int64_t(kThreads) + threadIdx.x, row = g / L;
+  const int lane = static_cast<int>(g % L);
+  const bool live = row < rows;
+  float v[8] = {};
+  if (live) unpack8(x[row * L + lane], v);
+  float ss = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) ss += v[k] * v[k];
+#pragma unroll
+  for (int o = L / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (!live) return;
+  const float r = rsqrtf(ss / float(8 * L) + eps);
+  if (lane == 0) rstd[row] = r;
+  float wv[8];
+  unpack8(w[lane], wv);
+  unsigned o4[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    // HF: weight * hidden.to(bf16): the normalized value is rounded to bf16 before the product
+    const float2 n = __bfloat1622float2(__floats2bfloat162_rn(v[2 * k] * r, v[2 * k + 1] * r));
+    const __nv_bfloat162 y = __floats2bfloat162_rn(wv[2 * k] * n.x, wv[2 * k + 1] * n.y);
+    memcpy(&o4[k], &y, 4);
+  }
+  out[row * L + lane] = uint4{o4[0], o4[1], o4[2], o4[3]};
+}
+
+template <int L>
+void launch_fwd_short(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out, float* rstd, std::int64_t rows,
+                      float eps, cudaStream_t stream) {
+  const std::int64_t blocks = (rows * L + kThreads - 1) / kThreads;
+  rmsnorm_fwd_short_kernel<L><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), reinterpret_cast<uint4*>(out), rstd, rows, eps);
 }
 
 // ---- RMSNorm backward: dx and dw's partial sums in one pass over the rows, then dw ----
@@ -313,6 +364,16 @@ cudaError_t resident_blocks(const BwdConfig& c, int* out) {
 cudaError_t rmsnorm_fwd(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* out, float* rstd,
                         std::int64_t T, std::int64_t h, float eps, cudaStream_t stream) {
   if (T < 1 || h < 2 || h % 2 || T > 2147483647) return cudaErrorInvalidValue;
+  const auto a16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (a16(x) && a16(w) && a16(out) && T * h / (8 * kThreads) < 2147483647) {
+    switch (h) {  // short rows: a group of h / 8 lanes per row
+      case 32: return launch_fwd_short<4>(x, w, out, rstd, T, eps, stream), cudaGetLastError();
+      case 64: return launch_fwd_short<8>(x, w, out, rstd, T, eps, stream), cudaGetLastError();
+      case 128: return launch_fwd_short<16>(x, w, out, rstd, T, eps, stream), cudaGetLastError();
+      case 256: return launch_fwd_short<32>(x, w, out, rstd, T, eps, stream), cudaGetLastError();
+      default: break;
+    }
+  }
   rmsnorm_fwd_kernel<<<static_cast<unsigned>(T), kThreads, 0, stream>>>(
       pairs<const __nv_bfloat162>(x), pairs<const __nv_bfloat162>(w), pairs<__nv_bfloat162>(out), rstd, h / 2, eps);
   return cudaGetLastError();

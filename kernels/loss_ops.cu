@@ -1,10 +1,14 @@
 // The step's kernels around the decoder layers (kernels/loss_ops.hpp), top to bottom: the seeded
 // fill, the embedding's forward (row gather) and backward (row scatter-add), the cross-entropy over
-// a logits chunk (one block per row: max and sum of exponentials in one pass, then the gradient).
+// a logits chunk (one block per row: max and sum of exponentials in one pass, then the gradient; 16-byte
+// accesses where the rows allow them).
 #include "kernels/loss_ops.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 
+#include "kernels/bf16x8.cuh"
 #include "kernels/testdata.cuh"
 
 namespace ulysses::kernels {
@@ -55,6 +59,22 @@ __device__ MaxSum merge(MaxSum a, MaxSum b) {
   return {m, a.s * __expf(a.m - m) + b.s * __expf(b.m - m)};
 }
 
+// The block's MaxSum from each thread's: warps by shuffles, then the warps' in order by thread 0; every
+// thread returns the block's (part: [kThreads / 32], all: one, both shared).
+__device__ MaxSum block_merge(MaxSum ms, MaxSum* part, MaxSum* all) {
+  for (int o = 16; o > 0; o >>= 1) ms = merge(ms, MaxSum{__shfl_xor_sync(0xffffffffu, ms.m, o), __shfl_xor_sync(0xffffffffu, ms.s, o)});
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ms;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    MaxSum a = part[0];
+    for (int i = 1; i < kThreads / 32; ++i) a = merge(a, part[i]);
+    *all = a;
+  }
+  __syncthreads();
+  return *all;
+}
+
+// Rows of any V, any alignment: one bf16 at a time.
 __global__ void cross_entropy_kernel(__nv_bfloat16* logits,       // [Tc, V] in: logits, out: dlogits
                                      const std::int32_t* labels,  // [Tc]
                                      float* loss_rows,            // [Tc]
@@ -69,22 +89,76 @@ __global__ void cross_entropy_kernel(__nv_bfloat16* logits,       // [Tc, V] in:
     if (threadIdx.x == 0) loss_rows[t] = 0.f;
     return;
   }
+  const float x_label = __bfloat162float(row[label]);  // read before any thread overwrites the row
   MaxSum ms{-INFINITY, 0.f};
   for (std::int64_t v = threadIdx.x; v < V; v += kThreads) ms = merge(ms, MaxSum{__bfloat162float(row[v]), 1.f});
-  for (int o = 16; o > 0; o >>= 1) ms = merge(ms, MaxSum{__shfl_xor_sync(0xffffffffu, ms.m, o), __shfl_xor_sync(0xffffffffu, ms.s, o)});
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ms;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    MaxSum a = part[0];
-    for (int i = 1; i < kThreads / 32; ++i) a = merge(a, part[i]);
-    all = a;
-    loss_rows[t] = a.m + logf(a.s) - __bfloat162float(row[label]);
-  }
-  __syncthreads();
-  const float m = all.m, inv_s = 1.f / all.s;
+  const MaxSum a = block_merge(ms, part, &all);
+  if (threadIdx.x == 0) loss_rows[t] = a.m + logf(a.s) - x_label;
+  const float m = a.m, inv_s = 1.f / a.s;
   for (std::int64_t v = threadIdx.x; v < V; v += kThreads) {
     const float p = __expf(__bfloat162float(row[v]) - m) * inv_s;
     row[v] = __float2bfloat16_rn((p - (v == label ? 1.f : 0.f)) * inv_divisor);
+  }
+}
+
+// Rows of V % 8 == 0 in a 16-byte aligned chunk: 8 bf16 per access (uint4). Pass 1 keeps each thread's
+// running max and sum of exponentials over 8 logits at a time (9 exponentials per 8 logits, where the
+// one-at-a-time merge takes 16); pass 2 loads kUnroll words before storing any, since its stores go
+// to the row it reads.
+constexpr int kUnroll = 4;
+
+__global__ void __launch_bounds__(kThreads) cross_entropy_vec8_kernel(__nv_bfloat16* logits,       // [Tc, V]
+                                                                      const std::int32_t* labels,  // [Tc]
+                                                                      float* loss_rows,            // [Tc]
+                                                                      std::int64_t V, float inv_divisor) {
+  __shared__ MaxSum part[kThreads / 32];
+  __shared__ MaxSum all;
+  const std::int64_t t = blockIdx.x, words = V / 8;
+  uint4* row = reinterpret_cast<uint4*>(logits + t * V);  // [V / 8] words of 8 bf16
+  const std::int32_t label = labels[t];
+  if (label < 0) {  // ignored: no loss, no gradient
+    for (std::int64_t i = threadIdx.x; i < words; i += kThreads) row[i] = uint4{0u, 0u, 0u, 0u};
+    if (threadIdx.x == 0) loss_rows[t] = 0.f;
+    return;
+  }
+  const float x_label = __bfloat162float(logits[t * V + label]);  // read before any thread overwrites the row
+  MaxSum ms{-INFINITY, 0.f};
+  for (std::int64_t i = threadIdx.x; i < words; i += kThreads) {
+    float x[8];
+    unpack8(row[i], x);
+    float mx = x[0];
+#pragma unroll
+    for (int k = 1; k < 8; ++k) mx = fmaxf(mx, x[k]);
+    const float m = fmaxf(ms.m, mx);
+    if (m == -INFINITY) continue;  // nothing but -inf so far: the sum stays 0
+    float s = ms.s * __expf(ms.m - m);  // ms.m = -inf: exp(-inf) = 0
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s += __expf(x[k] - m);
+    ms = MaxSum{m, s};
+  }
+  const MaxSum a = block_merge(ms, part, &all);
+  if (threadIdx.x == 0) loss_rows[t] = a.m + logf(a.s) - x_label;
+  const float m = a.m, inv_s = 1.f / a.s;
+  for (std::int64_t i0 = threadIdx.x; i0 < words; i0 += std::int64_t(kUnroll) * kThreads) {
+    uint4 u[kUnroll] = {};
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const std::int64_t i = i0 + std::int64_t(j) * kThreads;
+      if (i < words) u[j] = row[i];
+    }
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const std::int64_t i = i0 + std::int64_t(j) * kThreads;
+      if (i >= words) break;
+      float x[8];
+      unpack8(u[j], x);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float p = __expf(x[k] - m) * inv_s;
+        x[k] = (p - (8 * i + k == label ? 1.f : 0.f)) * inv_divisor;
+      }
+      row[i] = pack8(x);
+    }
   }
 }
 
@@ -124,7 +198,10 @@ cudaError_t embedding_bwd(const __nv_bfloat16* dx, const std::int32_t* tokens, f
 cudaError_t cross_entropy_fwd_bwd(__nv_bfloat16* logits, const std::int32_t* labels, float* loss_rows, std::int64_t Tc,
                                   std::int64_t V, float divisor, cudaStream_t stream) {
   if (Tc < 1 || V < 1 || !(divisor > 0) || Tc > 2147483647) return cudaErrorInvalidValue;
-  cross_entropy_kernel<<<static_cast<unsigned>(Tc), kThreads, 0, stream>>>(logits, labels, loss_rows, V, 1.f / divisor);
+  if (V % 8 == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0)
+    cross_entropy_vec8_kernel<<<static_cast<unsigned>(Tc), kThreads, 0, stream>>>(logits, labels, loss_rows, V, 1.f / divisor);
+  else
+    cross_entropy_kernel<<<static_cast<unsigned>(Tc), kThreads, 0, stream>>>(logits, labels, loss_rows, V, 1.f / divisor);
   return cudaGetLastError();
 }
 

@@ -49,8 +49,9 @@ __nv_bfloat16* b(Dev<bf16>& d) { return reinterpret_cast<__nv_bfloat16*>(d.p); }
 TEST_CASE("layer kernels: RMSNorm forward and backward against the fp64 oracle", "[.gpu][gpu][layer]") {
   const double eps = 1e-5;
   // h % 8 == 0 takes the 16-byte path, 1030 the 4-byte one, 16384 the 4-units-per-thread one; T = 2001
-  // gives each block of the backward several rows (uneven ranges) and wraps its ring of rows
-  for (const std::int64_t h : {4096, 2560, 128, 8192, 1030, 16384}) {
+  // gives each block of the backward several rows (uneven ranges) and wraps its ring of rows; the forward
+  // runs h = 32, 64, 128 and 256 (head norms) with h / 8 lanes per row, ending mid-block at T = 2001
+  for (const std::int64_t h : {4096, 2560, 128, 64, 256, 32, 8192, 1030, 16384}) {
     const std::int64_t T = 2001;
     const auto x = random_bf16(T * h, 1, 2.f), w = random_bf16(h, 2), dout = random_bf16(T * h, 3);
     std::vector<double> out(T * h), rstd(T), dx(T * h), dw(h);
