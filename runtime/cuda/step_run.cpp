@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -71,10 +72,16 @@ class EventMarks : public PhaseMarks {
 };
 
 // The traced step's marks: the host waits for the stream at every phase boundary, so a phase's window on CUPTI's
-// clock holds its GPU work on that stream (records of other streams that start inside it are counted with it).
+// clock holds its GPU work on that stream; work of other streams (the checkpoint copies) counts where it runs.
 class TracedMarks : public PhaseMarks {
  public:
   struct Window { std::string phase; std::uint64_t begin_ns = 0, end_ns = 0; };
+  TracedMarks() = default;
+  TracedMarks(const TracedMarks&) = delete;
+  TracedMarks& operator=(const TracedMarks&) = delete;
+  ~TracedMarks() {  // a step that threw inside a phase leaves its NVTX range open
+    if (!windows_.empty() && windows_.back().end_ns == 0) nvtxRangePop();
+  }
   void begin(std::string_view phase, cudaStream_t s) override {
     close(s);
     windows_.push_back({std::string(phase), Cupti::now_ns(), 0});
@@ -93,11 +100,17 @@ class TracedMarks : public PhaseMarks {
   std::vector<Window> windows_;
 };
 
-// One more step traced by CUPTI: per phase name, the GPU busy time of the records that start in its windows
-// (StepPhase::kernel_s), and every record as a span of m.traced (tracks "phases", "stream N", "nvtx").
+// One more step traced by CUPTI: per phase name, the GPU busy time inside its windows (StepPhase::kernel_s: every
+// record's interval clipped to each window it overlaps, so a copy that runs on into the next phases counts there),
+// and every record as a span of m.traced (tracks "phases", "stream N", "nvtx"). CUPTI is paused afterwards. A step
+// whose records did not arrive leaves kernel_s at -1 (not traced).
 void traced_step(StepRunner& run, cudaStream_t s, StepMeasurement& m) {
   Cupti& cupti = Cupti::get();
   if (!cupti.enabled()) return;
+  struct Pause {
+    Cupti& c;
+    ~Pause() { c.pause(); }
+  } pause{cupti};
   CUDA_CHECK(cudaStreamSynchronize(s));
   TracedMarks marks;
   const std::uint64_t origin = Cupti::now_ns();
@@ -110,18 +123,28 @@ void traced_step(StepRunner& run, cudaStream_t s, StepMeasurement& m) {
   CUDA_CHECK(cudaGetDevice(&device));
   const auto recs = cupti.take(static_cast<std::uint32_t>(device), win.front().begin_ns, win.back().end_ns);
   auto rel = [&](std::uint64_t ns) { return (static_cast<double>(ns) - static_cast<double>(origin)) * 1e-9; };
-  for (const auto& w : win) m.traced.push_back({w.phase, "phases", rel(w.begin_ns), (w.end_ns - w.begin_ns) * 1e-9});
-  std::map<std::string, std::vector<std::pair<std::uint64_t, std::uint64_t>>> busy;  // phase -> its records
+  std::vector<StepMeasurement::Span> spans;
+  for (const auto& w : win) spans.push_back({w.phase, "phases", rel(w.begin_ns), (w.end_ns - w.begin_ns) * 1e-9});
+  std::map<std::string, std::vector<std::pair<std::uint64_t, std::uint64_t>>> busy;  // phase -> its clipped intervals
+  bool any = false;
   for (const auto& r : recs) {
     if (r.kind == ActivityRecord::marker) {
-      m.traced.push_back({r.name, "nvtx", rel(r.start_ns), (r.end_ns - r.start_ns) * 1e-9});
+      spans.push_back({r.name, "nvtx", rel(r.start_ns), (r.end_ns - r.start_ns) * 1e-9});
       continue;
     }
-    m.traced.push_back({r.name, fmt::format("stream {}", r.stream), rel(r.start_ns), (r.end_ns - r.start_ns) * 1e-9});
-    const auto w = std::upper_bound(win.begin(), win.end(), r.start_ns,
-                                    [](std::uint64_t t, const TracedMarks::Window& x) { return t < x.begin_ns; });
-    if (w != win.begin() && r.start_ns <= std::prev(w)->end_ns) busy[std::prev(w)->phase].push_back({r.start_ns, r.end_ns});
+    any = true;
+    spans.push_back({r.name, fmt::format("stream {}", r.stream), rel(r.start_ns), (r.end_ns - r.start_ns) * 1e-9});
+    // the windows are in time order: from the last one that begins at or before the record's start
+    auto w = std::upper_bound(win.begin(), win.end(), r.start_ns,
+                              [](std::uint64_t t, const TracedMarks::Window& x) { return t < x.begin_ns; });
+    if (w != win.begin()) --w;
+    for (; w != win.end() && w->begin_ns <= r.end_ns; ++w) {
+      const std::uint64_t a = std::max(r.start_ns, w->begin_ns), b = std::min(r.end_ns, w->end_ns);
+      if (a < b) busy[w->phase].push_back({a, b});
+    }
   }
+  if (!any) return;
+  m.traced = std::move(spans);
   for (StepPhase& p : m.phases) p.kernel_s = busy.count(p.name) ? busy_s(busy[p.name]) : 0.0;
 }
 
@@ -229,18 +252,33 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
     p.alloc_start_bytes = peak, p.peak_bytes = peak, p.peak_reserved_bytes = peak;  // allocated up front
     m.phases.push_back(p);
   }
-  if (std::isfinite(m.losses.back())) traced_step(run, s, m);  // after the timed steps: kernel_s and m.traced
-  CUDA_CHECK(cudaStreamDestroy(s));
   if (!steps.empty()) {
     m.step_median_s = core::median(steps);
     m.step_min_s = *std::min_element(steps.begin(), steps.end()), m.step_max_s = *std::max_element(steps.begin(), steps.end());
   }
   m.max_memory_allocated = peak, m.max_memory_reserved = peak;
   m.peak_at = "construction";
+  // what the timed steps used, before the traced step adds CUPTI's buffers and records
   m.device_used_bytes = arena.sample_device_used();
   m.host_rss_bytes = proc_status_kib("VmRSS:") * 1024, m.host_rss_peak_bytes = proc_status_kib("VmHWM:") * 1024;
   m.pinned_bytes = run.host_pinned_bytes();
   m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  // after the timed steps: kernel_s and m.traced. The timed steps stand without it: a traced step that fails
+  // says so on stderr and leaves kernel_s at -1 (a CUDA error that breaks the context still ends the run here).
+  if (std::isfinite(m.losses.back())) {
+    try {
+      traced_step(run, s, m);
+    } catch (const std::exception& e) {
+      for (StepPhase& p : m.phases) p.kernel_s = -1;
+      m.traced.clear();
+      std::fprintf(stderr, "warning: the traced step failed, no CUPTI attribution: %s\n", e.what());
+      if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) {
+        cudaStreamDestroy(s);
+        throw;
+      }
+    }
+  }
+  CUDA_CHECK(cudaStreamDestroy(s));
   return m;
 }
 

@@ -99,7 +99,33 @@ NvtxRange::~NvtxRange() { nvtxRangePop(); }
 
 Cupti& Cupti::get() {
   static Cupti c;
+  if (c.enabled_ && !c.active_) {
+    std::lock_guard lock(c.mu_);
+    c.active_ = c.set_kinds(true);
+  }
   return c;
+}
+
+namespace {
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET};
+}  // namespace
+
+bool Cupti::set_kinds(bool on) {
+  bool ok = true;
+  for (auto k : kKinds) ok = ((on ? cuptiActivityEnable(k) : cuptiActivityDisable(k)) == CUPTI_SUCCESS) && ok;
+  if (markers_) ok = ((on ? cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER) : cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MARKER)) ==
+                      CUPTI_SUCCESS) && ok;
+  return ok;
+}
+
+void Cupti::pause() {
+  if (!enabled_ || !active_) return;
+  cuptiActivityFlushAll(1);
+  std::lock_guard lock(mu_);
+  set_kinds(false);
+  active_ = false;
+  records_.clear();
 }
 
 Cupti::Cupti() {
@@ -108,13 +134,12 @@ Cupti::Cupti() {
     status_ = "CUPTI unavailable (cuptiActivityRegisterCallbacks failed)";
     return;
   }
-  const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
-  for (auto k : kinds)
+  for (auto k : kKinds)
     if (cuptiActivityEnable(k) != CUPTI_SUCCESS) {
       status_ = "CUPTI activity kind " + std::to_string(static_cast<int>(k)) + " could not be enabled";
       return;
     }
-  enabled_ = true;
+  enabled_ = active_ = true;
   const char* inj = std::getenv("NVTX_INJECTION64_PATH");
   markers_ = inj && std::strstr(inj, "cupti") && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER) == CUPTI_SUCCESS;
   status_ = std::string("CUPTI: kernels, memcpy, memset") + (markers_ ? ", NVTX markers" : " (no NVTX markers)");

@@ -35,7 +35,10 @@ struct ActivityRecord {
 
 class Cupti {
  public:
-  static Cupti& get();              // enables the activity kinds on first use
+  static Cupti& get();              // enables the activity kinds (on first use, and after pause())
+  // Disables the activity kinds and drops every record held, until the next get(): a traced step keeps the
+  // timed steps of later runs in the process free of CUPTI's overhead, as the first run's were.
+  void pause();
   bool enabled() const { return enabled_; }
   const std::string& status() const { return status_; }  // why not enabled, or which kinds
   bool markers() const { return markers_; }
@@ -47,7 +50,8 @@ class Cupti {
 
  private:
   Cupti();
-  bool enabled_ = false, markers_ = false;
+  bool set_kinds(bool on);          // (dis)ables the kinds enabled_ / markers_ name; false when CUPTI refused
+  bool enabled_ = false, markers_ = false, active_ = false;
   std::string status_;
   std::mutex mu_;
   std::vector<ActivityRecord> records_;
