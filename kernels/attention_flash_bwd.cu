@@ -17,12 +17,18 @@ cudaError_t launch_bwd_default(const AttnBwdParams& p, cudaStream_t stream) {
   if constexpr (D == 128) {
     const int v = bwd_variant_run(kBwdDefaultD128, 128);
     static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2, "kernels/ build the wgmma backward's 2048 and 8192 only");
-    if (v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3) return launch_bwd_sm90a(p, stream, v == kBwdVariantSm90aTma3);
+    if (v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3) {
+      const cudaError_t err = launch_bwd_sm90a(p, stream, v == kBwdVariantSm90aTma3);
+      if (err != cudaErrorNotSupported) return err;  // no TMA map encoder in this driver: the mma.sync kernel below
+    }
   }
   if constexpr (D == 64) {
     const int v = bwd_variant_run(kBwdDefaultD64, 64);
     static_assert(kBwdDefaultD64 != kBwdVariantSm90aD64Ksplit, "kernels/ build the D = 64 wgmma backward's 16384 only");
-    if (v == kBwdVariantSm90aD64) return launch_bwd_sm90a_d64(p, stream);
+    if (v == kBwdVariantSm90aD64) {
+      const cudaError_t err = launch_bwd_sm90a_d64(p, stream);
+      if (err != cudaErrorNotSupported) return err;  // as above (run_bwd's memset and preprocess run again)
+    }
   }
   constexpr int V = kBwdMmaDefault<D>;
   return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);

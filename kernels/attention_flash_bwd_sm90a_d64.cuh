@@ -1,11 +1,11 @@
 #pragma once
 // Flash attention backward main kernel on Hopper warpgroup MMA (wgmma, sm_90a), head dim 64, loads on TMA
-// (backward variants 16384 and 20480, its KSPLIT dQ form, below; the lab builds them,
-// bench/attn/attn_flash_bwd_sm90a_d64_lab.cu; not the default):
+// (backward variants 16384 and 20480, its KSPLIT dQ form, below; kernels/ build 16384, the lab both,
+// bench/attn/attn_flash_bwd_sm90a_d64_lab.cu; which one is the default: attention_flash_defaults.hpp):
 // the D = 128 TMA form (attention_flash_bwd_sm90a_tma.cuh, variant 8192) step for step at half the head
 // dim. It reuses that kernel's softmax, dS^T packing and dS^T store (attention_flash_bwd_sm90a.cuh: their
 // shapes depend on the 64-row q tile and the 64 keys of a warpgroup only). Include from a file built for sm_90a.
-// Not yet run on a GPU (docs/ATTENTION.md, "The D = 64 wgmma backward").
+// Measured, and checked against fp64: docs/ATTENTION.md, "The D = 64 wgmma backward".
 //
 // One CTA per (128-key tile n0, kv head, batch): 2 warpgroups (256 threads), warpgroup wg owns keys
 // n0 + 64wg .. + 63; the steps walk the q heads of the kv head's group and their 64-row q tiles (causal:

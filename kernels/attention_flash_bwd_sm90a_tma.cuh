@@ -154,8 +154,8 @@ cudaError_t launch_bwd_main_sm90a_tma(const BwdArgs& a, int B, cudaStream_t stre
   if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta)) & 15u) != 0)
     return cudaErrorInvalidValue;  // the bulk copies need 16-byte aligned rows (S_pad is a multiple of 128)
   CUtensorMap tq, tdo;
-  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, kBM);
+  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM, 128);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, kBM, 128);
   if (err != cudaSuccess) return err;
   constexpr int smem = BwdTmaSmem<STAGES>::bytes;
   auto kern = bwd_kernel_sm90a_tma<CAUSAL, STAGES>;

@@ -9,8 +9,9 @@
 
 namespace ulysses::kernels::flash {
 
-// Forward: 1 D=64 with 128-key tiles; D=128 on the wgmma kernel where usable, pipelined,
-// the two warpgroups taking turns (ping-pong), K/V by TMA in two stages (causal) or three (full).
+// Forward: 1 D=64 with 128-key tiles (mma.sync, without sm_90a); D=128 on the wgmma kernel where usable,
+// pipelined, the two warpgroups taking turns (ping-pong), K/V by TMA in two stages (causal) or three (full);
+// 128 (kFwdBitSm90aD64): D=64 on the same TMA form where usable.
 // A build may override it (-DULYSSES_FLASH_FWD_DEFAULT=N, e.g. 191 = 63 + the D=64 wgmma instance, bit 128)
 // to run the GPU tests on another form.
 #ifndef ULYSSES_FLASH_FWD_DEFAULT

@@ -1,7 +1,7 @@
 #pragma once
 // Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128, the forward also D = 64): the forward
-// (attention_flash_fwd_sm90a.cu) and the backward main kernel (attention_flash_bwd_sm90a.cu); the lab's
-// D = 64 backward (attention_flash_bwd_sm90a_d64.cuh, variants 16384, 20480).
+// (attention_flash_fwd_sm90a.cu) and the backward main kernels (attention_flash_bwd_sm90a.cu; D = 64:
+// attention_flash_bwd_sm90a_d64.cu, variant 16384; the lab also builds 20480).
 // attention_flash_{fwd,bwd}.cu dispatch to them; the backward's preprocess and dq conversion
 // are shared with the mma.sync backward. Private to kernels/ and the lab (bench/attn/attn_flash_lab.cu).
 #include <cstdint>
@@ -38,11 +38,11 @@ struct BwdArgs {
   float scale, scale_log2;
 };
 
-// Backward variant id of the wgmma kernel (bench/attn/attn_tuning.hpp kBwdVariants); D = 128 only.
+// Backward variant id of the wgmma kernel at D = 128 (bench/attn/attn_tuning.hpp kBwdVariants).
 inline constexpr int kBwdVariantSm90a = 2048;
 // Its TMA forms (attention_flash_bwd_sm90a_tma.cuh): three stages (kernels/ build it too), two (the lab).
 inline constexpr int kBwdVariantSm90aTma3 = 8192, kBwdVariantSm90aTma2 = 12288;
-// The wgmma backward at head dim 64, TMA loads in three stages (attention_flash_bwd_sm90a_d64.cuh; the lab only),
+// The wgmma backward at head dim 64, TMA loads in three stages (attention_flash_bwd_sm90a_d64.cuh; kernels/ build it),
 // and its form with dQ split by keys across the warpgroups (each its own 64 keys' share, added by atomics).
 inline constexpr int kBwdVariantSm90aD64 = 16384, kBwdVariantSm90aD64Ksplit = 20480;
 constexpr bool is_sm90a_bwd_variant(int v) {
@@ -53,7 +53,7 @@ constexpr bool is_sm90a_bwd_variant(int v) {
 constexpr int sm90a_bwd_variant_head_dim(int v) {
   return v == kBwdVariantSm90aD64 || v == kBwdVariantSm90aD64Ksplit ? 64 : 128;
 }
-// Forward variant bits of the wgmma kernel (bench/attn/attn_tuning.hpp); D = 128 only:
+// Forward variant bits of the wgmma kernel (bench/attn/attn_tuning.hpp); D = 128, and D = 64 with bit 128:
 // 2 the wgmma kernel, 4 (with 2) its pipelined form (softmax of tile n+1 during P V of tile n),
 // 8 (with 4) the two warpgroups take turns at issuing, 16 (with 2|4|8) K/V by TMA into mbarrier-guarded
 // stages (attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages for the full mask (the causal

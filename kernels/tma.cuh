@@ -59,7 +59,7 @@ __device__ __forceinline__ void bulk_load(std::uint32_t dst, const void* src, st
 // The 3-D TMA map of a [B, S, heads, head_dim] bf16 tensor (head_dim 64 or 128): dims (heads * head_dim columns,
 // S rows, B), boxes of [box_rows][64 columns] with the 128-byte swizzle; rows past S read as zeros.
 inline cudaError_t encode_bshd_map(CUtensorMap* map, const __nv_bfloat16* base, int B, int S, int heads, int box_rows,
-                                   int head_dim = 128) {
+                                   int head_dim) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);

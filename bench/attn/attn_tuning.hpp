@@ -11,7 +11,7 @@
 //   mbarrier-guarded stages (kernels/attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages
 //   for the full mask (the causal keeps two), 64 (with 16) causal row blocks of every head longest
 //   first (heads fastest in the grid), 128 (with 16) D=64 on the TMA form too (else mma.sync at D=64).
-//   Default 63. Valid: 0..15, and 30/31 +32/+64/+128.
+//   Valid: 0..15, and 30/31 +32/+64/+128. The defaults: kernels/attention_flash_defaults.hpp (the one place).
 //   backward: bits (kernels/attention_flash_bwd.cuh, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
@@ -21,13 +21,13 @@
 //   Hopper warpgroup-MMA backward (attention_flash_bwd_sm90a.cu; D=128, sm_90a builds on an
 //   sm_90 device; elsewhere bwd_variant() reports the mma.sync default that runs instead).
 //   8192 / 12288: 2048 with Q, dO and the lse2/delta rows by TMA into three / two mbarrier-guarded stages and
-//   dS^T double-buffered (kernels/attention_flash_bwd_sm90a_tma.cuh; kernels/ build 8192 too, not the default yet).
+//   dS^T double-buffered (kernels/attention_flash_bwd_sm90a_tma.cuh; kernels/ build 8192 too).
 //   16384: the wgmma backward at D=64 (kernels/attention_flash_bwd_sm90a_d64.cuh: 8192's step at half the head
-//   dim, K/V by TMA too; built here only, attn_flash_bwd_sm90a_d64_lab.cu; not yet run on a GPU); 20480: 16384
+//   dim, K/V by TMA too; kernels/ build it too; the lab both ids, attn_flash_bwd_sm90a_d64_lab.cu); 20480: 16384
 //   with dQ split by keys (each warpgroup its 64 keys' share of the whole dQ tile, a warpgroup barrier instead
 //   of __syncthreads, twice the atomics). At D=128, and without sm_90a, the mma.sync default runs instead.
-//   Only kBwdVariants are built. Defaults per head dim (kernels/attention_flash_defaults.hpp):
-//   D=128 2048 (525 = 1+4+8+512 without sm_90a), D=64 1117 (1+4+8+16+64+1024).
+//   Only kBwdVariants are built. The defaults per head dim, and the mma.sync fallbacks without sm_90a:
+//   kernels/attention_flash_defaults.hpp.
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
 // the backward (-7%), one-register XOR ldmatrix addressing (fwd -6%, bwd -3..5%).
 // H200, D=128 causal S=32K H=16, bwd TFLOP/s (docs/ATTENTION.md, Versions): variants 0..3
