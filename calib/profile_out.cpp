@@ -1,5 +1,5 @@
 // Profile writing (calib/profile_out.hpp): a `calibrated:` section spliced into a profile file,
-// keeping the rest of the file as it was, and the copy of a base profile that calibrate writes.
+// keeping the rest of the file as it was, and the base profile with the section that calibrate writes.
 #include "calib/profile_out.hpp"
 
 #include <cerrno>
@@ -38,11 +38,14 @@ bool starts_calibrated(const std::string& l) {
   return i < l.size() && l[i] == ':';
 }
 
-}  // namespace
-
-void write_calibration(const std::string& profile_path, const Calibration& c) {
-  load_profile(profile_path);  // the file must be a valid profile before we touch it
-  const std::vector<std::string> lines = read_lines(profile_path);
+// The profile at `src` with `c` as its calibrated section, written to `dst` in one step: a temporary file next to
+// dst, loaded back, then renamed over it. Errors name dst as a file, or (`flag` set) the flag that named dst.
+void write_spliced(const std::string& src, const std::string& dst, const std::string& flag, const Calibration& c) {
+  const auto cannot = [&](const std::string& what) {
+    return flag.empty() ? core::InputError(dst, "file", what) : core::InputError("", flag, fmt::format("'{}' {}", dst, what));
+  };
+  load_profile(src);  // the file must be a valid profile before we touch it
+  const std::vector<std::string> lines = read_lines(src);
 
   // Find [begin, end) of the existing section: its key line and the lines indented under it.
   std::size_t begin = lines.size(), end = lines.size();
@@ -65,41 +68,40 @@ void write_calibration(const std::string& profile_path, const Calibration& c) {
   for (std::size_t i = end; i < lines.size(); ++i) out << lines[i] << '\n';
 
   // Write next to the file, check that it loads with the new values, then replace atomically.
-  const std::filesystem::path target(profile_path);
+  const std::filesystem::path target(dst);
   const std::string tmp =
       (target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path()) / ("." + target.filename().string() + ".tmp.yaml");
   {
     std::ofstream f(tmp);
-    if (!f) throw core::InputError(profile_path, "file", std::string("cannot be written (") + std::strerror(errno) + ")");
+    if (!f) throw cannot(std::string("cannot be written (") + std::strerror(errno) + ")");
     f << out.str();
-    if (!f.flush()) throw core::InputError(profile_path, "file", "cannot be written (write failed)");
+    if (!f.flush()) throw cannot("cannot be written (write failed)");
   }
   try {
     const HardwareProfile p = load_profile(tmp);
-    if (!p.has_calibration) throw core::InputError(profile_path, "calibrated", "section was not written");
+    if (!p.has_calibration) throw core::InputError(dst, "calibrated", "section was not written");
   } catch (const core::InputError& e) {
     std::remove(tmp.c_str());
-    throw core::InputError(profile_path, e.key(), e.rule());
+    throw core::InputError(dst, e.key(), e.rule());
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, profile_path, ec);
+  std::filesystem::rename(tmp, dst, ec);
   if (ec) {
     std::remove(tmp.c_str());
-    throw core::InputError(profile_path, "file", "cannot be replaced (" + ec.message() + ")");
+    throw cannot("cannot be replaced (" + ec.message() + ")");
   }
 }
+
+}  // namespace
+
+void write_calibration(const std::string& profile_path, const Calibration& c) { write_spliced(profile_path, profile_path, "", c); }
 
 std::string write_profile_out(const std::string& profile, const std::optional<std::string>& profile_out,
                               const std::string& profile_name, const Calibration& c) {
   if (!profile_out) return calibration_to_yaml(c);
-  const std::string src = profile_file(profile, "--profile");
-  const std::string& dst = *profile_out;
-  std::error_code ec;
-  if (std::filesystem::absolute(src, ec) != std::filesystem::absolute(dst, ec))
-    std::filesystem::copy_file(src, dst, std::filesystem::copy_options::overwrite_existing, ec);
-  if (ec) throw core::InputError("", "--profile-out", fmt::format("cannot write '{}' ({})", dst, ec.message()));
-  write_calibration(dst, c);
-  return fmt::format("wrote {} (profile {} with a calibrated: section)\n", dst, profile_name);
+  // the base profile and the section in one write: an interrupted calibrate leaves profile_out as it was
+  write_spliced(profile_file(profile, "--profile"), *profile_out, "--profile-out", c);
+  return fmt::format("wrote {} (profile {} with a calibrated: section)\n", *profile_out, profile_name);
 }
 
 }  // namespace ulysses::calib

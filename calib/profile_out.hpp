@@ -15,8 +15,9 @@ namespace ulysses::calib {
 void write_calibration(const std::string& profile_path, const Calibration& c);
 
 // Where `ulysses calibrate` puts its result. No profile_out: returns the section as YAML (to print);
-// else copies the base profile (`profile`, a name or path as --profile takes it) to profile_out,
-// writes c into the copy and returns the line saying so. InputError keyed --profile / --profile-out.
+// else writes the base profile (`profile`, a name or path as --profile takes it) with c as its section
+// to profile_out in one atomic write (as write_calibration) and returns the line saying so; profile_out
+// is left as it was when anything fails. InputError keyed --profile / --profile-out.
 std::string write_profile_out(const std::string& profile, const std::optional<std::string>& profile_out,
                               const std::string& profile_name, const Calibration& c);
 

@@ -103,10 +103,6 @@ int run_calibrate_from_raw(int argc, char** argv) {
 
 // `calibrate --backend cuda`: calib/cuda/calibrate.hpp on the GPUs of this host.
 int run_calibrate_cuda(int argc, char** argv) {
-#ifndef ULYSSES_WITH_CUDA
-  (void)argc, (void)argv;
-  throw core::InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend (CUDA, NCCL, CUPTI, NVTX)");
-#else
   po::options_description d("calibrate --backend cuda options");
   d.add_options()("help,h", "this help")("backend", po::value<std::string>()->default_value("cuda"), "cuda")
       ("profile", po::value<std::string>()->default_value("h200-sxm-141gb"), "base profile (name or path)")
@@ -123,6 +119,11 @@ int run_calibrate_cuda(int argc, char** argv) {
                "Measures the CUDA backend's building blocks and writes the `calibrated:` section of a profile.", d);
     return core::kExitOk;
   }
+  if (vm.count("only") && vm["quick"].as<bool>())
+    throw core::InputError("", "--quick", "cannot be combined with --only (it shortens the whole calibration only)");
+#ifndef ULYSSES_WITH_CUDA
+  throw core::InputError("", "--backend", "'cuda': this ulysses was built without the CUDA backend (CUDA, NCCL, CUPTI, NVTX)");
+#else
   const HardwareProfile hw = load_profile(vm["profile"].as<std::string>());
   const std::string cmd = command_line(argc, argv, 0);  // "ulysses <command> ..."
   calib::cuda::Result r;

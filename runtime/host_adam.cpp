@@ -142,6 +142,11 @@ void HostAdamW::step(const std::vector<HostTensor>& ts) {
   for (std::size_t i = 0; i < ts.size(); ++i)
     if (ts[i].n != static_cast<std::int64_t>(master_[i].size()) || !ts[i].grad || !ts[i].param)
       throw std::invalid_argument("HostAdamW: a tensor's size or buffers differ from its state");
+  for (const HostTensor& t : ts) {  // the loops read the gradient and write the parameters through restrict pointers
+    const auto g = reinterpret_cast<std::uintptr_t>(t.grad), p = reinterpret_cast<std::uintptr_t>(t.param);
+    const auto g_bytes = static_cast<std::uintptr_t>(t.n) * (t.grad_fp32 ? 4u : 2u), p_bytes = static_cast<std::uintptr_t>(t.n) * 2u;
+    if (t.n > 0 && g < p + p_bytes && p < g + g_bytes) throw std::invalid_argument("HostAdamW: a tensor's gradient and parameters overlap");
+  }
   ++t_;
   const std::vector<Chunk> chunks = chunks_of(ts);
   // pass 1: the global norm (per chunk in fp64, then the chunks in order) and DeepSpeed's coefficient; a unit
@@ -153,19 +158,22 @@ void HostAdamW::step(const std::vector<HostTensor>& ts) {
   parallel_units(units.size(), threads_, [&](std::size_t u) {
     const std::size_t first = units[u], last = u + 1 < units.size() ? units[u + 1] : chunks.size();
     const HostTensor& t = ts[chunks[first].tensor];
-    const void* g[kLanes];
+    const float* gf[kLanes] = {};  // the lanes' gradients as the tensor's type (one of the two arrays is used)
+    const core::bf16* gb[kLanes] = {};
     std::int64_t n[kLanes];
     double s[kLanes];
     for (std::size_t j = 0; j < kLanes; ++j) {
       const Chunk& ch = chunks[first + j < last ? first + j : first];
-      g[j] = t.grad_fp32 ? static_cast<const void*>(static_cast<const float*>(t.grad) + ch.begin)
-                         : static_cast<const void*>(static_cast<const core::bf16*>(t.grad) + ch.begin);
+      if (t.grad_fp32)
+        gf[j] = static_cast<const float*>(t.grad) + ch.begin;
+      else
+        gb[j] = static_cast<const core::bf16*>(t.grad) + ch.begin;
       n[j] = ch.end - ch.begin;
     }
     if (t.grad_fp32)
-      sum_squares_fp32(reinterpret_cast<const float* const*>(g), n, s);
+      sum_squares_fp32(gf, n, s);
     else
-      sum_squares_bf16(reinterpret_cast<const core::bf16* const*>(g), n, s);
+      sum_squares_bf16(gb, n, s);
     for (std::size_t j = 0; first + j < last; ++j) sq[first + j] = s[j];
   });
   double total = 0;

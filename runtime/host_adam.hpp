@@ -18,6 +18,8 @@
 
 namespace ulysses::runtime {
 
+// grad and param must not overlap, in one tensor or across tensors (the loops read and write through restrict
+// pointers, chunks on several threads); step() throws std::invalid_argument when a tensor's own two overlap.
 struct HostTensor {
   const void* grad;      // the gradient (host memory)
   bool grad_fp32;        // else bf16

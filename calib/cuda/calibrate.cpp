@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <iostream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include "reports/table.hpp"
 #include "runtime/cuda/cuda_backend.hpp"
 #include "runtime/cuda/device_info.hpp"
+#include "core/attn_impls.hpp"
 #include "core/errors.hpp"
 #include "core/phases.hpp"
 #include "sim/config.hpp"
@@ -250,12 +252,13 @@ void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std
 }
 
 // Bare implementation keys: the D=128 causal curve at 16 heads per rank (fwd) / 4 kv heads (bwd) under the
-// implementation's name alone (any other shape), for the curves that have none yet.
-void add_bare_attention_keys(Calibration& c) {
+// implementation's name alone (any other shape), for the curves of `impl` (empty: every implementation) that have none yet.
+void add_bare_attention_keys(Calibration& c, std::string_view impl = {}) {
   for (auto* curves : {&c.attn_fwd_eff, &c.attn_bwd_eff}) {
     std::vector<std::pair<std::string, Curve>> bare;
     for (const auto& [k, cv] : *curves)
-      if (k.find("@d128.causal.h16") != std::string::npos || k.find("@d128.causal.kv4") != std::string::npos)
+      if ((k.find("@d128.causal.h16") != std::string::npos || k.find("@d128.causal.kv4") != std::string::npos) &&
+          (impl.empty() || k.substr(0, k.find('@')) == impl))
         bare.emplace_back(k.substr(0, k.find('@')), cv);
     for (auto& b : bare) {
       const bool have = std::any_of(curves->begin(), curves->end(), [&](const auto& x) { return x.first == b.first; });
@@ -339,15 +342,17 @@ Result calibrate_attention_only(const HardwareProfile& hw, const std::string& cm
   r.c = hw.calibrated;
   r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}, {"attention", Json::array()}};
   // our flash kernels' curves are measured again (the kernels changed); every other implementation's stay
-  auto ours = [](const std::pair<std::string, Curve>& x) { return x.first.rfind("ulysses_flash", 0) == 0; };
+  const std::string_view flash = core::calibrated_key(core::AttnKernel::flash);
+  auto ours = [&](const std::pair<std::string, Curve>& x) { return x.first.substr(0, x.first.find('@')) == flash; };
   for (auto* curves : {&r.c.attn_fwd_eff, &r.c.attn_bwd_eff})
     curves->erase(std::remove_if(curves->begin(), curves->end(), ours), curves->end());
   const Setup s;
   calibrate_attention(s, hw, r.c, r.raw, r.report, {"flash"});
-  add_bare_attention_keys(r.c);
-  r.c.provenance += fmt::format("; ulysses_flash attention curves measured {} by `{}` on {} (our kernels as built: {}; B=1, "
-                                "H_kv_local = H_local/4, median of {} after {} warm-up)",
-                                utc_now(), cmd, dev.name, kernels::attn_flash_kernels_in_use(128), s.iters, s.warmup);
+  add_bare_attention_keys(r.c, flash);  // only ours: another implementation's predictions stay as they were
+  r.c.provenance += fmt::format("; {} attention curves measured {} by `{}` on {} (our kernels as built: D=64 {}, D=128 {}; "
+                                "B=1, H_kv_local = H_local/4, median of {} after {} warm-up)",
+                                flash, utc_now(), cmd, dev.name, kernels::attn_flash_kernels_in_use(64),
+                                kernels::attn_flash_kernels_in_use(128), s.iters, s.warmup);
   return r;
 }
 

@@ -112,7 +112,7 @@ TEST_CASE("calibration_to_yaml: an empty section is written as an empty map", "[
   CHECK(text.find("cuda_context_GiB") != std::string::npos);
 }
 
-TEST_CASE("write_profile_out: the section printed, or the base profile copied with it", "[calib][profile_out]") {
+TEST_CASE("write_profile_out: the section printed, or the base profile written with it", "[calib][profile_out]") {
   TempDir d;
   const Calibration c = sample();
   // no --profile-out: the section's text, which a profile takes as it is
@@ -136,6 +136,14 @@ TEST_CASE("write_profile_out: the section printed, or the base profile copied wi
   again.pack_GBps = 1234;
   calib::write_profile_out(own, own, "h100", again);
   CHECK(load_profile(own).calibrated.pack_GBps == 1234);
+
+  // one write: a section the loader refuses leaves an existing output as it was (no half-written copy of the base), no temporary
+  const std::string kept = slurp(d / "out.yaml");
+  Calibration bad = c;
+  bad.gemm_eff = Curve{{{1e9, 0.5}, {1e8, 0.6}}};  // x not increasing
+  CHECK_THROWS_WITH(calib::write_profile_out("h100-sxm-80gb", d / "out.yaml", "x", bad), Catch::Contains("x must increase strictly"));
+  CHECK(slurp(d / "out.yaml") == kept);
+  CHECK_FALSE(std::filesystem::exists(d / ".out.yaml.tmp.yaml"));
 
   // bad names: the flag that named them
   try {

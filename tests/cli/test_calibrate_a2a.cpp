@@ -1,6 +1,6 @@
 // `ulysses calibrate --from-raw` through the binary: exit codes, what it prints and writes, bad raw
 // input exits 2 naming the file and key (the fits themselves: tests/calib/test_a2a_fit.cpp); the
-// model's use of the calibrated exchange (transport, idle-link penalty).
+// model's use of the calibrated exchange (transport, idle-link penalty); calibrate --backend cuda's flag checks.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -136,5 +136,16 @@ TEST_CASE("ULYSSES_EXCHANGE_GAP_MS must be milliseconds in 0..10000", "[calibrat
     CHECK(r.rc == 2);  // checked before any GPU is touched (a build without CUDA refuses --backend cuda, also 2)
     if (r.err.find("built without the CUDA backend") == std::string::npos && r.err.find("is not built") == std::string::npos)
       CHECK(r.err.find("ULYSSES_EXCHANGE_GAP_MS") != std::string::npos);
+  }
+}
+
+TEST_CASE("calibrate --backend cuda refuses --quick with --only in one line in every build", "[calibrate][cli]") {
+  for (const char* only : {"attention", "a2a-idle", "ulysses-kernels"}) {
+    const auto r = run_cli(std::string("calibrate --backend cuda --profile h200-sxm-141gb --quick --only ") + only);
+    INFO(only << "\n" << r.err);
+    CHECK(r.rc == 2);  // before any GPU is touched, and before a build without CUDA refuses --backend cuda
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.err.find("--quick") != std::string::npos);
+    CHECK(r.err.find("--only") != std::string::npos);
   }
 }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/host_adam.hpp"
@@ -96,7 +97,7 @@ TEST_CASE("host AdamW equals fp64 AdamW: two steps, clipped, weight decay, bf16 
   CHECK(opt.params() == 70001 + 513 + 200000);
 }
 
-TEST_CASE("host AdamW gives the same bits on 1 and 3 threads, a wrong tensor list is refused", "[runtime][adam]") {
+TEST_CASE("host AdamW gives the same bits on 1 and 3 threads, a wrong tensor list or overlapping buffers are refused", "[runtime][adam]") {
   const Case c = make_case();
   AdamConfig cfg;
   runtime::HostAdamW one(c.params, cfg, 1), three(c.params, cfg, 3);
@@ -112,4 +113,9 @@ TEST_CASE("host AdamW gives the same bits on 1 and 3 threads, a wrong tensor lis
   auto bad = t1;
   bad[1].n += 1;
   CHECK_THROWS(one.step(bad));
+  auto overlap = t1;  // the parameters written over the gradient being read (restrict loops)
+  overlap[1].grad = overlap[1].param + 1;
+  overlap[1].grad_fp32 = false;
+  CHECK_THROWS_AS(one.step(overlap), std::invalid_argument);
+  CHECK(one.steps() == 1);  // refused before the step
 }
