@@ -1,12 +1,13 @@
 // A decoder layer's elementwise kernels (kernels/layer_ops.hpp), read top to bottom: helpers, RMSNorm
 // forward (a block per row; L lanes per row for rows of 32-256), RMSNorm backward (rows, then the weight
-// gradient's column sums), RoPE, SwiGLU, add. Bandwidth-bound: bf16 pairs (__nv_bfloat162; 16-byte words
-// in the short-row forward and in rmsnorm_bwd) in, fp32 math, one rounding per output.
+// gradient's column sums), RoPE, SwiGLU, add (each also in 16-byte words where the tensors allow).
+// Bandwidth-bound: bf16 pairs (__nv_bfloat162) or 16-byte words of 8 bf16 in, fp32 math, one rounding per output.
 #include "kernels/layer_ops.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -304,6 +305,80 @@ __global__ void add_kernel(const __nv_bfloat162* a, const __nv_bfloat162* b, __n
   }
 }
 
+// ---- the same four in 16-byte words (8 bf16 per access; n % 8 == 0 and every tensor 16-byte aligned) ----
+// The arithmetic per element is the pair kernels'; a thread keeps 2-4 words in flight instead of 4-byte pairs.
+
+__global__ void swiglu_fwd8_kernel(const uint4* gate, const uint4* up, uint4* act, std::int64_t n8) {  // all [n/8]
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n8;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    float g[8], u[8], y[8];
+    unpack8(gate[e], g), unpack8(up[e], u);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) y[k] = g[k] * sigmoidf_(g[k]) * u[k];
+    act[e] = pack8(y);
+  }
+}
+
+__global__ void swiglu_bwd8_kernel(const uint4* dact, const uint4* gate, const uint4* up, uint4* dgate, uint4* dup,
+                                   std::int64_t n8) {  // all [n/8]
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n8;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    float d[8], g[8], u[8], dg[8], du[8];
+    unpack8(dact[e], d), unpack8(gate[e], g), unpack8(up[e], u);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float sg = sigmoidf_(g[k]);
+      du[k] = d[k] * g[k] * sg;
+      dg[k] = d[k] * u[k] * sg * (1.f + g[k] * (1.f - sg));
+    }
+    dup[e] = pack8(du), dgate[e] = pack8(dg);
+  }
+}
+
+__global__ void add8_kernel(const uint4* a, const uint4* b, uint4* out, std::int64_t n8) {  // all [n/8]
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n8;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    float x[8], y[8];
+    unpack8(a[e], x), unpack8(b[e], y);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = x[k] + y[k];
+    out[e] = pack8(x);
+  }
+}
+
+// RoPE, 8 adjacent i of the first half and their partners at i + D/2 per thread (D % 16 == 0)
+__global__ void rope8_kernel(uint4* qk,         // [T, H, D/8] words
+                             const uint4* cos,  // [T, D/16] words (D/2 values per row)
+                             const uint4* sin,  // [T, D/16]
+                             std::int64_t T, std::int64_t H, std::int64_t words_half, float sign) {
+  const std::int64_t n = T * H * words_half;
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t i = e % words_half, row = e / words_half, t = row / H;
+    uint4* v = qk + row * 2 * words_half;
+    float a[8], b[8], c[8], s[8];
+    unpack8(v[i], a), unpack8(v[i + words_half], b);
+    unpack8(cos[t * words_half + i], c), unpack8(sin[t * words_half + i], s);
+    float ya[8], yb[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const float sk = sign * s[k];
+      ya[k] = a[k] * c[k] - b[k] * sk;
+      yb[k] = b[k] * c[k] + a[k] * sk;
+    }
+    v[i] = pack8(ya), v[i + words_half] = pack8(yb);
+  }
+}
+
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16) return false;
+  return true;
+}
+
+template <class W, class T>
+W* words(T* p) { return reinterpret_cast<W*>(p); }
+
 template <class T2, class T>
 T2* pairs(T* p) { return reinterpret_cast<T2*>(p); }
 
@@ -411,6 +486,11 @@ cudaError_t rmsnorm_bwd(const __nv_bfloat16* dout, const __nv_bfloat16* x, const
 cudaError_t rope(__nv_bfloat16* qk, const __nv_bfloat16* cos, const __nv_bfloat16* sin, std::int64_t T,
                  std::int64_t H, std::int64_t D, bool backward, cudaStream_t stream) {
   if (T < 1 || H < 1 || D < 4 || D % 4) return cudaErrorInvalidValue;
+  if (D % 16 == 0 && aligned16({qk, cos, sin})) {
+    rope8_kernel<<<grid_for(T * H * (D / 16), kThreads), kThreads, 0, stream>>>(
+        words<uint4>(qk), words<const uint4>(cos), words<const uint4>(sin), T, H, D / 16, backward ? -1.f : 1.f);
+    return cudaGetLastError();
+  }
   rope_kernel<<<grid_for(T * H * (D / 4), kThreads), kThreads, 0, stream>>>(
       pairs<__nv_bfloat162>(qk), pairs<const __nv_bfloat162>(cos), pairs<const __nv_bfloat162>(sin), T, H, D / 4,
       backward ? -1.f : 1.f);
@@ -420,6 +500,11 @@ cudaError_t rope(__nv_bfloat16* qk, const __nv_bfloat16* cos, const __nv_bfloat1
 cudaError_t swiglu_fwd(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* act, std::int64_t n,
                        cudaStream_t stream) {
   if (n < 2 || n % 2) return cudaErrorInvalidValue;
+  if (n % 8 == 0 && aligned16({gate, up, act})) {
+    swiglu_fwd8_kernel<<<grid_for(n / 8, kThreads), kThreads, 0, stream>>>(words<const uint4>(gate), words<const uint4>(up),
+                                                                          words<uint4>(act), n / 8);
+    return cudaGetLastError();
+  }
   swiglu_fwd_kernel<<<grid_for(n / 2, kThreads), kThreads, 0, stream>>>(
       pairs<const __nv_bfloat162>(gate), pairs<const __nv_bfloat162>(up), pairs<__nv_bfloat162>(act), n / 2);
   return cudaGetLastError();
@@ -428,6 +513,12 @@ cudaError_t swiglu_fwd(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_
 cudaError_t swiglu_bwd(const __nv_bfloat16* dact, const __nv_bfloat16* gate, const __nv_bfloat16* up,
                        __nv_bfloat16* dgate, __nv_bfloat16* dup, std::int64_t n, cudaStream_t stream) {
   if (n < 2 || n % 2) return cudaErrorInvalidValue;
+  if (n % 8 == 0 && aligned16({dact, gate, up, dgate, dup})) {
+    swiglu_bwd8_kernel<<<grid_for(n / 8, kThreads), kThreads, 0, stream>>>(words<const uint4>(dact), words<const uint4>(gate),
+                                                                          words<const uint4>(up), words<uint4>(dgate),
+                                                                          words<uint4>(dup), n / 8);
+    return cudaGetLastError();
+  }
   swiglu_bwd_kernel<<<grid_for(n / 2, kThreads), kThreads, 0, stream>>>(
       pairs<const __nv_bfloat162>(dact), pairs<const __nv_bfloat162>(gate), pairs<const __nv_bfloat162>(up),
       pairs<__nv_bfloat162>(dgate), pairs<__nv_bfloat162>(dup), n / 2);
@@ -437,6 +528,11 @@ cudaError_t swiglu_bwd(const __nv_bfloat16* dact, const __nv_bfloat16* gate, con
 cudaError_t add(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* out, std::int64_t n,
                 cudaStream_t stream) {
   if (n < 2 || n % 2) return cudaErrorInvalidValue;
+  if (n % 8 == 0 && aligned16({a, b, out})) {
+    add8_kernel<<<grid_for(n / 8, kThreads), kThreads, 0, stream>>>(words<const uint4>(a), words<const uint4>(b),
+                                                                   words<uint4>(out), n / 8);
+    return cudaGetLastError();
+  }
   add_kernel<<<grid_for(n / 2, kThreads), kThreads, 0, stream>>>(pairs<const __nv_bfloat162>(a), pairs<const __nv_bfloat162>(b),
                                                                  pairs<__nv_bfloat162>(out), n / 2);
   return cudaGetLastError();

@@ -124,40 +124,47 @@ TEST_CASE("layer kernels: RMSNorm backward on tensors only 4-byte aligned", "[.g
 }
 
 TEST_CASE("layer kernels: RoPE forward and backward against the fp64 oracle", "[.gpu][gpu][layer]") {
-  const std::int64_t T = 512, H = 8, D = 128;
-  std::vector<std::int64_t> pos(T);
-  for (std::int64_t t = 0; t < T; ++t) pos[t] = 65536 + 97 * t;  // late positions: large angles
-  std::vector<bf16> cos, sin;
-  runtime::rope_tables(T, D, pos.data(), 500000.0, cos, sin);
-  const auto x = random_bf16(T * H * D, 4);
-  for (const bool backward : {false, true}) {
-    std::vector<double> want(T * H * D);
-    runtime::rope_apply(T, H, D, x.data(), cos.data(), sin.data(), backward, want.data());
-    Dev<bf16> d_x(x), d_cos(cos), d_sin(sin);
-    REQUIRE(kernels::rope(b(d_x), cb(d_cos), cb(d_sin), T, H, D, backward, nullptr) == cudaSuccess);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    INFO("backward = " << backward);
-    CHECK(wrong(d_x.download(), want, 1.0 / 256, 1e-6) == 0);
+  // D % 16 == 0 (128, 64) in 16-byte words, D = 72 in bf16 pairs
+  for (const std::int64_t D : {128, 64, 72}) {
+    INFO("D = " << D);
+    const std::int64_t T = 512, H = 8;
+    std::vector<std::int64_t> pos(T);
+    for (std::int64_t t = 0; t < T; ++t) pos[t] = 65536 + 97 * t;  // late positions: large angles
+    std::vector<bf16> cos, sin;
+    runtime::rope_tables(T, D, pos.data(), 500000.0, cos, sin);
+    const auto x = random_bf16(T * H * D, 4);
+    for (const bool backward : {false, true}) {
+      std::vector<double> want(T * H * D);
+      runtime::rope_apply(T, H, D, x.data(), cos.data(), sin.data(), backward, want.data());
+      Dev<bf16> d_x(x), d_cos(cos), d_sin(sin);
+      REQUIRE(kernels::rope(b(d_x), cb(d_cos), cb(d_sin), T, H, D, backward, nullptr) == cudaSuccess);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      INFO("backward = " << backward);
+      CHECK(wrong(d_x.download(), want, 1.0 / 256, 1e-6) == 0);
+    }
   }
 }
 
 TEST_CASE("layer kernels: SwiGLU and add against the fp64 oracle", "[.gpu][gpu][layer]") {
-  const std::int64_t n = 14336 * 64;
-  const auto gate = random_bf16(n, 6, 3.f), up = random_bf16(n, 7), dact = random_bf16(n, 8);
-  std::vector<double> act(n), dgate(n), dup(n), sum(n);
-  runtime::swiglu_forward(n, gate.data(), up.data(), act.data());
-  runtime::swiglu_backward(n, dact.data(), gate.data(), up.data(), dgate.data(), dup.data());
-  for (std::int64_t e = 0; e < n; ++e) sum[e] = double(core::bf16_to_float(gate[e])) + core::bf16_to_float(up[e]);
-  Dev<bf16> d_gate(gate), d_up(up), d_dact(dact), d_act(n), d_dgate(n), d_dup(n), d_sum(n);
-  REQUIRE(kernels::swiglu_fwd(cb(d_gate), cb(d_up), b(d_act), n, nullptr) == cudaSuccess);
-  REQUIRE(kernels::swiglu_bwd(cb(d_dact), cb(d_gate), cb(d_up), b(d_dgate), b(d_dup), n, nullptr) == cudaSuccess);
-  REQUIRE(kernels::add(cb(d_gate), cb(d_up), b(d_sum), n, nullptr) == cudaSuccess);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  // __expf's error (2 ulp of fp32) is far below bf16's rounding
-  CHECK(wrong(d_act.download(), act, 1.0 / 256, 1e-6) == 0);
-  CHECK(wrong(d_dgate.download(), dgate, 1.0 / 256, 1e-6) == 0);
-  CHECK(wrong(d_dup.download(), dup, 1.0 / 256, 1e-6) == 0);
-  CHECK(wrong(d_sum.download(), sum, 1.0 / 256, 0) == 0);
+  // n % 8 == 0 in 16-byte words, n % 8 == 2 in bf16 pairs
+  for (const std::int64_t n : {std::int64_t{14336} * 64, std::int64_t{14336} * 64 + 2}) {
+    INFO("n = " << n);
+    const auto gate = random_bf16(n, 6, 3.f), up = random_bf16(n, 7), dact = random_bf16(n, 8);
+    std::vector<double> act(n), dgate(n), dup(n), sum(n);
+    runtime::swiglu_forward(n, gate.data(), up.data(), act.data());
+    runtime::swiglu_backward(n, dact.data(), gate.data(), up.data(), dgate.data(), dup.data());
+    for (std::int64_t e = 0; e < n; ++e) sum[e] = double(core::bf16_to_float(gate[e])) + core::bf16_to_float(up[e]);
+    Dev<bf16> d_gate(gate), d_up(up), d_dact(dact), d_act(n), d_dgate(n), d_dup(n), d_sum(n);
+    REQUIRE(kernels::swiglu_fwd(cb(d_gate), cb(d_up), b(d_act), n, nullptr) == cudaSuccess);
+    REQUIRE(kernels::swiglu_bwd(cb(d_dact), cb(d_gate), cb(d_up), b(d_dgate), b(d_dup), n, nullptr) == cudaSuccess);
+    REQUIRE(kernels::add(cb(d_gate), cb(d_up), b(d_sum), n, nullptr) == cudaSuccess);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    // __expf's error (2 ulp of fp32) is far below bf16's rounding
+    CHECK(wrong(d_act.download(), act, 1.0 / 256, 1e-6) == 0);
+    CHECK(wrong(d_dgate.download(), dgate, 1.0 / 256, 1e-6) == 0);
+    CHECK(wrong(d_dup.download(), dup, 1.0 / 256, 1e-6) == 0);
+    CHECK(wrong(d_sum.download(), sum, 1.0 / 256, 0) == 0);
+  }
 }
 
 TEST_CASE("layer kernels: shapes they do not take are refused", "[.gpu][gpu][layer]") {
