@@ -411,17 +411,20 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const bool ds_zero3 = pl.zero_stage >= 3 && pl.runtime == Runtime::pytorch;
   const auto measured = [&](double s_per_param) { return ds_zero3 && cal_on && s_per_param > 0; };
   const double procs = static_cast<double>(d.gpus_on_node);  // processes sharing a node's host cores
-  // gradient partitions to the host in the backward (DeepSpeed: inside the reduce, stage3.py partition_grads);
-  // ours copies each gradient as the step holds it after the backward (bf16, fp32 for the embedding and norms)
-  double offload_grad_bytes = grad_bytes;
+  // gradient partitions to the host in the backward (DeepSpeed: inside the reduce, stage3.py partition_grads, at
+  // any sp the partition is bf16 by then, 1940-1941): copied into its pinned host buffer (2025, 2 B), that buffer
+  // back to the GPU (2028, 2 B), there made fp32 and copied into the host's fp32 gradients (1456, 4 B): 6 B to the
+  // host and 2 B back per parameter. Ours copies each gradient as the step holds it after the backward (bf16,
+  // fp32 for the embedding and norms), one way.
+  double offload_grad_s_per_param = (6 / host_d2h_GBps(sc) + 2 / host_h2d_GBps(sc)) / kGBps;
   if (ours) {
     const StepParamCounts pc = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
-    offload_grad_bytes = static_cast<double>(pc.grad_bytes()) / static_cast<double>(pc.total());
+    offload_grad_s_per_param = static_cast<double>(pc.grad_bytes()) / static_cast<double>(pc.total()) / (host_d2h_GBps(sc) * kGBps);
   }
   step.add(core::kOffloadGrads.data(), !pl.offload_optimizer ? 0
                             : measured(cal.zero3_offload_grads_s_per_param)
                                 ? local_params * cal.zero3_offload_grads_s_per_param
-                                : local_params * offload_grad_bytes / (host_d2h_GBps(sc) * kGBps));
+                                : local_params * offload_grad_s_per_param);
   // the updated bf16 partition back to the GPU (inside a measured offload step already)
   step.add(core::kOffloadOptimizer.data(), pl.offload_optimizer && !params_off && !measured(cal.zero3_offload_step_s_per_param)
                                     ? local_params * 2 / (host_h2d_GBps(sc) * kGBps)
