@@ -13,7 +13,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "kernels/bf16x8.cuh"
+#include "kernels/bf16_pack.cuh"
 
 namespace ulysses::kernels {
 namespace {
@@ -68,17 +68,17 @@ __global__ void rmsnorm_fwd_kernel(const __nv_bfloat162* x,  // [T, h/2]
 // are aligned within the warp). Every lane takes part in the shuffles, lanes past the last row included.
 
 template <int L>
-__global__ void __launch_bounds__(kThreads) rmsnorm_fwd_short_kernel(const uint4* x,  // [rows, L] words of 8 bf16
-                                                                     const uint4* w,  // [L]
-                                                                     uint4* out,      // [rows, L]
-                                                                     float* rstd,     // [rows]
+__global__ void __launch_bounds__(kThreads) rmsnorm_fwd_short_kernel(const Pack<8>* x,  // [rows, L] words of 8 bf16
+                                                                     const Pack<8>* w,  // [L]
+                                                                     Pack<8>* out,      // [rows, L]
+                                                                     float* rstd,       // [rows]
                                                                      std::int64_t rows, float eps) {
   static_assert(L == 4 || L == 8 || L == 16 || L == 32, "a power of two of lanes within a warp");
   const std::int64_t g = blockIdx.x * std::int64_t(kThreads) + threadIdx.x, row = g / L;
   const int lane = static_cast<int>(g % L);
   const bool live = row < rows;
   float v[8] = {};
-  if (live) unpack8(x[row * L + lane], v);
+  if (live) to_floats(load_pack(x + row * L + lane), v);
   float ss = 0;
 #pragma unroll
   for (int k = 0; k < 8; ++k) ss += v[k] * v[k];
@@ -87,17 +87,14 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd_short_kernel(const uint4
   if (!live) return;
   const float r = rsqrtf(ss / float(8 * L) + eps);
   if (lane == 0) rstd[row] = r;
-  float wv[8];
-  unpack8(w[lane], wv);
-  unsigned o4[4];
+  float wv[8], nv[8], n[8], y[8];
+  to_floats(load_pack(w + lane), wv);
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    // HF: weight * hidden.to(bf16): the normalized value is rounded to bf16 before the product
-    const float2 n = __bfloat1622float2(__floats2bfloat162_rn(v[2 * k] * r, v[2 * k + 1] * r));
-    const __nv_bfloat162 y = __floats2bfloat162_rn(wv[2 * k] * n.x, wv[2 * k + 1] * n.y);
-    memcpy(&o4[k], &y, 4);
-  }
-  out[row * L + lane] = uint4{o4[0], o4[1], o4[2], o4[3]};
+  for (int k = 0; k < 8; ++k) nv[k] = v[k] * r;
+  to_floats(from_floats(nv), n);  // HF: weight * hidden.to(bf16): the normalized value rounded to bf16 first
+#pragma unroll
+  for (int k = 0; k < 8; ++k) y[k] = wv[k] * n[k];
+  store_pack(out + row * L + lane, from_floats(y));
 }
 
 template <int L>
@@ -105,7 +102,8 @@ void launch_fwd_short(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloa
                       float eps, cudaStream_t stream) {
   const std::int64_t blocks = (rows * L + kThreads - 1) / kThreads;
   rmsnorm_fwd_short_kernel<L><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w), reinterpret_cast<uint4*>(out), rstd, rows, eps);
+      reinterpret_cast<const Pack<8>*>(x), reinterpret_cast<const Pack<8>*>(w), reinterpret_cast<Pack<8>*>(out), rstd, rows,
+      eps);
 }
 
 // ---- RMSNorm backward: dx and dw's partial sums in one pass over the rows, then dw ----
@@ -118,27 +116,6 @@ void launch_fwd_short(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloa
 // h and the grid (the device's resident block count, rmsnorm_bwd_workspace_bytes).
 // Accesses move N bf16 at once (N = 8: 16 bytes, when h % 8 == 0 and the pointers are 16-byte
 // aligned; else N = 2); a thread owns V units of a row: units threadIdx.x + k * blockDim.x, k < V.
-
-template <int N>
-struct alignas(2 * N) Pack {  // N bf16
-  __nv_bfloat162 v[N / 2];
-};
-// one 16-byte (or 4-byte) access each, not one per bf16 pair
-template <int N>
-using Word = std::conditional_t<N == 8, uint4, unsigned>;
-template <int N>
-__device__ Pack<N> load(const Pack<N>* p) {
-  const Word<N> u = *reinterpret_cast<const Word<N>*>(p);
-  Pack<N> r;
-  memcpy(&r, &u, sizeof(r));
-  return r;
-}
-template <int N>
-__device__ void store(Pack<N>* p, const Pack<N>& v) {
-  Word<N> u;
-  memcpy(&u, &v, sizeof(u));
-  *reinterpret_cast<Word<N>*>(p) = u;
-}
 
 // "memory": the compiler keeps the ring's shared-memory reads after the wait and before the next copy
 template <int Bytes>
@@ -180,7 +157,7 @@ rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
   float acc[V][N];  // this thread's columns' dw sums over the block's rows
   for (int k = 0; k < V; ++k) {
     const int j = threadIdx.x + k * blockDim.x;
-    if (j < hu) wv[k] = load(w + j);
+    if (j < hu) wv[k] = load_pack(w + j);
     else
       for (int e = 0; e < N / 2; ++e) wv[k].v[e] = __floats2bfloat162_rn(0.f, 0.f);
     for (int e = 0; e < N; ++e) acc[k][e] = 0.f;
@@ -197,7 +174,7 @@ rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
     for (int k = 0; k < V; ++k) {
       const int j = threadIdx.x + k * blockDim.x;
       if (j >= hu) break;
-      const Pack<N> xp = load(xs + j), dp = load(xs + hu + j);
+      const Pack<N> xp = load_pack(xs + j), dp = load_pack(xs + hu + j);
       for (int e = 0; e < N / 2; ++e) {
         const float2 xv = __bfloat1622float2(xp.v[e]), dv = __bfloat1622float2(dp.v[e]), wf = __bfloat1622float2(wv[k].v[e]);
         dot += dv.x * wf.x * (xv.x * r) + dv.y * wf.y * (xv.y * r);
@@ -213,7 +190,7 @@ rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
     for (int k = 0; k < V; ++k) {
       const int j = threadIdx.x + k * blockDim.x;
       if (j >= hu) break;
-      const Pack<N> xp = load(xs + j), dp = load(xs + hu + j);
+      const Pack<N> xp = load_pack(xs + j), dp = load_pack(xs + hu + j);
       Pack<N> out;
       for (int e = 0; e < N / 2; ++e) {
         const float2 xv = __bfloat1622float2(xp.v[e]), dv = __bfloat1622float2(dp.v[e]), wf = __bfloat1622float2(wv[k].v[e]);
@@ -222,7 +199,7 @@ rmsnorm_bwd_rows_kernel(const Pack<N>* dout,  // [T, h/N]
         acc[k][2 * e] += dv.x * nb.x, acc[k][2 * e + 1] += dv.y * nb.y;
         out.v[e] = __floats2bfloat162_rn(r * (dv.x * wf.x - n.x * m), r * (dv.y * wf.y - n.y * m));
       }
-      store(dx + t * hu + j, out);
+      store_pack(dx + t * hu + j, out);
     }
   }
   cp_async_wait<0>();  // the empty trailing groups
@@ -254,119 +231,73 @@ __global__ void rmsnorm_bwd_dw_kernel(const float* dw_part,  // [parts, h]
   }
 }
 
-// ---- RoPE: one thread per (row, two adjacent i): bf16 pairs at i and at i + D/2 ----
+// ---- RoPE, SwiGLU and add: grid-stride over units of N bf16 (N = 8: 16-byte words where n % 8 == 0 and
+// every tensor is 16-byte aligned, RoPE also D % 16 == 0; else N = 2, bf16 pairs) ----
 
-__global__ void rope_kernel(__nv_bfloat162* qk,         // [T, H, D/2 pairs]
-                            const __nv_bfloat162* cos,  // [T, D/4 pairs]
-                            const __nv_bfloat162* sin,  // [T, D/4 pairs]
-                            std::int64_t T, std::int64_t H, std::int64_t quarter, float sign) {
-  const std::int64_t n = T * H * quarter;
+// RoPE: one thread per (row, N adjacent i of the first half) and their partners at i + D/2
+template <int N>
+__global__ void rope_kernel(Pack<N>* qk,         // [T, H, D/N] units
+                            const Pack<N>* cos,  // [T, D/(2N)] units (D/2 values per row)
+                            const Pack<N>* sin,  // [T, D/(2N)]
+                            std::int64_t T, std::int64_t H, std::int64_t half, float sign) {  // half = D/(2N)
+  const std::int64_t n = T * H * half;
   for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n;
        e += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t i = e % quarter, row = e / quarter, t = row / H;
-    __nv_bfloat162* v = qk + row * 2 * quarter;
-    const float2 c = __bfloat1622float2(cos[t * quarter + i]), sr = __bfloat1622float2(sin[t * quarter + i]);
-    const float2 s = make_float2(sign * sr.x, sign * sr.y);
-    const float2 a = __bfloat1622float2(v[i]), b = __bfloat1622float2(v[i + quarter]);
-    v[i] = __floats2bfloat162_rn(a.x * c.x - b.x * s.x, a.y * c.y - b.y * s.y);
-    v[i + quarter] = __floats2bfloat162_rn(b.x * c.x + a.x * s.x, b.y * c.y + a.y * s.y);
-  }
-}
-
-// ---- SwiGLU and add: grid-stride over bf16 pairs ----
-
-__device__ float sigmoidf_(float g) { return 1.f / (1.f + __expf(-g)); }
-
-__global__ void swiglu_fwd_kernel(const __nv_bfloat162* gate, const __nv_bfloat162* up, __nv_bfloat162* act,
-                                  std::int64_t n2) {  // all [n/2]
-  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n2;
-       e += std::int64_t(gridDim.x) * blockDim.x) {
-    const float2 g = __bfloat1622float2(gate[e]), u = __bfloat1622float2(up[e]);
-    act[e] = __floats2bfloat162_rn(g.x * sigmoidf_(g.x) * u.x, g.y * sigmoidf_(g.y) * u.y);
-  }
-}
-
-__global__ void swiglu_bwd_kernel(const __nv_bfloat162* dact, const __nv_bfloat162* gate, const __nv_bfloat162* up,
-                                  __nv_bfloat162* dgate, __nv_bfloat162* dup, std::int64_t n2) {  // all [n/2]
-  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n2;
-       e += std::int64_t(gridDim.x) * blockDim.x) {
-    const float2 d = __bfloat1622float2(dact[e]), g = __bfloat1622float2(gate[e]), u = __bfloat1622float2(up[e]);
-    const float sx = sigmoidf_(g.x), sy = sigmoidf_(g.y);
-    dup[e] = __floats2bfloat162_rn(d.x * g.x * sx, d.y * g.y * sy);
-    dgate[e] = __floats2bfloat162_rn(d.x * u.x * sx * (1.f + g.x * (1.f - sx)), d.y * u.y * sy * (1.f + g.y * (1.f - sy)));
-  }
-}
-
-__global__ void add_kernel(const __nv_bfloat162* a, const __nv_bfloat162* b, __nv_bfloat162* out, std::int64_t n2) {
-  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n2;
-       e += std::int64_t(gridDim.x) * blockDim.x) {
-    const float2 x = __bfloat1622float2(a[e]), y = __bfloat1622float2(b[e]);
-    out[e] = __floats2bfloat162_rn(x.x + y.x, x.y + y.y);
-  }
-}
-
-// ---- the same four in 16-byte words (8 bf16 per access; n % 8 == 0 and every tensor 16-byte aligned) ----
-// The arithmetic per element is the pair kernels'; a thread keeps 2-4 words in flight instead of 4-byte pairs.
-
-__global__ void swiglu_fwd8_kernel(const uint4* gate, const uint4* up, uint4* act, std::int64_t n8) {  // all [n/8]
-  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n8;
-       e += std::int64_t(gridDim.x) * blockDim.x) {
-    float g[8], u[8], y[8];
-    unpack8(gate[e], g), unpack8(up[e], u);
+    const std::int64_t i = e % half, row = e / half, t = row / H;
+    Pack<N>* v = qk + row * 2 * half;
+    float a[N], b[N], c[N], s[N], ya[N], yb[N];
+    to_floats(load_pack(v + i), a), to_floats(load_pack(v + i + half), b);
+    to_floats(load_pack(cos + t * half + i), c), to_floats(load_pack(sin + t * half + i), s);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) y[k] = g[k] * sigmoidf_(g[k]) * u[k];
-    act[e] = pack8(y);
-  }
-}
-
-__global__ void swiglu_bwd8_kernel(const uint4* dact, const uint4* gate, const uint4* up, uint4* dgate, uint4* dup,
-                                   std::int64_t n8) {  // all [n/8]
-  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n8;
-       e += std::int64_t(gridDim.x) * blockDim.x) {
-    float d[8], g[8], u[8], dg[8], du[8];
-    unpack8(dact[e], d), unpack8(gate[e], g), unpack8(up[e], u);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const float sg = sigmoidf_(g[k]);
-      du[k] = d[k] * g[k] * sg;
-      dg[k] = d[k] * u[k] * sg * (1.f + g[k] * (1.f - sg));
-    }
-    dup[e] = pack8(du), dgate[e] = pack8(dg);
-  }
-}
-
-__global__ void add8_kernel(const uint4* a, const uint4* b, uint4* out, std::int64_t n8) {  // all [n/8]
-  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n8;
-       e += std::int64_t(gridDim.x) * blockDim.x) {
-    float x[8], y[8];
-    unpack8(a[e], x), unpack8(b[e], y);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) x[k] = x[k] + y[k];
-    out[e] = pack8(x);
-  }
-}
-
-// RoPE, 8 adjacent i of the first half and their partners at i + D/2 per thread (D % 16 == 0)
-__global__ void rope8_kernel(uint4* qk,         // [T, H, D/8] words
-                             const uint4* cos,  // [T, D/16] words (D/2 values per row)
-                             const uint4* sin,  // [T, D/16]
-                             std::int64_t T, std::int64_t H, std::int64_t words_half, float sign) {
-  const std::int64_t n = T * H * words_half;
-  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n;
-       e += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t i = e % words_half, row = e / words_half, t = row / H;
-    uint4* v = qk + row * 2 * words_half;
-    float a[8], b[8], c[8], s[8];
-    unpack8(v[i], a), unpack8(v[i + words_half], b);
-    unpack8(cos[t * words_half + i], c), unpack8(sin[t * words_half + i], s);
-    float ya[8], yb[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < N; ++k) {
       const float sk = sign * s[k];
       ya[k] = a[k] * c[k] - b[k] * sk;
       yb[k] = b[k] * c[k] + a[k] * sk;
     }
-    v[i] = pack8(ya), v[i + words_half] = pack8(yb);
+    store_pack(v + i, from_floats(ya)), store_pack(v + i + half, from_floats(yb));
+  }
+}
+
+__device__ float sigmoidf_(float g) { return 1.f / (1.f + __expf(-g)); }
+
+template <int N>
+__global__ void swiglu_fwd_kernel(const Pack<N>* gate, const Pack<N>* up, Pack<N>* act, std::int64_t units) {  // all [n/N]
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < units;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    float g[N], u[N], y[N];
+    to_floats(load_pack(gate + e), g), to_floats(load_pack(up + e), u);
+#pragma unroll
+    for (int k = 0; k < N; ++k) y[k] = g[k] * sigmoidf_(g[k]) * u[k];
+    store_pack(act + e, from_floats(y));
+  }
+}
+
+template <int N>
+__global__ void swiglu_bwd_kernel(const Pack<N>* dact, const Pack<N>* gate, const Pack<N>* up, Pack<N>* dgate,
+                                  Pack<N>* dup, std::int64_t units) {  // all [n/N]
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < units;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    float d[N], g[N], u[N], dg[N], du[N];
+    to_floats(load_pack(dact + e), d), to_floats(load_pack(gate + e), g), to_floats(load_pack(up + e), u);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float sg = sigmoidf_(g[k]);
+      du[k] = d[k] * g[k] * sg;
+      dg[k] = d[k] * u[k] * sg * (1.f + g[k] * (1.f - sg));
+    }
+    store_pack(dup + e, from_floats(du)), store_pack(dgate + e, from_floats(dg));
+  }
+}
+
+template <int N>
+__global__ void add_kernel(const Pack<N>* a, const Pack<N>* b, Pack<N>* out, std::int64_t units) {  // all [n/N]
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < units;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    float x[N], y[N];
+    to_floats(load_pack(a + e), x), to_floats(load_pack(b + e), y);
+#pragma unroll
+    for (int k = 0; k < N; ++k) x[k] = x[k] + y[k];
+    store_pack(out + e, from_floats(x));
   }
 }
 
@@ -375,9 +306,6 @@ bool aligned16(std::initializer_list<const void*> ptrs) {
     if (reinterpret_cast<std::uintptr_t>(p) % 16) return false;
   return true;
 }
-
-template <class W, class T>
-W* words(T* p) { return reinterpret_cast<W*>(p); }
 
 template <class T2, class T>
 T2* pairs(T* p) { return reinterpret_cast<T2*>(p); }
@@ -486,56 +414,55 @@ cudaError_t rmsnorm_bwd(const __nv_bfloat16* dout, const __nv_bfloat16* x, const
 cudaError_t rope(__nv_bfloat16* qk, const __nv_bfloat16* cos, const __nv_bfloat16* sin, std::int64_t T,
                  std::int64_t H, std::int64_t D, bool backward, cudaStream_t stream) {
   if (T < 1 || H < 1 || D < 4 || D % 4) return cudaErrorInvalidValue;
-  if (D % 16 == 0 && aligned16({qk, cos, sin})) {
-    rope8_kernel<<<grid_for(T * H * (D / 16), kThreads), kThreads, 0, stream>>>(
-        words<uint4>(qk), words<const uint4>(cos), words<const uint4>(sin), T, H, D / 16, backward ? -1.f : 1.f);
+  const float sign = backward ? -1.f : 1.f;
+  auto launch = [&](auto n) {
+    constexpr int N = decltype(n)::value;
+    rope_kernel<N><<<grid_for(T * H * (D / (2 * N)), kThreads), kThreads, 0, stream>>>(
+        pairs<Pack<N>>(qk), pairs<const Pack<N>>(cos), pairs<const Pack<N>>(sin), T, H, D / (2 * N), sign);
     return cudaGetLastError();
-  }
-  rope_kernel<<<grid_for(T * H * (D / 4), kThreads), kThreads, 0, stream>>>(
-      pairs<__nv_bfloat162>(qk), pairs<const __nv_bfloat162>(cos), pairs<const __nv_bfloat162>(sin), T, H, D / 4,
-      backward ? -1.f : 1.f);
-  return cudaGetLastError();
+  };
+  return D % 16 == 0 && aligned16({qk, cos, sin}) ? launch(std::integral_constant<int, 8>{})
+                                                   : launch(std::integral_constant<int, 2>{});
 }
 
 cudaError_t swiglu_fwd(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* act, std::int64_t n,
                        cudaStream_t stream) {
   if (n < 2 || n % 2) return cudaErrorInvalidValue;
-  if (n % 8 == 0 && aligned16({gate, up, act})) {
-    swiglu_fwd8_kernel<<<grid_for(n / 8, kThreads), kThreads, 0, stream>>>(words<const uint4>(gate), words<const uint4>(up),
-                                                                          words<uint4>(act), n / 8);
+  auto launch = [&](auto w) {
+    constexpr int N = decltype(w)::value;
+    swiglu_fwd_kernel<N><<<grid_for(n / N, kThreads), kThreads, 0, stream>>>(pairs<const Pack<N>>(gate), pairs<const Pack<N>>(up),
+                                                                            pairs<Pack<N>>(act), n / N);
     return cudaGetLastError();
-  }
-  swiglu_fwd_kernel<<<grid_for(n / 2, kThreads), kThreads, 0, stream>>>(
-      pairs<const __nv_bfloat162>(gate), pairs<const __nv_bfloat162>(up), pairs<__nv_bfloat162>(act), n / 2);
-  return cudaGetLastError();
+  };
+  return n % 8 == 0 && aligned16({gate, up, act}) ? launch(std::integral_constant<int, 8>{})
+                                                   : launch(std::integral_constant<int, 2>{});
 }
 
 cudaError_t swiglu_bwd(const __nv_bfloat16* dact, const __nv_bfloat16* gate, const __nv_bfloat16* up,
                        __nv_bfloat16* dgate, __nv_bfloat16* dup, std::int64_t n, cudaStream_t stream) {
   if (n < 2 || n % 2) return cudaErrorInvalidValue;
-  if (n % 8 == 0 && aligned16({dact, gate, up, dgate, dup})) {
-    swiglu_bwd8_kernel<<<grid_for(n / 8, kThreads), kThreads, 0, stream>>>(words<const uint4>(dact), words<const uint4>(gate),
-                                                                          words<const uint4>(up), words<uint4>(dgate),
-                                                                          words<uint4>(dup), n / 8);
+  auto launch = [&](auto w) {
+    constexpr int N = decltype(w)::value;
+    swiglu_bwd_kernel<N><<<grid_for(n / N, kThreads), kThreads, 0, stream>>>(
+        pairs<const Pack<N>>(dact), pairs<const Pack<N>>(gate), pairs<const Pack<N>>(up), pairs<Pack<N>>(dgate),
+        pairs<Pack<N>>(dup), n / N);
     return cudaGetLastError();
-  }
-  swiglu_bwd_kernel<<<grid_for(n / 2, kThreads), kThreads, 0, stream>>>(
-      pairs<const __nv_bfloat162>(dact), pairs<const __nv_bfloat162>(gate), pairs<const __nv_bfloat162>(up),
-      pairs<__nv_bfloat162>(dgate), pairs<__nv_bfloat162>(dup), n / 2);
-  return cudaGetLastError();
+  };
+  return n % 8 == 0 && aligned16({dact, gate, up, dgate, dup}) ? launch(std::integral_constant<int, 8>{})
+                                                                : launch(std::integral_constant<int, 2>{});
 }
 
 cudaError_t add(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* out, std::int64_t n,
                 cudaStream_t stream) {
   if (n < 2 || n % 2) return cudaErrorInvalidValue;
-  if (n % 8 == 0 && aligned16({a, b, out})) {
-    add8_kernel<<<grid_for(n / 8, kThreads), kThreads, 0, stream>>>(words<const uint4>(a), words<const uint4>(b),
-                                                                   words<uint4>(out), n / 8);
+  auto launch = [&](auto w) {
+    constexpr int N = decltype(w)::value;
+    add_kernel<N><<<grid_for(n / N, kThreads), kThreads, 0, stream>>>(pairs<const Pack<N>>(a), pairs<const Pack<N>>(b),
+                                                                     pairs<Pack<N>>(out), n / N);
     return cudaGetLastError();
-  }
-  add_kernel<<<grid_for(n / 2, kThreads), kThreads, 0, stream>>>(pairs<const __nv_bfloat162>(a), pairs<const __nv_bfloat162>(b),
-                                                                 pairs<__nv_bfloat162>(out), n / 2);
-  return cudaGetLastError();
+  };
+  return n % 8 == 0 && aligned16({a, b, out}) ? launch(std::integral_constant<int, 8>{})
+                                               : launch(std::integral_constant<int, 2>{});
 }
 
 }  // namespace ulysses::kernels

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/bf16x8.cuh"
+#include "kernels/bf16_pack.cuh"
 #include "kernels/testdata.cuh"
 
 namespace ulysses::kernels {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/bf16x8.cuh"
+#include "kernels/bf16_pack.cuh"
 
 namespace ulysses::kernels {
 namespace {
