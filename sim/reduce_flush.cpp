@@ -24,6 +24,7 @@ struct Walk {
   double zero_group = 1;
   bool comm_fp32 = false, offload = false;
   double elems = 0;      // gradients in the bucket
+  int count = 0;         // how many
   double big = 0;        // of them, those too large for the bucket's buffer (their own bf16 tensors)
   double max_param = 0;  // the largest offload epilogue of one parameter in the bucket (bytes)
   ReduceFlushes out;
@@ -37,16 +38,19 @@ struct Walk {
     // bf16 (sp = 1): the flat bf16 bucket, which the partitions view, through partition_grads; fp32 (sp > 1):
     // the fp32 copies of the large gradients, the fp32 concatenation and the bf16 partitions, then the
     // partitions through partition_grads
+    // one tensor that N divides is reduced in place, not concatenated (coalesced_collectives.py 102-104): a
+    // gradient too large for the buffer always flushes alone
     const double part = std::ceil(elems / zero_group);
-    const double bytes = comm_fp32 ? std::max(4 * big + 4 * elems + 2 * part, 2 * part + max_param) : 2 * elems + max_param;
+    const double cat = count == 1 && std::fmod(elems, zero_group) == 0 ? 0 : elems;
+    const double bytes = comm_fp32 ? std::max(4 * big + 4 * cat + 2 * part, 2 * part + max_param) : 2 * cat + max_param;
     double& e = out.epilogue_bytes[static_cast<int>(at)];
     e = std::max(e, bytes);
-    elems = 0, big = 0, max_param = 0;
+    elems = 0, count = 0, big = 0, max_param = 0;
   }
   void arrive(double numel, FlushAt at) {
     if (elems + numel > bucket_limit && elems > 0) flush(at);
     if (numel > bucket_limit) big += numel;  // __add_grad_to_ipg_bucket (1625): not copied into the buffer
-    elems += numel;
+    elems += numel, ++count;
     max_param = std::max(max_param, param_epilogue(numel));
   }
 };
@@ -102,19 +106,24 @@ ReduceFlushes reduce_flushes(const ModelSpec& mo, const BucketPlan& pl, std::int
   // (A fixed table: predict() allocates nothing; past it the walk simply goes on layer by layer.)
   constexpr int kSeen = 64;
   double seen_elems[kSeen], seen_big[kSeen], seen_max[kSeen];
+  int seen_count[kSeen];
   int n_seen = 0;
   for (std::int64_t l = 0; l < mo.layers; ++l) {
     int k = 0;
-    while (k < n_seen && !(seen_elems[k] == w.elems && seen_big[k] == w.big && seen_max[k] == w.max_param)) ++k;
+    while (k < n_seen && !(seen_elems[k] == w.elems && seen_count[k] == w.count && seen_big[k] == w.big &&
+                           seen_max[k] == w.max_param))
+      ++k;
     if (k < n_seen) {
       const std::int64_t cycle = l - k, end = k + (mo.layers - l) % cycle;
       if (end < n_seen) {
-        w.elems = seen_elems[end], w.big = seen_big[end], w.max_param = seen_max[end];
+        w.elems = seen_elems[end], w.count = seen_count[end], w.big = seen_big[end], w.max_param = seen_max[end];
         break;
       }
     }
-    if (n_seen < kSeen && n_seen == l)
-      seen_elems[n_seen] = w.elems, seen_big[n_seen] = w.big, seen_max[n_seen] = w.max_param, ++n_seen;
+    if (n_seen < kSeen && n_seen == l) {
+      seen_elems[n_seen] = w.elems, seen_count[n_seen] = w.count, seen_big[n_seen] = w.big, seen_max[n_seen] = w.max_param;
+      ++n_seen;
+    }
     for (int i = 0; i < lp.n; ++i) w.arrive(double(lp.p[i].numel), place(lp.p[i].role));
   }
   w.arrive(head, FlushAt::between);  // the embedding

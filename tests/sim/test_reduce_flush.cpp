@@ -38,9 +38,11 @@ double at(const ReduceFlushes& f, FlushAt a) { return f.epilogue_bytes[static_ca
 ReduceFlushes plain_walk(const ModelSpec& m, const Plan& pl, double N, bool sp) {
   ReduceFlushes out;
   double elems = 0, big = 0, maxp = 0;
+  int count = 0;
   auto epilogue = [&] {
     const double part = std::ceil(elems / N);
-    return sp ? std::max(4 * big + 4 * elems + 2 * part, 2 * part + maxp) : 2 * elems + maxp;
+    const double cat = count == 1 && std::fmod(elems, N) == 0 ? 0 : elems;  // one tensor N divides: in place
+    return sp ? std::max(4 * big + 4 * cat + 2 * part, 2 * part + maxp) : 2 * cat + maxp;
   };
   auto cost = [&](double numel) {
     if (!pl.offload_optimizer) return 0.0;
@@ -51,10 +53,10 @@ ReduceFlushes plain_walk(const ModelSpec& m, const Plan& pl, double N, bool sp) 
     if (elems + numel > pl.reduce_bucket_size && elems > 0) {
       double& e = out.epilogue_bytes[static_cast<int>(a)];
       e = std::max(e, epilogue());
-      elems = 0, big = 0, maxp = 0;
+      elems = 0, big = 0, maxp = 0, count = 0;
     }
     if (numel > pl.reduce_bucket_size) big += numel;
-    elems += numel;
+    elems += numel, ++count;
     maxp = std::max(maxp, cost(numel));
   };
   const double h = double(m.hidden), F = double(m.ffn_hidden), H = double(m.heads), K = double(m.kv_heads), D = double(m.head_dim);
@@ -110,13 +112,15 @@ TEST_CASE("reduce flush: llama-3.1-8b 2 layers flushes only between layers (the 
   CHECK(at(f, FlushAt::mlp) == 0);
   CHECK(at(f, FlushAt::attn) == 0);
   CHECK(at(f, FlushAt::qkv) == 0);
-  // lm_head 128256*4096 = 525336576 flushed alone at the final norm: flat 2*525336576, offload copy
+  // lm_head 128256*4096 = 525336576 flushed alone at the final norm (and the embedding, as large, alone at the
+  // end): one tensor is reduced in place (coalesced_collectives.py 102-104, no flat copy); the offload copy
   // 2*525336576 and the fp32 copy 4*525336576 (larger than the fp64 chunk 8*250e6)
-  CHECK(at(f, FlushAt::between) == 8 * 525336576.0);
-  // without offload only the flat buffer
+  CHECK(at(f, FlushAt::between) == 6 * 525336576.0);
+  // without offload: the one flush of several tensors, the final norm 4096 and both layers' 2*218112000 when the
+  // embedding arrives, flattened in bf16
   Plan p = offload_plan(true);
   p.offload_optimizer = false;
-  CHECK(at(reduce_flushes(m, p, 1, false), FlushAt::between) == 2 * 525336576.0);
+  CHECK(at(reduce_flushes(m, p, 1, false), FlushAt::between) == 2 * (4096 + 2 * 218112000.0));
 }
 
 TEST_CASE("reduce flush: at sp > 1 the bucket is reduced in fp32 (DeepSpeed's seq-parallel communication dtype)",
@@ -125,15 +129,21 @@ TEST_CASE("reduce flush: at sp > 1 the bucket is reduced in fp32 (DeepSpeed's se
   m.layers = 2;
   Plan p = offload_plan(true);
   p.offload_optimizer = false;
-  // N = 8: the lm_head (525336576 > 5e8) flushed alone at the final norm: its fp32 copy (stage3.py 1920) and
-  // the fp32 concatenation (coalesced_collectives.py 122), 4 + 4 B per element, and its bf16 partition
-  // 2 * ceil(525336576 / 8) = 131334144
-  CHECK(at(reduce_flushes(m, p, 8, true), FlushAt::between) == 8 * 525336576.0 + 131334144.0);
+  // N = 8: the lm_head (525336576 > 5e8, divisible by 8) flushed alone at the final norm: its fp32 copy
+  // (stage3.py 1920, 4 B per element), reduced in place (one tensor: no concatenation), and its bf16 partition
+  // 2 * ceil(525336576 / 8) = 131334144; larger than the layers' flush (fp32 concatenation of 436228096 elements
+  // and their partitions: 4 * 436228096 + 2 * 54528512)
+  CHECK(at(reduce_flushes(m, p, 8, true), FlushAt::between) == 4 * 525336576.0 + 131334144.0);
   // with optimizer offload the partition_grads epilogue follows once the fp32 tensors are gone: the larger wins
   p.offload_optimizer = true;
   const double part = 65667072;  // ceil(525336576 / 8)
   const double offload = 2 * part + std::max(8 * std::min(part, 250e6), 4 * part);
-  CHECK(at(reduce_flushes(m, p, 8, true), FlushAt::between) == std::max(8 * 525336576.0 + 2 * part, 2 * part + offload));
+  CHECK(at(reduce_flushes(m, p, 8, true), FlushAt::between) == std::max(4 * 525336576.0 + 2 * part, 2 * part + offload));
+  // a tensor N does not divide is concatenated with its padding (counted without it)
+  CHECK(at(reduce_flushes(m, p, 7, true), FlushAt::between) ==
+        std::max(8 * 525336576.0 + 2 * std::ceil(525336576.0 / 7),
+                 2 * std::ceil(525336576.0 / 7) + 2 * std::ceil(525336576.0 / 7) +
+                     std::max(8 * std::min(std::ceil(525336576.0 / 7), 250e6), 4 * std::ceil(525336576.0 / 7))));
   // a bucket of layer gradients that fit the buffer: no fp32 copies, the concatenation only
   ModelSpec small = m;
   small.vocab = 1000;  // the head fits the bucket
