@@ -3,6 +3,7 @@
 // it as the default), else mma.sync variant 525;
 // D=64 the wgmma kernel 16384 where usable (attention_flash_bwd_sm90a_d64.cu), else mma.sync variant 1117.
 // The kernel templates: attention_flash_bwd.cuh.
+#include <atomic>
 #include <string>
 
 #include "kernels/attention_flash_bwd.cuh"
@@ -12,22 +13,27 @@ namespace ulysses::kernels {
 namespace flash {
 namespace {
 
+// set once a wgmma launch found no TMA map encoder in the driver (tma.cuh), so later calls go to mma.sync at once
+std::atomic<bool> no_tma_encoder{false};
+
 template <int D>
 cudaError_t launch_bwd_default(const AttnBwdParams& p, cudaStream_t stream) {
   if constexpr (D == 128) {
     const int v = bwd_variant_run(kBwdDefaultD128, 128);
     static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2, "kernels/ build the wgmma backward's 2048 and 8192 only");
-    if (v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3) {
+    if ((v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3) && !no_tma_encoder.load()) {
       const cudaError_t err = launch_bwd_sm90a(p, stream, v == kBwdVariantSm90aTma3);
-      if (err != cudaErrorNotSupported) return err;  // no TMA map encoder in this driver: the mma.sync kernel below
+      if (err != cudaErrorNotSupported) return err;
+      no_tma_encoder = true;  // this driver has no TMA map encoder: the mma.sync kernel below, from now on at once
     }
   }
   if constexpr (D == 64) {
     const int v = bwd_variant_run(kBwdDefaultD64, 64);
     static_assert(kBwdDefaultD64 != kBwdVariantSm90aD64Ksplit, "kernels/ build the D = 64 wgmma backward's 16384 only");
-    if (v == kBwdVariantSm90aD64) {
+    if (v == kBwdVariantSm90aD64 && !no_tma_encoder.load()) {
       const cudaError_t err = launch_bwd_sm90a_d64(p, stream);
-      if (err != cudaErrorNotSupported) return err;  // as above (run_bwd's memset and preprocess run again)
+      if (err != cudaErrorNotSupported) return err;
+      no_tma_encoder = true;  // as above (this once, run_bwd's memset and preprocess run again below)
     }
   }
   constexpr int V = kBwdMmaDefault<D>;

@@ -264,7 +264,8 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   m.pinned_bytes = run.host_pinned_bytes();
   m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   // after the timed steps: kernel_s and m.traced. The timed steps stand without it: a traced step that fails
-  // says so on stderr and leaves kernel_s at -1 (a CUDA error that breaks the context still ends the run here).
+  // says so on stderr and leaves kernel_s at -1. A CUDA error still pending (a sticky one, that breaks the
+  // context) ends the run here; one the kernel wrappers already consumed does not (it broke nothing).
   if (std::isfinite(m.losses.back())) {
     try {
       traced_step(run, s, m);

@@ -7,6 +7,7 @@
 //   - The runtime attributes records to phases by time: in the traced iteration every phase
 //     starts after the previous one finished on the GPU (host wait), and its window
 //     [begin_ns, end_ns] on CUPTI's clock (cuptiGetTimestamp) holds exactly its GPU work.
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -36,6 +37,7 @@ struct ActivityRecord {
 class Cupti {
  public:
   static Cupti& get();              // enables the activity kinds (on first use, and after pause())
+  static Cupti& instance();         // the same object, as it is (CUPTI's buffer callback: never re-enables)
   // Disables the activity kinds and drops every record held, until the next get(): a traced step keeps the
   // timed steps of later runs in the process free of CUPTI's overhead, as the first run's were.
   void pause();
@@ -51,7 +53,9 @@ class Cupti {
  private:
   Cupti();
   bool set_kinds(bool on);          // (dis)ables the kinds enabled_ / markers_ name; false when CUPTI refused
-  bool enabled_ = false, markers_ = false, active_ = false;
+  bool enabled_ = false, markers_ = false;
+  std::atomic<bool> active_{false};
+  std::mutex toggle_mu_;            // get() / pause() from several threads; never held with mu_ (add() takes mu_)
   std::string status_;
   std::mutex mu_;
   std::vector<ActivityRecord> records_;

@@ -2,7 +2,7 @@
 // oracle written here: per row loss = logsumexp(x) - x[label] (0 for an ignored label) and the logits
 // overwritten by (softmax(x) - onehot(label)) / divisor, in bf16. Both of the kernel's paths: 16-byte
 // words (V % 8 == 0 in an aligned chunk: Llama's and Qwen3's vocabularies) and one bf16 at a time (an odd
-// V, or a chunk that starts 2 bytes off). Tolerance: the loss is an fp32 sum of V exponentials (__expf:
+// V, or a chunk that starts 4 bytes off). Tolerance: the loss is an fp32 sum of V exponentials (__expf:
 // 2 ulp each), 2e-5 of it plus 1e-4; a gradient element is one bf16 rounding of an fp32 value, 2^-8 of
 // it plus 1e-7 / divisor for the probabilities that underflow differently.
 #include <catch2/catch.hpp>
@@ -83,6 +83,6 @@ TEST_CASE("loss kernels: cross-entropy against the fp64 oracle, 16-byte words", 
 
 TEST_CASE("loss kernels: cross-entropy against the fp64 oracle, one bf16 at a time", "[.gpu][gpu][loss]") {
   check_case({24, 1030, 0});    // V % 8 != 0
-  check_case({16, 4096, 2});    // a chunk 4 bytes off 16-byte alignment
+  check_case({16, 4096, 2});    // a chunk 2 elements (4 bytes) off 16-byte alignment
   check_case({9, 50257, 0});    // GPT-2's odd vocabulary
 }
