@@ -16,7 +16,7 @@ namespace {
 
 const std::vector<std::string> kCalibrationKeys = {
     "provenance", "a2a_busbw_GBps", "a2a_alpha_us", "attn_fwd_eff", "attn_bwd_eff", "gemm_eff",
-    "host_link_h2d_GBps", "host_link_d2h_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
+    "host_link_h2d_GBps", "host_link_d2h_GBps", "host_link_h2d_busy_GBps", "host_link_d2h_busy_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
     "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us",
     "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param",
     "ulysses_host_adam_ns_per_param", "ulysses_gemm_eff",
@@ -102,6 +102,10 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
       c.host_link_h2d_GBps = positive_number(num("a number"), wk);
     } else if (k == "host_link_d2h_GBps") {
       c.host_link_d2h_GBps = positive_number(num("a number"), wk);
+    } else if (k == "host_link_h2d_busy_GBps") {
+      c.host_link_h2d_busy_GBps = positive_number(num("a number"), wk);
+    } else if (k == "host_link_d2h_busy_GBps") {
+      c.host_link_d2h_busy_GBps = positive_number(num("a number"), wk);
     } else if (k == "cuda_context_GiB") {
       c.cuda_context_bytes = gib_to_bytes(nonneg_gib(num("a number"), wk));
     } else if (k == "nccl_buffer_GiB") {
@@ -176,6 +180,8 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   }
   if (c.host_link_h2d_GBps > 0) line("host_link_h2d_GBps", number(c.host_link_h2d_GBps));
   if (c.host_link_d2h_GBps > 0) line("host_link_d2h_GBps", number(c.host_link_d2h_GBps));
+  if (c.host_link_h2d_busy_GBps > 0) line("host_link_h2d_busy_GBps", number(c.host_link_h2d_busy_GBps));
+  if (c.host_link_d2h_busy_GBps > 0) line("host_link_d2h_busy_GBps", number(c.host_link_d2h_busy_GBps));
   if (c.cuda_context_bytes >= 0) line("cuda_context_GiB", gib_text(c.cuda_context_bytes));
   if (c.nccl_buffer_bytes >= 0) line("nccl_buffer_GiB", gib_text(c.nccl_buffer_bytes));
   if (c.pytorch_context_bytes >= 0) line("pytorch_context_GiB", gib_text(c.pytorch_context_bytes));

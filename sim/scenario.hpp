@@ -58,6 +58,10 @@ struct Calibration {
   std::vector<std::pair<std::string, Curve>> ulysses_gemm_eff;
   double host_link_h2d_GBps = -1;
   double host_link_d2h_GBps = -1;
+  // the same while our GEMMs run on another stream (calib/cuda/host_link_busy.hpp): the rate of our runtime's
+  // checkpoint copies, which overlap the layers' compute
+  double host_link_h2d_busy_GBps = -1;
+  double host_link_d2h_busy_GBps = -1;
   core::bytes_t cuda_context_bytes = -1;
   core::bytes_t nccl_buffer_bytes = -1;
   double pack_GBps = -1;                 // layout pack/unpack copy bandwidth (bytes moved r+w)

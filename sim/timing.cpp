@@ -38,6 +38,15 @@ double host_d2h_GBps(const Scenario& sc) {
   const Calibration& c = sc.hw.calibrated;
   return sc.hw.has_calibration && c.host_link_d2h_GBps > 0 ? c.host_link_d2h_GBps : sc.hw.host_link_GBps;
 }
+// while the GPU computes (our runtime's checkpoint copies): measured so when calibrated, else as when idle
+double host_h2d_busy_GBps(const Scenario& sc) {
+  const Calibration& c = sc.hw.calibrated;
+  return sc.hw.has_calibration && c.host_link_h2d_busy_GBps > 0 ? c.host_link_h2d_busy_GBps : host_h2d_GBps(sc);
+}
+double host_d2h_busy_GBps(const Scenario& sc) {
+  const Calibration& c = sc.hw.calibrated;
+  return sc.hw.has_calibration && c.host_link_d2h_busy_GBps > 0 ? c.host_link_d2h_busy_GBps : host_d2h_GBps(sc);
+}
 double copy_GBps(const Scenario& sc) {
   const Calibration& c = sc.hw.calibrated;
   return sc.hw.has_calibration && c.pack_GBps > 0 ? c.pack_GBps : sc.hw.hbm_GBps;
@@ -398,8 +407,9 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   if (ours) {  // a copy stream: layers 0..L-2's inputs, each copy overlapping one layer's compute; only the excess shows
     const core::seconds_t layer_fwd = at(core::BlockPhase::attn_fwd) + g.qkv + g.o + g.mlp;
     const core::seconds_t layer_bwd = at(core::BlockPhase::attn_bwd) + g.qkv_bwd + g.o_bwd + g.mlp_bwd + (ck ? layer_fwd : 0);
-    step.add("offload.ckpt.d2h", ck_off ? (L - 1) * std::max(0.0, d2h - layer_fwd) : 0);
-    step.add("offload.ckpt.h2d", ck_off ? (L - 1) * std::max(0.0, h2d - layer_bwd) : 0);
+    const core::seconds_t d2h_busy = th / (host_d2h_busy_GBps(sc) * kGBps), h2d_busy = th / (host_h2d_busy_GBps(sc) * kGBps);
+    step.add("offload.ckpt.d2h", ck_off ? (L - 1) * std::max(0.0, d2h_busy - layer_fwd) : 0);
+    step.add("offload.ckpt.h2d", ck_off ? (L - 1) * std::max(0.0, h2d_busy - layer_bwd) : 0);
   } else {
     step.add("offload.ckpt.d2h", ck_off ? L * d2h : 0);
     step.add("offload.ckpt.h2d", ck_off ? L * h2d : 0);

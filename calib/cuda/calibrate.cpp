@@ -27,6 +27,7 @@
 #include <fmt/ranges.h>
 
 #include "calib/a2a_fit.hpp"
+#include "calib/cuda/host_link_busy.hpp"
 #include "calib/host_adam_rate.hpp"
 #include "calib/cuda/gemm_rates.hpp"
 #include "calib/cuda/kernel_rates.hpp"
@@ -233,6 +234,19 @@ void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std
   out += fmt::format("the optimizer on the host (calibrated.ulysses_host_adam_ns_per_param): {} parameters with bf16 gradients, "
                      "{} threads: {:.1f} ms per step (median of 3): {:.3f} ns per parameter\n",
                      h.params, threads, h.step_s * 1e3, h.s_per_param * 1e9);
+  // the host link while our GEMMs run (our checkpoint copies overlap the layers: calib/cuda/host_link_busy.hpp)
+  const HostLinkBusy busy = host_link_busy(256 << 20, 2, 5);
+  c.host_link_h2d_busy_GBps = busy.h2d_GBps, c.host_link_d2h_busy_GBps = busy.d2h_GBps;
+  raw["host_link_busy"] = {{"bytes", 256 << 20},          {"gemms", busy.gemms},
+                           {"gemm_tflops", busy.gemm_tflops}, {"h2d_GBps", busy.h2d_GBps},
+                           {"d2h_GBps", busy.d2h_GBps},       {"both_h2d_GBps", busy.both_h2d_GBps},
+                           {"both_d2h_GBps", busy.both_d2h_GBps}, {"idle_h2d_GBps", busy.idle_h2d_GBps},
+                           {"idle_d2h_GBps", busy.idle_d2h_GBps}};
+  out += fmt::format("the host link while our GEMMs run (calibrated.host_link_*_busy_GBps; 256 MiB pinned, {} GEMMs of "
+                     "16384x4096x4096 at {:.0f} TFLOP/s alone around each copy): h2d {:.1f} GB/s, d2h {:.1f} GB/s; both at once "
+                     "{:.1f} / {:.1f}; idle in the same call {:.1f} / {:.1f}\n",
+                     busy.gemms, busy.gemm_tflops, busy.h2d_GBps, busy.d2h_GBps, busy.both_h2d_GBps, busy.both_d2h_GBps,
+                     busy.idle_h2d_GBps, busy.idle_d2h_GBps);
   // our cuBLASLt GEMMs at the presets' layer and loss-head shapes (calib/cuda/gemm_rates.hpp)
   GemmCalibration g;
   std::vector<ModelSpec> models;
@@ -317,6 +331,7 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
       "(t - tensors * alpha) per phase, busbw(X) = (P-1)/P * X / (t(a2a.out.bwd) - alpha - pack copy); pack: 256 MiB seq->head; host link: 256 MiB pinned cudaMemcpyAsync; cuda_context = profile HBM "
       "- cudaMemGetInfo free with the block kernels loaded; nccl_buffer = free before - after the P=2 communicators; "
       "ulysses_bytes_per_elem: our layer kernels alone at T=32768 h=4096 F=14336, median of 10, t * hbm_GBps / elements; "
+      "host_link_*_busy_GBps: 256 MiB pinned copies while our GEMMs run on another stream; "
       "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5; gemm_eff (PyTorch's) not "
       "calibrated; a2a transport {} (p2p: one fixed cost per exchange phase, nccl: one per tensor)",
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
@@ -365,6 +380,7 @@ Result calibrate_kernels_only(const HardwareProfile& hw, const std::string& cmd)
   r.c.provenance += fmt::format("; ulysses_bytes_per_elem measured {} by `{}` on {} (our layer kernels alone at T=32768 "
                                 "h=4096 F=14336 H=32/8 D=128 V=128256, median of 10, t * hbm_GBps / elements; "
                                 "ulysses_host_adam_ns_per_param: runtime/host_adam.cpp on one [F, h] tensor, every core; "
+                                "host_link_*_busy_GBps: 256 MiB pinned copies while our GEMMs run on another stream; "
                                 "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5)",
                                 utc_now(), cmd, dev.name);
   return r;

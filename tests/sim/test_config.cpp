@@ -437,6 +437,8 @@ void require_same(const Scenario& a, const Scenario& b) {
   require_same_curve(c.gemm_eff, d.gemm_eff);
   CHECK(c.host_link_h2d_GBps == d.host_link_h2d_GBps);
   CHECK(c.host_link_d2h_GBps == d.host_link_d2h_GBps);
+  CHECK(c.host_link_h2d_busy_GBps == d.host_link_h2d_busy_GBps);
+  CHECK(c.host_link_d2h_busy_GBps == d.host_link_d2h_busy_GBps);
   CHECK(c.cuda_context_bytes == d.cuda_context_bytes);
   CHECK(c.nccl_buffer_bytes == d.nccl_buffer_bytes);
   CHECK(c.pack_GBps == d.pack_GBps);
@@ -480,6 +482,8 @@ Calibration sample_calibration() {
   c.gemm_eff = Curve{{{1e9, 0.5}, {1e12, 0.8}}};
   c.host_link_h2d_GBps = 53.1;
   c.host_link_d2h_GBps = 51.7;
+  c.host_link_h2d_busy_GBps = 49.2;
+  c.host_link_d2h_busy_GBps = 47.9;
   c.cuda_context_bytes = 537919488;
   c.nccl_buffer_bytes = 1LL << 30;
   c.pack_GBps = 2950;

@@ -255,6 +255,17 @@ TEST_CASE("time: offload transfers and the optimizer step", "[sim][time][golden]
   p = predict(sc);
   CHECK(p.step.get("offload.ckpt.d2h") == Approx(4294967296.0 / 20e9));
   CHECK(p.step.get("offload.ckpt.h2d") == Approx(4294967296.0 / 55e9));
+  // the link's rate while the GPU computes is our runtime's (its copies overlap the layers), not PyTorch's
+  sc.hw.calibrated.host_link_d2h_busy_GBps = 1;
+  CHECK(predict(sc).step.get("offload.ckpt.d2h") == Approx(4294967296.0 / 20e9));
+  sc.plan.runtime = Runtime::ulysses;
+  const double slow = predict(sc).step.get("offload.ckpt.d2h");
+  CHECK(slow > 0);  // 134 MB per layer at 1 GB/s outlasts a layer's forward
+  sc.hw.calibrated.host_link_d2h_GBps = 1000;  // the idle rate does not enter
+  CHECK(predict(sc).step.get("offload.ckpt.d2h") == Approx(slow));
+  sc.hw.calibrated.host_link_d2h_busy_GBps = 2;
+  // layers 0..L-2's inputs, [16384, 4096] bf16 each, the excess over the layer's compute: the difference is the copies'
+  CHECK(slow - predict(sc).step.get("offload.ckpt.d2h") == Approx(31 * 134217728.0 * (1 / 1e9 - 1 / 2e9)));
 }
 
 TEST_CASE("time: ZeRO-3 collectives", "[sim][time][golden]") {
