@@ -15,7 +15,7 @@ namespace ulysses {
 namespace {
 
 const std::vector<std::string> kCalibrationKeys = {
-    "provenance", "a2a_busbw_GBps", "a2a_alpha_us", "attn_fwd_eff", "attn_bwd_eff", "gemm_eff",
+    "provenance", "a2a_busbw_GBps", "allgather_busbw_GBps", "reduce_scatter_busbw_GBps", "a2a_alpha_us", "attn_fwd_eff", "attn_bwd_eff", "gemm_eff",
     "host_link_h2d_GBps", "host_link_d2h_GBps", "host_link_h2d_busy_GBps", "host_link_d2h_busy_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
     "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us",
     "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param",
@@ -76,11 +76,14 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
     const auto num = [&](const char* what) { return scalar_of(node, wk, what); };
     if (k == "provenance") {
       c.provenance = parse_string(num("a text"), wk);
-    } else if (k == "a2a_busbw_GBps") {
+    } else if (k == "a2a_busbw_GBps" || k == "allgather_busbw_GBps" || k == "reduce_scatter_busbw_GBps") {
+      auto& to = k == "a2a_busbw_GBps" ? c.a2a_busbw_GBps : k == "allgather_busbw_GBps" ? c.allgather_busbw_GBps
+                                                                                       : c.reduce_scatter_busbw_GBps;
       for (const auto& [sp, curve] : map_items(v, wk)) {
         const Where ws = wk.child(sp);
-        const std::int64_t P = parse_int(Scalar{sp, false}, ws, 2, INT64_MAX, "an sp size >= 2 as the key");
-        c.a2a_busbw_GBps.emplace_back(P, parse_curve(curve, ws, &positive_number));
+        const std::int64_t P = parse_int(Scalar{sp, false}, ws, 2, INT64_MAX,
+                                         k == "a2a_busbw_GBps" ? "an sp size >= 2 as the key" : "a number of ranks >= 2 as the key");
+        to.emplace_back(P, parse_curve(curve, ws, &positive_number));
       }
     } else if (k == "a2a_alpha_us") {
       c.a2a_alpha_s = nonneg_number(num("a number"), wk) * kUs;
@@ -163,9 +166,11 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   std::string out;
   const auto line = [&](const std::string& k, const std::string& v) { out += fmt::format("{}{}: {}\n", pad, k, v); };
   if (!c.provenance.empty()) line("provenance", quote(c.provenance));
-  if (!c.a2a_busbw_GBps.empty()) {
-    out += pad + "a2a_busbw_GBps:\n";
-    for (const auto& [P, curve] : c.a2a_busbw_GBps) out += fmt::format("{}  {}: {}\n", pad, P, curve_text(curve));
+  for (const auto& [key, curves] : {std::pair{"a2a_busbw_GBps", &c.a2a_busbw_GBps}, std::pair{"allgather_busbw_GBps", &c.allgather_busbw_GBps},
+                                    std::pair{"reduce_scatter_busbw_GBps", &c.reduce_scatter_busbw_GBps}}) {
+    if (curves->empty()) continue;
+    out += pad + key + ":\n";
+    for (const auto& [P, curve] : *curves) out += fmt::format("{}  {}: {}\n", pad, P, curve_text(curve));
   }
   if (c.a2a_alpha_s >= 0) line("a2a_alpha_us", scaled(c.a2a_alpha_s, kUs));
   for (const auto& [key, curves] : {std::pair{"attn_fwd_eff", &c.attn_fwd_eff}, std::pair{"attn_bwd_eff", &c.attn_bwd_eff}}) {

@@ -47,6 +47,10 @@ struct Calibration {
   std::string provenance;                // when, where, how (date, GPU, driver, CUDA, NCCL, command)
   // all-to-all bus bandwidth vs bytes per rank, one curve per sp size (x: bytes, y: GB/s)
   std::vector<std::pair<std::int64_t, Curve>> a2a_busbw_GBps;
+  // NCCL all-gather / reduce-scatter of bf16 buffers per number of ranks P within a node (calib/cuda/collectives.hpp;
+  // x: bytes of the whole buffer, y: nccl-tests' busbw GB/s): ZeRO-3's parameter gathers and gradient reductions
+  std::vector<std::pair<std::int64_t, Curve>> allgather_busbw_GBps;
+  std::vector<std::pair<std::int64_t, Curve>> reduce_scatter_busbw_GBps;
   double a2a_alpha_s = -1;               // fixed latency per all-to-all
   // attention efficiency (fraction of bf16 dense peak) vs S, per implementation,
   // separately forward/backward (x: S, y: efficiency)

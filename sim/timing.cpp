@@ -382,14 +382,28 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const double grad_bytes = d.P > 1 ? 4 : 2;  // DeepSpeed reduces SP gradients in fp32
   const bool zero_spans = d.zero_group > d.gpus_per_node, world_spans = d.gpus > d.gpus_per_node;
   const double alpha = a2a_alpha_s(sc);
+  // a ZeRO collective over the N ranks of a node: the calibrated NCCL curve at the size of one call (its latency in
+  // it) when the profile has one for N, else the datasheet ring plus alpha per call
+  const Calibration& cc = sc.hw.calibrated;
+  auto zero_collective = [&](const std::vector<std::pair<std::int64_t, Curve>>& curves, double total, double call,
+                             double calls) -> core::seconds_t {
+    if (N <= 1) return 0;
+    if (const Curve* c = sc.hw.has_calibration && !zero_spans ? find_curve(curves, d.zero_group) : nullptr)
+      return (N - 1) / N * total / (c->at(call) * kGBps);
+    return ring_time_s(sc, N, total, zero_spans) + alpha * calls;
+  };
+  // a call's size: a layer's bf16 parameters (gathered module by module; the layer is the prefetch's unit), the
+  // reduce bucket's gradients
+  const double layer_param_bytes = 2 * static_cast<double>(d.params.per_layer());
+  const double bucket_bytes = grad_bytes * std::min(pl.reduce_bucket_size, Pn);
   core::seconds_t allgather = 0, reduce_scatter = 0, allreduce = 0;
   if (pl.zero_stage >= 3) {  // params gathered in forward and again in backward
-    allgather = 2 * (ring_time_s(sc, N, 2 * Pn, zero_spans) + (N > 1 ? alpha * (L + 2) : 0));
+    allgather = 2 * zero_collective(cc.allgather_busbw_GBps, 2 * Pn, layer_param_bytes, L + 2);
   } else if (pl.zero_stage >= 1) {  // updated bf16 params gathered after the step
-    allgather = ring_time_s(sc, N, 2 * Pn, zero_spans) + (N > 1 ? alpha : 0);
+    allgather = zero_collective(cc.allgather_busbw_GBps, 2 * Pn, 2 * Pn, 1);
   }
   if (pl.zero_stage >= 1) {
-    reduce_scatter = ring_time_s(sc, N, grad_bytes * Pn, zero_spans) + (N > 1 ? alpha * L : 0);
+    reduce_scatter = zero_collective(cc.reduce_scatter_busbw_GBps, grad_bytes * Pn, bucket_bytes, L);
     if (R > 1) allreduce = 2 * ring_time_s(sc, R, grad_bytes * std::ceil(Pn / N), world_spans) + alpha;
   } else if (G > 1) {  // stage 0: all-reduce of the full gradients over every rank
     allreduce = 2 * ring_time_s(sc, G, grad_bytes * Pn, world_spans) + alpha * L;

@@ -27,6 +27,7 @@
 #include <fmt/ranges.h>
 
 #include "calib/a2a_fit.hpp"
+#include "calib/cuda/collectives.hpp"
 #include "calib/cuda/host_link_busy.hpp"
 #include "calib/host_adam_rate.hpp"
 #include "calib/cuda/gemm_rates.hpp"
@@ -213,6 +214,31 @@ void calibrate_skew(int P, Json& raw, std::string& out) {
                      skew * 100);
 }
 
+// NCCL all-gather and reduce-scatter over P GPUs (ZeRO-3's collectives), nccl-tests' table: 1 MiB to 1 GiB.
+void calibrate_collectives(int P, Calibration& c, Json& raw, std::string& out) {
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t b = std::int64_t{1} << 20; b <= std::int64_t{1} << 30; b *= 4) sizes.push_back(b);
+  const std::vector<CollectiveRow> rows = collective_times(P, sizes, 3, 10, 120);
+  Curve ag, rs;
+  raw["collectives"] = Json::array();
+  out += fmt::format("\nNCCL all-gather and reduce-scatter, bf16, {} GPUs (calibrated.allgather_busbw_GBps / "
+                     "reduce_scatter_busbw_GBps; median of 10, the slowest rank):\n"
+                     "#        size    all-gather             reduce-scatter        #wrong\n"
+                     "#         (B)     time (us)  busbw (GB/s)  time (us)  busbw (GB/s)\n",
+                     P);
+  for (const CollectiveRow& r : rows) {
+    const double ag_bw = busbw_GBps(r.bytes, r.allgather_s, P), rs_bw = busbw_GBps(r.bytes, r.reduce_scatter_s, P);
+    ag.points.push_back({double(r.bytes), ag_bw});
+    rs.points.push_back({double(r.bytes), rs_bw});
+    raw["collectives"].push_back({{"P", P}, {"bytes", r.bytes}, {"allgather_s", r.allgather_s},
+                                  {"reduce_scatter_s", r.reduce_scatter_s}, {"wrong", r.wrong}});
+    out += fmt::format("  {:>12} {:>13.1f} {:>13.1f} {:>10.1f} {:>13.1f} {:>9}\n", r.bytes, r.allgather_s * 1e6, ag_bw,
+                       r.reduce_scatter_s * 1e6, rs_bw, r.wrong);
+  }
+  c.allgather_busbw_GBps = {{P, ag}};
+  c.reduce_scatter_busbw_GBps = {{P, rs}};
+}
+
 // The models whose GEMM shapes `calibrate --backend cuda` measures (the validation sets' models).
 constexpr std::array<const char*, 3> kGemmModels = {"llama-3.1-8b", "qwen3-4b", "qwen3-8b"};
 
@@ -313,11 +339,12 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
     calibrate_a2a(s, 2, c, raw, out);
     calibrate_a2a_idle(2, c, raw, out);
     calibrate_skew(2, raw, out);
+    calibrate_collectives(2, c, raw, out);
     const std::int64_t free_nccl = rc::device_free_bytes(0);
     c.nccl_buffer_bytes = std::max<std::int64_t>(0, free_ctx - free_nccl);
     raw["free_after_nccl_bytes"] = free_nccl;
   } else {
-    out += "\nexchange: one GPU visible, no sp size >= 2 to measure\n";
+    out += "\nexchange: one GPU visible, no sp size >= 2 to measure; no all-gather / reduce-scatter either\n";
   }
   out += fmt::format("\nfixed device memory: context + kernels {:.3f} GiB (profile HBM {:.2f} GiB - free {:.3f} GiB; "
                      "cudaMemGetInfo total {:.3f} GiB), NCCL {:.3f} GiB\n",
@@ -333,7 +360,8 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
       "ulysses_bytes_per_elem: our layer kernels alone at T=32768 h=4096 F=14336, median of 10, t * hbm_GBps / elements; "
       "host_link_*_busy_GBps: 256 MiB pinned copies while our GEMMs run on another stream; "
       "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5; gemm_eff (PyTorch's) not "
-      "calibrated; a2a transport {} (p2p: one fixed cost per exchange phase, nccl: one per tensor)",
+      "calibrated; a2a transport {} (p2p: one fixed cost per exchange phase, nccl: one per tensor); allgather / "
+      "reduce_scatter_busbw_GBps: NCCL bf16 over 2 GPUs, 1 MiB to 1 GiB, median of 10 of the slowest rank, nccl-tests' busbw",
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
       raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"));
   raw["provenance"] = c.provenance;

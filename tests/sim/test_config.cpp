@@ -421,6 +421,14 @@ void require_same(const Scenario& a, const Scenario& b) {
   CHECK(h.has_calibration == g.has_calibration);
   const Calibration &c = h.calibrated, &d = g.calibrated;
   CHECK(c.provenance == d.provenance);
+  for (const auto& [x, y] : {std::pair{&c.allgather_busbw_GBps, &d.allgather_busbw_GBps},
+                             std::pair{&c.reduce_scatter_busbw_GBps, &d.reduce_scatter_busbw_GBps}}) {
+    REQUIRE(x->size() == y->size());
+    for (std::size_t i = 0; i < x->size(); ++i) {
+      CHECK((*x)[i].first == (*y)[i].first);
+      require_same_curve((*x)[i].second, (*y)[i].second);
+    }
+  }
   REQUIRE(c.a2a_busbw_GBps.size() == d.a2a_busbw_GBps.size());
   for (std::size_t i = 0; i < c.a2a_busbw_GBps.size(); ++i) {
     CHECK(c.a2a_busbw_GBps[i].first == d.a2a_busbw_GBps[i].first);
@@ -473,6 +481,8 @@ void require_same(const Scenario& a, const Scenario& b) {
 Calibration sample_calibration() {
   Calibration c;
   c.provenance = "test: 2x H200, \"quoted\" text, nccl 2.28";
+  c.allgather_busbw_GBps = {{2, Curve{{{1048576, 21.5}, {1073741824, 362.0}}}}};
+  c.reduce_scatter_busbw_GBps = {{2, Curve{{{1048576, 18.2}, {1073741824, 351.7}}}}, {8, Curve{{{1048576, 9.9}}}}};
   c.a2a_busbw_GBps = {{2, Curve{{{1048576, 19.0}, {16777216, 159.4}, {1073741824, 331.4}}}},
                       {8, Curve{{{1048576, 12.5}, {1073741824, 360.1}}}}};
   c.a2a_alpha_s = 26.3 * 1e-6;
@@ -558,6 +568,9 @@ TEST_CASE("calibrated section: parsed and validated, bad keys named", "[config]"
     return std::string();
   };
   CHECK(with_cal("  a2a_busbw_GBps:\n    1: [[1, 2]]\n") == "calibrated.a2a_busbw_GBps.1: must be an sp size >= 2 as the key (got 1)");
+  CHECK(with_cal("  allgather_busbw_GBps:\n    1: [[1, 2]]\n") ==
+        "calibrated.allgather_busbw_GBps.1: must be a number of ranks >= 2 as the key (got 1)");
+  CHECK(with_cal("  reduce_scatter_busbw_GBps:\n    8: [[1, 0]]\n").rfind("calibrated.reduce_scatter_busbw_GBps.8", 0) == 0);
   CHECK(with_cal("  attn_fwd_eff:\n    flash: [[1, 0.5]]\n").rfind("calibrated.attn_fwd_eff.flash: must be one of", 0) == 0);
   CHECK(with_cal("  gemm_eff: [[1, 1.5]]\n") == "calibrated.gemm_eff[0]: must be a fraction of peak in (0, 1] (got 1.5)");
   CHECK(with_cal("  gemm_eff: [1, 2]\n") == "calibrated.gemm_eff[0]: must be a point [x, y]");

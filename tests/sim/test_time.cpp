@@ -277,6 +277,19 @@ TEST_CASE("time: ZeRO-3 collectives", "[sim][time][golden]") {
   // reduce-scatter of fp32 grads (sp > 1): 7/8 * 4 Pn / 315e9 + alpha * L
   CHECK(p.step.get("zero.reduce_scatter") == Approx(7.0 / 8 * 4 * Pn / 315e9 + 20e-6 * 32));
   CHECK(p.step.get("dp.allreduce") == 0);
+  // calibrated NCCL curves for 8 ranks (calib/cuda/collectives.hpp): the whole volume at the busbw of one call's
+  // size, a layer's bf16 parameters (2 * 218112000 B) for the gathers, the fp32 bucket (4 * 5e8 B) for the
+  // reductions; the per-call latency is inside the curve
+  sc.hw.has_calibration = true;
+  sc.hw.calibrated.allgather_busbw_GBps = {{8, Curve{{{1e8, 100}, {1e9, 200}}}}};
+  sc.hw.calibrated.reduce_scatter_busbw_GBps = {{8, Curve{{{1e8, 50}, {4e9, 150}}}}};
+  const double ag_bw = Curve{{{1e8, 100}, {1e9, 200}}}.at(2 * 218112000.0), rs_bw = Curve{{{1e8, 50}, {4e9, 150}}}.at(2e9);
+  const Prediction q = predict(sc);
+  CHECK(q.step.get("zero.allgather") == Approx(2 * 7.0 / 8 * 2 * Pn / (ag_bw * 1e9)));
+  CHECK(q.step.get("zero.reduce_scatter") == Approx(7.0 / 8 * 4 * Pn / (rs_bw * 1e9)));
+  // a curve for another number of ranks does not apply
+  sc.hw.calibrated.allgather_busbw_GBps = {{2, Curve{{{1e8, 100}}}}};
+  CHECK(predict(sc).step.get("zero.allgather") == Approx(p.step.get("zero.allgather")));
 }
 
 TEST_CASE("time: step is the sum of phases, throughput and TFLOP/s", "[sim][time]") {
