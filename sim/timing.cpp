@@ -15,6 +15,8 @@ namespace ulysses {
 namespace {
 
 constexpr double kGBps = 1e9;  // GB/s -> bytes/s
+// DeepSpeed's default stage3_prefetch_bucket_size (elements; zero/config.py 222)
+constexpr double kZero3PrefetchBucketElems = 5e7;
 
 double tokens(const Dims& d) { return static_cast<double>(d.B) * static_cast<double>(d.S_l); }
 
@@ -392,13 +394,13 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
       return (N - 1) / N * total / (c->at(call) * kGBps);
     return ring_time_s(sc, N, total, zero_spans) + alpha * calls;
   };
-  // a call's size: a layer's bf16 parameters (gathered module by module; the layer is the prefetch's unit), the
-  // reduce bucket's gradients
-  const double layer_param_bytes = 2 * static_cast<double>(d.params.per_layer());
+  // a call's size: a gather fetches a module's parameters and prefetches up to stage3_prefetch_bucket_size elements
+  // (DeepSpeed 0.19.8 zero/config.py 222: 5e7), so at most that many bf16 of a layer's; a reduction, the bucket's
+  const double gather_bytes = 2 * std::min(static_cast<double>(d.params.per_layer()), kZero3PrefetchBucketElems);
   const double bucket_bytes = grad_bytes * std::min(pl.reduce_bucket_size, Pn);
   core::seconds_t allgather = 0, reduce_scatter = 0, allreduce = 0;
   if (pl.zero_stage >= 3) {  // params gathered in forward and again in backward
-    allgather = 2 * zero_collective(cc.allgather_busbw_GBps, 2 * Pn, layer_param_bytes, L + 2);
+    allgather = 2 * zero_collective(cc.allgather_busbw_GBps, 2 * Pn, gather_bytes, L + 2);
   } else if (pl.zero_stage >= 1) {  // updated bf16 params gathered after the step
     allgather = zero_collective(cc.allgather_busbw_GBps, 2 * Pn, 2 * Pn, 1);
   }

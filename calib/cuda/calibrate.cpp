@@ -220,9 +220,9 @@ void calibrate_collectives(int P, Calibration& c, Json& raw, std::string& out) {
   for (std::int64_t b = std::int64_t{1} << 20; b <= std::int64_t{1} << 30; b *= 4) sizes.push_back(b);
   const std::vector<CollectiveRow> rows = collective_times(P, sizes, 3, 10, 120);
   Curve ag, rs;
-  raw["collectives"] = Json::array();
+  if (!raw.contains("collectives")) raw["collectives"] = Json::array();
   out += fmt::format("\nNCCL all-gather and reduce-scatter, bf16, {} GPUs (calibrated.allgather_busbw_GBps / "
-                     "reduce_scatter_busbw_GBps; median of 10, the slowest rank):\n"
+                     "reduce_scatter_busbw_GBps; 10 calls back to back after 3, the slowest rank):\n"
                      "#        size    all-gather             reduce-scatter        #wrong\n"
                      "#         (B)     time (us)  busbw (GB/s)  time (us)  busbw (GB/s)\n",
                      P);
@@ -235,8 +235,8 @@ void calibrate_collectives(int P, Calibration& c, Json& raw, std::string& out) {
     out += fmt::format("  {:>12} {:>13.1f} {:>13.1f} {:>10.1f} {:>13.1f} {:>9}\n", r.bytes, r.allgather_s * 1e6, ag_bw,
                        r.reduce_scatter_s * 1e6, rs_bw, r.wrong);
   }
-  c.allgather_busbw_GBps = {{P, ag}};
-  c.reduce_scatter_busbw_GBps = {{P, rs}};
+  c.allgather_busbw_GBps.emplace_back(P, ag);
+  c.reduce_scatter_busbw_GBps.emplace_back(P, rs);
 }
 
 // The models whose GEMM shapes `calibrate --backend cuda` measures (the validation sets' models).
@@ -262,17 +262,23 @@ void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std
                      h.params, threads, h.step_s * 1e3, h.s_per_param * 1e9);
   // the host link while our GEMMs run (our checkpoint copies overlap the layers: calib/cuda/host_link_busy.hpp)
   const HostLinkBusy busy = host_link_busy(256 << 20, 2, 5);
-  c.host_link_h2d_busy_GBps = busy.h2d_GBps, c.host_link_d2h_busy_GBps = busy.d2h_GBps;
+  if (busy.ok) c.host_link_h2d_busy_GBps = busy.h2d_GBps, c.host_link_d2h_busy_GBps = busy.d2h_GBps;
   raw["host_link_busy"] = {{"bytes", 256 << 20},          {"gemms", busy.gemms},
+                           {"covered", busy.covered},     {"timed", busy.timed}, {"ok", busy.ok},
                            {"gemm_tflops", busy.gemm_tflops}, {"h2d_GBps", busy.h2d_GBps},
                            {"d2h_GBps", busy.d2h_GBps},       {"both_h2d_GBps", busy.both_h2d_GBps},
                            {"both_d2h_GBps", busy.both_d2h_GBps}, {"idle_h2d_GBps", busy.idle_h2d_GBps},
                            {"idle_d2h_GBps", busy.idle_d2h_GBps}};
-  out += fmt::format("the host link while our GEMMs run (calibrated.host_link_*_busy_GBps; 256 MiB pinned, {} GEMMs of "
-                     "16384x4096x4096 at {:.0f} TFLOP/s alone around each copy): h2d {:.1f} GB/s, d2h {:.1f} GB/s; both at once "
-                     "{:.1f} / {:.1f}; idle in the same call {:.1f} / {:.1f}\n",
-                     busy.gemms, busy.gemm_tflops, busy.h2d_GBps, busy.d2h_GBps, busy.both_h2d_GBps, busy.both_d2h_GBps,
-                     busy.idle_h2d_GBps, busy.idle_d2h_GBps);
+  if (!busy.ok) {
+    out += fmt::format("the host link while our GEMMs run: not measured ({} GEMMs did not cover the copies; keys not written)\n",
+                       busy.gemms);
+  } else {
+    out += fmt::format("the host link while our GEMMs run (calibrated.host_link_*_busy_GBps; 256 MiB pinned, {} GEMMs of "
+                       "16384x4096x4096 at {:.0f} TFLOP/s alone around each copy, {} of {} copies covered): h2d {:.1f} GB/s, "
+                       "d2h {:.1f} GB/s; both at once {:.1f} / {:.1f}; idle in the same call {:.1f} / {:.1f}\n",
+                       busy.gemms, busy.gemm_tflops, busy.covered, busy.timed, busy.h2d_GBps, busy.d2h_GBps, busy.both_h2d_GBps,
+                       busy.both_d2h_GBps, busy.idle_h2d_GBps, busy.idle_d2h_GBps);
+  }
   // our cuBLASLt GEMMs at the presets' layer and loss-head shapes (calib/cuda/gemm_rates.hpp)
   GemmCalibration g;
   std::vector<ModelSpec> models;
@@ -339,10 +345,13 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
     calibrate_a2a(s, 2, c, raw, out);
     calibrate_a2a_idle(2, c, raw, out);
     calibrate_skew(2, raw, out);
-    calibrate_collectives(2, c, raw, out);
     const std::int64_t free_nccl = rc::device_free_bytes(0);
     c.nccl_buffer_bytes = std::max<std::int64_t>(0, free_ctx - free_nccl);
     raw["free_after_nccl_bytes"] = free_nccl;
+    // after that reading: the communicators of 4 and 8 ranks are not the P = 2 run's
+    c.allgather_busbw_GBps.clear(), c.reduce_scatter_busbw_GBps.clear();
+    for (int P : {2, 4, 8})
+      if (P <= info.count) calibrate_collectives(P, c, raw, out);
   } else {
     out += "\nexchange: one GPU visible, no sp size >= 2 to measure; no all-gather / reduce-scatter either\n";
   }
@@ -361,7 +370,8 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
       "host_link_*_busy_GBps: 256 MiB pinned copies while our GEMMs run on another stream; "
       "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5; gemm_eff (PyTorch's) not "
       "calibrated; a2a transport {} (p2p: one fixed cost per exchange phase, nccl: one per tensor); allgather / "
-      "reduce_scatter_busbw_GBps: NCCL bf16 over 2 GPUs, 1 MiB to 1 GiB, median of 10 of the slowest rank, nccl-tests' busbw",
+      "reduce_scatter_busbw_GBps: NCCL bf16 over 2, 4 and 8 GPUs as visible, 1 MiB to 1 GiB, 10 calls back to back on the "
+      "slowest rank, nccl-tests' busbw",
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
       raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"));
   raw["provenance"] = c.provenance;

@@ -14,7 +14,6 @@
 #include <nccl.h>
 
 #include "core/bf16.hpp"
-#include "core/stats.hpp"
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/report.hpp"
@@ -46,9 +45,9 @@ std::int64_t count_wrong(const void* p, std::int64_t n, std::int64_t chunk, bool
   std::vector<core::bf16> h(static_cast<std::size_t>(n));
   CUDA_CHECK(cudaMemcpy(h.data(), p, h.size() * sizeof(core::bf16), cudaMemcpyDeviceToHost));
   std::int64_t wrong = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float want = per_chunk ? float(i / chunk + 1) : value;
-    wrong += core::bf16_to_float(h[static_cast<std::size_t>(i)]) != want;
+  for (std::int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const core::bf16 want = core::float_to_bf16(per_chunk ? float(c0 / chunk + 1) : value);
+    for (std::int64_t i = c0; i < std::min(n, c0 + chunk); ++i) wrong += h[static_cast<std::size_t>(i)] != want;
   }
   return wrong;
 }
@@ -90,19 +89,19 @@ std::vector<CollectiveRow> collective_times(int P, const std::vector<std::int64_
         reduce();
         ctx.wait(ctx.comm_stream, "a reduce-scatter check");
         wrong += count_wrong(recv.p, chunk, chunk, false, float(P * (P + 1) / 2));
+        // nccl-tests' way: the warm-up calls, the ranks aligned, then `iters` calls back to back between one pair of
+        // events (no host gap or barrier skew inside the timed span), their mean
         auto timed = [&](const std::function<void()>& op) {
-          std::vector<double> t;
-          for (int it = 0; it < warmup + iters; ++it) {
-            ctx.allgather("");  // the ranks start together
-            CUDA_CHECK(cudaEventRecord(e0, ctx.comm_stream));
-            op();
-            CUDA_CHECK(cudaEventRecord(e1, ctx.comm_stream));
-            ctx.wait(ctx.comm_stream, "a timed collective");
-            float ms = 0;
-            CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            if (it >= warmup) t.push_back(ms * 1e-3);
-          }
-          return core::median(t);
+          for (int it = 0; it < warmup; ++it) op();
+          ctx.wait(ctx.comm_stream, "the warm-up collectives");
+          ctx.allgather("");  // the ranks start together
+          CUDA_CHECK(cudaEventRecord(e0, ctx.comm_stream));
+          for (int it = 0; it < iters; ++it) op();
+          CUDA_CHECK(cudaEventRecord(e1, ctx.comm_stream));
+          ctx.wait(ctx.comm_stream, "the timed collectives");
+          float ms = 0;
+          CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          return ms * 1e-3 / iters;
         };
         const double t_gather = timed(gather), t_reduce = timed(reduce);
         w.pod(b), w.pod(t_gather), w.pod(t_reduce), w.pod(wrong);

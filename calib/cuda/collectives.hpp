@@ -1,7 +1,7 @@
 #pragma once
 // NCCL all-gather and reduce-scatter of bf16 buffers over P GPUs (issue 13's calibration list: ZeRO-3's per-layer
-// parameter gathers and gradient reduce-scatters), nccl-tests' way: per buffer size the median time over the
-// iterations of the slowest rank, algbw = bytes / t and busbw = algbw * (P - 1) / P, where `bytes` is the whole
+// parameter gathers and gradient reduce-scatters), nccl-tests' way: per buffer size the mean time of `iters` calls
+// back to back on the slowest rank, algbw = bytes / t and busbw = algbw * (P - 1) / P, where `bytes` is the whole
 // gathered (or reduced) buffer. Each size is checked once before it is timed (#wrong: elements that differ from the
 // exact result: rank r sends the value r + 1, so a gather holds chunk j = j + 1 and a reduce-scatter P (P + 1) / 2,
 // all exact in bf16 for P <= 8); wrong data throws.
@@ -12,7 +12,7 @@ namespace ulysses::calib::cuda {
 
 struct CollectiveRow {
   std::int64_t bytes = 0;  // the whole buffer
-  double allgather_s = 0, reduce_scatter_s = 0;  // median over iters of the slowest rank
+  double allgather_s = 0, reduce_scatter_s = 0;  // one call: the mean of `iters` back to back, the slowest rank
   std::int64_t wrong = 0;  // elements off the exact result (over both, every rank)
 };
 

@@ -1,5 +1,5 @@
 // calib/cuda/host_link_busy.hpp: the copies alone, one GEMM alone, then each copy inside a run of GEMMs long enough
-// to cover it twice over.
+// to cover it twice over (once more with twice the GEMMs if one was never covered).
 #include "calib/cuda/host_link_busy.hpp"
 
 #include <algorithm>
@@ -82,6 +82,8 @@ HostLinkBusy host_link_busy(std::int64_t bytes, int warmup, int iters, int devic
   auto median_s = [&](cudaStream_t s, const std::function<void()>& f) {
     return core::median(runtime::cuda::time_on_stream(s, warmup, iters, f));
   };
+  gemm_once();  // the problem's first call chooses its algorithm (timed runs, a wait): outside every timing
+  CUDA_CHECK(cudaStreamSynchronize(comp));
   const double t_gemm = median_s(comp, gemm_once);
   r.gemm_tflops = 2.0 * kM * kN * kK / t_gemm * 1e-12;
   const double t_h2d = median_s(st.s[1], [&] { h2d(st.s[1]); }), t_d2h = median_s(st.s[1], [&] { d2h(st.s[1]); });
@@ -89,9 +91,9 @@ HostLinkBusy host_link_busy(std::int64_t bytes, int warmup, int iters, int devic
   // twice the slower copy alone, in GEMMs, plus the first one the copies wait for
   r.gemms = 1 + static_cast<int>(std::ceil(2 * std::max(t_h2d, t_d2h) / t_gemm));
 
-  // copies[i] on stream st.s[1 + i] after the first GEMM: each copy's seconds, per timed iteration; a copy that
-  // ended after the last GEMM is left out
-  auto under_gemms = [&](const std::vector<std::function<void(cudaStream_t)>>& copies) {
+  // copies[i] on stream st.s[1 + i] after the first GEMM: each copy's GB/s, the median over the timed iterations it
+  // was covered in (a copy that ended after the last GEMM is left out); empty when one was never covered
+  auto under_gemms = [&](const std::vector<std::function<void(cudaStream_t)>>& copies) -> std::vector<double> {
     const std::size_t k = copies.size();
     Events ev(static_cast<int>(2 + 2 * k));  // first GEMM done, last GEMM done, each copy's start and end
     std::vector<std::vector<double>> t(k);
@@ -110,24 +112,28 @@ HostLinkBusy host_link_busy(std::int64_t bytes, int warmup, int iters, int devic
       CUDA_CHECK(cudaDeviceSynchronize());
       if (it < warmup) continue;
       for (std::size_t i = 0; i < k; ++i) {
+        ++r.timed;
         if (ms_between(ev.e[3 + 2 * i], ev.e[1]) < 0) continue;  // the copy ended after the last GEMM
+        ++r.covered;
         t[i].push_back(ms_between(ev.e[2 + 2 * i], ev.e[3 + 2 * i]) * 1e-3);
       }
     }
     std::vector<double> gbps;
     for (std::size_t i = 0; i < k; ++i) {
-      if (t[i].empty())
-        throw std::runtime_error(fmt::format("calibrate: host link under compute: {} GEMMs did not cover a copy of {} bytes in "
-                                             "any of {} iterations",
-                                             r.gemms, bytes, iters));
+      if (t[i].empty()) return {};
       gbps.push_back(double(bytes) / core::median(t[i]) * 1e-9);
     }
     return gbps;
   };
-  r.h2d_GBps = under_gemms({h2d})[0];
-  r.d2h_GBps = under_gemms({d2h})[0];
-  const std::vector<double> both = under_gemms({h2d, d2h});
-  r.both_h2d_GBps = both[0], r.both_d2h_GBps = both[1];
+  for (int attempt = 0; attempt < 2 && !r.ok; ++attempt) {
+    if (attempt > 0) r.gemms *= 2;
+    r.covered = r.timed = 0;
+    const std::vector<double> a = under_gemms({h2d}), c = under_gemms({d2h}), both = under_gemms({h2d, d2h});
+    if (a.empty() || c.empty() || both.empty()) continue;
+    r.h2d_GBps = a[0], r.d2h_GBps = c[0], r.both_h2d_GBps = both[0], r.both_d2h_GBps = both[1];
+    r.ok = true;
+    break;
+  }
   return r;
 }
 

@@ -16,10 +16,12 @@ struct HostLinkBusy {
   double idle_h2d_GBps = 0, idle_d2h_GBps = 0;  // the same copies alone, in the same call
   double gemm_tflops = 0;                       // one GEMM alone
   int gemms = 0;                                // GEMMs around each copy
+  int covered = 0, timed = 0;                   // timed copies the GEMMs covered (the medians are of those), of all
+  bool ok = false;  // every copy covered at least once (after one retry with twice the GEMMs); else the rates are 0
 };
 
-// `bytes` per copy (pinned host memory), median of `iters` after `warmup`; throws std::runtime_error naming what
-// failed, or when the GEMMs did not cover a copy in any timed iteration.
+// `bytes` per copy (pinned host memory), median of `iters` after `warmup`; throws std::runtime_error naming a CUDA
+// call that failed. A copy the GEMMs never covered is a measurement condition, not an error: ok says so.
 HostLinkBusy host_link_busy(std::int64_t bytes, int warmup, int iters, int device = 0);
 
 }  // namespace ulysses::calib::cuda

@@ -278,12 +278,12 @@ TEST_CASE("time: ZeRO-3 collectives", "[sim][time][golden]") {
   CHECK(p.step.get("zero.reduce_scatter") == Approx(7.0 / 8 * 4 * Pn / 315e9 + 20e-6 * 32));
   CHECK(p.step.get("dp.allreduce") == 0);
   // calibrated NCCL curves for 8 ranks (calib/cuda/collectives.hpp): the whole volume at the busbw of one call's
-  // size, a layer's bf16 parameters (2 * 218112000 B) for the gathers, the fp32 bucket (4 * 5e8 B) for the
-  // reductions; the per-call latency is inside the curve
+  // size, at most the prefetch bucket's 5e7 bf16 (a layer has 218112000 parameters) for the gathers, the fp32
+  // bucket (4 * 5e8 B) for the reductions; the per-call latency is inside the curve
   sc.hw.has_calibration = true;
   sc.hw.calibrated.allgather_busbw_GBps = {{8, Curve{{{1e8, 100}, {1e9, 200}}}}};
   sc.hw.calibrated.reduce_scatter_busbw_GBps = {{8, Curve{{{1e8, 50}, {4e9, 150}}}}};
-  const double ag_bw = Curve{{{1e8, 100}, {1e9, 200}}}.at(2 * 218112000.0), rs_bw = Curve{{{1e8, 50}, {4e9, 150}}}.at(2e9);
+  const double ag_bw = Curve{{{1e8, 100}, {1e9, 200}}}.at(2 * 5e7), rs_bw = Curve{{{1e8, 50}, {4e9, 150}}}.at(2e9);
   const Prediction q = predict(sc);
   CHECK(q.step.get("zero.allgather") == Approx(2 * 7.0 / 8 * 2 * Pn / (ag_bw * 1e9)));
   CHECK(q.step.get("zero.reduce_scatter") == Approx(7.0 / 8 * 4 * Pn / (rs_bw * 1e9)));
