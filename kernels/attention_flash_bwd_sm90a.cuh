@@ -151,6 +151,36 @@ __device__ __forceinline__ void sm90a_issue_dkv(float (&dk)[64], float (&dv)[64]
   wgmma::commit();
 }
 
+// The same three products one at a time, each its own commit group and none waited for (variant 40960's step
+// order: dV, barrier, dQ, dK): dV += P^T dO, dK += dS^T Q, dQ = dS K (as sm90a_dq without its wait).
+__device__ __forceinline__ void sm90a_issue_dv(float (&dv)[64], std::uint32_t (&pp)[16], const std::uint32_t dos) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBM / 16; ++kk) wgmma::m64n128k16_rs<1>(dv, pp + 4 * kk, wgmma::desc(dos + kk * 16 * 128, kBM * 128, 1024));
+  wgmma::commit();
+}
+__device__ __forceinline__ void sm90a_issue_dk(float (&dk)[64], std::uint32_t (&ss)[16], const std::uint32_t qs) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) wgmma::fence_reg(ss[i]);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBM / 16; ++kk) wgmma::m64n128k16_rs<1>(dk, ss + 4 * kk, wgmma::desc(qs + kk * 16 * 128, kBM * 128, 1024));
+  wgmma::commit();
+}
+__device__ __forceinline__ void sm90a_issue_dq(float (&dq)[32], const std::uint32_t sbase, const std::uint32_t k_wg) {
+  using L = Sm90Smem;
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBN / 16; ++kk) {
+    const std::uint64_t da = wgmma::desc(sbase + L::dS + kk * 16 * 128, kBN * 128, 1024);
+    const std::uint64_t db = wgmma::desc(k_wg + kk * 16 * 128, kBN * 128, 1024);
+    wgmma::m64n64k16_ss<1, 1>(dq, da, db, kk > 0);
+  }
+  wgmma::commit();
+}
+
 // dQ[:, 64wg..64wg+63] = dS K[:, 64wg..] into dq (k = 128 keys; A M-major, B N-major), waited for;
 // k_wg: K's half of this warpgroup, sbase + L::K + wg * kBN * 128 (summed by the caller: summed
 // here, from wg, the address arithmetic came out in another order and so did the SASS)

@@ -42,7 +42,9 @@ struct BwdTmaSmem {
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
 
-template <bool CAUSAL, int STAGES>
+// DQ_UNDER_DK (variant 40960, the lab): dV issued before the barrier, dQ and then dK after it, the dQ atomics while
+// dK runs, the stage released once dK has completed.
+template <bool CAUSAL, int STAGES, bool DQ_UNDER_DK = false>
 __global__ void __launch_bounds__(kNT, 1)
     bwd_kernel_sm90a_tma(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo, const BwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
@@ -127,6 +129,24 @@ __global__ void __launch_bounds__(kNT, 1)
     std::uint32_t pp[16], ss[16];  // P^T, dS^T packed (A fragments of dV, dK)
     sm90a_ds_pack(st_acc, dp, delta, t, pp, ss);
     sm90a_store_ds(ss, st_base0 + u * kBN * kBM * 2, st_cb, lane);
+    if constexpr (DQ_UNDER_DK) {
+      sm90a_issue_dv(dv, pp, dos);
+      wgmma::fence_proxy_async();
+      __syncthreads();  // dS^T of both warpgroups in shared memory
+      float dq[32];  // dQ[:, 64wg..64wg+63] (wgmma D layout)
+      sm90a_issue_dq(dq, sbase + L::dS + u * kBN * kBM * 2 - Sm90Smem::dS, sbase + L::K + wg * kBN * 128);
+      sm90a_issue_dk(dk, ss, qs);
+      wgmma::wait<1>();  // dV and dQ done; dK still in the tensor cores
+#pragma unroll
+      for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
+      sm90a_dq_atomics(dq, a, b, S, ldq, hq, wg, w4, g, t, m0);  // branch-free: no wgmma serialization (C7513)
+      wgmma::wait<0>();
+#pragma unroll
+      for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
+      tma::mbar_arrive(sbase + L::empty + 8 * st);  // every wgmma of the step has completed: Q, dO, rows free
+      if (tid == 0 && it + STAGES - 1 < steps) load(it + STAGES - 1);
+      continue;
+    }
     sm90a_issue_dkv(dk, dv, pp, ss, qs, dos);
     wgmma::fence_proxy_async();
     __syncthreads();  // dS^T of both warpgroups in shared memory
@@ -147,8 +167,8 @@ __global__ void __launch_bounds__(kNT, 1)
 #endif
 }
 
-// Launch bwd_kernel_sm90a_tma<CAUSAL, STAGES> for head dim 128 on `stream` (B = gridDim.z)
-template <bool CAUSAL, int STAGES>
+// Launch bwd_kernel_sm90a_tma<CAUSAL, STAGES, DQ_UNDER_DK> for head dim 128 on `stream` (B = gridDim.z)
+template <bool CAUSAL, int STAGES, bool DQ_UNDER_DK = false>
 cudaError_t launch_bwd_main_sm90a_tma(const BwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta)) & 15u) != 0)
@@ -158,7 +178,7 @@ cudaError_t launch_bwd_main_sm90a_tma(const BwdArgs& a, int B, cudaStream_t stre
   if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, kBM, 128);
   if (err != cudaSuccess) return err;
   constexpr int smem = BwdTmaSmem<STAGES>::bytes;
-  auto kern = bwd_kernel_sm90a_tma<CAUSAL, STAGES>;
+  auto kern = bwd_kernel_sm90a_tma<CAUSAL, STAGES, DQ_UNDER_DK>;
   err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.H_kv), static_cast<unsigned>(B));

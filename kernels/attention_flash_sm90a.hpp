@@ -42,12 +42,15 @@ struct BwdArgs {
 inline constexpr int kBwdVariantSm90a = 2048;
 // Its TMA forms (attention_flash_bwd_sm90a_tma.cuh): three stages (kernels/ build it too), two (the lab).
 inline constexpr int kBwdVariantSm90aTma3 = 8192, kBwdVariantSm90aTma2 = 12288;
+// 8192 in FlashAttention-3's step order (the lab only): dV before the barrier, then dQ, then dK, and the dQ atomics
+// issued while dK is still in the tensor cores (docs/ATTENTION.md "FlashAttention-3's backward next to ours")
+inline constexpr int kBwdVariantSm90aTma3DqUnderDk = 40960;
 // The wgmma backward at head dim 64, TMA loads in three stages (attention_flash_bwd_sm90a_d64.cuh; kernels/ build it),
 // and its form with dQ split by keys across the warpgroups (each its own 64 keys' share, added by atomics).
 inline constexpr int kBwdVariantSm90aD64 = 16384, kBwdVariantSm90aD64Ksplit = 20480;
 constexpr bool is_sm90a_bwd_variant(int v) {
   return v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma2 || v == kBwdVariantSm90aD64 ||
-         v == kBwdVariantSm90aD64Ksplit;
+         v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aTma3DqUnderDk;
 }
 // The head dim a wgmma backward variant is built for
 constexpr int sm90a_bwd_variant_head_dim(int v) {
