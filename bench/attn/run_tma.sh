@@ -4,8 +4,11 @@
 #  2. A/B against the form before at D=128 points, the variants interleaved, twice;
 #  3. the same points through `ulysses bench attention` (the default kernels) with PyTorch's FA2 and cuDNN.
 # KIND=fwd (default): forward variants 31 (2 stages), 63 (3 stages for the full mask), 95, 127 (heads first)
-# against 15 (the ping-pong form); KIND=bwd: backward variants 8192 (3 stages), 12288 (2) against 2048.
-# Usage (device machine, repo root, ULYSSES_HOME=$PWD): [KIND=bwd] bench/attn/run_tma.sh BIN_DIR; results in $OUT/tma.tgz
+# against 15 (the ping-pong form); KIND=bwd: backward variants 8192 (3 stages), 12288 (2) against 2048. TRIED and
+# BASE override the variants and the one they are compared with, e.g. KIND=bwd TRIED=40960 BASE=8192 (FA3's step
+# order against the default).
+# Usage (device machine, repo root, ULYSSES_HOME=$PWD): [KIND=bwd] [TRIED=".." BASE=N] bench/attn/run_tma.sh BIN_DIR;
+# results in $OUT/tma.tgz
 set -u
 B=${1:?usage: run_tma.sh BIN_DIR}
 O=${OUT:-/tmp/attn_out}/tma
@@ -13,8 +16,8 @@ mkdir -p "$O" /tmp/attn_in
 export PYTHONUNBUFFERED=1
 pack() { tar czf "${OUT:-/tmp/attn_out}/tma.tgz" -C "$(dirname "$O")" tma; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader > "$O/gpu.txt"
-if [ "${KIND:-fwd}" = bwd ]; then flag=--bwd-variant; tried="8192 12288"; base=2048; col=bwd_tflops
-else flag=--fwd-variant; tried="31 63 95 127"; base=15; col=fwd_tflops; fi
+if [ "${KIND:-fwd}" = bwd ]; then flag=--bwd-variant; tried="${TRIED:-8192 12288}"; base=${BASE:-2048}; col=bwd_tflops
+else flag=--fwd-variant; tried="${TRIED:-31 63 95 127}"; base=${BASE:-15}; col=fwd_tflops; fi
 first=1
 for v in $tried; do
   dump=(); [ $first = 1 ] && dump=(--dump /tmp/attn_in); first=0
