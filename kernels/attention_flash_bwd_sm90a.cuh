@@ -185,15 +185,7 @@ __device__ __forceinline__ void sm90a_issue_dq(float (&dq)[32], const std::uint3
 // k_wg: K's half of this warpgroup, sbase + L::K + wg * kBN * 128 (summed by the caller: summed
 // here, from wg, the address arithmetic came out in another order and so did the SASS)
 __device__ __forceinline__ void sm90a_dq(float (&dq)[32], const std::uint32_t sbase, const std::uint32_t k_wg) {
-  using L = Sm90Smem;
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk) {
-    const std::uint64_t da = wgmma::desc(sbase + L::dS + kk * 16 * 128, kBN * 128, 1024);
-    const std::uint64_t db = wgmma::desc(k_wg + kk * 16 * 128, kBN * 128, 1024);
-    wgmma::m64n64k16_ss<1, 1>(dq, da, db, kk > 0);
-  }
-  wgmma::commit();
+  sm90a_issue_dq(dq, sbase, k_wg);
   wgmma::wait<0>();
 #pragma unroll
   for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
