@@ -4,8 +4,8 @@
 // the same instructions, the same rounding), but Q and dO tiles arrive by cp.async.bulk.tensor and the
 // step's lse2 / delta rows by 1-D bulk copies into STAGES mbarrier-guarded stages, and dS^T is
 // double-buffered, so a step has one CTA-wide barrier (dS^T of both warpgroups in shared memory, which
-// dQ needs) instead of two and no per-thread copies. Backward variants 8192 (three stages; kernels/ build it,
-// the default once -DULYSSES_FLASH_BWD_DEFAULT_D128=8192 has passed the GPU tests) and 12288 (two, the lab).
+// dQ needs) instead of two and no per-thread copies. Backward variants 8192 (three stages; kernels/ build it),
+// 40960 (8192 in FlashAttention-3's step order; kernels/ build it, the default) and 12288 (two, the lab).
 //
 // One CTA per (128-key tile n0, kv head, batch), 256 threads, the steps (q head of the group, 64-row q
 // tile) as in the default kernel. Stage st = step % STAGES, phase (step / STAGES) & 1:
@@ -42,7 +42,7 @@ struct BwdTmaSmem {
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
 
-// DQ_UNDER_DK (variant 40960, the lab): dV issued before the barrier, dQ and then dK after it, the dQ atomics while
+// DQ_UNDER_DK (variant 40960, the default): dV issued before the barrier, dQ and then dK after it, the dQ atomics while
 // dK runs, the stage released once dK has completed.
 template <bool CAUSAL, int STAGES, bool DQ_UNDER_DK = false>
 __global__ void __launch_bounds__(kNT, 1)

@@ -42,7 +42,7 @@ struct BwdArgs {
 inline constexpr int kBwdVariantSm90a = 2048;
 // Its TMA forms (attention_flash_bwd_sm90a_tma.cuh): three stages (kernels/ build it too), two (the lab).
 inline constexpr int kBwdVariantSm90aTma3 = 8192, kBwdVariantSm90aTma2 = 12288;
-// 8192 in FlashAttention-3's step order (the lab only): dV before the barrier, then dQ, then dK, and the dQ atomics
+// 8192 in FlashAttention-3's step order (the default; kernels/ build it): dV before the barrier, then dQ, then dK, and the dQ atomics
 // issued while dK is still in the tensor cores (docs/ATTENTION.md "FlashAttention-3's backward next to ours")
 inline constexpr int kBwdVariantSm90aTma3DqUnderDk = 40960;
 // The wgmma backward at head dim 64, TMA loads in three stages (attention_flash_bwd_sm90a_d64.cuh; kernels/ build it),
@@ -87,6 +87,8 @@ cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, int head_dim,
 cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 // The same in its TMA form with three stages (variant 8192; attention_flash_bwd_sm90a_tma.cuh).
 cudaError_t launch_bwd_main_sm90a_tma3(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
+// The same in FlashAttention-3's step order (variant 40960).
+cudaError_t launch_bwd_main_sm90a_tma3_dq_under_dk(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 // The main kernel for head dim 64 (variant 16384; attention_flash_bwd_sm90a_d64.cu).
 cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 

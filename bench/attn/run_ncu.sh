@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One device call: Nsight Compute profiles of the default wgmma attention kernels at one of issue 14's points
 # each, to see what bounds them before the next restructuring (docs/ATTENTION.md "Next steps"): the D=128 backward
-# (8192), the D=64 backward (16384) and the TMA forward at 32K full (the forward's weakest point). Full section
+# (40960), the D=64 backward (16384) and the TMA forward at 32K full (the forward's weakest point). Full section
 # set with source counters (per-SASS-line stall samples), clocks left alone (--clock-control none), one launch
 # after two warm-ups; then the details page and the SASS source page as CSV next to each report.
-# Usage (device machine, repo root; the staged folder carried): bench/attn/run_ncu.sh BIN_DIR. Results: $OUT/ncu.tgz.
+# Usage (device machine, repo root; the staged folder carried): [NCU_ONLY="name ..."] bench/attn/run_ncu.sh BIN_DIR. Results: $OUT/ncu.tgz.
 set -u
 B=${1:?usage: run_ncu.sh BIN_DIR}
 root=${OUT:-/tmp/attn_out}; O=$root/ncu; mkdir -p "$O"
@@ -14,8 +14,9 @@ pack() { (cd "$root" && tar czf ncu.tgz.part ncu && mv ncu.tgz.part ncu.tgz); }
 command -v ncu > /dev/null || { echo "ncu not found" | tee "$O/errors.log"; pack; exit 1; }
 # name  kernel-name regex  attn_check bench --one "S H H_kv D causal"  variant flags
 while read -r name regex shape flags; do
+  [ -n "${NCU_ONLY:-}" ] && [[ " $NCU_ONLY " != *" $name "* ]] && continue  # NCU_ONLY="bwd128 bwd64": those cases only
   # shellcheck disable=SC2086
-  timeout 170 ncu --clock-control none --set full --import-source yes --kernel-name "regex:$regex" --launch-skip 2 \
+  timeout 170 ncu --clock-control none --set full --import-source yes --kernel-name-base demangled --kernel-name "regex:$regex" --launch-skip 2 \
     --launch-count 1 -o "$O/$name" -f "$bin/attn_check" bench --one ${shape//,/ } ${flags//,/ } > "$O/$name.log" 2>&1
   echo "$name rc $?"; tail -3 "$O/$name.log"
   if [ -s "$O/$name.ncu-rep" ]; then
@@ -26,7 +27,7 @@ while read -r name regex shape flags; do
   fi
   pack
 done <<'CASES'
-bwd128 bwd_kernel_sm90a 32768,16,16,128,1 --bwd-variant,8192
+bwd128 bwd_kernel_sm90a 32768,16,16,128,1 --bwd-variant,40960
 bwd64 bwd_kernel 32768,16,16,64,1 --bwd-variant,16384
-fwd128full fwd_kernel_sm90a 32768,32,8,128,0 --bwd-variant,8192
+fwd128full fwd_kernel_sm90a 32768,32,8,128,0 --bwd-variant,40960
 CASES

@@ -27,10 +27,10 @@ Calibration sample() {
   return c;
 }
 
-// An uncalibrated profile (h200-sxm-141gb carries the measured section since issue 6), copied to dir.
+// An uncalibrated profile (h200-sxm-141gb and h100-sxm-80gb carry measured sections), copied to dir.
 std::string uncalibrated_copy(const TempDir& dir) {
-  const std::string profile = dir / "h100.yaml";
-  std::filesystem::copy_file(source_path("profiles/h100-sxm-80gb.yaml"), profile);
+  const std::string profile = dir / "a100.yaml";
+  std::filesystem::copy_file(source_path("profiles/a100-sxm-80gb.yaml"), profile);
   REQUIRE_FALSE(load_profile(profile).has_calibration);
   return profile;
 }
@@ -116,19 +116,19 @@ TEST_CASE("write_profile_out: the section printed, or the base profile written w
   TempDir d;
   const Calibration c = sample();
   // no --profile-out: the section's text, which a profile takes as it is
-  const std::string text = calib::write_profile_out("h100-sxm-80gb", std::nullopt, "h100-sxm-80gb", c);
+  const std::string text = calib::write_profile_out("a100-sxm-80gb", std::nullopt, "a100-sxm-80gb", c);
   CHECK(text == calibration_to_yaml(c));
-  std::ofstream(d / "appended.yaml") << slurp(source_path("profiles/h100-sxm-80gb.yaml")) << "\n" << text;
+  std::ofstream(d / "appended.yaml") << slurp(source_path("profiles/a100-sxm-80gb.yaml")) << "\n" << text;
   CHECK(load_profile(d / "appended.yaml").calibrated.pack_GBps == 2950);
 
   // --profile-out: a copy of the base (by preset name) with the section; the base is untouched
-  const std::string base_text = slurp(source_path("profiles/h100-sxm-80gb.yaml"));
-  const std::string said = calib::write_profile_out("h100-sxm-80gb", d / "out.yaml", "h100-sxm-80gb", c);
-  CHECK(said == "wrote " + (d / "out.yaml") + " (profile h100-sxm-80gb with a calibrated: section)\n");
+  const std::string base_text = slurp(source_path("profiles/a100-sxm-80gb.yaml"));
+  const std::string said = calib::write_profile_out("a100-sxm-80gb", d / "out.yaml", "a100-sxm-80gb", c);
+  CHECK(said == "wrote " + (d / "out.yaml") + " (profile a100-sxm-80gb with a calibrated: section)\n");
   const HardwareProfile out = load_profile(d / "out.yaml");
   CHECK(out.calibrated.a2a_busbw_GBps[1].second.points[1].second == 360.1);
-  CHECK(out.hbm_bytes == load_profile("h100-sxm-80gb").hbm_bytes);
-  CHECK(slurp(source_path("profiles/h100-sxm-80gb.yaml")) == base_text);
+  CHECK(out.hbm_bytes == load_profile("a100-sxm-80gb").hbm_bytes);
+  CHECK(slurp(source_path("profiles/a100-sxm-80gb.yaml")) == base_text);
 
   // the base itself as the output: updated in place (no copy onto itself)
   const std::string own = uncalibrated_copy(d);
@@ -141,7 +141,7 @@ TEST_CASE("write_profile_out: the section printed, or the base profile written w
   const std::string kept = slurp(d / "out.yaml");
   Calibration bad = c;
   bad.gemm_eff = Curve{{{1e9, 0.5}, {1e8, 0.6}}};  // x not increasing
-  CHECK_THROWS_WITH(calib::write_profile_out("h100-sxm-80gb", d / "out.yaml", "x", bad), Catch::Contains("x must increase strictly"));
+  CHECK_THROWS_WITH(calib::write_profile_out("a100-sxm-80gb", d / "out.yaml", "x", bad), Catch::Contains("x must increase strictly"));
   CHECK(slurp(d / "out.yaml") == kept);
   CHECK_FALSE(std::filesystem::exists(d / ".out.yaml.tmp.yaml"));
 
@@ -153,7 +153,7 @@ TEST_CASE("write_profile_out: the section printed, or the base profile written w
     CHECK(e.key() == "--profile");
   }
   try {
-    calib::write_profile_out("h100-sxm-80gb", d / "missing-dir/x.yaml", "x", c);
+    calib::write_profile_out("a100-sxm-80gb", d / "missing-dir/x.yaml", "x", c);
     FAIL("an output in a missing folder must throw");
   } catch (const core::InputError& e) {
     CHECK(e.key() == "--profile-out");

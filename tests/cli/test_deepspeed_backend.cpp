@@ -235,8 +235,8 @@ TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to t
   CHECK(std::llabs(predict(sc).gpu.get("cuda_context") - held) < 1024);
   sc.plan.runtime = Runtime::ulysses;
   CHECK(predict(sc).gpu.get("cuda_context") == base.calibrated.cuda_context_bytes);
-  // P > 1 needs the one-GPU context first: one line, exit 2
-  const auto r = run_cli("calibrate --backend deepspeed --profile h100-sxm-80gb --gpus 2");
+  // P > 1 needs the one-GPU context first: one line, exit 2 (a100-sxm-80gb has no calibrated section)
+  const auto r = run_cli("calibrate --backend deepspeed --profile a100-sxm-80gb --gpus 2");
   CHECK(r.rc == 2);
   CHECK(r.err.find("--gpus") != std::string::npos);
 }

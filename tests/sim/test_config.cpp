@@ -551,9 +551,9 @@ TEST_CASE("to_yaml and load_scenario round trip every field", "[config]") {
 
 TEST_CASE("calibrated section: parsed and validated, bad keys named", "[config]") {
   const fs::path d = temp_dir();
-  // an uncalibrated profile (h200-sxm-141gb carries the measured section since issue 6)
-  const std::string profile = (d / "h100.yaml").string();
-  fs::copy_file(repo_dir() + "/profiles/h100-sxm-80gb.yaml", profile);
+  // an uncalibrated profile (h200-sxm-141gb and h100-sxm-80gb carry measured sections)
+  const std::string profile = (d / "a100.yaml").string();
+  fs::copy_file(repo_dir() + "/profiles/a100-sxm-80gb.yaml", profile);
   const std::string before = read(profile);
   REQUIRE_FALSE(load_profile(profile).has_calibration);
 
