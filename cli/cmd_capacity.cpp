@@ -107,7 +107,7 @@ int run_step_capacity_set(const po::variables_map& vm, const std::string& measur
 int run_stored(const po::variables_map& vm) {
   const std::string path = vm["stored"].as<std::string>();
   const Json j = eval::load_record(path, "ulysses capacity --out");
-  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
+  const std::string profile = profile_for_stored(vm, j, path);
   if (eval::is_step_capacity_record(j))
     return report_steps(eval::repredict_step_capacity_record(j, path, profile), pct_option(vm, "max-error-pct"),
                         fmt::format("step capacity record {} ({}, measured {}) re-predicted with profile {}", path,

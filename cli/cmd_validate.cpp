@@ -162,7 +162,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
 }
 
 int run_step_stored(const po::variables_map& vm, const Json& rec, const std::string& path) {
-  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : rec.value("profile", "");
+  const std::string profile = profile_for_stored(vm, rec, path);
   const std::vector<eval::StepCase> cases = eval::repredict_step_record(rec, path, profile);
   const std::string backend = rec.value("backend", "deepspeed");
   if (vm.count("json")) {
@@ -182,7 +182,7 @@ int run_stored(const po::variables_map& vm) {
   const std::string path = vm["stored"].as<std::string>();
   const Json j = eval::load_record(path, "ulysses validate --out");
   if (j.value("format", "") == kStepFormat) return run_step_stored(vm, j, path);
-  const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : j.value("profile", "");
+  const std::string profile = profile_for_stored(vm, j, path);
   const std::vector<CaseResult> results = eval::repredict_block_record(j, path, profile);
   const std::string title = fmt::format(
       "validation record {} ({} cases, measured {} on {}, backend {}) re-predicted with profile {}", path, results.size(),
@@ -200,8 +200,8 @@ int run_stored(const po::variables_map& vm) {
 int run_set(const po::variables_map& vm, int argc, char** argv) {
   if (!vm.count("out")) throw core::InputError("", "--out", "required with --set (where the validation record is written)");
   const eval::ValidationSet set = eval::load_validation_set(vm["set"].as<std::string>());
-  // predictions use --profile when given; the record names the set's profile, which --stored
-  // loads by default on any machine (commit the calibrated profile under that name)
+  // predictions use --profile when given; the record names the set's profile and the one used (profile_used),
+  // which --stored loads by default where it loads (commit the calibrated profile under that name)
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::string backend = backend_of(vm);
   const std::string out_path = vm["out"].as<std::string>();

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "eval/block_run.hpp"
+#include "eval/record_in.hpp"
 #include "reports/csv.hpp"
 #include "reports/file_out.hpp"
 #include "sim/config.hpp"
@@ -368,6 +369,13 @@ void print_machine_readable(const reports::Json& j, Format format) {
     row.push_back(v);
   }
   std::cout << reports::csv_row(header) << reports::csv_row(row);
+}
+
+std::string profile_for_stored(const po::variables_map& vm, const reports::Json& rec, const std::string& path) {
+  if (vm.count("profile")) return vm["profile"].as<std::string>();
+  const eval::StoredProfile p = eval::stored_profile(rec, path);
+  if (!p.note.empty()) std::cerr << p.note << "\n";
+  return p.name;
 }
 
 }  // namespace ulysses::cli

@@ -6,6 +6,7 @@
 #include "reports/json_in.hpp"
 #include "core/errors.hpp"
 #include "core/phases.hpp"
+#include "sim/config.hpp"
 
 namespace ulysses::eval {
 
@@ -96,11 +97,24 @@ Keys stored_keys(const reports::Json& c) {
   return keys;
 }
 
+StoredProfile stored_profile(const reports::Json& rec, const std::string& path) {
+  const std::string set_profile = rec.value("profile", "");
+  const std::string used = rec.value("profile_used", "");
+  if (used.empty() || used == set_profile) return {set_profile, ""};
+  try {
+    (void)load_profile(used);
+    return {used, ""};
+  } catch (const core::InputError&) {
+    return {set_profile, fmt::format("{}: profile_used {} does not load here; re-predicted with the set's profile {}",
+                                     path, used, set_profile)};
+  }
+}
+
 reports::Json load_record(const std::string& path, const std::string& producer) {
   const reports::Json j = reports::read_json_file(path, "--stored");
   const reports::JsonIn r(j, path);
   if (!j.is_object()) r.fail("is not a JSON object: not a record of `" + producer + "`");
-  for (const char* k : {"format", "model", "profile", "backend", "device", "measured_at", "set_name"})
+  for (const char* k : {"format", "model", "profile", "profile_used", "backend", "device", "measured_at", "set_name"})
     if (r.has(k)) r.at(k).str();
   if (!r.has("cases") || !j["cases"].is_array() || j["cases"].empty())
     throw core::InputError(path, "cases", "missing or empty: not a record of `" + producer + "`");

@@ -16,6 +16,16 @@ namespace ulysses::eval {
 // expect. InputError naming the file otherwise; `producer` names the command that writes it.
 reports::Json load_record(const std::string& path, const std::string& producer);
 
+// The profile a stored record is re-predicted with when no --profile is given: the one its run predicted with
+// (`profile_used`, e.g. `validate --set S --profile h100-sxm-80gb`), else the set's (`profile`). A
+// `profile_used` that does not load here (a path on the measuring machine) falls back to `profile`, and `note`
+// says so in one line for stderr.
+struct StoredProfile {
+  std::string name;
+  std::string note;  // empty unless the fallback was taken
+};
+StoredProfile stored_profile(const reports::Json& rec, const std::string& path);
+
 // The [[key, value], ...] of a stored case.
 Keys stored_keys(const reports::Json& c);
 

@@ -148,6 +148,32 @@ TEST_CASE("deepspeed records: the committed H200 step record re-predicts, and fo
   CHECK(ulysses::test::count_lines(r.err) == 1);
 }
 
+TEST_CASE("deepspeed records: a record run with --profile re-predicts with that profile, a foreign path falls back", "[deepspeed]") {
+  // records/validation/h100-alst.json: six cases of the H200 set run on one H100 with --profile h100-sxm-80gb
+  const std::string rec = record_path("validation/h100-alst.json");
+  const auto r = run_cli("validate --stored '" + rec + "'");
+  INFO(r.err);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("re-predicted with profile h100-sxm-80gb") != std::string::npos);
+  CHECK(r.err.empty());
+  ulysses::test::TempDir dir;
+  const auto re = rd::Json::parse(ulysses::test::repredict_stored(rec, dir, "re.json"));
+  REQUIRE(re["cases"].size() == 6);
+  CHECK(re["profile"] == "h100-sxm-80gb");
+  CHECK(re["summary"]["max_memory_allocated"]["max_abs_error_pct"].get<double>() <= 3.0);
+  // --profile still overrides it
+  const auto o = run_cli("validate --stored '" + rec + "' --profile h200-sxm-141gb");
+  CHECK(o.out.find("re-predicted with profile h200-sxm-141gb") != std::string::npos);
+  // a profile_used that does not load here (a path on the measuring machine): the set's profile, one line saying so
+  auto j = rd::Json::parse(ulysses::test::slurp(rec));
+  j["profile_used"] = "/root/out/gone/h100.yaml";
+  { std::ofstream(dir / "foreign.json") << j.dump(); }
+  const auto f = run_cli("validate --stored '" + (dir / "foreign.json") + "'");
+  CHECK(f.out.find("re-predicted with profile h200-sxm-141gb") != std::string::npos);
+  CHECK(f.err.find("profile_used /root/out/gone/h100.yaml does not load here") != std::string::npos);
+  CHECK(ulysses::test::count_lines(f.err) == 1);
+}
+
 TEST_CASE("deepspeed records: the committed capacity record re-predicts the planner under its ballast", "[deepspeed]") {
   const std::string rec = record_path("validation/h200-alst-capacity.json");
   const auto r = run_cli("capacity --stored '" + rec + "' --max-error-pct -1");
