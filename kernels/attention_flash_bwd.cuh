@@ -184,9 +184,10 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
   bwd_epilogue<D, VAR>(smem_raw, a, p, w, dk, dv);
 }
 
-// memset + preprocess, then main(args) (the main kernel's launch), then the dq conversion
+// memset + preprocess, then main(args) (the main kernel's launch), then the dq conversion (dq_frag: dq_accum in
+// variant 106496's fragment layout)
 template <int D, class Main>
-cudaError_t run_bwd(const AttnBwdParams& p, cudaStream_t stream, Main&& main) {
+cudaError_t run_bwd(const AttnBwdParams& p, cudaStream_t stream, Main&& main, bool dq_frag = false) {
   const Workspace ws = carve(p.workspace, p.B, p.S, p.H, p.D);
   const std::int64_t S_pad = padded_rows(p.S);
   cudaError_t err = cudaMemsetAsync(ws.dq_accum, 0, static_cast<std::size_t>(p.B * p.S * p.H * D) * 4, stream);
@@ -204,6 +205,12 @@ cudaError_t run_bwd(const AttnBwdParams& p, cudaStream_t stream, Main&& main) {
 
   const std::int64_t n4 = p.B * p.S * p.H * D / 4;
   const unsigned conv_blocks = static_cast<unsigned>(std::min<std::int64_t>((n4 + 255) / 256, 132 * 16));
+  if (dq_frag) {
+    bwd_convert_dq_frag<<<conv_blocks, 256, 0, stream>>>(reinterpret_cast<const float2*>(ws.dq_accum),
+                                                         reinterpret_cast<std::uint32_t*>(p.dq), static_cast<int>(p.B),
+                                                         static_cast<int>(p.S), static_cast<int>(p.H), p.scale);
+    return cudaGetLastError();
+  }
   bwd_convert_dq<<<conv_blocks, 256, 0, stream>>>(reinterpret_cast<const float4*>(ws.dq_accum),
                                                   reinterpret_cast<uint2*>(p.dq), n4, p.scale);
   return cudaGetLastError();

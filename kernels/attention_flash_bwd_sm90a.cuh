@@ -208,6 +208,35 @@ __device__ __forceinline__ void sm90a_dq_atomics(float (&dq)[32], const BwdArgs&
   }
 }
 
+// Variant 106496: this thread's dq pairs into its warpgroup's staging block `stage` (shared, 16 KiB) in fragment
+// order, pair p at stage + (p * 128 + tw) * 8 (consecutive threads, consecutive 8 bytes: no bank conflicts)
+__device__ __forceinline__ void sm90a_stage_dq(const float (&dq)[32], const std::uint32_t stage, const int tw) {
+#pragma unroll
+  for (int p = 0; p < 16; ++p) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(stage + (p * 128 + tw) * 8), "f"(dq[2 * p]), "f"(dq[2 * p + 1])
+                 : "memory");
+  }
+}
+
+// the 128 threads of warpgroup wg meet (named barrier 1 + wg; 0 is __syncthreads')
+__device__ __forceinline__ void wg_named_sync(const int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); }
+
+// Variant 106496's last partial q tile (m0 + 64 > S): dq by atomics into the tail rows of the fragment layout
+// (dq_frag_tail_row); rows past S skipped
+__device__ __forceinline__ void sm90a_dq_atomics_tail(const float (&dq)[32], const BwdArgs& a, const int b, const int S,
+                                                      const int hq, const int wg, const int w4, const int g, const int t,
+                                                      const int m0) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int r = m0 + w4 * 16 + g + hr * 8 - (S / kBM) * kBM;
+    if (r < S % kBM) {
+      float* dst = a.dq_accum + dq_frag_tail_row(b, hq, r, static_cast<int>(gridDim.z), a.H, S) + wg * 64 + 2 * t;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
+    }
+  }
+}
+
 // dK (times scale), dV: straight from the accumulators (rows key_base, key_base + 8)
 __device__ __forceinline__ void sm90a_store_dkv(float (&dk)[64], float (&dv)[64], const BwdArgs& a, const int b,
                                                 const int S, const std::int64_t ldk, const int hk, const int t,

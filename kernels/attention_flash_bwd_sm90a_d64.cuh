@@ -118,10 +118,6 @@ __device__ __forceinline__ void dq_wgmma(float (&dq)[32], const std::uint32_t ds
   for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
 }
 
-// the warpgroup's 128 threads meet (named barrier 1 + wg; 0 is __syncthreads')
-__device__ __forceinline__ void wg_bar_sync(const int wg) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-}
 
 // dq [64 q x 8 NJ d] into dq_accum [B, S, H, 64] (head hq): rows m0 + 16 w4 + g (+8), cols col0 + 8 j + 2t; rows
 // past S (zero dQ: P = 0 there) go to row S-1, so there is no branch
@@ -249,7 +245,7 @@ __global__ void __launch_bounds__(kNT, 1)
     issue_dkv(dk, dv, pp, ss, qs, dos);
     wgmma::fence_proxy_async();
     if constexpr (KSPLIT) {
-      wg_bar_sync(wg);  // dS^T of this warpgroup's 4 warps in shared memory
+      wg_named_sync(wg);  // dS^T of this warpgroup's 4 warps in shared memory
     } else {
       __syncthreads();  // dS^T of both warpgroups in shared memory
     }

@@ -27,7 +27,7 @@
 namespace ulysses::kernels::flash {
 namespace {
 
-template <int STAGES>
+template <int STAGES, bool DQ_BULK = false>
 struct BwdTmaSmem {
   static constexpr int K = Sm90Smem::K, V = Sm90Smem::V;
   static constexpr int stage_bytes = 2 * kBM * kD * 2;  // Q then dO
@@ -35,7 +35,9 @@ struct BwdTmaSmem {
   static constexpr int dS = Stages + STAGES * stage_bytes;  // buffer u at dS + u * kBN * kBM * 2
   static constexpr int Rows = dS + 2 * kBN * kBM * 2;      // stage s: lse2 at Rows + s * 512, delta at + 256
   static constexpr int full = Rows + STAGES * 2 * kBM * 4, empty = full + 8 * STAGES;
-  static constexpr int bytes = empty + 8 * STAGES;
+  // DQ_BULK: each warpgroup's dQ [64 q x 64 d] fp32 staged in fragment order, 16 KiB per warpgroup
+  static constexpr int DqStage = (empty + 8 * STAGES + 127) / 128 * 128;
+  static constexpr int bytes = DQ_BULK ? DqStage + 2 * kBM * 64 * 4 : empty + 8 * STAGES;
   static constexpr std::uint32_t tx_bytes = stage_bytes + 2 * kBM * 4;
   static_assert(K == 0 && V == kBN * kD * 2, "issue_st_dp addresses K and V at Sm90Smem's offsets");
   static_assert(Stages % 1024 == 0 && dS % 1024 == 0 && stage_bytes % 1024 == 0, "wgmma tiles must be 1024-byte aligned");
@@ -44,11 +46,17 @@ struct BwdTmaSmem {
 
 // DQ_UNDER_DK (variant 40960, the default): dV issued before the barrier, dQ and then dK after it, the dQ atomics while
 // dK runs, the stage released once dK has completed.
-template <bool CAUSAL, int STAGES, bool DQ_UNDER_DK = false>
+// DQ_BULK (with DQ_UNDER_DK; variant 106496, the lab): instead of 16 float2 atomics per thread, each warpgroup's dQ
+// block goes to shared memory in fragment order while dK runs (pair p of thread tw at (p * 128 + tw) * 8 bytes), and
+// one thread of the warpgroup adds the whole 16 KiB to dq_accum with one cp.reduce.async.bulk (FlashAttention-3's
+// dQ path). dq_accum is then in the fragment layout of dq_frag_block (full 64-row q tiles; a last partial tile keeps
+// atomics, into rows after the full tiles), and bwd_convert_dq_frag undoes it.
+template <bool CAUSAL, int STAGES, bool DQ_UNDER_DK = false, bool DQ_BULK = false>
 __global__ void __launch_bounds__(kNT, 1)
     bwd_kernel_sm90a_tma(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo, const BwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
-  using L = BwdTmaSmem<STAGES>;
+  static_assert(!DQ_BULK || DQ_UNDER_DK, "the bulk dQ path is built on FlashAttention-3's step order");
+  using L = BwdTmaSmem<STAGES, DQ_BULK>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t sbase = smem_addr(smem_raw);
   if ((sbase & 1023u) != 0) __trap();  // the descriptors and the 128-byte swizzle assume 1024-byte aligned tiles
@@ -111,6 +119,9 @@ __global__ void __launch_bounds__(kNT, 1)
     const int st = it % STAGES, u = it & 1;
     const int m0 = (m_first + mi) * kBM, hq = h;  // this step's q tile and q head
     if (++mi == m_count) mi = 0, ++h;
+    if constexpr (DQ_BULK) {
+      if ((tid & 127) == 0) tma::bulk_wait_read<0>();  // the last step's reduction has read the staging block
+    }  // (before this step's barrier, after which the warpgroup rewrites the block)
     tma::mbar_wait(sbase + L::full + 8 * st, parity(it));
     const std::uint32_t qs = sbase + L::Stages + st * L::stage_bytes, dos = qs + kBM * kD * 2;
     const float* lse2 = reinterpret_cast<const float*>(smem_raw + L::Rows + st * 512);
@@ -139,10 +150,27 @@ __global__ void __launch_bounds__(kNT, 1)
       wgmma::wait<1>();  // dV and dQ done; dK still in the tensor cores
 #pragma unroll
       for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
-      sm90a_dq_atomics(dq, a, b, S, ldq, hq, wg, w4, g, t, m0);  // branch-free: no wgmma serialization (C7513)
+      if constexpr (DQ_BULK) {
+        sm90a_stage_dq(dq, sbase + L::DqStage + wg * (kBM * 64 * 4), tid & 127);  // branch-free as the atomics
+      } else {
+        sm90a_dq_atomics(dq, a, b, S, ldq, hq, wg, w4, g, t, m0);  // branch-free: no wgmma serialization (C7513)
+      }
       wgmma::wait<0>();
 #pragma unroll
       for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
+      if constexpr (DQ_BULK) {
+        if (m0 + kBM <= S) {
+          wgmma::fence_proxy_async();  // the staging stores before the bulk copy's reads
+          wg_named_sync(wg);
+          if ((tid & 127) == 0) {
+            tma::bulk_reduce_add_f32(a.dq_accum + dq_frag_block(b, hq, m0 / kBM, wg, a.H, S),
+                                     sbase + L::DqStage + wg * (kBM * 64 * 4), kBM * 64 * 4);
+            tma::bulk_commit();
+          }
+        } else {
+          sm90a_dq_atomics_tail(dq, a, b, S, hq, wg, w4, g, t, m0);
+        }
+      }
       tma::mbar_arrive(sbase + L::empty + 8 * st);  // every wgmma of the step has completed: Q, dO, rows free
       if (tid == 0 && it + STAGES - 1 < steps) load(it + STAGES - 1);
       continue;
@@ -161,14 +189,17 @@ __global__ void __launch_bounds__(kNT, 1)
   }
 #pragma unroll
   for (int i = 0; i < 64; ++i) wgmma::fence_reg(dk[i]), wgmma::fence_reg(dv[i]);
+  if constexpr (DQ_BULK) {
+    if ((tid & 127) == 0) tma::bulk_wait<0>();  // the staging block stays until the last reduction has read it
+  }
   sm90a_store_dkv(dk, dv, a, b, S, ldk, hk, t, key_base);
 #else
   __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
 #endif
 }
 
-// Launch bwd_kernel_sm90a_tma<CAUSAL, STAGES, DQ_UNDER_DK> for head dim 128 on `stream` (B = gridDim.z)
-template <bool CAUSAL, int STAGES, bool DQ_UNDER_DK = false>
+// Launch bwd_kernel_sm90a_tma<CAUSAL, STAGES, DQ_UNDER_DK, DQ_BULK> for head dim 128 on `stream` (B = gridDim.z)
+template <bool CAUSAL, int STAGES, bool DQ_UNDER_DK = false, bool DQ_BULK = false>
 cudaError_t launch_bwd_main_sm90a_tma(const BwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta)) & 15u) != 0)
@@ -177,8 +208,9 @@ cudaError_t launch_bwd_main_sm90a_tma(const BwdArgs& a, int B, cudaStream_t stre
   cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM, 128);
   if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, kBM, 128);
   if (err != cudaSuccess) return err;
-  constexpr int smem = BwdTmaSmem<STAGES>::bytes;
-  auto kern = bwd_kernel_sm90a_tma<CAUSAL, STAGES, DQ_UNDER_DK>;
+  if (DQ_BULK && (reinterpret_cast<std::uintptr_t>(a.dq_accum) & 15u) != 0) return cudaErrorInvalidValue;
+  constexpr int smem = BwdTmaSmem<STAGES, DQ_BULK>::bytes;
+  auto kern = bwd_kernel_sm90a_tma<CAUSAL, STAGES, DQ_UNDER_DK, DQ_BULK>;
   err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((a.S + kBN - 1) / kBN), static_cast<unsigned>(a.H_kv), static_cast<unsigned>(B));

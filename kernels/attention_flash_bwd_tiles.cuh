@@ -84,6 +84,35 @@ __global__ void bwd_convert_dq(const float4* __restrict__ acc, uint2* __restrict
   }
 }
 
+// dq [B, S, H, 128] bf16 = scale * dq_accum in the fragment layout of variant 106496 (attention_flash_sm90a.hpp
+// dq_frag_block, dq_frag_tail_row): one float2 per thread and step; the full tiles' pairs, then the tail rows' pairs
+__global__ void bwd_convert_dq_frag(const float2* __restrict__ acc, std::uint32_t* __restrict__ dq, int B, int S, int H,
+                                    float scale) {
+  const std::int64_t n_full = static_cast<std::int64_t>(B) * H * (S / 64) * (64 * 64);  // float2 of the full tiles
+  const std::int64_t n = n_full + static_cast<std::int64_t>(B) * H * (S % 64) * 64;
+  const std::int64_t ld = static_cast<std::int64_t>(H) * 64;  // a row of dq in bf16 pairs
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float2 v = acc[i];
+    std::int64_t bh, row, c2;  // (b, h), the row of dq, the column pair
+    if (i < n_full) {
+      const std::int64_t blk = i / (64 * 32), e = i % (64 * 32);  // 16 KiB block (b, h, mt, wg), pair within
+      const int wg = static_cast<int>(blk & 1), p = static_cast<int>(e / 128), tw = static_cast<int>(e % 128);
+      const std::int64_t tile = blk >> 1, mt = tile % (S / 64);
+      bh = tile / (S / 64);
+      row = mt * 64 + (tw / 32) * 16 + (tw % 32) / 4 + 8 * (p % 2);
+      c2 = wg * 32 + (p / 2) * 4 + tw % 4;
+    } else {
+      const std::int64_t j = i - n_full, r = j / 64;
+      bh = r / (S % 64);
+      row = (S / 64) * 64 + r % (S % 64);
+      c2 = j % 64;
+    }
+    const std::int64_t b = bh / H, h = bh % H;
+    dq[(b * S + row) * ld + h * 64 + c2] = pack_bf16(v.x * scale, v.y * scale);
+  }
+}
+
 // Tuning variants of the main kernel (VAR bits; the table of built variants and the run-time
 // choice are the lab's, bench/attn/attn_tuning.hpp; measured side by side, docs/ATTENTION.md):
 //   bit 0 (1)  P^T/dS^T stored with stmatrix instead of 32-bit stores

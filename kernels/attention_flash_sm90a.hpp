@@ -45,17 +45,32 @@ inline constexpr int kBwdVariantSm90aTma3 = 8192, kBwdVariantSm90aTma2 = 12288;
 // 8192 in FlashAttention-3's step order (the default; kernels/ build it): dV before the barrier, then dQ, then dK, and the dQ atomics
 // issued while dK is still in the tensor cores (docs/ATTENTION.md "FlashAttention-3's backward next to ours")
 inline constexpr int kBwdVariantSm90aTma3DqUnderDk = 40960;
+// 40960 with dQ added by one bulk reduction per warpgroup and step (the lab only; DQ_BULK in
+// attention_flash_bwd_sm90a_tma.cuh): dq_accum in the fragment layout below, converted by bwd_convert_dq_frag.
+inline constexpr int kBwdVariantSm90aTma3DqBulk = 106496;
 // The wgmma backward at head dim 64, TMA loads in three stages (attention_flash_bwd_sm90a_d64.cuh; kernels/ build it),
 // and its form with dQ split by keys across the warpgroups (each its own 64 keys' share, added by atomics).
 inline constexpr int kBwdVariantSm90aD64 = 16384, kBwdVariantSm90aD64Ksplit = 20480;
 constexpr bool is_sm90a_bwd_variant(int v) {
   return v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma2 || v == kBwdVariantSm90aD64 ||
-         v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aTma3DqUnderDk;
+         v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aTma3DqUnderDk || v == kBwdVariantSm90aTma3DqBulk;
 }
 // The head dim a wgmma backward variant is built for
 constexpr int sm90a_bwd_variant_head_dim(int v) {
   return v == kBwdVariantSm90aD64 || v == kBwdVariantSm90aD64Ksplit ? 64 : 128;
 }
+// The fragment layout of dq_accum [B, S, H, 128] fp32 under 106496 (the same number of floats): the S / 64 full
+// 64-row q tiles of each (b, h) first, tile (b, h, mt) as two 16 KiB blocks, one per warpgroup (its 64 columns), block
+// element pair p (0..15) of warpgroup thread tw (0..127) at float (p * 128 + tw) * 2, holding the wgmma accumulators
+// dq[2p], dq[2p + 1]: row 64 mt + 16 (tw / 32) + (tw % 32) / 4 + 8 (p % 2), columns 64 wg + 8 (p / 2) + 2 (tw % 4)
+// + {0, 1}; then the S % 64 rows of each (b, h)'s last partial tile, row by row ([B][H][S % 64][128]).
+__host__ __device__ constexpr std::int64_t dq_frag_block(int b, int h, int mt, int wg, int H, int S) {
+  return ((static_cast<std::int64_t>(b) * H + h) * (S / 64) + mt) * (64 * 128) + wg * (64 * 64);
+}
+__host__ __device__ constexpr std::int64_t dq_frag_tail_row(int b, int h, int r, int B, int H, int S) {
+  return static_cast<std::int64_t>(B) * H * (S / 64) * (64 * 128) + ((static_cast<std::int64_t>(b) * H + h) * (S % 64) + r) * 128;
+}
+
 // Forward variant bits of the wgmma kernel (bench/attn/attn_tuning.hpp); D = 128, and D = 64 with bit 128:
 // 2 the wgmma kernel, 4 (with 2) its pipelined form (softmax of tile n+1 during P V of tile n),
 // 8 (with 4) the two warpgroups take turns at issuing, 16 (with 2|4|8) K/V by TMA into mbarrier-guarded

@@ -56,6 +56,24 @@ __device__ __forceinline__ void bulk_load(std::uint32_t dst, const void* src, st
                : "memory");
 }
 
+// 1-D bulk reduction: `bytes` (a multiple of 16, both addresses 16-byte aligned) of fp32 in shared `src` added
+// element by element into global `dst`, in this thread's current bulk group (bulk_commit closes it)
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, std::uint32_t src, std::uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// wait until at most N of this thread's bulk groups still read their shared source / are incomplete at all
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // The 3-D TMA map of a [B, S, heads, head_dim] bf16 tensor (head_dim 64 or 128): dims (heads * head_dim columns,
 // S rows, B), boxes of [box_rows][64 columns] with the 128-byte swizzle; rows past S read as zeros.
 inline cudaError_t encode_bshd_map(CUtensorMap* map, const __nv_bfloat16* base, int B, int S, int heads, int box_rows,

@@ -28,14 +28,17 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #define ULYSSES_BWD_CASE(V) \
   case V:                   \
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
-  static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 32, "one case per listed variant");
+  static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 33, "one case per listed variant");
   const int variant = bench::attn::bwd_variant(D);
-  if (variant == kBwdVariantSm90aTma3 || variant == kBwdVariantSm90aTma2 ||
-      variant == kBwdVariantSm90aTma3DqUnderDk) {  // D = 128 on a usable device only
+  if (variant == kBwdVariantSm90aTma3 || variant == kBwdVariantSm90aTma2 || variant == kBwdVariantSm90aTma3DqUnderDk ||
+      variant == kBwdVariantSm90aTma3DqBulk) {  // D = 128 on a usable device only
     if constexpr (D == 128) {
-      return run_bwd<128>(p, stream, [&](const BwdArgs& a) {
-        return bench::attn::launch_bwd_main_sm90a_tma_variant(a, static_cast<int>(p.B), p.causal, variant, stream);
-      });
+      return run_bwd<128>(
+          p, stream,
+          [&](const BwdArgs& a) {
+            return bench::attn::launch_bwd_main_sm90a_tma_variant(a, static_cast<int>(p.B), p.causal, variant, stream);
+          },
+          variant == kBwdVariantSm90aTma3DqBulk);
     }
     return cudaErrorNotSupported;
   }
