@@ -419,15 +419,19 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const bool ck_off = ck && pl.offload_checkpoints;
   const double local_params = pl.zero_stage >= 1 ? std::ceil(Pn / N) : Pn;
   const bool params_off = pl.offload_params && pl.zero_stage >= 3;
-  const core::seconds_t d2h = th / (host_d2h_GBps(sc) * kGBps), h2d = th / (host_h2d_GBps(sc) * kGBps);
-  if (ours) {  // a copy stream: layers 0..L-2's inputs, each copy overlapping one layer's compute; only the excess shows
-    const core::seconds_t layer_fwd = at(core::BlockPhase::attn_fwd) + g.qkv + g.o + g.mlp;
+  const core::seconds_t h2d = th / (host_h2d_GBps(sc) * kGBps);
+  // a checkpoint goes out on a copy stream the compute stream does not wait for, overlapping the next layer's
+  // forward: only a copy longer than that shows (ours: runtime/cuda/step_runner.cpp `copy_checkpoint`, layers
+  // 0..L-2; the PyTorch stack's hook: runtime/deepspeed/ulysses_worker/offload.py 37-43, every layer, issued after its own forward)
+  const core::seconds_t layer_fwd = at(core::BlockPhase::attn_fwd) + g.qkv + g.o + g.mlp;
+  const core::seconds_t d2h_busy = th / (host_d2h_busy_GBps(sc) * kGBps);
+  if (ours) {  // and back on the copy stream, overlapping the layer before's recompute and backward
     const core::seconds_t layer_bwd = at(core::BlockPhase::attn_bwd) + g.qkv_bwd + g.o_bwd + g.mlp_bwd + (ck ? layer_fwd : 0);
-    const core::seconds_t d2h_busy = th / (host_d2h_busy_GBps(sc) * kGBps), h2d_busy = th / (host_h2d_busy_GBps(sc) * kGBps);
+    const core::seconds_t h2d_busy = th / (host_h2d_busy_GBps(sc) * kGBps);
     step.add("offload.ckpt.d2h", ck_off ? (L - 1) * std::max(0.0, d2h_busy - layer_fwd) : 0);
     step.add("offload.ckpt.h2d", ck_off ? (L - 1) * std::max(0.0, h2d_busy - layer_bwd) : 0);
-  } else {
-    step.add("offload.ckpt.d2h", ck_off ? L * d2h : 0);
+  } else {  // the hook's copy back runs on the compute stream (offload.py 49-51): all of it shows
+    step.add("offload.ckpt.d2h", ck_off ? L * std::max(0.0, d2h_busy - layer_fwd) : 0);
     step.add("offload.ckpt.h2d", ck_off ? L * h2d : 0);
   }
   // the optimizer and ZeRO-3's work around it: measured per parameter when the profile has it
