@@ -11,6 +11,7 @@
 #include "reports/format.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
+#include "sim/provenance.hpp"
 #include "core/errors.hpp"
 
 namespace ulysses::calib::deepspeed {
@@ -68,17 +69,19 @@ Result calibrate(const Setup& s) {
     what = fmt::format("pytorch_nccl_buffer = {} B ({} B held on {} ranks less the calibrated context)",
                        c.pytorch_nccl_buffer_bytes, held, gpus);
   }
-  c.provenance += fmt::format("{}{}: measured {} by `ulysses calibrate --backend deepspeed --gpus {}` on {} ({}): cudaMemGetInfo used "
-                              "- memory_reserved + (profile HBM - cudaMemGetInfo total) after Accelerate + DeepSpeed ZeRO-3 set-up and two steps of {} x{} layers, S={}",
-                              c.provenance.empty() ? "" : "; ", what, when, gpus, f.device, f.versions.dump(),
-                              sc.model.name, layers, sc.plan.seq_len);
+  set_provenance(c.provenance, gpus == 1 ? "pytorch_context" : "pytorch_nccl_buffer",
+                 fmt::format("{}: measured {} by `ulysses calibrate --backend deepspeed --gpus {}` on {} ({}): cudaMemGetInfo used "
+                             "- memory_reserved + (profile HBM - cudaMemGetInfo total) after Accelerate + DeepSpeed ZeRO-3 set-up and two "
+                             "steps of {} x{} layers, S={}",
+                             what, when, gpus, f.device, f.versions.dump(), sc.model.name, layers, sc.plan.seq_len));
   if (f.has_ops) {
     r.ops = apply_op_bench(f.ops, sc.hw.bf16_dense_flops, sc.hw.hbm_GBps, c);
-    c.provenance += fmt::format("; op bench (attention {} at S={}, GEMMs of its layer, torch AdamW, DeepSpeedCPUAdam{}{}): "
-                                "measured {} by the same command (calib/op_fit.hpp)",
-                                sc.plan.attn_implementation, fmt::join(s.op_seq_lens, ","),
-                                f.ops.eager.empty() ? "" : ", the layer's eager elementwise passes",
-                                f.ops.zero_step.empty() ? "" : ", ZeRO-3's step on the GPU and offloaded", when);
+    set_provenance(c.provenance, "op_bench",
+                   fmt::format("op bench (attention {} at S={}, GEMMs of its layer, torch AdamW, DeepSpeedCPUAdam{}{}): "
+                               "measured {} by `ulysses calibrate --backend deepspeed --gpus 1` on {} (calib/op_fit.hpp)",
+                               sc.plan.attn_implementation, fmt::join(s.op_seq_lens, ","),
+                               f.ops.eager.empty() ? "" : ", the layer's eager elementwise passes",
+                               f.ops.zero_step.empty() ? "" : ", ZeRO-3's step on the GPU and offloaded", when, f.device));
   }
   r.profile_name = sc.hw.name;
   return r;

@@ -9,6 +9,7 @@
 #include "core/errors.hpp"
 #include "core/phases.hpp"
 #include "sim/timing.hpp"
+#include "sim/provenance.hpp"
 
 namespace ulysses::calib {
 
@@ -79,18 +80,20 @@ CalibrationRaw read_calibration_raw(const std::string& path) {
 void apply_calibration_raw(const CalibrationRaw& raw, const std::string& cmd, Calibration& c, std::ostream& out) {
   if (!raw.idle_ms.empty()) {
     derive_a2a_idle_curve(raw.idle_ms, raw.idle_t_s, c);
-    c.provenance += fmt::format("; a2a_idle_penalty_us derived {} by `{}` from the raw measurements of {} ({} samples)", reports::utc_now(),
-                                cmd, raw.measured_at, raw.idle_ms.size());
+    set_provenance(c.provenance, "a2a_idle",
+                   fmt::format("a2a_idle_penalty_us derived {} by `{}` from the raw measurements of {} ({} samples)",
+                               reports::utc_now(), cmd, raw.measured_at, raw.idle_ms.size()));
     out << fmt::format("idle-link penalty curve re-derived from {}:", raw.path);
     for (const auto& [x, y] : c.a2a_idle_penalty_us.points) out << fmt::format(" {:g} ms: {:.1f} us;", x, y);
     out << "\n";
   }
   if (raw.samples.empty()) return;
   const auto got = derive_a2a_curves(raw.P, raw.samples, raw.transport, c);
-  c.provenance += fmt::format("; exchange curves re-derived {} by `{}` from the raw measurements of {} ({} samples, "
-                              "transport {}: {} fixed cost(s) per q,k,v phase)",
-                              reports::utc_now(), cmd, raw.measured_at, raw.samples.size(), raw.transport,
-                              exchange_launches(c, 3));
+  set_provenance(c.provenance, "exchange",
+                 fmt::format("exchange curves re-derived {} by `{}` from the raw measurements of {} ({} samples, "
+                             "transport {}: {} fixed cost(s) per q,k,v phase)",
+                             reports::utc_now(), cmd, raw.measured_at, raw.samples.size(), raw.transport,
+                             exchange_launches(c, 3)));
   out << fmt::format("exchange curves of P={} re-derived from {} ({} samples, transport {}, alpha {:.1f} us):\n", raw.P, raw.path,
                      raw.samples.size(), raw.transport, c.a2a_alpha_per_tensor_s * 1e6);
   for (std::size_t i = 0; i < raw.samples.size(); ++i)

@@ -20,7 +20,8 @@ template <int D>
 cudaError_t launch_bwd_default(const AttnBwdParams& p, cudaStream_t stream) {
   if constexpr (D == 128) {
     const int v = bwd_variant_run(kBwdDefaultD128, 128);
-    static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2, "kernels/ build the wgmma backward's 2048, 8192, 40960 only");
+    static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2 && kBwdDefaultD128 != kBwdVariantSm90aTma3DqBulk,
+                  "kernels/ build the wgmma backward's 2048, 8192, 40960 only (106496 needs run_bwd's dq_frag: the lab)");
     if ((v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma3DqUnderDk) &&
         !no_tma_encoder.load()) {
       const cudaError_t err = launch_bwd_sm90a(p, stream, v);

@@ -205,10 +205,12 @@ cudaError_t run_bwd(const AttnBwdParams& p, cudaStream_t stream, Main&& main, bo
 
   const std::int64_t n4 = p.B * p.S * p.H * D / 4;
   const unsigned conv_blocks = static_cast<unsigned>(std::min<std::int64_t>((n4 + 255) / 256, 132 * 16));
-  if (dq_frag) {
-    bwd_convert_dq_frag<<<conv_blocks, 256, 0, stream>>>(reinterpret_cast<const float2*>(ws.dq_accum),
-                                                         reinterpret_cast<std::uint32_t*>(p.dq), static_cast<int>(p.B),
-                                                         static_cast<int>(p.S), static_cast<int>(p.H), p.scale);
+  if (dq_frag) {  // one CTA per 16 KiB block of the full q tiles, then 256 pairs of the tail rows per CTA
+    const std::int64_t frag_blocks = p.B * p.H * (p.S / 64) * 2 + (p.B * p.H * (p.S % 64) * 64 + 255) / 256;
+    if (frag_blocks > 0x7fffffff) return cudaErrorInvalidValue;
+    bwd_convert_dq_frag<<<static_cast<unsigned>(frag_blocks), 256, 0, stream>>>(
+        reinterpret_cast<const float2*>(ws.dq_accum), reinterpret_cast<std::uint32_t*>(p.dq), static_cast<int>(p.B),
+        static_cast<int>(p.S), static_cast<int>(p.H), p.scale);
     return cudaGetLastError();
   }
   bwd_convert_dq<<<conv_blocks, 256, 0, stream>>>(reinterpret_cast<const float4*>(ws.dq_accum),

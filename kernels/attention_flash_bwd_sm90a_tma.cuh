@@ -14,7 +14,8 @@
 //     it + STAGES - 1 right after step it's dQ wgmma has completed (outside every wgmma stage). That
 //     refills step it-1's stage, which both warpgroups released before the barrier of step it.
 //   compute: wait full[st]; S^T, dP^T, softmax, dS^T (into dS buffer it & 1), dV/dK; barrier; dQ (waits
-//     for every wgmma of the step) -> every thread arrives on empty[st] -> dQ atomics.
+//     for every wgmma of the step) -> every thread arrives on empty[st] -> dQ atomics (8192; 40960 and 106496:
+//     dV; barrier; dQ, dK; dQ's atomics / staging while dK runs; then the arrival).
 // dS buffer it & 1 is rewritten at step it + 2, after the barrier of step it + 1, which both warpgroups
 // pass only after their dQ of step it.
 //
@@ -119,9 +120,6 @@ __global__ void __launch_bounds__(kNT, 1)
     const int st = it % STAGES, u = it & 1;
     const int m0 = (m_first + mi) * kBM, hq = h;  // this step's q tile and q head
     if (++mi == m_count) mi = 0, ++h;
-    if constexpr (DQ_BULK) {
-      if ((tid & 127) == 0) tma::bulk_wait_read<0>();  // the last step's reduction has read the staging block
-    }  // (before this step's barrier, after which the warpgroup rewrites the block)
     tma::mbar_wait(sbase + L::full + 8 * st, parity(it));
     const std::uint32_t qs = sbase + L::Stages + st * L::stage_bytes, dos = qs + kBM * kD * 2;
     const float* lse2 = reinterpret_cast<const float*>(smem_raw + L::Rows + st * 512);
@@ -142,6 +140,9 @@ __global__ void __launch_bounds__(kNT, 1)
     sm90a_store_ds(ss, st_base0 + u * kBN * kBM * 2, st_cb, lane);
     if constexpr (DQ_UNDER_DK) {
       sm90a_issue_dv(dv, pp, dos);
+      // 106496: the last step's reduction has read the staging block before the barrier after which it is rewritten;
+      // every thread waits on its own bulk groups (none but the issuing thread's): no branch while dV is in flight
+      if constexpr (DQ_BULK) tma::bulk_wait_read<0>();
       wgmma::fence_proxy_async();
       __syncthreads();  // dS^T of both warpgroups in shared memory
       float dq[32];  // dQ[:, 64wg..64wg+63] (wgmma D layout)
@@ -190,7 +191,7 @@ __global__ void __launch_bounds__(kNT, 1)
 #pragma unroll
   for (int i = 0; i < 64; ++i) wgmma::fence_reg(dk[i]), wgmma::fence_reg(dv[i]);
   if constexpr (DQ_BULK) {
-    if ((tid & 127) == 0) tma::bulk_wait<0>();  // the staging block stays until the last reduction has read it
+    if ((tid & 127) == 0) tma::bulk_wait_read<0>();  // the staging block stays until the last reduction has read it
   }
   sm90a_store_dkv(dk, dv, a, b, S, ldk, hk, t, key_base);
 #else

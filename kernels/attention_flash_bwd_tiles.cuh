@@ -85,32 +85,33 @@ __global__ void bwd_convert_dq(const float4* __restrict__ acc, uint2* __restrict
 }
 
 // dq [B, S, H, 128] bf16 = scale * dq_accum in the fragment layout of variant 106496 (attention_flash_sm90a.hpp
-// dq_frag_block, dq_frag_tail_row): one float2 per thread and step; the full tiles' pairs, then the tail rows' pairs
+// dq_frag_block, dq_frag_tail_row). 256 threads per CTA: CTA x < B H (S / 64) 2 converts one 16 KiB block (its
+// (b, h, q tile, warpgroup) decoded once), the CTAs after it the tail rows, 256 pairs each.
 __global__ void bwd_convert_dq_frag(const float2* __restrict__ acc, std::uint32_t* __restrict__ dq, int B, int S, int H,
                                     float scale) {
-  const std::int64_t n_full = static_cast<std::int64_t>(B) * H * (S / 64) * (64 * 64);  // float2 of the full tiles
-  const std::int64_t n = n_full + static_cast<std::int64_t>(B) * H * (S % 64) * 64;
+  const int tiles = S / 64, rem = S % 64;
+  const std::int64_t blocks = static_cast<std::int64_t>(B) * H * tiles * 2;
   const std::int64_t ld = static_cast<std::int64_t>(H) * 64;  // a row of dq in bf16 pairs
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float2 v = acc[i];
-    std::int64_t bh, row, c2;  // (b, h), the row of dq, the column pair
-    if (i < n_full) {
-      const std::int64_t blk = i / (64 * 32), e = i % (64 * 32);  // 16 KiB block (b, h, mt, wg), pair within
-      const int wg = static_cast<int>(blk & 1), p = static_cast<int>(e / 128), tw = static_cast<int>(e % 128);
-      const std::int64_t tile = blk >> 1, mt = tile % (S / 64);
-      bh = tile / (S / 64);
-      row = mt * 64 + (tw / 32) * 16 + (tw % 32) / 4 + 8 * (p % 2);
-      c2 = wg * 32 + (p / 2) * 4 + tw % 4;
-    } else {
-      const std::int64_t j = i - n_full, r = j / 64;
-      bh = r / (S % 64);
-      row = (S / 64) * 64 + r % (S % 64);
-      c2 = j % 64;
+  const int x = threadIdx.x;
+  if (static_cast<std::int64_t>(blockIdx.x) < blocks) {
+    const int blk = static_cast<int>(blockIdx.x), wg = blk & 1, tile = blk >> 1;
+    const int mt = tile % tiles, bh = tile / tiles, b = bh / H, h = bh % H;
+    const int tw = x & 127, w4 = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
+    const float2* src = acc + static_cast<std::int64_t>(blk) * (64 * 32);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int p = 2 * k + (x >> 7);  // pair p of thread tw: float2 p * 128 + tw of the block
+      const float2 v = src[p * 128 + tw];
+      const int row = mt * 64 + w4 * 16 + g + 8 * (p & 1), c2 = wg * 32 + (p >> 1) * 4 + t;
+      dq[(static_cast<std::int64_t>(b) * S + row) * ld + h * 64 + c2] = pack_bf16(v.x * scale, v.y * scale);
     }
-    const std::int64_t b = bh / H, h = bh % H;
-    dq[(b * S + row) * ld + h * 64 + c2] = pack_bf16(v.x * scale, v.y * scale);
+    return;
   }
+  const std::int64_t j = (static_cast<std::int64_t>(blockIdx.x) - blocks) * 256 + x;  // a pair of the tail rows
+  if (rem == 0 || j >= static_cast<std::int64_t>(B) * H * rem * 64) return;
+  const int r = static_cast<int>(j >> 6), c2 = static_cast<int>(j & 63), bh = r / rem, b = bh / H, h = bh % H;
+  const float2 v = acc[blocks * (64 * 32) + j];
+  dq[(static_cast<std::int64_t>(b) * S + tiles * 64 + r % rem) * ld + h * 64 + c2] = pack_bf16(v.x * scale, v.y * scale);
 }
 
 // Tuning variants of the main kernel (VAR bits; the table of built variants and the run-time

@@ -49,7 +49,7 @@ inline constexpr int kBwdMmaDefault =
             : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
 
 // The backward variant that runs when `v` is asked for at this head dim: the wgmma kernels
-// (2048, 8192, 12288 at D = 128; 16384, 20480 at D = 64) only at their head dim on a device they are built for;
+// (2048, 8192, 12288, 40960, 106496 at D = 128; 16384, 20480 at D = 64) only at their head dim on a device they are built for;
 // elsewhere the mma.sync default.
 inline int bwd_variant_run(int v, int head_dim) {
   if (!is_sm90a_bwd_variant(v)) return v;

@@ -1,7 +1,8 @@
 #pragma once
 // TMA and mbarrier primitives of the Hopper attention kernels (sm_90a): shared-memory mbarriers
 // (init, arrive, arrive with an expected transaction count, a parity wait that traps instead of
-// hanging), tensor loads from a 3-D map, 1-D bulk loads, and the host-side encoding of a
+// hanging), tensor loads from a 3-D map, 1-D bulk loads and fp32 bulk reductions into global memory (with their
+// bulk-group commit and waits), and the host-side encoding of a
 // [B, S, heads, 128] bf16 tensor's map (through the runtime's driver entry point: no libcuda link).
 // Private to kernels/*_sm90a* and the lab.
 #include <cstdint>
@@ -64,14 +65,10 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* dst, std::uint32_t sr
                : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// wait until at most N of this thread's bulk groups still read their shared source / are incomplete at all
+// wait until at most N of this thread's bulk groups still read their shared source (a no-op without groups)
 template <int N>
 __device__ __forceinline__ void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-template <int N>
-__device__ __forceinline__ void bulk_wait() {
-  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // The 3-D TMA map of a [B, S, heads, head_dim] bf16 tensor (head_dim 64 or 128): dims (heads * head_dim columns,

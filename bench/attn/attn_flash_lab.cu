@@ -51,7 +51,7 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
     return cudaErrorNotSupported;
   }
   if (variant == kBwdVariantSm90a) {  // bwd_variant() returns it only for D = 128 on a usable device
-    if constexpr (D == 128) return launch_bwd_sm90a(p, stream, false);
+    if constexpr (D == 128) return launch_bwd_sm90a(p, stream, kBwdVariantSm90a);
     return cudaErrorNotSupported;
   }
   switch (variant) {

@@ -76,7 +76,8 @@ constexpr bool fwd_variant_exists(int v) {
 cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int head_dim, int v,
                                      cudaStream_t stream);
 
-// The wgmma backward's main kernel in its TMA form (bwd variants 8192: 3 stages, 12288: 2 stages), D = 128
+// The wgmma backward's main kernel in its TMA form (bwd variants 8192: 3 stages, 12288: 2 stages, 40960: 8192 in
+// FlashAttention-3's step order, 106496: 40960 with dQ by bulk reductions), D = 128
 // (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable())
 cudaError_t launch_bwd_main_sm90a_tma_variant(const kernels::flash::BwdArgs& a, int B, bool causal, int v,
                                               cudaStream_t stream);

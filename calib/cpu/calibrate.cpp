@@ -13,6 +13,7 @@
 #include "reports/format.hpp"
 #include "reports/table.hpp"
 #include "runtime/cpu/cpu_backend.hpp"
+#include "sim/provenance.hpp"
 #include "core/errors.hpp"
 
 namespace ulysses::calib::cpu {
@@ -125,13 +126,13 @@ Result calibrate(const Setup& s, const HardwareProfile& hw, const std::string& c
                      s.threads, c.pack_GBps);
   calibrate_a2a(s, a2a_bytes, c, out);
   calibrate_attention(s, hw, c, out);
-  c.provenance = fmt::format(
+  set_provenance(c.provenance, "cpu", fmt::format(
       "measured {} on host {} ({}, {} hardware threads) by `{}`; a2a: median over {} iterations of the max over P "
       "thread-ranks, busbw = (P-1)/P * bytes / (t - alpha - 2 * bytes / pack_GBps) with t a pack + all-to-all as in the block; attention '{}': B=1 H_l={} H_kv_l={} D={} {} on {} threads at "
       "once, eff = FLOPs / t / bf16_dense_flops of profile {} ({:.1f} GFLOP/s); pack: {} B per thread on {} threads",
       utc_now(), host_name(), runtime::cpu::host_cpu_model(), std::thread::hardware_concurrency(), command,
       s.iters, s.impl, s.heads, s.kv_heads, s.head_dim, s.causal ? "causal" : "non-causal", s.threads, hw.name,
-      hw.bf16_dense_flops / 1e9, pack_bytes, s.threads);
+      hw.bf16_dense_flops / 1e9, pack_bytes, s.threads));
   return r;
 }
 

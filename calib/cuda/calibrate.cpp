@@ -42,6 +42,7 @@
 #include "core/errors.hpp"
 #include "core/phases.hpp"
 #include "sim/config.hpp"
+#include "sim/provenance.hpp"
 
 namespace ulysses::calib::cuda {
 namespace {
@@ -359,7 +360,8 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
                      "cudaMemGetInfo total {:.3f} GiB), NCCL {:.3f} GiB\n",
                      c.cuda_context_bytes / 1073741824.0, hw.hbm_bytes / 1073741824.0, free_ctx / 1073741824.0,
                      info.total_bytes / 1073741824.0, std::max<std::int64_t>(c.nccl_buffer_bytes, 0) / 1073741824.0);
-  c.provenance = fmt::format(
+  c.provenance.clear();  // a fresh section: every value of it measured here
+  set_provenance(c.provenance, "cuda", fmt::format(
       "measured {} by `{}` on {} ({} GPU(s), {}, CUDA runtime {}, NCCL {}); attention: our kernels, B=1, H_kv_local = "
       "H_local/4, median of {} after {} warm-up, eff = FLOPs / t / {:.1f} TFLOP/s, keys impl@d<D>.<mask>.h<H_local>, bare "
       "impl = d128 causal h16 (fwd) / kv4 (bwd), flash bwd keyed by kv heads per rank; a2a: the block's exchange phases "
@@ -373,7 +375,7 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
       "reduce_scatter_busbw_GBps: NCCL bf16 over 2, 4 and 8 GPUs as visible, 1 MiB to 1 GiB, 10 calls back to back on the "
       "slowest rank, nccl-tests' busbw",
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
-      raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"));
+      raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured")));
   raw["provenance"] = c.provenance;
   return r;
 }
@@ -385,7 +387,7 @@ Result calibrate_idle_only(const HardwareProfile& hw, const std::string& cmd) {
   r.c = hw.calibrated;
   r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
   calibrate_a2a_idle(2, r.c, r.raw, r.report);
-  r.c.provenance += fmt::format("; a2a_idle_penalty_us measured {} by `{}` on {}", utc_now(), cmd, dev.name);
+  set_provenance(r.c.provenance, "a2a_idle", fmt::format("a2a_idle_penalty_us measured {} by `{}` on {}", utc_now(), cmd, dev.name));
   return r;
 }
 
@@ -402,10 +404,11 @@ Result calibrate_attention_only(const HardwareProfile& hw, const std::string& cm
   const Setup s;
   calibrate_attention(s, hw, r.c, r.raw, r.report, {"flash"});
   add_bare_attention_keys(r.c, flash);  // only ours: another implementation's predictions stay as they were
-  r.c.provenance += fmt::format("; {} attention curves measured {} by `{}` on {} (our kernels as built: D=64 {}, D=128 {}; "
-                                "B=1, H_kv_local = H_local/4, median of {} after {} warm-up)",
-                                flash, utc_now(), cmd, dev.name, kernels::attn_flash_kernels_in_use(64),
-                                kernels::attn_flash_kernels_in_use(128), s.iters, s.warmup);
+  set_provenance(r.c.provenance, "attention",
+                 fmt::format("{} attention curves measured {} by `{}` on {} (our kernels as built: D=64 {}, D=128 {}; "
+                             "B=1, H_kv_local = H_local/4, median of {} after {} warm-up)",
+                             flash, utc_now(), cmd, dev.name, kernels::attn_flash_kernels_in_use(64),
+                             kernels::attn_flash_kernels_in_use(128), s.iters, s.warmup));
   return r;
 }
 
@@ -415,12 +418,13 @@ Result calibrate_kernels_only(const HardwareProfile& hw, const std::string& cmd)
   r.c = hw.calibrated;
   r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
   calibrate_kernels(hw, r.c, r.raw, r.report);
-  r.c.provenance += fmt::format("; ulysses_bytes_per_elem measured {} by `{}` on {} (our layer kernels alone at T=32768 "
-                                "h=4096 F=14336 H=32/8 D=128 V=128256, median of 10, t * hbm_GBps / elements; "
-                                "ulysses_host_adam_ns_per_param: runtime/host_adam.cpp on one [F, h] tensor, every core; "
-                                "host_link_*_busy_GBps: 256 MiB pinned copies while our GEMMs run on another stream; "
-                                "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5)",
-                                utc_now(), cmd, dev.name);
+  set_provenance(r.c.provenance, "ulysses_kernels",
+                 fmt::format("ulysses_bytes_per_elem measured {} by `{}` on {} (our layer kernels alone at T=32768 "
+                             "h=4096 F=14336 H=32/8 D=128 V=128256, median of 10, t * hbm_GBps / elements; "
+                             "ulysses_host_adam_ns_per_param: runtime/host_adam.cpp on one [F, h] tensor, every core; "
+                             "host_link_*_busy_GBps: 256 MiB pinned copies while our GEMMs run on another stream; "
+                             "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5)",
+                             utc_now(), cmd, dev.name));
   return r;
 }
 
