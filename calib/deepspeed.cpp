@@ -75,7 +75,10 @@ Result calibrate(const Setup& s) {
                              "steps of {} x{} layers, S={}",
                              what, when, gpus, f.device, f.versions.dump(), sc.model.name, layers, sc.plan.seq_len));
   if (f.has_ops) {
+    const double fused_before = c.zero3_fused_adam_step_s_per_param;
     r.ops = apply_op_bench(f.ops, sc.hw.bf16_dense_flops, sc.hw.hbm_GBps, c);
+    // a FusedAdam row of this bench replaces a value an older clause accounted for
+    if (c.zero3_fused_adam_step_s_per_param != fused_before) drop_provenance(c.provenance, "zero3_fused_adam");
     set_provenance(c.provenance, "op_bench",
                    fmt::format("op bench (attention {} at S={}, GEMMs of its layer, torch AdamW, DeepSpeedCPUAdam{}{}): "
                                "measured {} by `ulysses calibrate --backend deepspeed --gpus 1` on {} (calib/op_fit.hpp)",

@@ -122,8 +122,8 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
   if (!vm.count("out")) throw core::InputError("", "--out", "required with --set");
   if (backend_of(vm) != "cuda") throw core::InputError("", "--backend", "capacity bisects on GPUs: --backend cuda or deepspeed");
   const eval::ValidationSet set = eval::load_validation_set(vm["set"].as<std::string>());
-  // predictions use --profile when given; the record names the set's profile, which --stored
-  // loads by default on any machine (commit the calibrated profile under that name)
+  // predictions use --profile when given; the record names the set's profile and the one used (profile_used),
+  // which --stored loads by default where it loads (commit the calibrated profile under that name)
   const std::string profile = vm.count("profile") ? vm["profile"].as<std::string>() : set.profile;
   const std::int64_t g = parse_tokens(vm["granularity"].as<std::string>(), "", "--granularity");
   if (g < 2 || g % 128 != 0) throw core::InputError("", "--granularity", "must be a positive multiple of 128");

@@ -1,12 +1,14 @@
 // Stored records of validate and capacity read and checked once (eval/record_in.hpp).
 #include "eval/record_in.hpp"
 
+#include <filesystem>
+#include <system_error>
+
 #include <fmt/format.h>
 
 #include "reports/json_in.hpp"
 #include "core/errors.hpp"
 #include "core/phases.hpp"
-#include "sim/config.hpp"
 
 namespace ulysses::eval {
 
@@ -101,13 +103,21 @@ StoredProfile stored_profile(const reports::Json& rec, const std::string& path) 
   const std::string set_profile = rec.value("profile", "");
   const std::string used = rec.value("profile_used", "");
   if (used.empty() || used == set_profile) return {set_profile, ""};
-  try {
-    (void)load_profile(used);
+  // a preset name or an inline map is taken as it is (an unknown preset or a broken file then fails the
+  // re-prediction with its own one line, as --profile would); only a file that is not here falls back
+  const std::filesystem::path p(used);
+  const bool path_like = used.front() != '{' && (used.find('/') != std::string::npos || p.extension() == ".yaml" ||
+                                                 p.extension() == ".yml");
+  const std::filesystem::path beside = std::filesystem::path(path).parent_path() / p;
+  std::error_code ec;
+  if (!path_like || std::filesystem::is_regular_file(p, ec) || (p.is_relative() && std::filesystem::is_regular_file(beside, ec)))
     return {used, ""};
-  } catch (const core::InputError&) {
-    return {set_profile, fmt::format("{}: profile_used {} does not load here; re-predicted with the set's profile {}",
-                                     path, used, set_profile)};
-  }
+  if (set_profile.empty())
+    throw core::InputError(path, "profile_used", "names a file not found here (" + used +
+                                                     ") and the record names no set profile: give --profile");
+  return {set_profile, fmt::format("{}: profile_used {} is a file not found here (a path on the machine that measured?); "
+                                   "re-predicted with the set's profile {}",
+                                   path, used, set_profile)};
 }
 
 reports::Json load_record(const std::string& path, const std::string& producer) {

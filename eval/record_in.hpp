@@ -17,9 +17,10 @@ namespace ulysses::eval {
 reports::Json load_record(const std::string& path, const std::string& producer);
 
 // The profile a stored record is re-predicted with when no --profile is given: the one its run predicted with
-// (`profile_used`, e.g. `validate --set S --profile h100-sxm-80gb`), else the set's (`profile`). A
-// `profile_used` that does not load here (a path on the measuring machine) falls back to `profile`, and `note`
-// says so in one line for stderr.
+// (`profile_used`, e.g. `validate --set S --profile h100-sxm-80gb`: a preset name, an inline map or a file, which
+// then loads or fails as --profile would), else the set's (`profile`). A `profile_used` file that is not here
+// (a path on the measuring machine) falls back to `profile`, and `note` says so in one line for stderr;
+// InputError when the record names no set profile then.
 struct StoredProfile {
   std::string name;
   std::string note;  // empty unless the fallback was taken

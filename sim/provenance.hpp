@@ -8,7 +8,10 @@
 namespace ulysses {
 
 // Replaces the clause "[kind] ..." of `provenance` with "[kind] text", or appends it. Text before the first
-// tagged clause (profiles written before the tags) is kept as it is. kind: [a-z0-9_]+.
+// tagged clause (profiles written before the tags) is kept as it is. kind: [a-z0-9_]+ (else invalid_argument);
+// a "; [" inside text is written ", [" (it would read as a clause boundary).
 void set_provenance(std::string& provenance, std::string_view kind, std::string_view text);
+// Removes the clause "[kind] ..." (and its join) when present: a value another clause now accounts for.
+void drop_provenance(std::string& provenance, std::string_view kind);
 
 }  // namespace ulysses

@@ -360,7 +360,6 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
                      "cudaMemGetInfo total {:.3f} GiB), NCCL {:.3f} GiB\n",
                      c.cuda_context_bytes / 1073741824.0, hw.hbm_bytes / 1073741824.0, free_ctx / 1073741824.0,
                      info.total_bytes / 1073741824.0, std::max<std::int64_t>(c.nccl_buffer_bytes, 0) / 1073741824.0);
-  c.provenance.clear();  // a fresh section: every value of it measured here
   set_provenance(c.provenance, "cuda", fmt::format(
       "measured {} by `{}` on {} ({} GPU(s), {}, CUDA runtime {}, NCCL {}); attention: our kernels, B=1, H_kv_local = "
       "H_local/4, median of {} after {} warm-up, eff = FLOPs / t / {:.1f} TFLOP/s, keys impl@d<D>.<mask>.h<H_local>, bare "

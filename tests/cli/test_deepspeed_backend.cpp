@@ -3,6 +3,7 @@
 // functions themselves: tests/eval/test_step_eval.cpp).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/cli/run_cli.hpp"
@@ -161,17 +162,46 @@ TEST_CASE("deepspeed records: a record run with --profile re-predicts with that 
   REQUIRE(re["cases"].size() == 6);
   CHECK(re["profile"] == "h100-sxm-80gb");
   CHECK(re["summary"]["max_memory_allocated"]["max_abs_error_pct"].get<double>() <= 3.0);
+  // the H100's step times follow from the H100 profile (the H200's misses them by 7-9 %)
+  CHECK(re["summary"]["step"]["max_abs_error_pct"].get<double>() <= 5.0);
   // --profile still overrides it
   const auto o = run_cli("validate --stored '" + rec + "' --profile h200-sxm-141gb");
   CHECK(o.out.find("re-predicted with profile h200-sxm-141gb") != std::string::npos);
-  // a profile_used that does not load here (a path on the measuring machine): the set's profile, one line saying so
+  // a profile_used file that is not here (a path on the measuring machine): the set's profile, one line saying so
   auto j = rd::Json::parse(ulysses::test::slurp(rec));
-  j["profile_used"] = "/root/out/gone/h100.yaml";
-  { std::ofstream(dir / "foreign.json") << j.dump(); }
-  const auto f = run_cli("validate --stored '" + (dir / "foreign.json") + "'");
+  auto with_used = [&](const std::string& name, const std::string& used) {
+    j["profile_used"] = used;
+    std::ofstream(dir / name) << j.dump();
+    return run_cli("validate --stored '" + (dir / name) + "'");
+  };
+  const auto f = with_used("foreign.json", "/root/out/gone/h100.yaml");
+  CHECK(f.rc == 0);  // a result (issue 12's targets: memory, and the step's median within 10 %), not an error
   CHECK(f.out.find("re-predicted with profile h200-sxm-141gb") != std::string::npos);
-  CHECK(f.err.find("profile_used /root/out/gone/h100.yaml does not load here") != std::string::npos);
+  CHECK(f.err.find("profile_used /root/out/gone/h100.yaml is a file not found here") != std::string::npos);
   CHECK(ulysses::test::count_lines(f.err) == 1);
+  // an inline map and a file next to the record load as --profile would
+  const auto m = with_used("inline.json", "{base: h100-sxm-80gb, cuda_context_GiB: 1.5}");
+  CHECK(m.rc == 0);
+  CHECK(m.out.find("re-predicted with profile {base: h100-sxm-80gb") != std::string::npos);
+  std::filesystem::copy_file(source_path("profiles/h100-sxm-80gb.yaml"), dir / "h100local.yaml");
+  const auto l = with_used("local.json", "h100local.yaml");
+  CHECK(l.rc == 0);
+  CHECK(l.err.empty());
+  // a typo in a preset name or a broken profile file is an error of its own (one line, exit 2), not a fallback
+  const auto t = with_used("typo.json", "h100-sxm-80gbb");
+  CHECK(t.rc == 2);
+  CHECK(t.err.find("did you mean 'h100-sxm-80gb'") != std::string::npos);
+  CHECK(ulysses::test::count_lines(t.err) == 1);
+  std::ofstream(dir / "broken.yaml") << ulysses::test::slurp(source_path("profiles/a100-sxm-80gb.yaml")) << "hbm_GiB: -3\n";
+  const auto b = with_used("broken-used.json", "broken.yaml");
+  CHECK(b.rc == 2);
+  CHECK(ulysses::test::count_lines(b.err) == 1);
+  // no set profile to fall back to
+  j.erase("profile");
+  const auto n = with_used("noset.json", "/root/out/gone/h100.yaml");
+  CHECK(n.rc == 2);
+  CHECK(n.err.find("profile_used") != std::string::npos);
+  CHECK(ulysses::test::count_lines(n.err) == 1);
 }
 
 TEST_CASE("deepspeed records: the committed capacity record re-predicts the planner under its ballast", "[deepspeed]") {

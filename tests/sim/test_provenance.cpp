@@ -6,6 +6,7 @@
 
 #include "sim/provenance.hpp"
 
+using ulysses::drop_provenance;
 using ulysses::set_provenance;
 
 TEST_CASE("provenance: a kind's clause is replaced, others and untagged text stay", "[sim][provenance]") {
@@ -33,4 +34,23 @@ TEST_CASE("provenance: a kind's clause is replaced, others and untagged text sta
   CHECK(old == "measured 2026-11-30 by `calibrate --backend cuda`; a2a_idle_penalty_us measured then; [attention] again");
   CHECK_THROWS_AS(set_provenance(old, "Bad Kind", "x"), std::invalid_argument);
   CHECK_THROWS_AS(set_provenance(old, "", "x"), std::invalid_argument);
+}
+
+TEST_CASE("provenance: a text that looks like a boundary, and a clause dropped", "[sim][provenance]") {
+  std::string p;
+  set_provenance(p, "cuda", "m1; [op_bench] fake");  // would otherwise read as an op_bench clause
+  set_provenance(p, "op_bench", "real");
+  CHECK(p == "[cuda] m1, [op_bench] fake; [op_bench] real");
+  set_provenance(p, "zero3_fused_adam", "z");
+  set_provenance(p, "ulysses_kernels", "k");
+  drop_provenance(p, "zero3_fused_adam");  // a middle clause
+  CHECK(p == "[cuda] m1, [op_bench] fake; [op_bench] real; [ulysses_kernels] k");
+  drop_provenance(p, "ulysses_kernels");  // the last
+  CHECK(p == "[cuda] m1, [op_bench] fake; [op_bench] real");
+  drop_provenance(p, "cuda");  // the first
+  CHECK(p == "[op_bench] real");
+  drop_provenance(p, "absent");
+  CHECK(p == "[op_bench] real");
+  drop_provenance(p, "op_bench");
+  CHECK(p.empty());
 }
