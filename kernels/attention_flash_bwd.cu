@@ -1,6 +1,6 @@
 // Flash attention backward, the default configuration per head dim (attention_flash_defaults.hpp):
 // D=128 the wgmma kernel's TMA form in FlashAttention-3's step order, 40960, where usable (attention_flash_bwd_sm90a.cu;
-// 8192 or 2048 when a build sets it as the default), else mma.sync variant 525;
+// 106496, 8192 or 2048 when a build sets it as the default), else mma.sync variant 525;
 // D=64 the wgmma kernel 16384 where usable (attention_flash_bwd_sm90a_d64.cu), else mma.sync variant 1117.
 // The kernel templates: attention_flash_bwd.cuh.
 #include <atomic>
@@ -20,9 +20,9 @@ template <int D>
 cudaError_t launch_bwd_default(const AttnBwdParams& p, cudaStream_t stream) {
   if constexpr (D == 128) {
     const int v = bwd_variant_run(kBwdDefaultD128, 128);
-    static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2 && kBwdDefaultD128 != kBwdVariantSm90aTma3DqBulk,
-                  "kernels/ build the wgmma backward's 2048, 8192, 40960 only (106496 needs run_bwd's dq_frag: the lab)");
-    if ((v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma3DqUnderDk) &&
+    static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2, "kernels/ build the wgmma backward's 2048, 8192, 40960, 106496 only");
+    if ((v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma3DqUnderDk ||
+         v == kBwdVariantSm90aTma3DqBulk) &&
         !no_tma_encoder.load()) {
       const cudaError_t err = launch_bwd_sm90a(p, stream, v);
       if (err != cudaErrorNotSupported) return err;

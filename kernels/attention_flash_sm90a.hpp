@@ -45,8 +45,9 @@ inline constexpr int kBwdVariantSm90aTma3 = 8192, kBwdVariantSm90aTma2 = 12288;
 // 8192 in FlashAttention-3's step order (the default; kernels/ build it): dV before the barrier, then dQ, then dK, and the dQ atomics
 // issued while dK is still in the tensor cores (docs/ATTENTION.md "FlashAttention-3's backward next to ours")
 inline constexpr int kBwdVariantSm90aTma3DqUnderDk = 40960;
-// 40960 with dQ added by one bulk reduction per warpgroup and step (the lab only; DQ_BULK in
-// attention_flash_bwd_sm90a_tma.cuh): dq_accum in the fragment layout below, converted by bwd_convert_dq_frag.
+// 40960 with dQ added by one bulk reduction per warpgroup and step (kernels/ build it; not the default until
+// measured; DQ_BULK in attention_flash_bwd_sm90a_tma.cuh): dq_accum in the fragment layout below, converted by
+// bwd_convert_dq_frag.
 inline constexpr int kBwdVariantSm90aTma3DqBulk = 106496;
 // The wgmma backward at head dim 64, TMA loads in three stages (attention_flash_bwd_sm90a_d64.cuh; kernels/ build it),
 // and its form with dQ split by keys across the warpgroups (each its own 64 keys' share, added by atomics).
@@ -104,6 +105,8 @@ cudaError_t launch_bwd_main_sm90a(const BwdArgs& a, int B, bool causal, cudaStre
 cudaError_t launch_bwd_main_sm90a_tma3(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 // The same in FlashAttention-3's step order (variant 40960).
 cudaError_t launch_bwd_main_sm90a_tma3_dq_under_dk(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
+// 40960 with dQ by bulk reductions into the fragment layout (variant 106496; run_bwd's dq_frag converts it).
+cudaError_t launch_bwd_main_sm90a_tma3_dq_bulk(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 // The main kernel for head dim 64 (variant 16384; attention_flash_bwd_sm90a_d64.cu).
 cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
