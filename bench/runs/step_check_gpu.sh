@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # One device call for issue 13's step on our runtime: all GPU tests ("[gpu]"; the step's own first),
-# `calibrate --backend cuda --only ulysses-kernels` into a copy of the h200 profile (step/h200-ulysses.yaml),
+# `calibrate --backend cuda --only ulysses-kernels` into a copy of the profile (step/<PROFILE>.yaml; PROFILE defaults to
+# h200-sxm-141gb; CALIBRATE_ATTENTION=1 adds `--only attention` to it; SKIP_CALIBRATE=1 uses PROFILE as it is),
 # then `compare --backend cuda --scope step` for each CASE, then (VALIDATE_SET set) `validate --backend cuda
 # --scope step` of that set into step/record.json. Each CASE is "name=compare flags" (the model, layers,
 # sequence length and plan flags; --gpus 1 --sp-size 1 and the profile are added). Results: $OUT/step.tgz,
 # written again after every command (a call cut off by its time limit keeps what finished).
 # Carry the staged folder (../shared/tools/stage-for-gpu.sh .gpu build-cuda/cli/ulysses build-cuda/tests/ulysses_gpu_tests).
-# Usage (device machine, repo root): [VALIDATE_SET=set.yaml] [SKIP_TESTS=1 | STEP_TESTS_ONLY=1] bench/runs/step_check_gpu.sh BIN_DIR [CASE ...]
+# VALIDATE_CASES="a b": only those cases of the set (merge the parts with eval/scripts/merge_step_records.py).
+# Usage (device machine, repo root): [PROFILE=name] [CALIBRATE_ATTENTION=1 | SKIP_CALIBRATE=1] [VALIDATE_SET=set.yaml
+#   [VALIDATE_CASES="..."] [VALIDATE_TIMEOUT=s]] [SKIP_TESTS=1 | STEP_TESTS_ONLY=1] bench/runs/step_check_gpu.sh BIN_DIR [CASE ...]
 set -u
 bin=${1:?usage: step_check_gpu.sh BIN_DIR [name=compare-flags ...]}; shift
 root=${OUT:-/tmp/step_out}; O=$root/step; mkdir -p "$O"
@@ -23,10 +26,18 @@ if [ -z "${SKIP_TESTS:-}" ]; then
     grep -E "FAILED|passed|failed" "$O/gpu-tests.txt" | tail -8
   fi
 fi
-timeout 300 "$bin/bin/ulysses" calibrate --backend cuda --only ulysses-kernels --profile h200-sxm-141gb \
-  --profile-out "$O/h200-ulysses.yaml" > "$O/calibrate-kernels.txt" 2>&1; say "calibrate kernels rc $?"
-head -24 "$O/calibrate-kernels.txt"
-prof="$O/h200-ulysses.yaml"; [ -s "$prof" ] || prof=h200-sxm-141gb
+base=${PROFILE:-h200-sxm-141gb}; prof=$base
+if [ -z "${SKIP_CALIBRATE:-}" ]; then
+  timeout 300 "$bin/bin/ulysses" calibrate --backend cuda --only ulysses-kernels --profile "$base" \
+    --profile-out "$O/$base.yaml" > "$O/calibrate-kernels.txt" 2>&1; say "calibrate kernels rc $?"
+  head -24 "$O/calibrate-kernels.txt"
+  [ -s "$O/$base.yaml" ] && prof="$O/$base.yaml"
+  if [ -n "${CALIBRATE_ATTENTION:-}" ] && [ -s "$O/$base.yaml" ]; then
+    timeout 300 "$bin/bin/ulysses" calibrate --backend cuda --only attention --profile "$O/$base.yaml" \
+      --profile-out "$O/$base.yaml" > "$O/calibrate-attention.txt" 2>&1; say "calibrate attention rc $?"
+    tail -4 "$O/calibrate-attention.txt"
+  fi
+fi
 for c in "$@"; do
   name=${c%%=*}; flags=${c#*=}
   # shellcheck disable=SC2086
@@ -35,7 +46,9 @@ for c in "$@"; do
   grep -E "^   (attn|mlp|optimizer|step|max_memory_allocated)" "$O/compare-$name.txt"; tail -n 2 "$O/compare-$name.err"
 done
 if [ -n "${VALIDATE_SET:-}" ]; then
-  timeout 400 "$bin/bin/ulysses" validate --backend cuda --scope step --set "$VALIDATE_SET" --profile "$prof" \
-    --out "$O/record.json" --warmup 1 --iters 3 > "$O/validate.txt" 2> "$O/validate.err"; say "validate rc $?"
+  only=(); for c in ${VALIDATE_CASES:-}; do only+=(--case "$c"); done
+  timeout "${VALIDATE_TIMEOUT:-400}" "$bin/bin/ulysses" validate --backend cuda --scope step --set "$VALIDATE_SET" \
+    --profile "$prof" "${only[@]}" --out "$O/record.json" --warmup 1 --iters 3 > "$O/validate.txt" 2> "$O/validate.err"
+  say "validate rc $?"
   tail -n 40 "$O/validate.txt"; tail -n 5 "$O/validate.err"
 fi
