@@ -9,6 +9,10 @@ Two inputs, either or both:
     malloc came between request and completion) the host time between the two and the allocations of
     16 MiB and more issued meanwhile, and the host's waits (> --wait-ms between two events) in the last
     step with the Python frames around them.
+--trace FILE.txt[.gz]  a replay trace written with the host clock (`ALLOC_TRACE_TIMES=1 run_alst_gpu.sh
+    alloc-trace`: allocator_history.py --trace-times; the histories themselves are not kept). Prints the same
+    summary of the deferred frees as --history (no frames, no host waits: the trace has no Python frames of
+    frees), and with --rows N the N longest, each with its size and when it was requested and completed.
 --cupti FILE.json      a torch profiler trace with CUDA activity (`ulysses compare --trace`). Prints
     every runtime/driver call that held the host more than --wait-ms, the op it ran in, and for an
     asynchronous call (a launch, memset, event record: it blocks only when the launch queue is full)
@@ -17,6 +21,7 @@ Two inputs, either or both:
 No torch needed. Exit 2 with one line on an unreadable input.
 """
 import argparse
+import gzip
 import json
 import pickle
 import statistics
@@ -70,6 +75,42 @@ def history(path, wait_ms):
             print(f"   host wait {dt:7.1f} ms before {evs[i]['action']:<15} {frames(evs[i])}   (after {frames(evs[i - 1], 2)})")
 
 
+def trace(path, rows_shown):
+    opener = gzip.open if path.endswith(".gz") else open
+    allocs, sizes, rows = [], {}, []  # allocs: (host time us, bytes) in order
+    with opener(path, "rt") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            body, _, note = line.partition(" # ")
+            p = body.split()
+            kv = dict(x.split("=", 1) for x in note.split() if "=" in x and x.split("=", 1)[0] in ("t", "req"))
+            if p[0] == "a":
+                if "t" not in kv:
+                    raise ValueError("an allocation without a host clock (t=): not a timed trace (ALLOC_TRACE_TIMES=1)")
+                sizes[p[1]] = int(p[2])
+                allocs.append((int(kv["t"]), int(p[2])))
+            elif p[0] == "f" and "req" in kv:
+                t, req, size = int(kv["t"]), int(kv["req"]), sizes.pop(p[1], 0)
+                between = [b for (ta, b) in allocs if req < ta <= t]
+                if size < 16 * MB or req < 0 or not between:
+                    continue
+                large = sum(1 for b in between if b >= 16 * MB)
+                rows.append(((t - req) / 1e3, large, size, req / 1e3, t / 1e3))
+    if not allocs:
+        raise ValueError("no allocation with a host clock (`a ID BYTES STREAM # t=...`): not a timed trace")
+    if rows:
+        lag, large = [r[0] for r in rows], [r[1] for r in rows]
+        print(f"{path}: {len(rows)} deferred frees of 16 MiB and more; host time request -> completion median "
+              f"{statistics.median(lag):.1f} ms, max {max(lag):.1f} ms; allocations of 16 MiB and more between: median "
+              f"{statistics.median(large):.0f}, max {max(large)}")
+    else:
+        print(f"{path}: no deferred free of 16 MiB and more")
+    for lag, large, size, req, t in sorted(rows, reverse=True)[:rows_shown]:
+        print(f"   {size / MB:8.1f} MiB  requested {req:10.1f} ms  completed {t:10.1f} ms  lag {lag:7.1f} ms  "
+              f"{large} allocations of 16 MiB and more between")
+
+
 def cupti(path, wait_ms):
     with open(path) as f:
         ev = json.load(f)["traceEvents"]
@@ -100,15 +141,19 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--history")
     ap.add_argument("--cupti")
+    ap.add_argument("--trace")
+    ap.add_argument("--rows", type=int, default=0)
     ap.add_argument("--wait-ms", type=float, default=5.0)
     a = ap.parse_args(argv)
     try:
         if a.history:
             history(a.history, a.wait_ms)
+        if a.trace:
+            trace(a.trace, a.rows)
         if a.cupti:
             cupti(a.cupti, a.wait_ms)
-    except (OSError, KeyError, ValueError, StopIteration, pickle.UnpicklingError, EOFError) as e:
-        print(f"not a memory history / profiler trace: {type(e).__name__}: {e}", file=sys.stderr)
+    except (OSError, KeyError, ValueError, IndexError, StopIteration, pickle.UnpicklingError, EOFError) as e:
+        print(f"not a memory history / profiler trace / timed replay trace: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     return 0
 

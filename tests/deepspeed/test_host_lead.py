@@ -78,6 +78,33 @@ class HostLead(unittest.TestCase):
         self.assertIn("cudaStreamSynchronize", lines[1])
         self.assertNotIn("released by", lines[1])   # a synchronization, not a full queue
 
+    def test_timed_trace(self):
+        # a 20 MiB block freed while another stream used it: requested at 2 ms, completed at the malloc of 60 ms,
+        # two allocations of 16 MiB and more between; a 64 MiB one completed at once (no malloc between): not deferred
+        lines = ["# ulysses allocator trace v1: 9 events from x; reserved peak 0 bytes",
+                 f"a 0 {32 * MiB} 0 # t=0", f"a 1 {20 * MiB} 0 # t=1000", f"a 2 {64 * MiB} 0 # t=3000",
+                 f"a 3 {1 * MiB} 0 # t=4000", f"a 4 {32 * MiB} 0 # t=60000", "f 1 # t=60000 req=2000",
+                 "f 2 # t=61000 req=61000", f"m {128 * MiB} 0"]
+        with tempfile.TemporaryDirectory() as d:
+            import gzip
+            path = os.path.join(d, "t.txt.gz")
+            with gzip.open(path, "wt") as f:
+                f.write("\n".join(lines) + "\n")
+            rc, out, err = run(["--trace", path, "--rows", "3"])
+            self.assertEqual(rc, 0, err)
+            self.assertIn("1 deferred frees of 16 MiB and more", out)
+            self.assertIn("median 58.0 ms, max 58.0 ms", out)
+            self.assertIn("allocations of 16 MiB and more between: median 2, max 2", out)
+            self.assertIn("20.0 MiB  requested        2.0 ms  completed       60.0 ms  lag    58.0 ms", out)
+            # a trace without host clocks: one line, exit 2
+            plain = os.path.join(d, "plain.txt")
+            with open(plain, "w") as f:
+                f.write(f"a 0 {32 * MiB} 0\nf 0\n")
+            rc, out, err = run(["--trace", plain])
+            self.assertEqual(rc, 2)
+            self.assertEqual(len(err.strip().splitlines()), 1)
+            self.assertIn("not a timed trace", err)
+
     def test_unreadable(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "x.json")
