@@ -20,6 +20,7 @@
 #include "bench/step_bench.hpp"
 #include "cli/options.hpp"
 #include "eval/block_run.hpp"
+#include "eval/device_match.hpp"
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "core/errors.hpp"
@@ -278,7 +279,10 @@ int bench_step_cmd(const po::variables_map& vm) {
   const bench::StepBench b = bench::bench_step(sc, backends, step_options_of(vm), origin_of(vm));
   std::cout << fmt::format("bench step: scenario {} ({} layers, S={}, {} GPU(s)) on profile {}\n", sc.name, sc.model.layers,
                            sc.plan.seq_len, sc.gpus, sc.hw.name);
-  for (const auto& r : b.rows) std::cout << fmt::format("  {}: {}\n", r.backend, r.m.device);
+  for (const auto& r : b.rows) {
+    std::cout << fmt::format("  {}: {}\n", r.backend, r.m.device);
+    if (const std::string note = eval::device_profile_note(sc, r.m.device); !note.empty()) std::cerr << note << "\n";
+  }
   std::cout << bench::step_bench_table(b);
   if (vm.count("json")) reports::write_file_atomic(vm["json"].as<std::string>(), bench::step_bench_json(b).dump(2) + "\n");
   return b.valid() ? core::kExitOk : core::kExitFailure;
