@@ -152,21 +152,14 @@ __device__ __forceinline__ void sm90a_issue_dkv(float (&dk)[64], float (&dv)[64]
 }
 
 // The same three products one at a time, each its own commit group and none waited for (variant 40960's step
-// order: dV, barrier, dQ, dK): dV += P^T dO, dK += dS^T Q, dQ = dS K (as sm90a_dq without its wait).
-__device__ __forceinline__ void sm90a_issue_dv(float (&dv)[64], std::uint32_t (&pp)[16], const std::uint32_t dos) {
+// order: dV, barrier, dQ, dK): dV += P^T dO and dK += dS^T Q by sm90a_issue_rs (A the packed fragments, B dO or
+// Q), dQ = dS K by sm90a_issue_dq (as sm90a_dq without its wait).
+__device__ __forceinline__ void sm90a_issue_rs(float (&acc)[64], std::uint32_t (&frag)[16], const std::uint32_t b_tile) {
 #pragma unroll
-  for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]);
+  for (int i = 0; i < 16; ++i) wgmma::fence_reg(frag[i]);
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < kBM / 16; ++kk) wgmma::m64n128k16_rs<1>(dv, pp + 4 * kk, wgmma::desc(dos + kk * 16 * 128, kBM * 128, 1024));
-  wgmma::commit();
-}
-__device__ __forceinline__ void sm90a_issue_dk(float (&dk)[64], std::uint32_t (&ss)[16], const std::uint32_t qs) {
-#pragma unroll
-  for (int i = 0; i < 16; ++i) wgmma::fence_reg(ss[i]);
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kBM / 16; ++kk) wgmma::m64n128k16_rs<1>(dk, ss + 4 * kk, wgmma::desc(qs + kk * 16 * 128, kBM * 128, 1024));
+  for (int kk = 0; kk < kBM / 16; ++kk) wgmma::m64n128k16_rs<1>(acc, frag + 4 * kk, wgmma::desc(b_tile + kk * 16 * 128, kBM * 128, 1024));
   wgmma::commit();
 }
 __device__ __forceinline__ void sm90a_issue_dq(float (&dq)[32], const std::uint32_t sbase, const std::uint32_t k_wg) {

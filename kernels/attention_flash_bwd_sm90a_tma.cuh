@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kNT, 1)
     sm90a_ds_pack(st_acc, dp, delta, t, pp, ss);
     sm90a_store_ds(ss, st_base0 + u * kBN * kBM * 2, st_cb, lane);
     if constexpr (DQ_UNDER_DK) {
-      sm90a_issue_dv(dv, pp, dos);
+      sm90a_issue_rs(dv, pp, dos);  // dV += P^T dO
       // 106496: the last step's reduction has read the staging block before the barrier after which it is rewritten;
       // every thread waits on its own bulk groups (none but the issuing thread's): no branch while dV is in flight
       if constexpr (DQ_BULK) tma::bulk_wait_read<0>();
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kNT, 1)
       __syncthreads();  // dS^T of both warpgroups in shared memory
       float dq[32];  // dQ[:, 64wg..64wg+63] (wgmma D layout)
       sm90a_issue_dq(dq, sbase + L::dS + u * kBN * kBM * 2 - Sm90Smem::dS, sbase + L::K + wg * kBN * 128);
-      sm90a_issue_dk(dk, ss, qs);
+      sm90a_issue_rs(dk, ss, qs);  // dK += dS^T Q
       wgmma::wait<1>();  // dV and dQ done; dK still in the tensor cores
 #pragma unroll
       for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
