@@ -5,7 +5,8 @@
 // step's lse2 / delta rows by 1-D bulk copies into STAGES mbarrier-guarded stages, and dS^T is
 // double-buffered, so a step has one CTA-wide barrier (dS^T of both warpgroups in shared memory, which
 // dQ needs) instead of two and no per-thread copies. Backward variants 8192 (three stages; kernels/ build it),
-// 40960 (8192 in FlashAttention-3's step order; kernels/ build it, the default) and 12288 (two, the lab).
+// 40960 (8192 in FlashAttention-3's step order; kernels/ build it, the default), 106496 (40960 with dQ by bulk
+// reductions; kernels/ build it, not the default) and 12288 (two, the lab).
 //
 // One CTA per (128-key tile n0, kv head, batch), 256 threads, the steps (q head of the group, 64-row q
 // tile) as in the default kernel. Stage st = step % STAGES, phase (step / STAGES) & 1:

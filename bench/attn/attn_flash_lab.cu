@@ -30,15 +30,11 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
   static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 33, "one case per listed variant");
   const int variant = bench::attn::bwd_variant(D);
-  if (variant == kBwdVariantSm90aTma3 || variant == kBwdVariantSm90aTma2 || variant == kBwdVariantSm90aTma3DqUnderDk ||
-      variant == kBwdVariantSm90aTma3DqBulk) {  // D = 128 on a usable device only
+  if (variant == kBwdVariantSm90aTma2) {  // D = 128 on a usable device only
     if constexpr (D == 128) {
-      return run_bwd<128>(
-          p, stream,
-          [&](const BwdArgs& a) {
-            return bench::attn::launch_bwd_main_sm90a_tma_variant(a, static_cast<int>(p.B), p.causal, variant, stream);
-          },
-          variant == kBwdVariantSm90aTma3DqBulk);
+      return run_bwd<128>(p, stream, [&](const BwdArgs& a) {
+        return bench::attn::launch_bwd_main_sm90a_tma2(a, static_cast<int>(p.B), p.causal, stream);
+      });
     }
     return cudaErrorNotSupported;
   }
@@ -50,8 +46,9 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
     }
     return cudaErrorNotSupported;
   }
-  if (variant == kBwdVariantSm90a) {  // bwd_variant() returns it only for D = 128 on a usable device
-    if constexpr (D == 128) return launch_bwd_sm90a(p, stream, kBwdVariantSm90a);
+  if (variant == kBwdVariantSm90a || variant == kBwdVariantSm90aTma3 || variant == kBwdVariantSm90aTma3DqUnderDk ||
+      variant == kBwdVariantSm90aTma3DqBulk) {  // kernels/ build these; bwd_variant() returns them only for D = 128 on
+    if constexpr (D == 128) return launch_bwd_sm90a(p, stream, variant);  // a usable device
     return cudaErrorNotSupported;
   }
   switch (variant) {

@@ -76,11 +76,9 @@ constexpr bool fwd_variant_exists(int v) {
 cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int head_dim, int v,
                                      cudaStream_t stream);
 
-// The wgmma backward's main kernel in its TMA form (bwd variants 8192: 3 stages, 12288: 2 stages, 40960: 8192 in
-// FlashAttention-3's step order, 106496: 40960 with dQ by bulk reductions), D = 128
-// (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable())
-cudaError_t launch_bwd_main_sm90a_tma_variant(const kernels::flash::BwdArgs& a, int B, bool causal, int v,
-                                              cudaStream_t stream);
+// The wgmma backward's main kernel in its TMA form with two stages (bwd variant 12288), D = 128
+// (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable()); the other TMA forms are kernels/'
+cudaError_t launch_bwd_main_sm90a_tma2(const kernels::flash::BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 // The wgmma backward's main kernel at D = 64 (bwd variants 16384, 20480; attn_flash_bwd_sm90a_d64_lab.cu;
 // cudaErrorNotSupported where !sm90a_usable())
