@@ -16,6 +16,7 @@
 #include "core/bf16.hpp"
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/device_memory.hpp"
 #include "runtime/cuda/report.hpp"
 
 namespace ulysses::calib::cuda {
@@ -25,14 +26,6 @@ using runtime::cuda::RankCtx;
 using runtime::cuda::Writer;
 
 namespace {
-
-struct DeviceBuffer {
-  explicit DeviceBuffer(std::int64_t bytes) { CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(bytes, 2)))); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* p = nullptr;
-};
 
 // n bf16 of `value` at p (host staging, one copy)
 void fill(void* p, std::int64_t n, float value) {
@@ -63,21 +56,24 @@ std::vector<CollectiveRow> collective_times(int P, const std::vector<std::int64_
   auto cl = runtime::cuda::Cluster::acquire(P, timeout_s);
   const std::vector<std::string> all = cl->run([&](RankCtx& ctx) {
     // send [max_bytes] (a reduce-scatter's input; an all-gather sends its first bytes / P), recv [max_bytes]
-    DeviceBuffer send(max_bytes), recv(max_bytes);
+    runtime::cuda::DeviceArena arena(ctx.device);
+    const runtime::cuda::DevBuf<core::bf16> send_buf(arena, max_bytes / 2), recv_buf(arena, max_bytes / 2);
+    void* const sp = send_buf.get();
+    void* const rp = recv_buf.get();
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
     Writer w;
     try {
-      fill(send.p, max_bytes / 2, float(ctx.rank + 1));
+      fill(sp, max_bytes / 2, float(ctx.rank + 1));
       for (std::int64_t b : bytes) {
         const std::int64_t elems = b / 2, chunk = elems / P;
         auto gather = [&] {
-          ctx.nccl(ncclAllGather(send.p, recv.p, static_cast<std::size_t>(chunk), ncclBfloat16, ctx.comm, ctx.comm_stream),
+          ctx.nccl(ncclAllGather(sp, rp, static_cast<std::size_t>(chunk), ncclBfloat16, ctx.comm, ctx.comm_stream),
                    "ncclAllGather");
         };
         auto reduce = [&] {
-          ctx.nccl(ncclReduceScatter(send.p, recv.p, static_cast<std::size_t>(chunk), ncclBfloat16, ncclSum, ctx.comm,
+          ctx.nccl(ncclReduceScatter(sp, rp, static_cast<std::size_t>(chunk), ncclBfloat16, ncclSum, ctx.comm,
                                      ctx.comm_stream),
                    "ncclReduceScatter");
         };
@@ -85,10 +81,10 @@ std::vector<CollectiveRow> collective_times(int P, const std::vector<std::int64_
         std::int64_t wrong = 0;
         gather();
         ctx.wait(ctx.comm_stream, "an all-gather check");
-        wrong += count_wrong(recv.p, elems, chunk, true, 0);
+        wrong += count_wrong(rp, elems, chunk, true, 0);
         reduce();
         ctx.wait(ctx.comm_stream, "a reduce-scatter check");
-        wrong += count_wrong(recv.p, chunk, chunk, false, float(P * (P + 1) / 2));
+        wrong += count_wrong(rp, chunk, chunk, false, float(P * (P + 1) / 2));
         // nccl-tests' way: the warm-up calls, the ranks aligned, then `iters` calls back to back between one pair of
         // events (no host gap or barrier skew inside the timed span), their mean
         auto timed = [&](const std::function<void()>& op) {
