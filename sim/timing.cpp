@@ -32,27 +32,16 @@ core::seconds_t ring_time_s(const Scenario& sc, double n, double bytes, bool spa
   return (n - 1) / n * bytes / (ring_busbw_GBps(sc, spans_nodes) * kGBps);
 }
 
-double host_h2d_GBps(const Scenario& sc) {
-  const Calibration& c = sc.hw.calibrated;
-  return sc.hw.has_calibration && c.host_link_h2d_GBps > 0 ? c.host_link_h2d_GBps : sc.hw.host_link_GBps;
+// a calibrated rate when the profile has it (> 0), else the fallback
+double measured_or(const Scenario& sc, double calibrated, double fallback) {
+  return sc.hw.has_calibration && calibrated > 0 ? calibrated : fallback;
 }
-double host_d2h_GBps(const Scenario& sc) {
-  const Calibration& c = sc.hw.calibrated;
-  return sc.hw.has_calibration && c.host_link_d2h_GBps > 0 ? c.host_link_d2h_GBps : sc.hw.host_link_GBps;
-}
-// while the GPU computes (our runtime's checkpoint copies): measured so when calibrated, else as when idle
-double host_h2d_busy_GBps(const Scenario& sc) {
-  const Calibration& c = sc.hw.calibrated;
-  return sc.hw.has_calibration && c.host_link_h2d_busy_GBps > 0 ? c.host_link_h2d_busy_GBps : host_h2d_GBps(sc);
-}
-double host_d2h_busy_GBps(const Scenario& sc) {
-  const Calibration& c = sc.hw.calibrated;
-  return sc.hw.has_calibration && c.host_link_d2h_busy_GBps > 0 ? c.host_link_d2h_busy_GBps : host_d2h_GBps(sc);
-}
-double copy_GBps(const Scenario& sc) {
-  const Calibration& c = sc.hw.calibrated;
-  return sc.hw.has_calibration && c.pack_GBps > 0 ? c.pack_GBps : sc.hw.hbm_GBps;
-}
+double host_h2d_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.host_link_h2d_GBps, sc.hw.host_link_GBps); }
+double host_d2h_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.host_link_d2h_GBps, sc.hw.host_link_GBps); }
+// while the GPU computes (the checkpoint copies that overlap the layers): measured so when calibrated, else as when idle
+double host_h2d_busy_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.host_link_h2d_busy_GBps, host_h2d_GBps(sc)); }
+double host_d2h_busy_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.host_link_d2h_busy_GBps, host_d2h_GBps(sc)); }
+double copy_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.pack_GBps, sc.hw.hbm_GBps); }
 
 // A curve from a list keyed by sp size; nullptr when absent or empty.
 const Curve* find_curve(const std::vector<std::pair<std::int64_t, Curve>>& v, std::int64_t key) {
