@@ -1,6 +1,7 @@
 // calib/cuda/collectives.hpp: per size, one checked run of each collective, then the timed ones on the NCCL stream
 // (CUDA events around each call, the ranks aligned by a host all-gather before each iteration).
 #include "calib/cuda/collectives.hpp"
+#include "calib/cuda/cuda_owners.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -60,53 +61,46 @@ std::vector<CollectiveRow> collective_times(int P, const std::vector<std::int64_
     const runtime::cuda::DevBuf<core::bf16> send_buf(arena, max_bytes / 2), recv_buf(arena, max_bytes / 2);
     void* const sp = send_buf.get();
     void* const rp = recv_buf.get();
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
+    const Events ev(2);
+    const cudaEvent_t e0 = ev.e[0], e1 = ev.e[1];
     Writer w;
-    try {
-      fill(sp, max_bytes / 2, float(ctx.rank + 1));
-      for (std::int64_t b : bytes) {
-        const std::int64_t elems = b / 2, chunk = elems / P;
-        auto gather = [&] {
-          ctx.nccl(ncclAllGather(sp, rp, static_cast<std::size_t>(chunk), ncclBfloat16, ctx.comm, ctx.comm_stream),
-                   "ncclAllGather");
-        };
-        auto reduce = [&] {
-          ctx.nccl(ncclReduceScatter(sp, rp, static_cast<std::size_t>(chunk), ncclBfloat16, ncclSum, ctx.comm,
-                                     ctx.comm_stream),
-                   "ncclReduceScatter");
-        };
-        // checked once: the gather's chunk j is rank j's value, the reduce-scatter's output the sum over ranks
-        std::int64_t wrong = 0;
-        gather();
-        ctx.wait(ctx.comm_stream, "an all-gather check");
-        wrong += count_wrong(rp, elems, chunk, true, 0);
-        reduce();
-        ctx.wait(ctx.comm_stream, "a reduce-scatter check");
-        wrong += count_wrong(rp, chunk, chunk, false, float(P * (P + 1) / 2));
-        // nccl-tests' way: the warm-up calls, the ranks aligned, then `iters` calls back to back between one pair of
-        // events (no host gap or barrier skew inside the timed span), their mean
-        auto timed = [&](const std::function<void()>& op) {
-          for (int it = 0; it < warmup; ++it) op();
-          ctx.wait(ctx.comm_stream, "the warm-up collectives");
-          ctx.allgather("");  // the ranks start together
-          CUDA_CHECK(cudaEventRecord(e0, ctx.comm_stream));
-          for (int it = 0; it < iters; ++it) op();
-          CUDA_CHECK(cudaEventRecord(e1, ctx.comm_stream));
-          ctx.wait(ctx.comm_stream, "the timed collectives");
-          float ms = 0;
-          CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          return ms * 1e-3 / iters;
-        };
-        const double t_gather = timed(gather), t_reduce = timed(reduce);
-        w.pod(b), w.pod(t_gather), w.pod(t_reduce), w.pod(wrong);
-      }
-    } catch (...) {
-      cudaEventDestroy(e0), cudaEventDestroy(e1);
-      throw;
+    fill(sp, max_bytes / 2, float(ctx.rank + 1));
+    for (std::int64_t b : bytes) {
+      const std::int64_t elems = b / 2, chunk = elems / P;
+      auto gather = [&] {
+        ctx.nccl(ncclAllGather(sp, rp, static_cast<std::size_t>(chunk), ncclBfloat16, ctx.comm, ctx.comm_stream),
+                 "ncclAllGather");
+      };
+      auto reduce = [&] {
+        ctx.nccl(ncclReduceScatter(sp, rp, static_cast<std::size_t>(chunk), ncclBfloat16, ncclSum, ctx.comm,
+                                   ctx.comm_stream),
+                 "ncclReduceScatter");
+      };
+      // checked once: the gather's chunk j is rank j's value, the reduce-scatter's output the sum over ranks
+      std::int64_t wrong = 0;
+      gather();
+      ctx.wait(ctx.comm_stream, "an all-gather check");
+      wrong += count_wrong(rp, elems, chunk, true, 0);
+      reduce();
+      ctx.wait(ctx.comm_stream, "a reduce-scatter check");
+      wrong += count_wrong(rp, chunk, chunk, false, float(P * (P + 1) / 2));
+      // nccl-tests' way: the warm-up calls, the ranks aligned, then `iters` calls back to back between one pair of
+      // events (no host gap or barrier skew inside the timed span), their mean
+      auto timed = [&](const std::function<void()>& op) {
+        for (int it = 0; it < warmup; ++it) op();
+        ctx.wait(ctx.comm_stream, "the warm-up collectives");
+        ctx.allgather("");  // the ranks start together
+        CUDA_CHECK(cudaEventRecord(e0, ctx.comm_stream));
+        for (int it = 0; it < iters; ++it) op();
+        CUDA_CHECK(cudaEventRecord(e1, ctx.comm_stream));
+        ctx.wait(ctx.comm_stream, "the timed collectives");
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        return ms * 1e-3 / iters;
+      };
+      const double t_gather = timed(gather), t_reduce = timed(reduce);
+      w.pod(b), w.pod(t_gather), w.pod(t_reduce), w.pod(wrong);
     }
-    cudaEventDestroy(e0), cudaEventDestroy(e1);
     return w.out;
   });
   std::vector<CollectiveRow> rows(bytes.size());

@@ -1,6 +1,7 @@
 // calib/cuda/host_link_busy.hpp: the copies alone, one GEMM alone, then each copy inside a run of GEMMs long enough
 // to cover it twice over (once more with twice the GEMMs if one was never covered).
 #include "calib/cuda/host_link_busy.hpp"
+#include "calib/cuda/cuda_owners.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -25,32 +26,6 @@ namespace {
 using bf = __nv_bfloat16;
 constexpr std::int64_t kM = 16384, kN = 4096, kK = 4096;  // a layer's projection at 16K tokens
 
-struct Streams {
-  explicit Streams(int n) : s(static_cast<std::size_t>(n)) {
-    for (auto& x : s) CUDA_CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
-  }
-  ~Streams() {
-    for (auto x : s) cudaStreamDestroy(x);
-  }
-  std::vector<cudaStream_t> s;
-};
-
-struct Events {
-  explicit Events(int n) : e(static_cast<std::size_t>(n)) {
-    for (auto& x : e) CUDA_CHECK(cudaEventCreate(&x));
-  }
-  ~Events() {
-    for (auto x : e) cudaEventDestroy(x);
-  }
-  std::vector<cudaEvent_t> e;
-};
-
-struct Pinned {
-  explicit Pinned(std::int64_t bytes) { CUDA_CHECK(cudaMallocHost(&p, static_cast<std::size_t>(bytes))); }
-  ~Pinned() { cudaFreeHost(p); }
-  void* p = nullptr;
-};
-
 float ms_between(cudaEvent_t a, cudaEvent_t b) {
   float ms = 0;
   CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -67,9 +42,10 @@ HostLinkBusy host_link_busy(std::int64_t bytes, int warmup, int iters, int devic
   bf *X = b.take<bf>(kM * kK), *W = b.take<bf>(kN * kK), *Y = b.take<bf>(kM * kN);
   auto* dev_in = b.take<unsigned char>(bytes);
   auto* dev_out = b.take<unsigned char>(bytes);
-  Pinned host_in(bytes), host_out(bytes);
-  Streams st(3);  // compute, copy, the second copy
-  cudaStream_t comp = st.s[0];
+  const PinnedHost host_in(bytes), host_out(bytes);
+  const Stream comp_stream(device), copy0(device), copy1(device);  // compute, copy, the second copy
+  cudaStream_t comp = comp_stream.s;
+  const cudaStream_t copy_streams[2] = {copy0.s, copy1.s};
   CUDA_CHECK(kernels::fill_seeded_param(X, kM * kK, 41, 1, 0, 1, comp));
   CUDA_CHECK(kernels::fill_seeded_param(W, kN * kK, 41, 2, 0, 0.02f, comp));
   runtime::cuda::Gemm gemm;
@@ -79,19 +55,17 @@ HostLinkBusy host_link_busy(std::int64_t bytes, int warmup, int iters, int devic
   auto gemm_once = [&] { gemm.forward(X, W, Y, kM, kN, kK, comp); };
 
   HostLinkBusy r;
-  auto median_s = [&](cudaStream_t s, const std::function<void()>& f) {
-    return core::median(runtime::cuda::time_on_stream(s, warmup, iters, f));
-  };
+  auto median_s = [&](cudaStream_t s, const std::function<void()>& f) { return time_median(s, warmup, iters, f); };
   gemm_once();  // the problem's first call chooses its algorithm (timed runs, a wait): outside every timing
   CUDA_CHECK(cudaStreamSynchronize(comp));
   const double t_gemm = median_s(comp, gemm_once);
   r.gemm_tflops = 2.0 * kM * kN * kK / t_gemm * 1e-12;
-  const double t_h2d = median_s(st.s[1], [&] { h2d(st.s[1]); }), t_d2h = median_s(st.s[1], [&] { d2h(st.s[1]); });
+  const double t_h2d = median_s(copy0.s, [&] { h2d(copy0.s); }), t_d2h = median_s(copy0.s, [&] { d2h(copy0.s); });
   r.idle_h2d_GBps = double(bytes) / t_h2d * 1e-9, r.idle_d2h_GBps = double(bytes) / t_d2h * 1e-9;
   // twice the slower copy alone, in GEMMs, plus the first one the copies wait for
   r.gemms = 1 + static_cast<int>(std::ceil(2 * std::max(t_h2d, t_d2h) / t_gemm));
 
-  // copies[i] on stream st.s[1 + i] after the first GEMM: each copy's GB/s, the median over the timed iterations it
+  // copies[i] on copy_streams[i] after the first GEMM: each copy's GB/s, the median over the timed iterations it
   // was covered in (a copy that ended after the last GEMM is left out); empty when one was never covered
   auto under_gemms = [&](const std::vector<std::function<void(cudaStream_t)>>& copies) -> std::vector<double> {
     const std::size_t k = copies.size();
@@ -101,7 +75,7 @@ HostLinkBusy host_link_busy(std::int64_t bytes, int warmup, int iters, int devic
       gemm_once();
       CUDA_CHECK(cudaEventRecord(ev.e[0], comp));
       for (std::size_t i = 0; i < k; ++i) {
-        cudaStream_t s = st.s[1 + i];
+        cudaStream_t s = copy_streams[i];
         CUDA_CHECK(cudaStreamWaitEvent(s, ev.e[0], 0));
         CUDA_CHECK(cudaEventRecord(ev.e[2 + 2 * i], s));
         copies[i](s);

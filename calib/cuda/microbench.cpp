@@ -1,6 +1,7 @@
 // CUDA microbenchmarks (calib/cuda/microbench.hpp): CUDA-event medians of single kernels and copies
 // on one device, and of the block's exchange phases on P GPUs.
 #include "calib/cuda/microbench.hpp"
+#include "calib/cuda/cuda_owners.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -32,26 +33,11 @@ using namespace runtime::cuda;
 
 namespace {
 
-// Times fn (enqueued on st) warmup + iters times; the median of the timed ones in seconds.
-template <class F>
-double time_median(cudaStream_t st, int warmup, int iters, F&& fn) {
-  return core::median(time_on_stream(st, warmup, iters, fn));
-}
-
 kernels::AttnKernel kernel_of(const std::string& k) {
   if (k == "flash") return kernels::AttnKernel::flash;
   if (k == "reference") return kernels::AttnKernel::reference;
   throw std::invalid_argument("unknown attention kernel '" + k + "' (flash | reference)");
 }
-
-struct Stream {
-  explicit Stream(int device) {
-    CUDA_CHECK(cudaSetDevice(device));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  }
-  ~Stream() { cudaStreamDestroy(s); }
-  cudaStream_t s = nullptr;
-};
 
 }  // namespace
 
@@ -115,20 +101,13 @@ HostLink host_link(std::int64_t bytes, int warmup, int iters, int device) {
   Stream st(device);
   DeviceArena a(device);
   DevBuf<std::uint8_t> d(a, bytes);
-  void* h = nullptr;
-  CUDA_CHECK(cudaMallocHost(&h, static_cast<std::size_t>(bytes)));
+  const PinnedHost h(bytes);
   const auto n = static_cast<std::size_t>(bytes);
   HostLink r;
-  try {
-    const double th = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(d.get(), h, n, cudaMemcpyHostToDevice, st.s)); });
-    const double td = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(h, d.get(), n, cudaMemcpyDeviceToHost, st.s)); });
-    r.h2d_GBps = static_cast<double>(bytes) / th * 1e-9;
-    r.d2h_GBps = static_cast<double>(bytes) / td * 1e-9;
-  } catch (...) {
-    cudaFreeHost(h);
-    throw;
-  }
-  cudaFreeHost(h);
+  const double th = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(d.get(), h.p, n, cudaMemcpyHostToDevice, st.s)); });
+  const double td = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(h.p, d.get(), n, cudaMemcpyDeviceToHost, st.s)); });
+  r.h2d_GBps = static_cast<double>(bytes) / th * 1e-9;
+  r.d2h_GBps = static_cast<double>(bytes) / td * 1e-9;
   return r;
 }
 
