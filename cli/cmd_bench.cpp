@@ -20,7 +20,6 @@
 #include "bench/step_bench.hpp"
 #include "cli/options.hpp"
 #include "eval/block_run.hpp"
-#include "eval/device_match.hpp"
 #include "reports/file_out.hpp"
 #include "reports/table.hpp"
 #include "core/errors.hpp"
@@ -281,7 +280,7 @@ int bench_step_cmd(const po::variables_map& vm) {
                            sc.plan.seq_len, sc.gpus, sc.hw.name);
   for (const auto& r : b.rows) {
     std::cout << fmt::format("  {}: {}\n", r.backend, r.m.device);
-    if (const std::string note = eval::device_profile_note(sc, r.m.device); !note.empty()) std::cerr << note << "\n";
+    note_other_gpu(sc, r.m.device);
   }
   std::cout << bench::step_bench_table(b);
   if (vm.count("json")) reports::write_file_atomic(vm["json"].as<std::string>(), bench::step_bench_json(b).dump(2) + "\n");

@@ -9,7 +9,6 @@
 #include "cli/options.hpp"
 #include "eval/block_compare.hpp"
 #include "eval/block_run.hpp"
-#include "eval/device_match.hpp"
 #include "eval/step_compare.hpp"
 #include "eval/step_out.hpp"
 #include "eval/step_run.hpp"
@@ -36,7 +35,7 @@ int compare_step_scenario(const po::variables_map& vm, Format format) {
     o.trace = trace + ".cupti";
   }
   const auto m = eval::run_whole_step(backend, sc, o, origin_of(vm));
-  if (const std::string note = eval::device_profile_note(sc, m.device); !note.empty()) std::cerr << note << "\n";
+  note_other_gpu(sc, m.device);
   if (!trace.empty()) {  // ours: predicted vs measured phases; deepspeed: the torch.profiler (CUPTI) one of rank 0 beside it
     reports::write_file_atomic(trace, eval::step_trace(p, m).dump(1) + "\n");
     if (backend == "deepspeed") {
@@ -95,7 +94,7 @@ int run_compare(int argc, char** argv) {
   if (vm.count("trace")) check_output_option("--trace", vm["trace"].as<std::string>());  // a bad path fails fast
   const Prediction planned = predict(sc);  // a scenario the model cannot predict fails before the run
   const runtime::Measurement m = be->run_block(shape, run_options_of(vm));
-  if (const std::string note = eval::device_profile_note(sc, m.device); !note.empty()) std::cerr << note << "\n";
+  note_other_gpu(sc, m.device);
   const eval::AsRun r = eval::prediction_as_run(sc, planned, m);  // predicts again only for another kernel
   Json j = eval::block_comparison_json(r.sc, r.p, m);
   j["version"] = reports::version_json();

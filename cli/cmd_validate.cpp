@@ -20,7 +20,6 @@
 #include "cli/options.hpp"
 #include "eval/block_run.hpp"
 #include "eval/block_validation.hpp"
-#include "eval/device_match.hpp"
 #include "eval/record_in.hpp"
 #include "eval/step_record.hpp"
 #include "eval/step_run.hpp"
@@ -125,6 +124,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
            {"options", {{"warmup", base.warmup}, {"iters", base.iters}, {"seed", base.seed}}},
            {"cases", Json::array()}};
   std::vector<eval::StepCase> done;
+  bool gpu_checked = false;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < todo.size(); ++i) {
     eval::StepCase& r = todo[i];
@@ -140,8 +140,7 @@ int run_step_set(const po::variables_map& vm, const std::string& measured_at, co
       continue;
     }
     r.c = eval::compare_step(r.sc, p, r.m);
-    if (!rec.contains("device"))  // once per run: every case ran on this device
-      if (const std::string note = eval::device_profile_note(r.sc, r.m.device); !note.empty()) std::cerr << note << "\n";
+    if (!gpu_checked) note_other_gpu(r.sc, r.m.device), gpu_checked = true;  // once per run: every case ran there
     rec["device"] = r.m.device;
     rec["cases"].push_back(eval::step_case_json(r));
     std::cerr << fmt::format("[{:.0f} s] case {} ({}/{}): step {:.3f} s, allocated {:+.1f} %, reserved {:+.1f} %\n",
@@ -243,6 +242,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
            {"cases", Json::array()}};
   std::vector<CaseResult> done;
   std::int64_t widest_P = 0;
+  bool gpu_checked = false;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < todo.size(); ++i) {
     CaseResult& r = todo[i];
@@ -257,8 +257,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
       continue;
     }
     r.m = eval::measurement_of(m);
-    if (widest_P == 0)  // once per run
-      if (const std::string note = eval::device_profile_note(r.sc, m.device); !note.empty()) std::cerr << note << "\n";
+    if (!gpu_checked) note_other_gpu(r.sc, m.device), gpu_checked = true;  // once per run: every case ran there
     if (shapes[i].P >= widest_P) rec["device"] = m.device, widest_P = shapes[i].P;  // the case with the most GPUs
     rec["cases"].push_back(eval::case_json(r, &m));
     std::cerr << fmt::format("[{:.0f} s] case {} ({}/{}): correct {}, block {:.3f} ms\n",

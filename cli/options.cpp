@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "eval/block_run.hpp"
+#include "eval/device_match.hpp"
 #include "eval/record_in.hpp"
 #include "reports/csv.hpp"
 #include "reports/file_out.hpp"
@@ -369,6 +370,10 @@ void print_machine_readable(const reports::Json& j, Format format) {
     row.push_back(v);
   }
   std::cout << reports::csv_row(header) << reports::csv_row(row);
+}
+
+void note_other_gpu(const Scenario& sc, const std::string& device) {
+  if (const std::string note = eval::device_profile_note(sc, device); !note.empty()) std::cerr << note << "\n";
 }
 
 std::string profile_for_stored(const po::variables_map& vm, const reports::Json& rec, const std::string& path) {

@@ -121,6 +121,9 @@ runtime::deepspeed::StepOptions step_options_of(const po::variables_map& vm);  /
 void print_help(const char* prog, const std::string& synopsis, const std::string& summary,
                 const po::options_description& d);
 
+// One line on stderr when the GPU that ran is not the profile's (eval::device_profile_note).
+void note_other_gpu(const Scenario& sc, const std::string& device);
+
 // The profile `--stored` re-predicts with: --profile when given, else the record's (eval::stored_profile; its
 // fallback note, if any, goes to stderr).
 std::string profile_for_stored(const po::variables_map& vm, const reports::Json& rec, const std::string& path);
