@@ -326,9 +326,19 @@ TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measure
   CHECK(predicted_spans > 5);  // the step model's non-zero phases
   CHECK(std::filesystem::exists(trace + ".cupti.json"));  // torch.profiler's, beside it
   CHECK(j["measurement"]["correct"] == true);
+  CHECK(ulysses::test::slurp(dir / "err").find("note: measured on") == std::string::npos);  // no GPU named
+
+  // a run on another GPU than the profile's: said in one line on stderr, the result as before
+  std::string script = ulysses::test::slurp(dir / "python");
+  script.replace(script.find("'device': 'stand-in'"), 20, "'device': 'NVIDIA H100 80GB HBM3'");
+  { std::ofstream(dir / "python") << script; }
+  const int rc_h100 = std::system((env + "'" + ULYSSES_BIN + "' compare --backend deepspeed " + kFlags +
+                                   " --layers 2 >/dev/null 2>'" + (dir / "err") + "'").c_str());
+  CHECK(WEXITSTATUS(rc_h100) == 0);
+  CHECK(ulysses::test::slurp(dir / "err").find("note: measured on NVIDIA H100 80GB HBM3, predicted for profile h200-sxm-141gb") !=
+        std::string::npos);
 
   // a non-finite loss (the worker writes null: strict JSON) fails the run with exit 1
-  std::string script = ulysses::test::slurp(dir / "python");
   script.replace(script.find("'losses': [11.9, 11.8]"), 22, "'losses': [11.9, None]");
   { std::ofstream(dir / "python") << script; }
   const int rc2 = std::system((env + "'" + ULYSSES_BIN + "' run --backend deepspeed " + kFlags + " --layers 2 >/dev/null 2>&1").c_str());
