@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for issue 13's step on our runtime: all GPU tests ("[gpu]"; the step's own first),
-# `calibrate --backend cuda --only ulysses-kernels` into a copy of the profile (step/<PROFILE>.yaml; PROFILE defaults to
+# `calibrate --backend cuda --only ulysses-kernels` into a copy of the profile (step/<its name>.yaml; PROFILE defaults to
 # h200-sxm-141gb; CALIBRATE_ATTENTION=1 adds `--only attention` to it; SKIP_CALIBRATE=1 uses PROFILE as it is),
 # then `compare --backend cuda --scope step` for each CASE, then (VALIDATE_SET set) `validate --backend cuda
 # --scope step` of that set into step/record.json. Each CASE is "name=compare flags" (the model, layers,
@@ -27,14 +27,15 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   fi
 fi
 base=${PROFILE:-h200-sxm-141gb}; prof=$base
+out="$O/$(basename "${base%.yaml}").yaml"  # a preset name or a path: the calibrated copy beside the results
 if [ -z "${SKIP_CALIBRATE:-}" ]; then
   timeout 300 "$bin/bin/ulysses" calibrate --backend cuda --only ulysses-kernels --profile "$base" \
-    --profile-out "$O/$base.yaml" > "$O/calibrate-kernels.txt" 2>&1; say "calibrate kernels rc $?"
+    --profile-out "$out" > "$O/calibrate-kernels.txt" 2>&1; say "calibrate kernels rc $?"
   head -24 "$O/calibrate-kernels.txt"
-  [ -s "$O/$base.yaml" ] && prof="$O/$base.yaml"
-  if [ -n "${CALIBRATE_ATTENTION:-}" ] && [ -s "$O/$base.yaml" ]; then
-    timeout 300 "$bin/bin/ulysses" calibrate --backend cuda --only attention --profile "$O/$base.yaml" \
-      --profile-out "$O/$base.yaml" > "$O/calibrate-attention.txt" 2>&1; say "calibrate attention rc $?"
+  [ -s "$out" ] && prof="$out"
+  if [ -n "${CALIBRATE_ATTENTION:-}" ] && [ -s "$out" ]; then
+    timeout 300 "$bin/bin/ulysses" calibrate --backend cuda --only attention --profile "$out" \
+      --profile-out "$out" > "$O/calibrate-attention.txt" 2>&1; say "calibrate attention rc $?"
     tail -4 "$O/calibrate-attention.txt"
   fi
 fi

@@ -21,6 +21,7 @@ Two inputs, either or both:
 No torch needed. Exit 2 with one line on an unreadable input.
 """
 import argparse
+import bisect
 import gzip
 import json
 import pickle
@@ -47,6 +48,13 @@ def frames(ev, k=3):
     return " <- ".join(out)
 
 
+def deferred_summary(path, lags, larges):
+    """The one line both inputs print about their deferred frees (lags in ms, allocations of 16 MiB and more between)."""
+    return (f"{path}: {len(lags)} deferred frees of 16 MiB and more; host time request -> completion median "
+            f"{statistics.median(lags):.1f} ms, max {max(lags):.1f} ms; allocations of 16 MiB and more between: median "
+            f"{statistics.median(larges):.0f}, max {max(larges)}")
+
+
 def history(path, wait_ms):
     with open(path, "rb") as f:
         evs = next(e for e in pickle.load(f)["device_traces"] if e)
@@ -62,11 +70,8 @@ def history(path, wait_ms):
             waited = any(evs[j]["time_us"] - evs[j - 1]["time_us"] > wait_ms * 1e3 for j in range(max(r + 1, i - 20), i + 1))
             rows.append(((ev["time_us"] - evs[r]["time_us"]) / 1e3, large, waited))
     if rows:
-        lag, large = [r[0] for r in rows], [r[1] for r in rows]
-        print(f"{path}: {len(rows)} deferred frees of 16 MiB and more; host time request -> completion median "
-              f"{statistics.median(lag):.1f} ms, max {max(lag):.1f} ms; allocations of 16 MiB and more between: median "
-              f"{statistics.median(large):.0f}, max {max(large)}; completed within 20 events after a host wait > "
-              f"{wait_ms:g} ms: {sum(r[2] for r in rows)}")
+        print(deferred_summary(path, [r[0] for r in rows], [r[1] for r in rows]) +
+              f"; completed within 20 events after a host wait > {wait_ms:g} ms: {sum(r[2] for r in rows)}")
     # the last step: from the last embedding output (torch/nn/modules/sparse.py)
     starts = [i for i, e in enumerate(evs) if e["action"] == "alloc" and any("sparse.py" in f["filename"] for f in e.get("frames") or [])]
     for i in range(max(1, starts[-1] if starts else 1), len(evs)):
@@ -77,7 +82,7 @@ def history(path, wait_ms):
 
 def trace(path, rows_shown):
     opener = gzip.open if path.endswith(".gz") else open
-    allocs, sizes, rows = [], {}, []  # allocs: (host time us, bytes) in order
+    times, large_before, sizes, rows = [], [0], {}, []  # per allocation in order: host time (us); allocations >= 16 MiB before
     with opener(path, "rt") as f:
         for line in f:
             if line.startswith("#") or not line.strip():
@@ -89,21 +94,18 @@ def trace(path, rows_shown):
                 if "t" not in kv:
                     raise ValueError("an allocation without a host clock (t=): not a timed trace (ALLOC_TRACE_TIMES=1)")
                 sizes[p[1]] = int(p[2])
-                allocs.append((int(kv["t"]), int(p[2])))
+                times.append(int(kv["t"]))
+                large_before.append(large_before[-1] + (int(p[2]) >= 16 * MB))
             elif p[0] == "f" and "req" in kv:
                 t, req, size = int(kv["t"]), int(kv["req"]), sizes.pop(p[1], 0)
-                between = [b for (ta, b) in allocs if req < ta <= t]
-                if size < 16 * MB or req < 0 or not between:
+                lo, hi = bisect.bisect_right(times, req), bisect.bisect_right(times, t)  # allocations in (req, t]
+                if size < 16 * MB or req < 0 or hi == lo:
                     continue
-                large = sum(1 for b in between if b >= 16 * MB)
-                rows.append(((t - req) / 1e3, large, size, req / 1e3, t / 1e3))
-    if not allocs:
+                rows.append(((t - req) / 1e3, large_before[hi] - large_before[lo], size, req / 1e3, t / 1e3))
+    if not times:
         raise ValueError("no allocation with a host clock (`a ID BYTES STREAM # t=...`): not a timed trace")
     if rows:
-        lag, large = [r[0] for r in rows], [r[1] for r in rows]
-        print(f"{path}: {len(rows)} deferred frees of 16 MiB and more; host time request -> completion median "
-              f"{statistics.median(lag):.1f} ms, max {max(lag):.1f} ms; allocations of 16 MiB and more between: median "
-              f"{statistics.median(large):.0f}, max {max(large)}")
+        print(deferred_summary(path, [r[0] for r in rows], [r[1] for r in rows]))
     else:
         print(f"{path}: no deferred free of 16 MiB and more")
     for lag, large, size, req, t in sorted(rows, reverse=True)[:rows_shown]:
