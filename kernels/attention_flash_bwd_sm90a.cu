@@ -1,8 +1,7 @@
 // The wgmma backward main kernel (sm_90a, D = 128; variant 2048): the kernel over the pieces of
 // attention_flash_bwd_sm90a.cuh (layout and step described there), sm90a_usable() and its launch; and the
 // launches of its TMA form with three stages (variant 8192: attention_flash_bwd_sm90a_tma.cuh), of that form in
-// FlashAttention-3's step order (variant 40960, the default) and of 40960 with dQ by bulk reductions (106496: a
-// build may name it the default, -DULYSSES_FLASH_BWD_DEFAULT_D128=106496, to run the GPU tests on it).
+// FlashAttention-3's step order (variant 40960) and of 40960 with dQ by bulk reductions (106496, the default).
 #include "kernels/attention_flash_bwd_sm90a.cuh"
 #include "kernels/attention_flash_bwd_sm90a_tma.cuh"
 

@@ -5,8 +5,8 @@
 // step's lse2 / delta rows by 1-D bulk copies into STAGES mbarrier-guarded stages, and dS^T is
 // double-buffered, so a step has one CTA-wide barrier (dS^T of both warpgroups in shared memory, which
 // dQ needs) instead of two and no per-thread copies. Backward variants 8192 (three stages; kernels/ build it),
-// 40960 (8192 in FlashAttention-3's step order; kernels/ build it, the default), 106496 (40960 with dQ by bulk
-// reductions; kernels/ build it, not the default) and 12288 (two, the lab).
+// 40960 (8192 in FlashAttention-3's step order; kernels/ build it), 106496 (40960 with dQ by bulk
+// reductions; kernels/ build it, the default) and 12288 (two, the lab).
 //
 // One CTA per (128-key tile n0, kv head, batch), 256 threads, the steps (q head of the group, 64-row q
 // tile) as in the default kernel. Stage st = step % STAGES, phase (step / STAGES) & 1:
@@ -46,9 +46,9 @@ struct BwdTmaSmem {
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
 
-// DQ_UNDER_DK (variant 40960, the default): dV issued before the barrier, dQ and then dK after it, the dQ atomics while
+// DQ_UNDER_DK (variant 40960): dV issued before the barrier, dQ and then dK after it, the dQ atomics while
 // dK runs, the stage released once dK has completed.
-// DQ_BULK (with DQ_UNDER_DK; variant 106496, the lab): instead of 16 float2 atomics per thread, each warpgroup's dQ
+// DQ_BULK (with DQ_UNDER_DK; variant 106496, the default): instead of 16 float2 atomics per thread, each warpgroup's dQ
 // block goes to shared memory in fragment order while dK runs (pair p of thread tw at (p * 128 + tw) * 8 bytes), and
 // one thread of the warpgroup adds the whole 16 KiB to dq_accum with one cp.reduce.async.bulk (FlashAttention-3's
 // dQ path). dq_accum is then in the fragment layout of dq_frag_block (full 64-row q tiles; a last partial tile keeps

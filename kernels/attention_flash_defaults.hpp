@@ -23,15 +23,17 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 // Backward: per head dim, the fastest variant measured that also passed the Catch2 [flash]
 // gate as a compiled-in default; a build may override them (-DULYSSES_FLASH_BWD_DEFAULT_D128=N
 // / _D64=N, any variant of bench/attn/attn_tuning.hpp) to run the GPU tests on another variant.
-// D=128: the wgmma kernel's TMA form in FlashAttention-3's step order (40960: +2.7-4.2 % over 8192 causal, +1.6 %
-// full at 32K, -2.0 % full at 128K, one H100, 2026-12-06, docs/ATTENTION.md; 8192 was 3.5-7 % faster than the
-// cp.async form 2048) where the build has sm_90a code and the device is
+// D=128: the wgmma kernel's TMA form with FlashAttention-3's dQ path (106496: each warpgroup's dQ block staged in
+// shared memory and added to a fragment-layout dq_accum by one bulk reduction per step; +16-21 % over 40960 at the
+// four target points, one H100, 2026-12-06, records/gpu-runs/h100-2026-12-06b/call1; 40960, FA3's step order, was
+// +2.7-4.2 % over 8192 causal; 8192 was 3.5-7 % faster than the cp.async form 2048; docs/ATTENTION.md) where the
+// build has sm_90a code and the device is
 // sm_90, else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
 // faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
 // D=64: the wgmma kernel 16384 (+17-25 % over 1117 in the A/B of 2026-12-03, records/attn/bwd-d64-2026-12-03)
 // where usable, else mma.sync 1117 (kBwdFallbackD64).
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
-#define ULYSSES_FLASH_BWD_DEFAULT_D128 40960
+#define ULYSSES_FLASH_BWD_DEFAULT_D128 106496
 #endif
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
 #define ULYSSES_FLASH_BWD_DEFAULT_D64 16384

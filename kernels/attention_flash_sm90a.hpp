@@ -42,11 +42,10 @@ struct BwdArgs {
 inline constexpr int kBwdVariantSm90a = 2048;
 // Its TMA forms (attention_flash_bwd_sm90a_tma.cuh): three stages (kernels/ build it too), two (the lab).
 inline constexpr int kBwdVariantSm90aTma3 = 8192, kBwdVariantSm90aTma2 = 12288;
-// 8192 in FlashAttention-3's step order (the default; kernels/ build it): dV before the barrier, then dQ, then dK, and the dQ atomics
+// 8192 in FlashAttention-3's step order (kernels/ build it): dV before the barrier, then dQ, then dK, and the dQ atomics
 // issued while dK is still in the tensor cores (docs/ATTENTION.md "FlashAttention-3's backward next to ours")
 inline constexpr int kBwdVariantSm90aTma3DqUnderDk = 40960;
-// 40960 with dQ added by one bulk reduction per warpgroup and step (kernels/ build it; not the default until
-// measured; DQ_BULK in attention_flash_bwd_sm90a_tma.cuh): dq_accum in the fragment layout below, converted by
+// 40960 with dQ added by one bulk reduction per warpgroup and step (the default since 2026-12-06; DQ_BULK in attention_flash_bwd_sm90a_tma.cuh): dq_accum in the fragment layout below, converted by
 // bwd_convert_dq_frag.
 inline constexpr int kBwdVariantSm90aTma3DqBulk = 106496;
 // The wgmma backward at head dim 64, TMA loads in three stages (attention_flash_bwd_sm90a_d64.cuh; kernels/ build it),

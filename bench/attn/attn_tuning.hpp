@@ -27,9 +27,10 @@
 //   with dQ split by keys (each warpgroup its 64 keys' share of the whole dQ tile, a warpgroup barrier instead
 //   of __syncthreads, twice the atomics). At D=128, and without sm_90a, the mma.sync default runs instead.
 //   40960: 8192 in FlashAttention-3's step order (dV before the barrier, then dQ, then dK; the dQ atomics while dK
-//   runs; D=128 only; kernels/ build it, the default since 2026-12-06). 106496: 40960 with each warpgroup's dQ block
+//   runs; D=128 only; kernels/ build it; the default on 2026-12-06). 106496: 40960 with each warpgroup's dQ block
 //   staged in shared memory in fragment order and added by one cp.reduce.async.bulk per step (FlashAttention-3's dQ
-//   path; dq_accum in the fragment layout, attention_flash_sm90a.hpp dq_frag_block; not yet run).
+//   path; dq_accum in the fragment layout, attention_flash_sm90a.hpp dq_frag_block; the default since 2026-12-06b,
+//   +16-21 % over 40960 on one H100).
 //   Only kBwdVariants are built. The defaults per head dim, and the mma.sync fallbacks without sm_90a:
 //   kernels/attention_flash_defaults.hpp.
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in

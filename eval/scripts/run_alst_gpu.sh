@@ -4,6 +4,7 @@
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
 # Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish|bench-step
 # bench-step needs the CUDA build's ulysses staged in .gpu (stage-for-gpu.sh .gpu build-cuda/cli/ulysses).
+# PROFILE (bench-step): the profile of the predictions next to the measurement (default h200-sxm-141gb).
 set -u
 cd "$(dirname "$0")/../.."
 mode=${1:?validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish|bench-step}
@@ -22,7 +23,7 @@ case $mode in
     for c in "${cases[@]}"; do
       name=${c%%=*}; flags=${c#*=}
       # shellcheck disable=SC2086
-      timeout 240 $bin bench step --backends cuda,deepspeed --profile h200-sxm-141gb --gpus 1 --sp-size 1 --layers 2 \
+      timeout 240 $bin bench step --backends cuda,deepspeed --profile ${PROFILE:-h200-sxm-141gb} --gpus 1 --sp-size 1 --layers 2 \
         --attn-implementation sdpa $flags --warmup 1 --iters 3 --json $r/bench-step-$name.json > $r/bench-step-$name.txt \
         2> $r/bench-step-$name.err
       echo "$name rc $? $(( $(date +%s) - t0 )) s"; tail -6 $r/bench-step-$name.txt; grep -v Warning $r/bench-step-$name.err | tail -3
