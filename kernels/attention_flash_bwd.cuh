@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kBwdNW * 32, 1) bwd_kernel(const BwdArgs a) {
 }
 
 // memset + preprocess, then main(args) (the main kernel's launch), then the dq conversion (dq_frag: dq_accum in
-// variant 106496's fragment layout)
+// the fragment layout of variant 106496 at D = 128, 114688 at D = 64: attention_flash_sm90a.hpp dq_frag_block)
 template <int D, class Main>
 cudaError_t run_bwd(const AttnBwdParams& p, cudaStream_t stream, Main&& main, bool dq_frag = false) {
   const Workspace ws = carve(p.workspace, p.B, p.S, p.H, p.D);
@@ -205,10 +205,10 @@ cudaError_t run_bwd(const AttnBwdParams& p, cudaStream_t stream, Main&& main, bo
 
   const std::int64_t n4 = p.B * p.S * p.H * D / 4;
   const unsigned conv_blocks = static_cast<unsigned>(std::min<std::int64_t>((n4 + 255) / 256, 132 * 16));
-  if (dq_frag) {  // one CTA per 16 KiB block of the full q tiles, then 256 pairs of the tail rows per CTA
-    const std::int64_t frag_blocks = p.B * p.H * (p.S / 64) * 2 + (p.B * p.H * (p.S % 64) * 64 + 255) / 256;
+  if (dq_frag) {  // one CTA per 128 D-byte block of the full q tiles, then 256 pairs of the tail rows per CTA
+    const std::int64_t frag_blocks = p.B * p.H * (p.S / 64) * 2 + (p.B * p.H * (p.S % 64) * (D / 2) + 255) / 256;
     if (frag_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-    bwd_convert_dq_frag<<<static_cast<unsigned>(frag_blocks), 256, 0, stream>>>(
+    bwd_convert_dq_frag<D><<<static_cast<unsigned>(frag_blocks), 256, 0, stream>>>(
         reinterpret_cast<const float2*>(ws.dq_accum), reinterpret_cast<std::uint32_t*>(p.dq), static_cast<int>(p.B),
         static_cast<int>(p.S), static_cast<int>(p.H), p.scale);
     return cudaGetLastError();
@@ -248,7 +248,7 @@ inline std::size_t bwd_workspace_bytes(std::int64_t B, std::int64_t S, std::int6
 // the wgmma main kernel (D = 128, sm_90a) of variant v (2048, 8192, 40960 or 106496) between the shared preprocess
 // and dq conversion
 inline cudaError_t launch_bwd_sm90a(const AttnBwdParams& p, cudaStream_t stream, int v) {
-  const bool frag = v == kBwdVariantSm90aTma3DqBulk;
+  const bool frag = sm90a_bwd_dq_frag(v);
   return run_bwd<128>(
       p, stream,
       [&](const BwdArgs& a) {
@@ -261,11 +261,17 @@ inline cudaError_t launch_bwd_sm90a(const AttnBwdParams& p, cudaStream_t stream,
       frag);
 }
 
-// The wgmma backward at head dim 64 (variant 16384): preprocess, main kernel, dq conversion.
-inline cudaError_t launch_bwd_sm90a_d64(const AttnBwdParams& p, cudaStream_t stream) {
-  return run_bwd<64>(p, stream, [&](const BwdArgs& a) {
-    return launch_bwd_main_sm90a_d64(a, static_cast<int>(p.B), p.causal, stream);
-  });
+// The wgmma backward at head dim 64 (variant 16384, or 114688 with its fragment-layout dq_accum): preprocess, main
+// kernel, dq conversion.
+inline cudaError_t launch_bwd_sm90a_d64(const AttnBwdParams& p, cudaStream_t stream, int v) {
+  const bool frag = sm90a_bwd_dq_frag(v);
+  return run_bwd<64>(
+      p, stream,
+      [&](const BwdArgs& a) {
+        if (frag) return launch_bwd_main_sm90a_d64_dq_bulk(a, static_cast<int>(p.B), p.causal, stream);
+        return launch_bwd_main_sm90a_d64(a, static_cast<int>(p.B), p.causal, stream);
+      },
+      frag);
 }
 
 }  // namespace

@@ -201,11 +201,13 @@ __device__ __forceinline__ void sm90a_dq_atomics(float (&dq)[32], const BwdArgs&
   }
 }
 
-// Variant 106496: this thread's dq pairs into its warpgroup's staging block `stage` (shared, 16 KiB) in fragment
-// order, pair p at stage + (p * 128 + tw) * 8 (consecutive threads, consecutive 8 bytes: no bank conflicts)
-__device__ __forceinline__ void sm90a_stage_dq(const float (&dq)[32], const std::uint32_t stage, const int tw) {
+// Variant 106496 (N = 32; the D = 64 kernel's 114688: N = 16): this thread's N / 2 dq pairs into its warpgroup's
+// staging block `stage` (shared, N / 2 KiB) in fragment order, pair p at stage + (p * 128 + tw) * 8 (consecutive
+// threads, consecutive 8 bytes: no bank conflicts)
+template <int N>
+__device__ __forceinline__ void sm90a_stage_dq(const float (&dq)[N], const std::uint32_t stage, const int tw) {
 #pragma unroll
-  for (int p = 0; p < 16; ++p) {
+  for (int p = 0; p < N / 2; ++p) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(stage + (p * 128 + tw) * 8), "f"(dq[2 * p]), "f"(dq[2 * p + 1])
                  : "memory");
   }

@@ -1,6 +1,8 @@
 // The wgmma backward main kernel at head dim 64 as the product runs it (sm_90a; variant 16384: dQ split by
-// columns between the warpgroups, three TMA stages; attention_flash_bwd_sm90a_d64.cuh). The lab builds it and
-// its key-split form 20480 too (bench/attn/attn_flash_bwd_sm90a_d64_lab.cu).
+// columns between the warpgroups, three TMA stages; attention_flash_bwd_sm90a_d64.cuh), and its form in
+// FlashAttention-3's step order with dQ by bulk reductions (variant 114688, not the default: a build with
+// -DULYSSES_FLASH_BWD_DEFAULT_D64=114688 runs it). The lab builds them and the key-split form 20480 too
+// (bench/attn/attn_flash_bwd_sm90a_d64_lab.cu).
 #include "kernels/attention_flash_bwd_sm90a_d64.cuh"
 
 namespace ulysses::kernels::flash {
@@ -8,6 +10,11 @@ namespace ulysses::kernels::flash {
 cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
   return causal ? launch_bwd_main_sm90a_d64_form<true, 3, false>(a, B, stream)
                 : launch_bwd_main_sm90a_d64_form<false, 3, false>(a, B, stream);
+}
+
+cudaError_t launch_bwd_main_sm90a_d64_dq_bulk(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
+  return causal ? launch_bwd_main_sm90a_d64_form<true, 3, false, true>(a, B, stream)
+                : launch_bwd_main_sm90a_d64_form<false, 3, false, true>(a, B, stream);
 }
 
 }  // namespace ulysses::kernels::flash

@@ -1,7 +1,8 @@
 #pragma once
 // Flash attention backward main kernel on Hopper warpgroup MMA (wgmma, sm_90a), head dim 64, loads on TMA
-// (backward variants 16384 and 20480, its KSPLIT dQ form, below; kernels/ build 16384, the lab both,
-// bench/attn/attn_flash_bwd_sm90a_d64_lab.cu; which one is the default: attention_flash_defaults.hpp):
+// (backward variants 16384, 20480, its KSPLIT dQ form, and 114688, its DQ_BULK form, below; kernels/ build 16384 and
+// 114688, the lab all three, bench/attn/attn_flash_bwd_sm90a_d64_lab.cu; which one is the default:
+// attention_flash_defaults.hpp):
 // the D = 128 TMA form (attention_flash_bwd_sm90a_tma.cuh, variant 8192) step for step at half the head
 // dim. It reuses that kernel's softmax, dS^T packing and dS^T store (attention_flash_bwd_sm90a.cuh: their
 // shapes depend on the 64-row q tile and the 64 keys of a warpgroup only). Include from a file built for sm_90a.
@@ -19,6 +20,14 @@
 //   dQ [64 q x 32 d (cols 32wg..)] = dS K[:, 32wg..]   wgmma SS m64n32k16 over the 128 keys: A = dS^T
 //     M-major, B = K N-major starting 64 bytes into K's rows for wg 1 (kernels/wgmma.cuh); fp32 float2
 //     atomics into dq_accum.
+// DQ_BULK (variant 114688; D = 128's 106496 at this head dim): FlashAttention-3's step order (dV issued before the
+//   barrier, dQ and then dK after it) and dQ path: while dK runs, each thread stores its 8 dQ pairs into its
+//   warpgroup's 8 KiB staging block in fragment order; after dK's wait one thread per warpgroup adds the block to
+//   dq_accum with one cp.reduce.async.bulk .add.f32 (dq_accum in the fragment layout of dq_frag_block<64>, a last
+//   partial q tile by atomics into its tail rows; run_bwd's bwd_convert_dq_frag<64> undoes it). The next step waits
+//   for the block to have been read (cp.async.bulk.wait_group.read) before its barrier, after which it is rewritten.
+//   ptxas 13.0: 184 / 186 registers (full / causal; 16384: 174 / 178), no spills, 129.6 KiB shared memory with three
+//   stages (16384: 113.6 KiB); a run-time named barrier id, so all 16 hardware barriers reserved (as 20480).
 // Registers per thread: S^T 32 + dP^T 32 + dK 32 + dV 32 + P^T/dS^T packed 16 + 16 + dQ 16 fp32.
 // Loads: K and V once by TMA (one mbarrier); Q, dO by TMA and the lse2/delta rows by 1-D bulk copies into
 // STAGES mbarrier-guarded stages (full/empty per stage, thread 0 loading step it + STAGES - 1 once step it's
@@ -27,7 +36,7 @@
 // Shared memory (bytes; every tile 1024-aligned, rows of 64 bf16 = 128 B, 128B-swizzled as in kernels/wgmma.cuh):
 //   K [128 keys][64] 16384, V [128][64] 16384, STAGES x {Q [64 q][64] 8192, dO [64][64] 8192},
 //   dS^T [2 buf][128 keys][64 q] 32768, STAGES x {lse2 [64], delta [64]} fp32, mbarriers kv, full[STAGES],
-//   empty[STAGES].
+//   empty[STAGES]; DQ_BULK: the staging blocks [2 wg][64 q x 32 d] fp32 16384 (128-byte aligned).
 #include "kernels/attention_flash_bwd_sm90a.cuh"
 #include "kernels/tma.cuh"
 
@@ -38,7 +47,7 @@ namespace d64 {  // the D = 128 pieces' tile constants (kD, kBM, kBN) are the en
 constexpr int kD = 64, kBN = 128, kBM = 64, kNT = 256;
 static_assert(kBM == flash::kBM && kNT == flash::kNT, "sm90a_softmax / sm90a_ds_pack / sm90a_store_ds assume these");
 
-template <int STAGES>
+template <int STAGES, bool DQ_BULK = false>
 struct Smem {
   static constexpr int K = 0;                    // [kBN][kD]
   static constexpr int V = K + kBN * kD * 2;     // [kBN][kD]
@@ -48,7 +57,9 @@ struct Smem {
   static constexpr int Rows = dS + 2 * kBN * kBM * 2;         // stage s: lse2 [kBM] at Rows + s * 512, delta at + 256
   static constexpr int kv = Rows + STAGES * 2 * kBM * 4;      // mbarrier of the K, V loads
   static constexpr int full = kv + 8, empty = full + 8 * STAGES;
-  static constexpr int bytes = empty + 8 * STAGES;
+  // DQ_BULK: warpgroup wg's dQ share [64 q x 32 d] fp32 in fragment order at DqStage + wg * kBM * 32 * 4
+  static constexpr int DqStage = (empty + 8 * STAGES + 127) / 128 * 128;
+  static constexpr int bytes = DQ_BULK ? DqStage + 2 * kBM * 32 * 4 : empty + 8 * STAGES;
   static constexpr std::uint32_t tx_bytes = stage_bytes + 2 * kBM * 4;
   static constexpr std::uint32_t kv_bytes = 2 * kBN * kD * 2;
   static_assert(V % 1024 == 0 && Stages % 1024 == 0 && stage_bytes % 1024 == 0 && dS % 1024 == 0,
@@ -87,9 +98,21 @@ __device__ __forceinline__ void issue_dkv(float (&dk)[32], float (&dv)[32], std:
   wgmma::commit();
 }
 
+// DQ_BULK's step order (dV, barrier, dQ, dK): dV += P^T dO or dK += dS^T Q alone (acc [64 keys x 64 d]; A = frag
+// from registers, B = b_tile, dO or Q, N-major as issue_dkv), one commit group, not waited for
+__device__ __forceinline__ void issue_rs(float (&acc)[32], std::uint32_t (&frag)[16], const std::uint32_t b_tile) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) wgmma::fence_reg(frag[i]);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBM / 16; ++kk) wgmma::m64n64k16_rs<1>(acc, frag + 4 * kk, wgmma::desc(b_tile + kk * 16 * 128, 16, 1024));
+  wgmma::commit();
+}
+
 // dQ[:, 32wg..32wg+31] [64 q x 32 d] = dS K[:, 32wg..] into dq (k = 128 keys; A = dS^T [128 keys][64 q]
-// M-major at ds, B = K [128 keys][64 d] N-major from column 32wg: k_col = K + 64 wg bytes), waited for
-__device__ __forceinline__ void dq_wgmma(float (&dq)[16], const std::uint32_t ds, const std::uint32_t k_col) {
+// M-major at ds, B = K [128 keys][64 d] N-major from column 32wg: k_col = K + 64 wg bytes), one commit group;
+// dq_wgmma waits for it
+__device__ __forceinline__ void issue_dq(float (&dq)[16], const std::uint32_t ds, const std::uint32_t k_col) {
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kBN / 16; ++kk) {
@@ -97,6 +120,9 @@ __device__ __forceinline__ void dq_wgmma(float (&dq)[16], const std::uint32_t ds
                               kk > 0);
   }
   wgmma::commit();
+}
+__device__ __forceinline__ void dq_wgmma(float (&dq)[16], const std::uint32_t ds, const std::uint32_t k_col) {
+  issue_dq(dq, ds, k_col);
   wgmma::wait<0>();
 #pragma unroll
   for (int i = 0; i < 16; ++i) wgmma::fence_reg(dq[i]);
@@ -137,6 +163,25 @@ __device__ __forceinline__ void dq_atomics(float (&dq)[4 * NJ], const BwdArgs& a
   }
 }
 
+// DQ_BULK's last partial q tile (m0 + 64 > S): dq [64 q x 32 d of wg] by atomics into the tail rows of the
+// fragment layout (dq_frag_tail_row<64>: rows m0 + 16 w4 + g (+8) - 64 (S / 64), cols 32 wg + 8 j + 2t); rows past S
+// skipped
+__device__ __forceinline__ void dq_atomics_tail(const float (&dq)[16], const BwdArgs& a, const int b, const int S,
+                                                const int hq, const int wg, const int w4, const int g, const int t,
+                                                const int m0) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int r = m0 + w4 * 16 + g + hr * 8 - (S / kBM) * kBM;
+    if (r < S % kBM) {
+      float* dst = a.dq_accum + dq_frag_tail_row<kD>(b, hq, r, static_cast<int>(gridDim.z), a.H, S) + wg * 32 + 2 * t;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
+      }
+    }
+  }
+}
+
 // dK (times scale), dV [B, S, H_kv, 64]: straight from the accumulators (rows key_base, key_base + 8)
 __device__ __forceinline__ void store_dkv(float (&dk)[32], float (&dv)[32], const BwdArgs& a, const int b, const int S,
                                           const std::int64_t ldk, const int hk, const int t, const int key_base) {
@@ -158,12 +203,14 @@ __device__ __forceinline__ void store_dkv(float (&dk)[32], float (&dv)[32], cons
 // tq, tdo: maps of q, dout [B, S, H, 64] (boxes of 64 rows); tk, tv: of k, v [B, S, H_kv, 64] (128 rows).
 // KSPLIT (variant 20480): each warpgroup computes the whole dQ tile over its own 64 keys (twice the atomics,
 // no 64-byte descriptor offset) and the dS^T exchange is a warpgroup barrier instead of __syncthreads.
-template <bool CAUSAL, int STAGES, bool KSPLIT>
+// DQ_BULK (variant 114688, not with KSPLIT): FlashAttention-3's step order and dQ path (file comment).
+template <bool CAUSAL, int STAGES, bool KSPLIT, bool DQ_BULK = false>
 __global__ void __launch_bounds__(kNT, 1)
     bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
                const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv, const BwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
-  using L = Smem<STAGES>;
+  static_assert(!(KSPLIT && DQ_BULK), "the bulk dQ path stages the column split's [64 q x 32 d] shares");
+  using L = Smem<STAGES, DQ_BULK>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t sbase = smem_addr(smem_raw);
   if ((sbase & 1023u) != 0) __trap();  // the descriptors and the 128-byte swizzle assume 1024-byte aligned tiles
@@ -242,6 +289,38 @@ __global__ void __launch_bounds__(kNT, 1)
     std::uint32_t pp[16], ss[16];  // P^T, dS^T packed bf16 pairs (A fragments of dV, dK)
     sm90a_ds_pack(st_acc, dp, delta, t, pp, ss);
     sm90a_store_ds(ss, st_base0 + u * kBN * kBM * 2, st_cb, lane);
+    if constexpr (DQ_BULK) {
+      issue_rs(dv, pp, dos);  // dV += P^T dO
+      // the last step's reduction has read the staging block before the barrier after which it is rewritten; every
+      // thread waits on its own bulk groups (none but the issuing thread's): no branch while dV is in flight
+      tma::bulk_wait_read<0>();
+      wgmma::fence_proxy_async();
+      __syncthreads();  // dS^T of both warpgroups in shared memory
+      float dq[16];  // dQ[:, 32wg..32wg+31] [64 q x 32 d] (wgmma D layout)
+      issue_dq(dq, sbase + L::dS + u * kBN * kBM * 2, sbase + L::K + wg * 64);
+      issue_rs(dk, ss, qs);  // dK += dS^T Q
+      wgmma::wait<1>();  // dV and dQ done; dK still in the tensor cores
+#pragma unroll
+      for (int i = 0; i < 16; ++i) wgmma::fence_reg(dq[i]);
+      const std::uint32_t stage = sbase + L::DqStage + wg * (kBM * 32 * 4);  // [64 q x 32 d] fp32, fragment order
+      sm90a_stage_dq(dq, stage, tid & 127);  // branch-free while dK runs
+      wgmma::wait<0>();
+#pragma unroll
+      for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
+      if (m0 + kBM <= S) {
+        wgmma::fence_proxy_async();  // the staging stores before the bulk reduction's reads
+        wg_named_sync(wg);
+        if ((tid & 127) == 0) {
+          tma::bulk_reduce_add_f32(a.dq_accum + dq_frag_block<kD>(b, hq, m0 / kBM, wg, a.H, S), stage, kBM * 32 * 4);
+          tma::bulk_commit();
+        }
+      } else {
+        dq_atomics_tail(dq, a, b, S, hq, wg, w4, g, t, m0);
+      }
+      tma::mbar_arrive(sbase + L::empty + 8 * st);  // every wgmma of the step has completed: Q, dO, rows free
+      if (tid == 0 && it + STAGES - 1 < steps) load(it + STAGES - 1);
+      continue;
+    }
     issue_dkv(dk, dv, pp, ss, qs, dos);
     wgmma::fence_proxy_async();
     if constexpr (KSPLIT) {
@@ -268,6 +347,9 @@ __global__ void __launch_bounds__(kNT, 1)
   }
 #pragma unroll
   for (int i = 0; i < 32; ++i) wgmma::fence_reg(dk[i]), wgmma::fence_reg(dv[i]);
+  if constexpr (DQ_BULK) {
+    if ((tid & 127) == 0) tma::bulk_wait_read<0>();  // the staging block stays until the last reduction has read it
+  }
   store_dkv(dk, dv, a, b, S, ldk, hk, t, key_base);
 #else
   __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
@@ -276,8 +358,8 @@ __global__ void __launch_bounds__(kNT, 1)
 
 }  // namespace d64
 
-// Launch d64::bwd_kernel<CAUSAL, STAGES, KSPLIT> (head dim 64) on `stream` (B = gridDim.z)
-template <bool CAUSAL, int STAGES, bool KSPLIT>
+// Launch d64::bwd_kernel<CAUSAL, STAGES, KSPLIT, DQ_BULK> (head dim 64) on `stream` (B = gridDim.z)
+template <bool CAUSAL, int STAGES, bool KSPLIT, bool DQ_BULK = false>
 cudaError_t launch_bwd_main_sm90a_d64_form(const BwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta)) & 15u) != 0)
@@ -288,8 +370,9 @@ cudaError_t launch_bwd_main_sm90a_d64_form(const BwdArgs& a, int B, cudaStream_t
   if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, d64::kBN, d64::kD);
   if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, d64::kBN, d64::kD);
   if (err != cudaSuccess) return err;
-  constexpr int smem = d64::Smem<STAGES>::bytes;
-  auto kern = d64::bwd_kernel<CAUSAL, STAGES, KSPLIT>;
+  if (DQ_BULK && (reinterpret_cast<std::uintptr_t>(a.dq_accum) & 15u) != 0) return cudaErrorInvalidValue;
+  constexpr int smem = d64::Smem<STAGES, DQ_BULK>::bytes;
+  auto kern = d64::bwd_kernel<CAUSAL, STAGES, KSPLIT, DQ_BULK>;
   err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((a.S + d64::kBN - 1) / d64::kBN), static_cast<unsigned>(a.H_kv),

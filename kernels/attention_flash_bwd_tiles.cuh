@@ -84,34 +84,40 @@ __global__ void bwd_convert_dq(const float4* __restrict__ acc, uint2* __restrict
   }
 }
 
-// dq [B, S, H, 128] bf16 = scale * dq_accum in the fragment layout of variant 106496 (attention_flash_sm90a.hpp
-// dq_frag_block, dq_frag_tail_row). 256 threads per CTA: CTA x < B H (S / 64) 2 converts one 16 KiB block (its
-// (b, h, q tile, warpgroup) decoded once), the CTAs after it the tail rows, 256 pairs each.
+// dq [B, S, H, D] bf16 = scale * dq_accum in the fragment layout of variants 106496 (D = 128) and 114688 (D = 64)
+// (attention_flash_sm90a.hpp dq_frag_block, dq_frag_tail_row). 256 threads per CTA: CTA x < B H (S / 64) 2 converts
+// one block [64 q x D/2 d] (16 D float2: its (b, h, q tile, warpgroup) decoded once), the CTAs after it the tail
+// rows, 256 pairs each.
+template <int D>
 __global__ void bwd_convert_dq_frag(const float2* __restrict__ acc, std::uint32_t* __restrict__ dq, int B, int S, int H,
                                     float scale) {
+  static_assert(D == 64 || D == 128, "the wgmma backward's head dims");
+  constexpr int P = D / 8;  // pairs per warpgroup thread in a block: 16 at D = 128, 8 at D = 64
   const int tiles = S / 64, rem = S % 64;
   const std::int64_t blocks = static_cast<std::int64_t>(B) * H * tiles * 2;
-  const std::int64_t ld = static_cast<std::int64_t>(H) * 64;  // a row of dq in bf16 pairs
+  const std::int64_t ld = static_cast<std::int64_t>(H) * (D / 2);  // a row of dq in bf16 pairs
   const int x = threadIdx.x;
   if (static_cast<std::int64_t>(blockIdx.x) < blocks) {
     const int blk = static_cast<int>(blockIdx.x), wg = blk & 1, tile = blk >> 1;
     const int mt = tile % tiles, bh = tile / tiles, b = bh / H, h = bh % H;
     const int tw = x & 127, w4 = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
-    const float2* src = acc + static_cast<std::int64_t>(blk) * (64 * 32);
+    const float2* src = acc + static_cast<std::int64_t>(blk) * (64 * D / 4);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < P / 2; ++k) {
       const int p = 2 * k + (x >> 7);  // pair p of thread tw: float2 p * 128 + tw of the block
       const float2 v = src[p * 128 + tw];
-      const int row = mt * 64 + w4 * 16 + g + 8 * (p & 1), c2 = wg * 32 + (p >> 1) * 4 + t;
-      dq[(static_cast<std::int64_t>(b) * S + row) * ld + h * 64 + c2] = pack_bf16(v.x * scale, v.y * scale);
+      const int row = mt * 64 + w4 * 16 + g + 8 * (p & 1), c2 = wg * (D / 4) + (p >> 1) * 4 + t;
+      dq[(static_cast<std::int64_t>(b) * S + row) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
     }
     return;
   }
   const std::int64_t j = (static_cast<std::int64_t>(blockIdx.x) - blocks) * 256 + x;  // a pair of the tail rows
-  if (rem == 0 || j >= static_cast<std::int64_t>(B) * H * rem * 64) return;
-  const int r = static_cast<int>(j >> 6), c2 = static_cast<int>(j & 63), bh = r / rem, b = bh / H, h = bh % H;
-  const float2 v = acc[blocks * (64 * 32) + j];
-  dq[(static_cast<std::int64_t>(b) * S + tiles * 64 + r % rem) * ld + h * 64 + c2] = pack_bf16(v.x * scale, v.y * scale);
+  if (rem == 0 || j >= static_cast<std::int64_t>(B) * H * rem * (D / 2)) return;
+  constexpr int kRowShift = D == 128 ? 6 : 5;  // D / 2 pairs per row
+  const int r = static_cast<int>(j >> kRowShift), c2 = static_cast<int>(j & (D / 2 - 1));
+  const int bh = r / rem, b = bh / H, h = bh % H;
+  const float2 v = acc[blocks * (64 * D / 4) + j];
+  dq[(static_cast<std::int64_t>(b) * S + tiles * 64 + r % rem) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
 }
 
 // Tuning variants of the main kernel (VAR bits; the table of built variants and the run-time

@@ -31,7 +31,8 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 // sm_90, else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
 // faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
 // D=64: the wgmma kernel 16384 (+17-25 % over 1117 in the A/B of 2026-12-03, records/attn/bwd-d64-2026-12-03)
-// where usable, else mma.sync 1117 (kBwdFallbackD64).
+// where usable, else mma.sync 1117 (kBwdFallbackD64); 114688 (16384 with FlashAttention-3's step order and dQ path,
+// 106496's at D=64) is built too, not yet measured: -DULYSSES_FLASH_BWD_DEFAULT_D64=114688 runs the GPU tests on it.
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
 #define ULYSSES_FLASH_BWD_DEFAULT_D128 106496
 #endif
@@ -51,8 +52,8 @@ inline constexpr int kBwdMmaDefault =
             : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
 
 // The backward variant that runs when `v` is asked for at this head dim: the wgmma kernels
-// (2048, 8192, 12288, 40960, 106496 at D = 128; 16384, 20480 at D = 64) only at their head dim on a device they are built for;
-// elsewhere the mma.sync default.
+// (2048, 8192, 12288, 40960, 106496 at D = 128; 16384, 20480, 114688 at D = 64) only at their head dim on a device
+// they are built for; elsewhere the mma.sync default.
 inline int bwd_variant_run(int v, int head_dim) {
   if (!is_sm90a_bwd_variant(v)) return v;
   if (head_dim == sm90a_bwd_variant_head_dim(v) && sm90a_usable()) return v;

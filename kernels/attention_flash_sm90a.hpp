@@ -1,7 +1,7 @@
 #pragma once
 // Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128, the forward also D = 64): the forward
 // (attention_flash_fwd_sm90a.cu) and the backward main kernels (attention_flash_bwd_sm90a.cu; D = 64:
-// attention_flash_bwd_sm90a_d64.cu, variant 16384; the lab also builds 20480).
+// attention_flash_bwd_sm90a_d64.cu, variants 16384 and 114688; the lab also builds 20480).
 // attention_flash_{fwd,bwd}.cu dispatch to them; the backward's preprocess and dq conversion
 // are shared with the mma.sync backward. Private to kernels/ and the lab (bench/attn/attn_flash_lab.cu).
 #include <cstdint>
@@ -51,24 +51,37 @@ inline constexpr int kBwdVariantSm90aTma3DqBulk = 106496;
 // The wgmma backward at head dim 64, TMA loads in three stages (attention_flash_bwd_sm90a_d64.cuh; kernels/ build it),
 // and its form with dQ split by keys across the warpgroups (each its own 64 keys' share, added by atomics).
 inline constexpr int kBwdVariantSm90aD64 = 16384, kBwdVariantSm90aD64Ksplit = 20480;
+// 16384 in 40960's step order with 106496's dQ path (kernels/ build it, not the default; DQ_BULK in
+// attention_flash_bwd_sm90a_d64.cuh): each warpgroup's dQ share [64 q x 32 d] staged in fragment order and added by
+// one 8 KiB bulk reduction per step, dq_accum in the fragment layout below at D = 64.
+inline constexpr int kBwdVariantSm90aD64DqBulk = 114688;
 constexpr bool is_sm90a_bwd_variant(int v) {
   return v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma2 || v == kBwdVariantSm90aD64 ||
-         v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aTma3DqUnderDk || v == kBwdVariantSm90aTma3DqBulk;
+         v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aTma3DqUnderDk || v == kBwdVariantSm90aTma3DqBulk ||
+         v == kBwdVariantSm90aD64DqBulk;
 }
 // The head dim a wgmma backward variant is built for
 constexpr int sm90a_bwd_variant_head_dim(int v) {
-  return v == kBwdVariantSm90aD64 || v == kBwdVariantSm90aD64Ksplit ? 64 : 128;
+  return v == kBwdVariantSm90aD64 || v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aD64DqBulk ? 64 : 128;
 }
-// The fragment layout of dq_accum [B, S, H, 128] fp32 under 106496 (the same number of floats): the S / 64 full
-// 64-row q tiles of each (b, h) first, tile (b, h, mt) as two 16 KiB blocks, one per warpgroup (its 64 columns), block
-// element pair p (0..15) of warpgroup thread tw (0..127) at float (p * 128 + tw) * 2, holding the wgmma accumulators
-// dq[2p], dq[2p + 1]: row 64 mt + 16 (tw / 32) + (tw % 32) / 4 + 8 (p % 2), columns 64 wg + 8 (p / 2) + 2 (tw % 4)
-// + {0, 1}; then the S % 64 rows of each (b, h)'s last partial tile, row by row ([B][H][S % 64][128]).
+// Whether wgmma backward variant v leaves dq_accum in the fragment layout below (run_bwd converts it so)
+constexpr bool sm90a_bwd_dq_frag(int v) { return v == kBwdVariantSm90aTma3DqBulk || v == kBwdVariantSm90aD64DqBulk; }
+// The fragment layout of dq_accum [B, S, H, D] fp32 under 106496 (D = 128) and 114688 (D = 64; the same number of
+// floats): the S / 64 full 64-row q tiles of each (b, h) first, tile (b, h, mt) as two blocks [64 q x D/2 d] of
+// 128 D bytes (16 KiB, 8 KiB), one per warpgroup (its D/2 columns), block element pair p (0 .. D/8 - 1) of warpgroup
+// thread tw (0..127) at float (p * 128 + tw) * 2, holding the wgmma accumulators dq[2p], dq[2p + 1]: row
+// 64 mt + 16 (tw / 32) + (tw % 32) / 4 + 8 (p % 2), columns (D/2) wg + 8 (p / 2) + 2 (tw % 4) + {0, 1}; then the
+// S % 64 rows of each (b, h)'s last partial tile, row by row ([B][H][S % 64][D]). Every block starts at a multiple
+// of 8 KiB from dq_accum (the bulk reductions need 16 bytes).
+template <int D = 128>
 __host__ __device__ constexpr std::int64_t dq_frag_block(int b, int h, int mt, int wg, int H, int S) {
-  return ((static_cast<std::int64_t>(b) * H + h) * (S / 64) + mt) * (64 * 128) + wg * (64 * 64);
+  static_assert(D == 64 || D == 128, "the wgmma backward's head dims");
+  return ((static_cast<std::int64_t>(b) * H + h) * (S / 64) + mt) * (64 * D) + wg * (64 * D / 2);
 }
+template <int D = 128>
 __host__ __device__ constexpr std::int64_t dq_frag_tail_row(int b, int h, int r, int B, int H, int S) {
-  return static_cast<std::int64_t>(B) * H * (S / 64) * (64 * 128) + ((static_cast<std::int64_t>(b) * H + h) * (S % 64) + r) * 128;
+  static_assert(D == 64 || D == 128, "the wgmma backward's head dims");
+  return static_cast<std::int64_t>(B) * H * (S / 64) * (64 * D) + ((static_cast<std::int64_t>(b) * H + h) * (S % 64) + r) * D;
 }
 
 // Forward variant bits of the wgmma kernel (bench/attn/attn_tuning.hpp); D = 128, and D = 64 with bit 128:
@@ -108,5 +121,8 @@ cudaError_t launch_bwd_main_sm90a_tma3_dq_under_dk(const BwdArgs& a, int B, bool
 cudaError_t launch_bwd_main_sm90a_tma3_dq_bulk(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 // The main kernel for head dim 64 (variant 16384; attention_flash_bwd_sm90a_d64.cu).
 cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
+// The same in 40960's step order with dQ by bulk reductions into the fragment layout (variant 114688; run_bwd's
+// dq_frag converts it).
+cudaError_t launch_bwd_main_sm90a_d64_dq_bulk(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 }  // namespace ulysses::kernels::flash

@@ -28,7 +28,7 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #define ULYSSES_BWD_CASE(V) \
   case V:                   \
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
-  static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 33, "one case per listed variant");
+  static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 34, "one case per listed variant");
   const int variant = bench::attn::bwd_variant(D);
   if (variant == kBwdVariantSm90aTma2) {  // D = 128 on a usable device only
     if constexpr (D == 128) {
@@ -38,11 +38,15 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
     }
     return cudaErrorNotSupported;
   }
-  if (variant == kBwdVariantSm90aD64 || variant == kBwdVariantSm90aD64Ksplit) {  // D = 64 on a usable device only
+  if (variant == kBwdVariantSm90aD64 || variant == kBwdVariantSm90aD64Ksplit ||
+      variant == kBwdVariantSm90aD64DqBulk) {  // D = 64 on a usable device only
     if constexpr (D == 64) {
-      return run_bwd<64>(p, stream, [&](const BwdArgs& a) {
-        return bench::attn::launch_bwd_main_sm90a_d64_variant(a, static_cast<int>(p.B), p.causal, variant, stream);
-      });
+      return run_bwd<64>(
+          p, stream,
+          [&](const BwdArgs& a) {
+            return bench::attn::launch_bwd_main_sm90a_d64_variant(a, static_cast<int>(p.B), p.causal, variant, stream);
+          },
+          sm90a_bwd_dq_frag(variant));  // 114688: dq_accum in the fragment layout
     }
     return cudaErrorNotSupported;
   }

@@ -10,8 +10,10 @@
 //   4) the two warpgroups taking turns at issuing (ping-pong), 16 (with 2|4|8) K/V by TMA into
 //   mbarrier-guarded stages (kernels/attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages
 //   for the full mask (the causal keeps two), 64 (with 16) causal row blocks of every head longest
-//   first (heads fastest in the grid), 128 (with 16) D=64 on the TMA form too (else mma.sync at D=64).
-//   Valid: 0..15, and 30/31 +32/+64/+128. The defaults: kernels/attention_flash_defaults.hpp (the one place).
+//   first (heads fastest in the grid), 128 (with 16) D=64 on the TMA form too (else mma.sync at D=64),
+//   256 (with 16; the lab only, kFwdBitTma176) 176-key K/V tiles for the full mask at D=128 (FlashAttention-3's
+//   128 x 176 tile; two stages, bit 32 then applies to D=64 only; the causal mask and D=64 keep 128-key tiles).
+//   Valid: 0..15, and 30/31 +32/+64/+128/+256 (e.g. 447 = 191 + 256). The defaults: kernels/attention_flash_defaults.hpp (the one place).
 //   backward: bits (kernels/attention_flash_bwd.cuh, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
@@ -31,6 +33,11 @@
 //   staged in shared memory in fragment order and added by one cp.reduce.async.bulk per step (FlashAttention-3's dQ
 //   path; dq_accum in the fragment layout, attention_flash_sm90a.hpp dq_frag_block; the default since 2026-12-06b,
 //   +16-21 % over 40960 on one H100).
+//   So over 8192 (D=128) and 16384 (D=64): bit 32768 FlashAttention-3's step order, bit 65536 (with 32768) its dQ path.
+//   114688 = 16384 | 32768 | 65536: 106496 at D=64 (kernels/attention_flash_bwd_sm90a_d64.cuh DQ_BULK: 16384 in the
+//   step order dV, barrier, dQ, dK, each warpgroup's dQ share [64 q x 32 d] staged in fragment order while dK runs and
+//   added by one 8 KiB cp.reduce.async.bulk per step; dq_accum in dq_frag_block<64>'s layout, bwd_convert_dq_frag<64>;
+//   kernels/ build it, not the default; the lab's own instance, attn_flash_bwd_sm90a_d64_lab.cu).
 //   Only kBwdVariants are built. The defaults per head dim, and the mma.sync fallbacks without sm_90a:
 //   kernels/attention_flash_defaults.hpp.
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
@@ -47,7 +54,7 @@ namespace ulysses::bench::attn {
 
 inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,   125,
                                        141, 157, 205, 221, 461, 477, 525, 1037, 1117, 1549, 1565, 2048, 8192, 12288,
-                                       16384, 20480, 40960, 106496};
+                                       16384, 20480, 40960, 106496, 114688};
 
 constexpr bool bwd_variant_exists(int v) {
   for (int x : kBwdVariants) {
@@ -64,15 +71,19 @@ int bwd_variant(int head_dim);   // the variant the backward runs at this head d
 // "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
 
+// Forward bit 256 (with 16, the lab only): the TMA form's full mask at D = 128 on 176-key tiles in two stages
+// (attn_flash_fwd_sm90a_lab.cu; kernels/attention_flash_fwd_sm90a_tma.cuh BN = 176)
+inline constexpr int kFwdBitTma176 = 256;
+
 // A forward variant the lab builds: 0..15, or the TMA form's bits over the pipelined ping-pong form (with
-// 128: its D=64 instance too)
+// 128: its D=64 instance too; with 256: 176-key tiles for the full mask at D=128)
 constexpr bool fwd_variant_exists(int v) {
   if (v >= 0 && v <= 15) return true;
-  return v > 0 && v < 256 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
+  return v > 0 && v < 512 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
 }
 
 // The wgmma forward (D = 128; the TMA form also D = 64) in the form of forward bits 4 (pipelined), 8
-// (ping-pong, with 4), 16/32/64 (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a;
+// (ping-pong, with 4), 16/32/64/256 (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a;
 // cudaErrorNotSupported where !sm90a_usable())
 cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int head_dim, int v,
                                      cudaStream_t stream);
@@ -81,8 +92,8 @@ cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bo
 // (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable()); the other TMA forms are kernels/'
 cudaError_t launch_bwd_main_sm90a_tma2(const kernels::flash::BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
-// The wgmma backward's main kernel at D = 64 (bwd variants 16384, 20480; attn_flash_bwd_sm90a_d64_lab.cu;
-// cudaErrorNotSupported where !sm90a_usable())
+// The wgmma backward's main kernel at D = 64 (bwd variants 16384, 20480, 114688; attn_flash_bwd_sm90a_d64_lab.cu;
+// cudaErrorNotSupported where !sm90a_usable(); 114688 leaves dq_accum in the fragment layout: run_bwd's dq_frag)
 cudaError_t launch_bwd_main_sm90a_d64_variant(const kernels::flash::BwdArgs& a, int B, bool causal, int v,
                                               cudaStream_t stream);
 

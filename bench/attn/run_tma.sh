@@ -6,11 +6,14 @@
 # KIND=fwd (default): forward variants 31 (2 stages), 63 (3 stages for the full mask), 95, 127 (heads first)
 # against 15 (the ping-pong form); KIND=bwd: backward variants 8192 (3 stages), 12288 (2) against 2048. TRIED and
 # BASE override the variants and the one they are compared with, e.g. KIND=bwd TRIED=40960 BASE=8192 (FA3's step
-# order against the default).
-# Usage (device machine, repo root, ULYSSES_HOME=$PWD): [KIND=bwd] [TRIED=".." BASE=N] bench/attn/run_tma.sh BIN_DIR;
-# results in $OUT/tma.tgz
+# order against the default). HEAD_DIM=64 runs steps 2 and 3 at D=64 (the same S, H, mask points; step 1 checks both
+# head dims always), e.g. KIND=bwd TRIED=114688 BASE=16384 HEAD_DIM=64 (FlashAttention-3's dQ path at D=64).
+# Usage (device machine, repo root, ULYSSES_HOME=$PWD): [KIND=bwd] [TRIED=".." BASE=N] [HEAD_DIM=64]
+# bench/attn/run_tma.sh BIN_DIR; results in $OUT/tma.tgz
 set -u
 B=${1:?usage: run_tma.sh BIN_DIR}
+D=${HEAD_DIM:-128}
+case $D in 64|128) ;; *) echo "run_tma.sh: HEAD_DIM must be 64 or 128" >&2; exit 2 ;; esac
 O=${OUT:-/tmp/attn_out}/tma
 mkdir -p "$O" /tmp/attn_in
 export PYTHONUNBUFFERED=1
@@ -29,7 +32,8 @@ echo "peer check rc=$?"
 cat "$O"/check-*.jsonl > "$O/check.jsonl"
 python3 bench/attn/attn_table.py "$O/check.jsonl" "$O/peer_check.jsonl" > "$O/check_tables.md" 2>> "$O/errors.log"
 grep -E "worst error ratio" "$O/check_tables.md"; pack
-for shape in "32768 16 16 128 1" "32768 16 16 128 0" "131072 32 8 128 1" "131072 16 16 128 0"; do
+[ "$D" = 128 ] || echo "A/B and bench attention at head dim $D"
+for shape in "32768 16 16 $D 1" "32768 16 16 $D 0" "131072 32 8 $D 1" "131072 16 16 $D 0"; do
   for rep in 1 2; do
     for v in $base $tried; do
       timeout 60 "$B/attn_check" bench --one $shape $flag $v >> "$O/ab.jsonl" 2>> "$O/errors.log"
@@ -45,6 +49,6 @@ for l in open(sys.argv[1]):
               r["fwd_variant"], r["bwd_variant"], sys.argv[2], r[sys.argv[2]]))
 PY
 pack
-timeout 200 "$B/ulysses" bench attention --points 32K:16:16:128:1,32K:16:16:128:0,128K:32:8:128:1,128K:16:16:128:0 \
+timeout 200 "$B/ulysses" bench attention --points 32K:16:16:$D:1,32K:16:16:$D:0,128K:32:8:$D:1,128K:16:16:$D:0 \
   --json "$O/targets.json" > "$O/targets.txt" 2>&1
 echo "bench attention rc=$?"; tail -14 "$O/targets.txt"; pack
