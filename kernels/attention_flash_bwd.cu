@@ -1,7 +1,7 @@
 // Flash attention backward, the default configuration per head dim (attention_flash_defaults.hpp):
 // D=128 the wgmma kernel's TMA form with FlashAttention-3's dQ path, 106496, where usable (attention_flash_bwd_sm90a.cu;
 // 40960, 8192 or 2048 when a build sets it as the default), else mma.sync variant 525;
-// D=64 the wgmma kernel 16384 where usable (attention_flash_bwd_sm90a_d64.cu; 114688, its FlashAttention-3 dQ path,
+// D=64 the wgmma kernel with FlashAttention-3's dQ path, 114688, where usable (attention_flash_bwd_sm90a_d64.cu; 16384
 // when a build sets it as the default), else mma.sync variant 1117.
 // The kernel templates: attention_flash_bwd.cuh.
 #include <atomic>

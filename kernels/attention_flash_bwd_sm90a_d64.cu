@@ -1,7 +1,6 @@
 // The wgmma backward main kernel at head dim 64 as the product runs it (sm_90a; variant 16384: dQ split by
 // columns between the warpgroups, three TMA stages; attention_flash_bwd_sm90a_d64.cuh), and its form in
-// FlashAttention-3's step order with dQ by bulk reductions (variant 114688, not the default: a build with
-// -DULYSSES_FLASH_BWD_DEFAULT_D64=114688 runs it). The lab builds them and the key-split form 20480 too
+// FlashAttention-3's step order with dQ by bulk reductions (variant 114688, the default). The lab builds them and the key-split form 20480 too
 // (bench/attn/attn_flash_bwd_sm90a_d64_lab.cu).
 #include "kernels/attention_flash_bwd_sm90a_d64.cuh"
 

@@ -30,14 +30,15 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 // build has sm_90a code and the device is
 // sm_90, else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
 // faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
-// D=64: the wgmma kernel 16384 (+17-25 % over 1117 in the A/B of 2026-12-03, records/attn/bwd-d64-2026-12-03)
-// where usable, else mma.sync 1117 (kBwdFallbackD64); 114688 (16384 with FlashAttention-3's step order and dQ path,
-// 106496's at D=64) is built too, not yet measured: -DULYSSES_FLASH_BWD_DEFAULT_D64=114688 runs the GPU tests on it.
+// D=64: the wgmma kernel with FlashAttention-3's step order and dQ path, 114688 (106496's at D=64: +5 % at 128K
+// causal, +6 % 32K full, +14 % 128K full, level at 32K causal over 16384, one H200, 2026-12-06b,
+// records/gpu-runs/h200-2026-12-06b/call3/a; 16384 was +17-25 % over 1117, records/attn/bwd-d64-2026-12-03)
+// where usable, else mma.sync 1117 (kBwdFallbackD64).
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
 #define ULYSSES_FLASH_BWD_DEFAULT_D128 106496
 #endif
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
-#define ULYSSES_FLASH_BWD_DEFAULT_D64 16384
+#define ULYSSES_FLASH_BWD_DEFAULT_D64 114688
 #endif
 inline constexpr int kBwdDefaultD128 = ULYSSES_FLASH_BWD_DEFAULT_D128;
 inline constexpr int kBwdDefaultD64 = ULYSSES_FLASH_BWD_DEFAULT_D64;

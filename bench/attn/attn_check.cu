@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
   if (!T::fwd_variant_exists(fv) || (bv != -1 && !T::bwd_variant_exists(bv))) {
     std::string list;
     for (int v : T::kBwdVariants) list += (list.empty() ? "" : ", ") + std::to_string(v);
-    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..15 or 30/31 plus any of 32, 64, 128, 256 and --bwd-variant one of {%s}\n", list.c_str());
+    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..15, 30, 31, 62, 63, 94, 95, 126 or 127 and --bwd-variant one of {%s}\n", list.c_str());
     return 2;
   }
   if (mode == "check") {

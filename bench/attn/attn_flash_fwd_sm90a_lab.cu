@@ -1,8 +1,7 @@
 // The lab build of the wgmma forward's forms (sm_90a, D = 128; the TMA form also D = 64): plain, pipelined, ping-pong
 // (forward variant bits 4, 8 of attn_tuning.hpp), instantiated from the one kernel template in
 // kernels/attention_flash_fwd_sm90a.cuh, and the TMA form (bits 16, 32, 64;
-// kernels/attention_flash_fwd_sm90a_tma.cuh), with bit 256 its 176-key tiles for the full mask at D = 128 (BN = 176, two
-// stages; the lab only); kernels/ build only the default form (2|4|8|16|32).
+// kernels/attention_flash_fwd_sm90a_tma.cuh); kernels/ build only the default form (2|4|8|16|32).
 #include "bench/attn/attn_tuning.hpp"
 #include "kernels/attention_flash_fwd_sm90a_tma.cuh"
 
@@ -15,12 +14,6 @@ template <bool CAUSAL, int D>
 cudaError_t launch_tma(const F::FwdArgs& a, int B, int v, cudaStream_t stream) {
   // three stages for the full mask only (bit 32; the product's rule)
   const bool three = !CAUSAL && (v & F::kFwdBitTma3) != 0, heads_first = (v & F::kFwdBitTmaHeads) != 0;
-  if constexpr (!CAUSAL && D == 128) {  // bit 256: 176-key tiles in two stages (3 x 2 x 44 KiB would not fit)
-    if ((v & kFwdBitTma176) != 0) {
-      return heads_first ? F::launch_fwd_sm90a_tma<false, 2, true, 128, 176>(a, B, stream)
-                         : F::launch_fwd_sm90a_tma<false, 2, false, 128, 176>(a, B, stream);
-    }
-  }
   if (three) {
     return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 3, true, D>(a, B, stream)
                        : F::launch_fwd_sm90a_tma<CAUSAL, 3, false, D>(a, B, stream);

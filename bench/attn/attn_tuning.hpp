@@ -10,10 +10,10 @@
 //   4) the two warpgroups taking turns at issuing (ping-pong), 16 (with 2|4|8) K/V by TMA into
 //   mbarrier-guarded stages (kernels/attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages
 //   for the full mask (the causal keeps two), 64 (with 16) causal row blocks of every head longest
-//   first (heads fastest in the grid), 128 (with 16) D=64 on the TMA form too (else mma.sync at D=64),
-//   256 (with 16; the lab only, kFwdBitTma176) 176-key K/V tiles for the full mask at D=128 (FlashAttention-3's
-//   128 x 176 tile; two stages, bit 32 then applies to D=64 only; the causal mask and D=64 keep 128-key tiles).
-//   Valid: 0..15, and 30/31 +32/+64/+128/+256 (e.g. 447 = 191 + 256). The defaults: kernels/attention_flash_defaults.hpp (the one place).
+//   first (heads fastest in the grid), 128 (with 16) D=64 on the TMA form too (else mma.sync at D=64).
+//   Valid: 0..15, and 30/31 +32/+64/+128. The defaults: kernels/attention_flash_defaults.hpp (the one place).
+//   Tried and dropped: 256, 176-key tiles in two stages for the full mask at D=128 (447: -1 to -3 % against 191's
+//   128-key tiles in three stages on one H200, docs/ATTENTION.md v17; code in commit 3a1e2ea).
 //   backward: bits (kernels/attention_flash_bwd.cuh, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
@@ -37,7 +37,7 @@
 //   114688 = 16384 | 32768 | 65536: 106496 at D=64 (kernels/attention_flash_bwd_sm90a_d64.cuh DQ_BULK: 16384 in the
 //   step order dV, barrier, dQ, dK, each warpgroup's dQ share [64 q x 32 d] staged in fragment order while dK runs and
 //   added by one 8 KiB cp.reduce.async.bulk per step; dq_accum in dq_frag_block<64>'s layout, bwd_convert_dq_frag<64>;
-//   kernels/ build it, not the default; the lab's own instance, attn_flash_bwd_sm90a_d64_lab.cu).
+//   kernels/ build it, the D=64 default since 2026-12-06b; the lab's own instance, attn_flash_bwd_sm90a_d64_lab.cu).
 //   Only kBwdVariants are built. The defaults per head dim, and the mma.sync fallbacks without sm_90a:
 //   kernels/attention_flash_defaults.hpp.
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
@@ -71,19 +71,15 @@ int bwd_variant(int head_dim);   // the variant the backward runs at this head d
 // "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
 
-// Forward bit 256 (with 16, the lab only): the TMA form's full mask at D = 128 on 176-key tiles in two stages
-// (attn_flash_fwd_sm90a_lab.cu; kernels/attention_flash_fwd_sm90a_tma.cuh BN = 176)
-inline constexpr int kFwdBitTma176 = 256;
-
 // A forward variant the lab builds: 0..15, or the TMA form's bits over the pipelined ping-pong form (with
-// 128: its D=64 instance too; with 256: 176-key tiles for the full mask at D=128)
+// 128: its D=64 instance too)
 constexpr bool fwd_variant_exists(int v) {
   if (v >= 0 && v <= 15) return true;
-  return v > 0 && v < 512 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
+  return v > 0 && v < 256 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
 }
 
 // The wgmma forward (D = 128; the TMA form also D = 64) in the form of forward bits 4 (pipelined), 8
-// (ping-pong, with 4), 16/32/64/256 (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a;
+// (ping-pong, with 4), 16/32/64 (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a;
 // cudaErrorNotSupported where !sm90a_usable())
 cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int head_dim, int v,
                                      cudaStream_t stream);
