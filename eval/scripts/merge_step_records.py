@@ -4,18 +4,23 @@ time limit) into one record: the cases in the set's order, each part's provenanc
 `parts`. The summary is not copied: `ulysses validate --stored` recomputes it with today's model.
 --add-key KEY=VALUE[:IF_KEY=IF_VALUE] appends a key to every case (or to the cases that have
 IF_KEY=IF_VALUE): a plan key the worker of that commit ran implicitly, now explicit in the set.
-Usage: merge_step_records.py OUT.json PART.json... [--add-key ...]"""
+The parts must name one `profile_used`; --profile-used P names it for all of them when they ran the same profile
+under different paths (e.g. a calibrated copy on the device, committed as P afterwards): each part keeps its own
+under `parts`.
+Usage: merge_step_records.py OUT.json PART.json... [--add-key ...] [--profile-used P]"""
 import json
 import os
 import sys
 
 
 def main(argv):
-    out, parts, add = None, [], []
+    out, parts, add, profile_used = None, [], [], None
     it = iter(argv[1:])
     for a in it:
         if a == "--add-key":
             add.append(next(it))
+        elif a == "--profile-used":
+            profile_used = next(it)
         elif out is None:
             out = a
         else:
@@ -28,9 +33,17 @@ def main(argv):
     if any(r.get("format") != "ulysses-step-validation/1" or r.get("set") != first.get("set") for r in recs):
         print("merge_step_records.py: the parts must be step validation records of one set", file=sys.stderr)
         return 2
+    used = {r.get("profile_used") for r in recs}
+    if profile_used is None and len(used) > 1:
+        print(f"merge_step_records.py: the parts ran different profiles ({', '.join(sorted(map(str, used)))}); "
+              "--profile-used names the one they share", file=sys.stderr)
+        return 2
     merged = {k: v for k, v in first.items() if k not in ("cases", "summary", "wall_s", "failed_cases")}
+    if profile_used is not None:
+        merged["profile_used"] = profile_used
     merged["parts"] = [{"file": os.path.basename(p), "measured_at": r.get("measured_at"), "command": r.get("command"),
-                        "cases": [c["name"] for c in r["cases"]]} for p, r in zip(parts, recs)]
+                        "profile_used": r.get("profile_used"), "cases": [c["name"] for c in r["cases"]]}
+                       for p, r in zip(parts, recs)]
     names = set()
     merged["cases"] = []
     for r in recs:

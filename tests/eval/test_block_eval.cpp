@@ -86,18 +86,21 @@ TEST_CASE("the block peak is predicted under the backend's allocation policy", "
 TEST_CASE("a stored block record re-predicts, a drifted measurement misses its target", "[eval][validate]") {
   const std::string path = record_path("validation/h200.json");
   reports::Json j = eval::load_record(path, "ulysses validate --out");
-  const auto cases = eval::repredict_block_record(j, path, j["profile"].get<std::string>());
+  // the profile the run used: pinned beside the record (its attention curves those of the kernels that ran)
+  const std::string profile = eval::stored_profile(j, path).name;
+  CHECK(profile.find("h200-sxm-141gb-2026-11-30.yaml") != std::string::npos);
+  const auto cases = eval::repredict_block_record(j, path, profile);
   REQUIRE(cases.size() == j["cases"].size());
   CHECK(cases[0].p.block[1] == Approx(predict(cases[0].sc).block[1]));
   CHECK(cases[0].m.phase_s[1] == j["cases"][0]["phases"][1]["measured_s"].get<double>());
   CHECK_FALSE(has_line(eval::missed_targets(eval::summarize(cases), {}), "attn.fwd"));
   // pretend attention forward ran 30 % faster than it did: the model now over-predicts it
   for (auto& c : j["cases"]) c["phases"][1]["measured_s"] = c["phases"][1]["measured_s"].get<double>() / 1.3;
-  const auto drift = eval::repredict_block_record(j, path, j["profile"].get<std::string>());
+  const auto drift = eval::repredict_block_record(j, path, profile);
   CHECK(has_line(eval::missed_targets(eval::summarize(drift), {}), "attn.fwd"));
   // a case that is not one: one InputError naming the case
   j["cases"][2]["phases"][0]["name"] = "attn.fwd";
-  CHECK_THROWS_WITH(eval::repredict_block_record(j, path, j["profile"].get<std::string>()), Catch::Contains("cases[2]"));
+  CHECK_THROWS_WITH(eval::repredict_block_record(j, path, profile), Catch::Contains("cases[2]"));
 }
 
 TEST_CASE("stored records: a missing or wrong field is one InputError naming file and key", "[eval][validate]") {
