@@ -32,7 +32,7 @@ cudaError_t launch_bwd_default(const AttnBwdParams& p, cudaStream_t stream) {
   }
   if constexpr (D == 64) {
     const int v = bwd_variant_run(kBwdDefaultD64, 64);
-    static_assert(kBwdDefaultD64 != kBwdVariantSm90aD64Ksplit,
+    static_assert(kBwdDefaultD64 != kBwdVariantSm90aD64Ksplit && kBwdDefaultD64 != kBwdVariantSm90aD64Q128,
                   "kernels/ build the D = 64 wgmma backward's 16384, 114688 only");
     if ((v == kBwdVariantSm90aD64 || v == kBwdVariantSm90aD64DqBulk) && !no_tma_encoder.load()) {
       const cudaError_t err = launch_bwd_sm90a_d64(p, stream, v);

@@ -216,18 +216,20 @@ __device__ __forceinline__ void sm90a_stage_dq(const float (&dq)[N], const std::
 // the 128 threads of warpgroup wg meet (named barrier 1 + wg; 0 is __syncthreads')
 __device__ __forceinline__ void wg_named_sync(const int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); }
 
-// Variant 106496's last partial q tile (m0 + 64 > S): dq by atomics into the tail rows of the fragment layout
-// (dq_frag_tail_row); rows past S skipped
-__device__ __forceinline__ void sm90a_dq_atomics_tail(const float (&dq)[32], const BwdArgs& a, const int b, const int S,
+// The last partial q tile (m0 + 64 > S) of variants 106496 (D = 128) and 114688 (D = 64): warpgroup wg's dQ share
+// dq [64 q x D/2 d] by atomics into the tail rows of the fragment layout (dq_frag_tail_row<D>: rows m0 + 16 w4 + g
+// (+8) - 64 (S / 64), cols (D/2) wg + 8 j + 2t); rows past S skipped
+template <int D = 128>
+__device__ __forceinline__ void sm90a_dq_atomics_tail(const float (&dq)[D / 4], const BwdArgs& a, const int b, const int S,
                                                       const int hq, const int wg, const int w4, const int g, const int t,
                                                       const int m0) {
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int r = m0 + w4 * 16 + g + hr * 8 - (S / kBM) * kBM;
     if (r < S % kBM) {
-      float* dst = a.dq_accum + dq_frag_tail_row(b, hq, r, static_cast<int>(gridDim.z), a.H, S) + wg * 64 + 2 * t;
+      float* dst = a.dq_accum + dq_frag_tail_row<D>(b, hq, r, static_cast<int>(gridDim.z), a.H, S) + wg * (D / 2) + 2 * t;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
+      for (int j = 0; j < D / 16; ++j) atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
     }
   }
 }

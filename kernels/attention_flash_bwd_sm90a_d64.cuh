@@ -2,7 +2,7 @@
 // Flash attention backward main kernel on Hopper warpgroup MMA (wgmma, sm_90a), head dim 64, loads on TMA
 // (backward variants 16384, 20480, its KSPLIT dQ form, and 114688, its DQ_BULK form, below; kernels/ build 16384 and
 // 114688, the lab all three, bench/attn/attn_flash_bwd_sm90a_d64_lab.cu; which one is the default:
-// attention_flash_defaults.hpp):
+// attention_flash_defaults.hpp; 245760, 114688 with 128-row q tiles: attention_flash_bwd_sm90a_d64_q128.cuh, the lab only):
 // the D = 128 TMA form (attention_flash_bwd_sm90a_tma.cuh, variant 8192) step for step at half the head
 // dim. It reuses that kernel's softmax, dS^T packing and dS^T store (attention_flash_bwd_sm90a.cuh: their
 // shapes depend on the 64-row q tile and the 64 keys of a warpgroup only). Include from a file built for sm_90a.
@@ -144,7 +144,6 @@ __device__ __forceinline__ void dq_wgmma(float (&dq)[32], const std::uint32_t ds
   for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
 }
 
-
 // dq [64 q x 8 NJ d] into dq_accum [B, S, H, 64] (head hq): rows m0 + 16 w4 + g (+8), cols col0 + 8 j + 2t; rows
 // past S (zero dQ: P = 0 there) go to row S-1, so there is no branch
 template <int NJ>
@@ -159,25 +158,6 @@ __device__ __forceinline__ void dq_atomics(float (&dq)[4 * NJ], const BwdArgs& a
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
       atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
-    }
-  }
-}
-
-// DQ_BULK's last partial q tile (m0 + 64 > S): dq [64 q x 32 d of wg] by atomics into the tail rows of the
-// fragment layout (dq_frag_tail_row<64>: rows m0 + 16 w4 + g (+8) - 64 (S / 64), cols 32 wg + 8 j + 2t); rows past S
-// skipped
-__device__ __forceinline__ void dq_atomics_tail(const float (&dq)[16], const BwdArgs& a, const int b, const int S,
-                                                const int hq, const int wg, const int w4, const int g, const int t,
-                                                const int m0) {
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    const int r = m0 + w4 * 16 + g + hr * 8 - (S / kBM) * kBM;
-    if (r < S % kBM) {
-      float* dst = a.dq_accum + dq_frag_tail_row<kD>(b, hq, r, static_cast<int>(gridDim.z), a.H, S) + wg * 32 + 2 * t;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
-      }
     }
   }
 }
@@ -315,7 +295,7 @@ __global__ void __launch_bounds__(kNT, 1)
           tma::bulk_commit();
         }
       } else {
-        dq_atomics_tail(dq, a, b, S, hq, wg, w4, g, t, m0);
+        sm90a_dq_atomics_tail<kD>(dq, a, b, S, hq, wg, w4, g, t, m0);
       }
       tma::mbar_arrive(sbase + L::empty + 8 * st);  // every wgmma of the step has completed: Q, dO, rows free
       if (tid == 0 && it + STAGES - 1 < steps) load(it + STAGES - 1);

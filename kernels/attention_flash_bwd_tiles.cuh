@@ -120,6 +120,42 @@ __global__ void bwd_convert_dq_frag(const float2* __restrict__ acc, std::uint32_
   dq[(static_cast<std::int64_t>(b) * S + tiles * 64 + r % rem) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
 }
 
+// dq [B, S, H, 64] bf16 = scale * dq_accum in the fragment layout of variant 245760 (128-row q tiles at D = 64;
+// attention_flash_sm90a.hpp dq_frag_q128_block, dq_frag_q128_tail_row). 256 threads per CTA: CTA x < B H (S / 128) 2
+// converts one block [64 q x 64 d] (2048 float2), the CTAs after it the tail rows (S % 128 per (b, h)), 256 pairs
+// each. A template (D = 64 only) so that only the translation units that launch it hold it.
+template <int D>
+__global__ void bwd_convert_dq_frag_q128(const float2* __restrict__ acc, std::uint32_t* __restrict__ dq, int B, int S,
+                                         int H, float scale) {
+  static_assert(D == 64, "the 128-row q tiles' layout is D = 64's");
+  const int tiles = S / 128, rem = S % 128;
+  const std::int64_t blocks = static_cast<std::int64_t>(B) * H * tiles * 2;
+  const std::int64_t ld = static_cast<std::int64_t>(H) * (D / 2);  // a row of dq in bf16 pairs
+  const int x = threadIdx.x;
+  if (static_cast<std::int64_t>(blockIdx.x) < blocks) {
+    const int blk = static_cast<int>(blockIdx.x), wg = blk & 1, tile = blk >> 1;
+    const int mt = tile % tiles, bh = tile / tiles, b = bh / H, h = bh % H;
+    const int tw = x & 127, w4 = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
+    const float2* src = acc + static_cast<std::int64_t>(blk) * (64 * D / 2);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int p = 2 * k + (x >> 7);  // pair p (0..15) of thread tw: float2 p * 128 + tw of the block
+      const float2 v = src[p * 128 + tw];
+      const int row = mt * 128 + wg * 64 + w4 * 16 + g + 8 * (p & 1), c2 = (p >> 1) * 4 + t;
+      dq[(static_cast<std::int64_t>(b) * S + row) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
+    }
+    return;
+  }
+  const std::int64_t j = (static_cast<std::int64_t>(blockIdx.x) - blocks) * 256 + x;  // a pair of the tail rows
+  if (rem == 0 || j >= static_cast<std::int64_t>(B) * H * rem * (D / 2)) return;
+  const std::int64_t r = j >> 5;  // D / 2 = 32 pairs per row
+  const int c2 = static_cast<int>(j & 31);
+  const std::int64_t bh = r / rem;
+  const int b = static_cast<int>(bh / H), h = static_cast<int>(bh % H);
+  const float2 v = acc[blocks * (64 * D / 2) + j];
+  dq[(static_cast<std::int64_t>(b) * S + tiles * 128 + r % rem) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
+}
+
 // Tuning variants of the main kernel (VAR bits; the table of built variants and the run-time
 // choice are the lab's, bench/attn/attn_tuning.hpp; measured side by side, docs/ATTENTION.md):
 //   bit 0 (1)  P^T/dS^T stored with stmatrix instead of 32-bit stores

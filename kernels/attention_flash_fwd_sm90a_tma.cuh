@@ -10,9 +10,13 @@
 // 256 threads, two warpgroups, warpgroup c owning rows m0 + 64c .. m0 + 64c + 63 of the CTA's 128
 // query rows, pipelined (S of tile n+1 under P V of tile n) and taking turns at issuing (named
 // barriers 1, 2) as the default form does. Thread 0 issues the TMA loads at the top of each step
-// (outside every wgmma stage): K two tiles ahead, V one. Not a separate producer warp: 288 or 384
-// threads round to 384 in ptxas 13.0's register budget (168 per thread, below the consumers' 216),
-// and with setmaxnreg 24/240 it still allocated within 168 and spilled (C7512).
+// (outside every wgmma stage): K two tiles ahead, V one.
+// PRODUCER (forward bit 256, the lab only): FlashAttention-3's warp specialization instead. 384 threads,
+// __launch_bounds__(384, 1) (ptxas: 168 registers per thread at entry); warpgroup 0 (index from threadIdx.x / 128
+// made warp-uniform by __shfl_sync) runs setmaxnreg.dec to kProducerRegs and one thread of it issues every load
+// (Q, K_0, then K_{j+1} before V_j: the order the consumers release stages in), the other producer threads exit;
+// warpgroups 1, 2 run setmaxnreg.inc to kConsumerRegs (2 x 128 x 240 + 128 x 24 = 384 x 168) and are the two
+// consumers above, unchanged but for their loads: they only wait on full barriers and arrive on empty ones.
 // Per key tile j (stage st = j % STAGES, phase (j / STAGES) & 1):
 //   load:     wait k_empty[st] (both warpgroups done with tile j - STAGES) -> expect the tile's bytes
 //             (32 KiB at D=128) on k_full[st] -> TMA K[j] (its 64-column halves); V[j] the same on v_empty / v_full
@@ -43,6 +47,32 @@ using tma::mbar_wait;
 using tma::tma_load_3d;
 
 constexpr int kNTTma = 256;
+// PRODUCER form: one producer warpgroup in front of the kNTTma consumer threads, and its register split
+constexpr int kNTTmaProducer = kNTTma + 128;
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+static_assert(kNTTma * kConsumerRegs + 128 * kProducerRegs <= 65536 / kNTTmaProducer / 8 * 8 * kNTTmaProducer,
+              "setmaxnreg: the warpgroups' registers fit the CTA's launch allocation");
+// tma::mbar_wait with its poll loop inside one asm block (the loop, the watchdog's count and trap in PTX, as
+// CUTLASS's barrier wait has it). The PRODUCER form waits with it: with tma::mbar_wait's C++ loop around try_wait in
+// the consumers, ptxas 13.0 kept the consumer region within the 168 registers of the launch bound despite
+// setmaxnreg.inc (C7512: wgmmas serialized, 176-188 B spilled); without its __trap, C7513 instead.
+__device__ __forceinline__ void mbar_wait_spin(std::uint32_t bar, std::uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n .reg .u32 n;\n mov.u32 n, 0;\n"
+      "WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @p bra DONE_%=;\n"
+      " add.u32 n, n, 1;\n setp.gt.u32 p, n, 67108864;\n @p trap;\n bra WAIT_%=;\n"
+      "DONE_%=:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
 static_assert(kBM <= 256 && kBN <= 256, "a TMA box has at most 256 rows");
 
 template <int STAGES, int D>
@@ -59,8 +89,8 @@ struct TmaSmem {
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
 
-template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D>
-__global__ void __launch_bounds__(kNTTma, 1)
+template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D, bool PRODUCER = false>
+__global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
     fwd_kernel_sm90a_tma(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                          const __grid_constant__ CUtensorMap tv, const FwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
@@ -71,7 +101,8 @@ __global__ void __launch_bounds__(kNTTma, 1)
   const std::uint32_t sbase = smem_addr(smem_raw);
   if ((sbase & 1023u) != 0) __trap();  // the descriptors and the 128-byte swizzle assume 1024-byte aligned tiles
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // tid: the thread's index among the consumers (PRODUCER: the producer warpgroup's are negative and leave below)
+  const int tid = static_cast<int>(threadIdx.x) - (PRODUCER ? kNTTmaProducer - kNTTma : 0), lane = tid & 31, warp = tid >> 5;
   const int wg = warp >> 2;
   const int m_blocks = (a.S + kBM - 1) / kBM;
   int m_block, h;
@@ -88,13 +119,13 @@ __global__ void __launch_bounds__(kNTTma, 1)
   const int kv_end = CAUSAL ? min(S, m0 + kBM) : S;  // keys [0, kv_end) can matter
   const int n_tiles = (kv_end + kBN - 1) / kBN;
 
-  if (tid == 0) {
+  if (threadIdx.x == 0) {
     mbar_init(sbase + L::q_full, 1);
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(sbase + L::k_full + 8 * s, 1);
       mbar_init(sbase + L::v_full + 8 * s, 1);
-      mbar_init(sbase + L::k_empty + 8 * s, 256);
-      mbar_init(sbase + L::v_empty + 8 * s, 256);
+      mbar_init(sbase + L::k_empty + 8 * s, kNTTma);  // every consumer thread (never the producer)
+      mbar_init(sbase + L::v_empty + 8 * s, kNTTma);
     }
     tma::fence_barrier_init();
   }
@@ -113,6 +144,13 @@ __global__ void __launch_bounds__(kNTTma, 1)
   auto v_at = [&](int n) { return sbase + L::V + (n % STAGES) * kTileBytes; };
   auto parity = [&](int n) { return static_cast<std::uint32_t>(n / STAGES) & 1u; };
   auto release = [&](int bars, int n) { mbar_arrive(sbase + bars + 8 * (n % STAGES)); };
+  auto wait = [&](std::uint32_t bar, std::uint32_t par) {
+    if constexpr (PRODUCER) {
+      mbar_wait_spin(bar, par);
+    } else {
+      mbar_wait(bar, par);
+    }
+  };
   // issue point i of n_tiles + 1 (as the default form): consumer 0 waits for consumer 1's previous
   // issue (barrier 1) except at the first point, then releases it (barrier 2)
   auto turn_take = [&](int i) {
@@ -124,30 +162,48 @@ __global__ void __launch_bounds__(kNTTma, 1)
     if (cw == 1 && i < n_tiles) named_bar_arrive(1, 256);
   };
 
-  // the loads, issued by thread 0 (outside every wgmma stage): tile j's K or V into stage j % STAGES once
-  // both warpgroups have released the tile STAGES before it
+  // the loads, issued by thread 0 (outside every wgmma stage; PRODUCER: by the producer's thread 0): tile j's K or V
+  // into stage j % STAGES once both warpgroups have released the tile STAGES before it
   auto load = [&](const CUtensorMap* map, int full, int empty, int base, int j) {
     const int st = j % STAGES;
-    mbar_wait(sbase + empty + 8 * st, parity(j) ^ 1u);  // a fresh barrier's "previous phase" has completed
+    wait(sbase + empty + 8 * st, parity(j) ^ 1u);  // a fresh barrier's "previous phase" has completed
     mbar_expect_tx(sbase + full + 8 * st, kTileBytes);
     const std::uint32_t dst = sbase + base + st * kTileBytes;
 #pragma unroll
     for (int hf = 0; hf < kHalves; ++hf) tma_load_3d(dst + hf * kBN * 128, map, sbase + full + 8 * st, hk * D + 64 * hf, j * kBN, b);
   };
-  if (tid == 0) {
+  auto load_q = [&] {
     mbar_expect_tx(sbase + L::q_full, kBM * D * 2);
 #pragma unroll
     for (int hf = 0; hf < kHalves; ++hf) tma_load_3d(sbase + L::Q + hf * kBM * 128, &tq, sbase + L::q_full, h * D + 64 * hf, m0, b);
+  };
+  if constexpr (PRODUCER) {
+    // the role by warpgroup, warp-uniform (setmaxnreg is .sync.aligned: every thread of a warpgroup runs it together)
+    if (__shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) == 0) {
+      setmaxnreg_dec<kProducerRegs>();
+      if (threadIdx.x == 0) {  // every load in the order the consumers release the stages: K_0, then K_{j+1}, V_j
+        load_q();
+        load(&tk, L::k_full, L::k_empty, L::K, 0);
+        for (int j = 0; j < n_tiles; ++j) {
+          if (j + 1 < n_tiles) load(&tk, L::k_full, L::k_empty, L::K, j + 1);
+          load(&tv, L::v_full, L::v_empty, L::V, j);
+        }
+      }
+      return;  // no CTA-wide barrier follows; the consumers' named barriers count their 256 threads only
+    }
+    setmaxnreg_inc<kConsumerRegs>();
+  } else if (tid == 0) {
+    load_q();
     load(&tk, L::k_full, L::k_empty, L::K, 0);
     load(&tv, L::v_full, L::v_empty, L::V, 0);
     if (n_tiles > 1) load(&tk, L::k_full, L::k_empty, L::K, 1);
   }
 
   std::uint32_t pp[32];
-  mbar_wait(sbase + L::q_full, 0);
+  wait(sbase + L::q_full, 0);
   {  // prologue: S_0 and its softmax
     float s[64], corr[2];
-    mbar_wait(sbase + L::k_full, 0);
+    wait(sbase + L::k_full, 0);
     turn_take(0);
     wgmma::fence();
     issue_s<D>(s, qs_wg, k_at(0));
@@ -160,13 +216,13 @@ __global__ void __launch_bounds__(kNTTma, 1)
   }
   // steps 0..n_tiles-2: S_{n+1} and P V_n in flight together, softmax of S_{n+1} under P V_n
   for (int n = 0; n + 1 < n_tiles; ++n) {
-    if (tid == 0) {  // K two tiles ahead, V one (step n computes S_{n+1} and P V_n)
+    if (!PRODUCER && tid == 0) {  // K two tiles ahead, V one (step n computes S_{n+1} and P V_n)
       if (n + 2 < n_tiles) load(&tk, L::k_full, L::k_empty, L::K, n + 2);
       load(&tv, L::v_full, L::v_empty, L::V, n + 1);
     }
     float s[64];
-    mbar_wait(sbase + L::k_full + 8 * ((n + 1) % STAGES), parity(n + 1));
-    mbar_wait(sbase + L::v_full + 8 * (n % STAGES), parity(n));
+    wait(sbase + L::k_full + 8 * ((n + 1) % STAGES), parity(n + 1));
+    wait(sbase + L::v_full + 8 * (n % STAGES), parity(n));
 #pragma unroll
     for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
     turn_take(n + 1);
@@ -192,7 +248,7 @@ __global__ void __launch_bounds__(kNTTma, 1)
     for (int i = 0; i < 32; ++i) pp[i] = pn[i];
   }
   // last step: P V only
-  mbar_wait(sbase + L::v_full + 8 * ((n_tiles - 1) % STAGES), parity(n_tiles - 1));
+  wait(sbase + L::v_full + 8 * ((n_tiles - 1) % STAGES), parity(n_tiles - 1));
 #pragma unroll
   for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
   turn_take(n_tiles);
@@ -227,9 +283,9 @@ __global__ void __launch_bounds__(kNTTma, 1)
 #endif
 }
 
-// Launch fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D> for head dim D (128 or 64) on `stream`
+// Launch fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D, PRODUCER> for head dim D (128 or 64) on `stream`
 // (B = gridDim.z)
-template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D = 128>
+template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D = 128, bool PRODUCER = false>
 cudaError_t launch_fwd_sm90a_tma(const FwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   CUtensorMap tq, tk, tv;
@@ -238,14 +294,14 @@ cudaError_t launch_fwd_sm90a_tma(const FwdArgs& a, int B, cudaStream_t stream) {
   if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, kBN, D);
   if (err != cudaSuccess) return err;
   constexpr int smem = TmaSmem<STAGES, D>::bytes;
-  auto kern = fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D>;
+  auto kern = fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D, PRODUCER>;
   err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const std::int64_t m_blocks = (a.S + kBM - 1) / kBM;
   if (HEADS_FIRST && m_blocks * a.H > 0x7fffffff) return cudaErrorInvalidConfiguration;
   const dim3 grid = HEADS_FIRST ? dim3(static_cast<unsigned>(m_blocks * a.H), 1u, static_cast<unsigned>(B))
                                 : dim3(static_cast<unsigned>(m_blocks), static_cast<unsigned>(a.H), static_cast<unsigned>(B));
-  kern<<<grid, kNTTma, smem, stream>>>(tq, tk, tv, a);
+  kern<<<grid, PRODUCER ? kNTTmaProducer : kNTTma, smem, stream>>>(tq, tk, tv, a);
   return cudaGetLastError();
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128, the forward also D = 64): the forward
 // (attention_flash_fwd_sm90a.cu) and the backward main kernels (attention_flash_bwd_sm90a.cu; D = 64:
-// attention_flash_bwd_sm90a_d64.cu, variants 16384 and 114688; the lab also builds 20480).
+// attention_flash_bwd_sm90a_d64.cu, variants 16384 and 114688; the lab also builds 20480 and 245760).
 // attention_flash_{fwd,bwd}.cu dispatch to them; the backward's preprocess and dq conversion
 // are shared with the mma.sync backward. Private to kernels/ and the lab (bench/attn/attn_flash_lab.cu).
 #include <cstdint>
@@ -55,17 +55,25 @@ inline constexpr int kBwdVariantSm90aD64 = 16384, kBwdVariantSm90aD64Ksplit = 20
 // attention_flash_bwd_sm90a_d64.cuh): each warpgroup's dQ share [64 q x 32 d] staged in fragment order and added by
 // one 8 KiB bulk reduction per step, dq_accum in the fragment layout below at D = 64.
 inline constexpr int kBwdVariantSm90aD64DqBulk = 114688;
+// 114688 with 128-row q tiles (FlashAttention-3's D = 64 tile; the lab only, attention_flash_bwd_sm90a_d64.cuh
+// bwd_kernel_q128): dq_accum in the 128-row tiles' fragment layout (dq_frag_q128_block below; run_bwd<64, 128>).
+inline constexpr int kBwdVariantSm90aD64Q128 = 245760;
 constexpr bool is_sm90a_bwd_variant(int v) {
   return v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma2 || v == kBwdVariantSm90aD64 ||
          v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aTma3DqUnderDk || v == kBwdVariantSm90aTma3DqBulk ||
-         v == kBwdVariantSm90aD64DqBulk;
+         v == kBwdVariantSm90aD64DqBulk || v == kBwdVariantSm90aD64Q128;
 }
 // The head dim a wgmma backward variant is built for
 constexpr int sm90a_bwd_variant_head_dim(int v) {
-  return v == kBwdVariantSm90aD64 || v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aD64DqBulk ? 64 : 128;
+  return v == kBwdVariantSm90aD64 || v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aD64DqBulk ||
+                 v == kBwdVariantSm90aD64Q128
+             ? 64
+             : 128;
 }
-// Whether wgmma backward variant v leaves dq_accum in the fragment layout below (run_bwd converts it so)
+// Whether wgmma backward variant v leaves dq_accum in the fragment layout below (run_bwd converts it so); 245760's
+// layout is the 128-row tiles' one (sm90a_bwd_dq_frag_q128)
 constexpr bool sm90a_bwd_dq_frag(int v) { return v == kBwdVariantSm90aTma3DqBulk || v == kBwdVariantSm90aD64DqBulk; }
+constexpr bool sm90a_bwd_dq_frag_q128(int v) { return v == kBwdVariantSm90aD64Q128; }
 // The fragment layout of dq_accum [B, S, H, D] fp32 under 106496 (D = 128) and 114688 (D = 64; the same number of
 // floats): the S / 64 full 64-row q tiles of each (b, h) first, tile (b, h, mt) as two blocks [64 q x D/2 d] of
 // 128 D bytes (16 KiB, 8 KiB), one per warpgroup (its D/2 columns), block element pair p (0 .. D/8 - 1) of warpgroup
@@ -82,6 +90,19 @@ template <int D = 128>
 __host__ __device__ constexpr std::int64_t dq_frag_tail_row(int b, int h, int r, int B, int H, int S) {
   static_assert(D == 64 || D == 128, "the wgmma backward's head dims");
   return static_cast<std::int64_t>(B) * H * (S / 64) * (64 * D) + ((static_cast<std::int64_t>(b) * H + h) * (S % 64) + r) * D;
+}
+// The fragment layout of dq_accum [B, S, H, 64] fp32 under 245760 (128-row q tiles at D = 64; the same number of
+// floats): the S / 128 full 128-row q tiles of each (b, h) first, tile (b, h, mt) as two blocks [64 q x 64 d] of
+// 16 KiB, block wg holding rows 128 mt + 64 wg .. + 63 (the rows whose dQ warpgroup wg computes, all 64 columns),
+// block element pair p (0..15) of warpgroup thread tw (0..127) at float (p * 128 + tw) * 2, holding the wgmma
+// accumulators dq[2p], dq[2p + 1]: row 128 mt + 64 wg + 16 (tw / 32) + (tw % 32) / 4 + 8 (p % 2), columns
+// 8 (p / 2) + 2 (tw % 4) + {0, 1}; then the S % 128 rows of each (b, h)'s last partial tile, row by row
+// ([B][H][S % 128][64]). Every block starts at a multiple of 16 KiB from dq_accum.
+__host__ __device__ constexpr std::int64_t dq_frag_q128_block(int b, int h, int mt, int wg, int H, int S) {
+  return ((static_cast<std::int64_t>(b) * H + h) * (S / 128) + mt) * (128 * 64) + wg * (64 * 64);
+}
+__host__ __device__ constexpr std::int64_t dq_frag_q128_tail_row(int b, int h, int r, int B, int H, int S) {
+  return static_cast<std::int64_t>(B) * H * (S / 128) * (128 * 64) + ((static_cast<std::int64_t>(b) * H + h) * (S % 128) + r) * 64;
 }
 
 // Forward variant bits of the wgmma kernel (bench/attn/attn_tuning.hpp); D = 128, and D = 64 with bit 128:

@@ -292,7 +292,11 @@ int main(int argc, char** argv) {
   if (!T::fwd_variant_exists(fv) || (bv != -1 && !T::bwd_variant_exists(bv))) {
     std::string list;
     for (int v : T::kBwdVariants) list += (list.empty() ? "" : ", ") + std::to_string(v);
-    std::fprintf(stderr, "attn_check: --fwd-variant must be 0..15, 30, 31, 62, 63, 94, 95, 126 or 127 and --bwd-variant one of {%s}\n", list.c_str());
+    std::string fwd;  // the rule is fwd_variant_exists's (bench/attn/attn_tuning.hpp); list what it accepts
+    for (int v = 0; v < 1024; ++v)
+      if (T::fwd_variant_exists(v)) fwd += (fwd.empty() ? "" : ", ") + std::to_string(v);
+    std::fprintf(stderr, "attn_check: --fwd-variant must be one of {%s} and --bwd-variant one of {%s}\n", fwd.c_str(),
+                 list.c_str());
     return 2;
   }
   if (mode == "check") {

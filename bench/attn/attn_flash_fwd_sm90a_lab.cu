@@ -1,7 +1,9 @@
 // The lab build of the wgmma forward's forms (sm_90a, D = 128; the TMA form also D = 64): plain, pipelined, ping-pong
 // (forward variant bits 4, 8 of attn_tuning.hpp), instantiated from the one kernel template in
 // kernels/attention_flash_fwd_sm90a.cuh, and the TMA form (bits 16, 32, 64;
-// kernels/attention_flash_fwd_sm90a_tma.cuh); kernels/ build only the default form (2|4|8|16|32).
+// kernels/attention_flash_fwd_sm90a_tma.cuh), with bit 256 its producer-warpgroup form (PRODUCER: 384 threads,
+// setmaxnreg 24/240; bit 512 three stages for the causal mask too; the lab only); kernels/ build only the default
+// form (2|4|8|16|32).
 #include "bench/attn/attn_tuning.hpp"
 #include "kernels/attention_flash_fwd_sm90a_tma.cuh"
 
@@ -10,16 +12,23 @@ namespace {
 
 namespace F = kernels::flash;
 
+template <bool CAUSAL, int D, bool PRODUCER>
+cudaError_t launch_tma_form(const F::FwdArgs& a, int B, int v, cudaStream_t stream) {
+  // three stages for the full mask only (bit 32; the product's rule); with the producer (256), bit 512 the causal too
+  const bool three = (v & F::kFwdBitTma3) != 0 && (!CAUSAL || (PRODUCER && (v & kFwdBitTmaProducer3) != 0));
+  const bool heads_first = (v & F::kFwdBitTmaHeads) != 0;
+  if (three) {
+    return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 3, true, D, PRODUCER>(a, B, stream)
+                       : F::launch_fwd_sm90a_tma<CAUSAL, 3, false, D, PRODUCER>(a, B, stream);
+  }
+  return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 2, true, D, PRODUCER>(a, B, stream)
+                     : F::launch_fwd_sm90a_tma<CAUSAL, 2, false, D, PRODUCER>(a, B, stream);
+}
+
 template <bool CAUSAL, int D>
 cudaError_t launch_tma(const F::FwdArgs& a, int B, int v, cudaStream_t stream) {
-  // three stages for the full mask only (bit 32; the product's rule)
-  const bool three = !CAUSAL && (v & F::kFwdBitTma3) != 0, heads_first = (v & F::kFwdBitTmaHeads) != 0;
-  if (three) {
-    return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 3, true, D>(a, B, stream)
-                       : F::launch_fwd_sm90a_tma<CAUSAL, 3, false, D>(a, B, stream);
-  }
-  return heads_first ? F::launch_fwd_sm90a_tma<CAUSAL, 2, true, D>(a, B, stream)
-                     : F::launch_fwd_sm90a_tma<CAUSAL, 2, false, D>(a, B, stream);
+  return (v & kFwdBitTmaProducer) != 0 ? launch_tma_form<CAUSAL, D, true>(a, B, v, stream)
+                                       : launch_tma_form<CAUSAL, D, false>(a, B, v, stream);
 }
 
 template <bool CAUSAL>

@@ -28,12 +28,20 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #define ULYSSES_BWD_CASE(V) \
   case V:                   \
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
-  static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 34, "one case per listed variant");
+  static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 35, "one case per listed variant");
   const int variant = bench::attn::bwd_variant(D);
   if (variant == kBwdVariantSm90aTma2) {  // D = 128 on a usable device only
     if constexpr (D == 128) {
       return run_bwd<128>(p, stream, [&](const BwdArgs& a) {
         return bench::attn::launch_bwd_main_sm90a_tma2(a, static_cast<int>(p.B), p.causal, stream);
+      });
+    }
+    return cudaErrorNotSupported;
+  }
+  if (variant == kBwdVariantSm90aD64Q128) {  // D = 64 on a usable device only; dq_accum in the 128-row tiles' layout
+    if constexpr (D == 64) {
+      return run_bwd<64, 128>(p, stream, [&](const BwdArgs& a) {
+        return bench::attn::launch_bwd_main_sm90a_d64_variant(a, static_cast<int>(p.B), p.causal, variant, stream);
       });
     }
     return cudaErrorNotSupported;

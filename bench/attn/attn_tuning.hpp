@@ -11,9 +11,13 @@
 //   mbarrier-guarded stages (kernels/attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages
 //   for the full mask (the causal keeps two), 64 (with 16) causal row blocks of every head longest
 //   first (heads fastest in the grid), 128 (with 16) D=64 on the TMA form too (else mma.sync at D=64).
-//   Valid: 0..15, and 30/31 +32/+64/+128. The defaults: kernels/attention_flash_defaults.hpp (the one place).
-//   Tried and dropped: 256, 176-key tiles in two stages for the full mask at D=128 (447: -1 to -3 % against 191's
-//   128-key tiles in three stages on one H200, docs/ATTENTION.md v17; code in commit 3a1e2ea).
+//   256 (with 16; the lab only, kFwdBitTmaProducer) FlashAttention-3's producer warpgroup: 384 threads, warpgroup 0
+//   setmaxnreg.dec 24 and one of its threads issues every TMA load, warpgroups 1-2 setmaxnreg.inc 240 and are the
+//   two consumers (ping-pong, intra-warpgroup overlap) without loads (kernels/attention_flash_fwd_sm90a_tma.cuh
+//   PRODUCER); 512 (with 256 and 32) three K/V stages for the causal mask too. E.g. 447 = 191 + 256, 959 = 447 + 512.
+//   Valid: 0..15, and 30/31 +32/+64/+128/+256, +512 with 256. The defaults: kernels/attention_flash_defaults.hpp (the one place).
+//   Tried and dropped: 256 as 176-key tiles in two stages for the full mask at D=128 (the old 447: -1 to -3 % against
+//   191's 128-key tiles in three stages on one H200, docs/ATTENTION.md v17; code in commit 3a1e2ea).
 //   backward: bits (kernels/attention_flash_bwd.cuh, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
@@ -38,6 +42,11 @@
 //   step order dV, barrier, dQ, dK, each warpgroup's dQ share [64 q x 32 d] staged in fragment order while dK runs and
 //   added by one 8 KiB cp.reduce.async.bulk per step; dq_accum in dq_frag_block<64>'s layout, bwd_convert_dq_frag<64>;
 //   kernels/ build it, the D=64 default since 2026-12-06b; the lab's own instance, attn_flash_bwd_sm90a_d64_lab.cu).
+//   245760 = 114688 | 131072: bit 131072 (with 114688) 128-row q tiles, FlashAttention-3's D=64 tile (the wgmma form of
+//   the mma.sync era's bit 16): S^T/dP^T m64n128 per warpgroup, dV/dK over k = 128 q, dQ split by q rows (each
+//   warpgroup 64 q x 64 d over the 128 keys, one 16 KiB bulk reduction per step into dq_frag_q128_block's layout,
+//   run_bwd<64, 128>), two TMA stages of Q/dO [128 x 64] (kernels/attention_flash_bwd_sm90a_d64.cuh bwd_kernel_q128;
+//   the lab only, attn_flash_bwd_sm90a_d64_lab.cu).
 //   Only kBwdVariants are built. The defaults per head dim, and the mma.sync fallbacks without sm_90a:
 //   kernels/attention_flash_defaults.hpp.
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
@@ -54,7 +63,7 @@ namespace ulysses::bench::attn {
 
 inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,   125,
                                        141, 157, 205, 221, 461, 477, 525, 1037, 1117, 1549, 1565, 2048, 8192, 12288,
-                                       16384, 20480, 40960, 106496, 114688};
+                                       16384, 20480, 40960, 106496, 114688, 245760};
 
 constexpr bool bwd_variant_exists(int v) {
   for (int x : kBwdVariants) {
@@ -71,15 +80,22 @@ int bwd_variant(int head_dim);   // the variant the backward runs at this head d
 // "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
 
+// Forward bits 256 (with 16, the lab only): the TMA form with a producer warpgroup (384 threads, setmaxnreg), and
+// 512 (with 256 and 32): three K/V stages for the causal mask too (attn_flash_fwd_sm90a_lab.cu;
+// kernels/attention_flash_fwd_sm90a_tma.cuh PRODUCER)
+inline constexpr int kFwdBitTmaProducer = 256;
+inline constexpr int kFwdBitTmaProducer3 = 512;
+
 // A forward variant the lab builds: 0..15, or the TMA form's bits over the pipelined ping-pong form (with
-// 128: its D=64 instance too)
+// 128: its D=64 instance too; with 256: the producer warpgroup; 512 only with 256)
 constexpr bool fwd_variant_exists(int v) {
   if (v >= 0 && v <= 15) return true;
-  return v > 0 && v < 256 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
+  if ((v & kFwdBitTmaProducer3) != 0 && (v & kFwdBitTmaProducer) == 0) return false;
+  return v > 0 && v < 1024 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
 }
 
 // The wgmma forward (D = 128; the TMA form also D = 64) in the form of forward bits 4 (pipelined), 8
-// (ping-pong, with 4), 16/32/64 (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a;
+// (ping-pong, with 4), 16/32/64/256/512 (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a;
 // cudaErrorNotSupported where !sm90a_usable())
 cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int head_dim, int v,
                                      cudaStream_t stream);
@@ -88,8 +104,9 @@ cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bo
 // (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable()); the other TMA forms are kernels/'
 cudaError_t launch_bwd_main_sm90a_tma2(const kernels::flash::BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
-// The wgmma backward's main kernel at D = 64 (bwd variants 16384, 20480, 114688; attn_flash_bwd_sm90a_d64_lab.cu;
-// cudaErrorNotSupported where !sm90a_usable(); 114688 leaves dq_accum in the fragment layout: run_bwd's dq_frag)
+// The wgmma backward's main kernel at D = 64 (bwd variants 16384, 20480, 114688, 245760; attn_flash_bwd_sm90a_d64_lab.cu;
+// cudaErrorNotSupported where !sm90a_usable(); 114688 leaves dq_accum in the fragment layout: run_bwd's dq_frag;
+// 245760 in the 128-row tiles' layout: run_bwd<64, 128>)
 cudaError_t launch_bwd_main_sm90a_d64_variant(const kernels::flash::BwdArgs& a, int B, bool causal, int v,
                                               cudaStream_t stream);
 

@@ -1,0 +1,319 @@
+#pragma once
+// Flash attention backward main kernel at head dim 64 with 128-row q tiles (variant 245760: 114688 with
+// FlashAttention-3's D = 64 tile; the lab only, bench/attn/attn_flash_bwd_sm90a_d64_lab.cu; not yet run). It reuses
+// the D = 64 kernel's tile constants, loads and dK/dV store (attention_flash_bwd_sm90a_d64.cuh). Include from a file
+// built for sm_90a.
+#include "kernels/attention_flash_bwd_sm90a_d64.cuh"
+
+namespace ulysses::kernels::flash {
+namespace {
+namespace d64 {
+
+// One CTA per (128-key tile n0, kv head, batch), 2 warpgroups of 64 keys as above; each step takes a 128-row q tile
+// (causal: from the tile holding key n0 on, m0 = n0). Per step and warpgroup wg (keys n0 + 64 wg ..):
+//   S^T, dP^T [64 keys x 128 q]  wgmma SS m64n128k16, 4 k-steps over d (K-major, B = Q / dO [128 q][64 d])
+//   P^T, dS^T                    registers (softmax_q128, ds_pack_q128); dS^T -> shared memory (store_ds_q128),
+//                                [2 halves of 64 q][128 keys][64 q] per buffer
+//   dV [64 keys x 64 d] += P^T dO   wgmma RS m64n64k16, 8 k-steps over the 128 q (B = dO N-major)
+//   barrier (dS^T of both warpgroups)
+//   dQ [64 q (rows m0 + 64 wg ..) x 64 d] = dS K   wgmma SS m64n64k16, 8 k-steps over the 128 keys (A = dS^T's half
+//                                wg, M-major; B = K N-major): each dQ element from one warpgroup, no column split
+//   dK [64 keys x 64 d] += dS^T Q   wgmma RS m64n64k16, 8 k-steps (B = Q N-major)
+//   dQ staged in fragment order while dK runs (16 KiB per warpgroup), one 16 KiB cp.reduce.async.bulk per
+//   warpgroup and step into dq_frag_q128_block; a last partial q tile by atomics into the tail rows.
+// Registers per thread: S^T 64 + dP^T 64 + dK 32 + dV 32 (the peak, before the packing), then P^T/dS^T packed
+// 32 + 32 + dQ 32 fp32. FA3's hdim-64 configuration (hopper/flash_bwd_launch_template.h: kBlockM = kBlockN = 128,
+// SdP_swapAB, dK/dV RS, dQ split by q rows between two MMA warpgroups, two Q/dO stages, two dS stages) without its
+// producer warp: thread 0 issues step it + STAGES - 1's loads right behind step it's S^T/dP^T wgmmas (its stage was
+// released by every thread at the end of step it - 1), so with two stages the loads have a whole step to land.
+// Shared memory (bytes, tiles 1024-aligned, 128B-swizzled): K [128][64] 16384, V 16384, STAGES x {Q [128][64] 16384,
+// dO 16384}, dS^T [2 buf][2 halves][128 keys][64 q] 65536, dQ staging [2 wg][64 q x 64 d] fp32 32768, STAGES x
+// {lse2 [128], delta [128]} fp32, mbarriers kv, full[STAGES], empty[STAGES]: 194.0 KiB with two stages (three need
+// 227 KiB + 56 bytes: over the limit).
+constexpr int kBMq = 128;  // q rows per step
+
+template <int STAGES>
+struct SmemQ128 {
+  static constexpr int K = 0;                           // [kBN][kD]
+  static constexpr int V = K + kBN * kD * 2;            // [kBN][kD]
+  static constexpr int stage_bytes = 2 * kBMq * kD * 2;  // Q [kBMq][kD] then dO [kBMq][kD]
+  static constexpr int Stages = V + kBN * kD * 2;        // stage s at Stages + s * stage_bytes
+  static constexpr int ds_half = kBN * 64 * 2;           // dS^T [kBN keys][64 q] (q 64 hf .. of the tile)
+  static constexpr int dS = Stages + STAGES * stage_bytes;  // buffer u, half hf at dS + u * 2 * ds_half + hf * ds_half
+  static constexpr int DqStage = dS + 2 * 2 * ds_half;      // warpgroup wg's [64 q x 64 d] fp32 at + wg * 16384
+  static constexpr int Rows = DqStage + 2 * 64 * kD * 4;   // stage s: lse2 [kBMq] at Rows + s * 1024, delta at + 512
+  static constexpr int kv = Rows + STAGES * 2 * kBMq * 4;   // mbarrier of the K, V loads
+  static constexpr int full = kv + 8, empty = full + 8 * STAGES;
+  static constexpr int bytes = empty + 8 * STAGES;
+  static constexpr std::uint32_t tx_bytes = stage_bytes + 2 * kBMq * 4;
+  static constexpr std::uint32_t kv_bytes = 2 * kBN * kD * 2;
+  static_assert(V % 1024 == 0 && Stages % 1024 == 0 && stage_bytes % 1024 == 0 && dS % 1024 == 0 &&
+                    ds_half % 1024 == 0 && DqStage % 16 == 0 && Rows % 16 == 0,
+                "wgmma tiles 1024-byte aligned, bulk copies 16-byte aligned");
+  static_assert(bytes <= 227 * 1024, "shared memory per block");
+};
+
+// S^T = K_wg Q^T into st, then dP^T = V_wg dO^T into dp (both [64 keys x 128 q], wgmma D layout): two commit groups
+__device__ __forceinline__ void issue_st_dp_q128(float (&st)[64], float (&dp)[64], const std::uint32_t k_wg,
+                                                 const std::uint32_t v_wg, const std::uint32_t qs,
+                                                 const std::uint32_t dos) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    wgmma::m64n128k16_ss<0, 0>(st, wgmma::desc(k_wg + kk * 32, 16, 1024), wgmma::desc(qs + kk * 32, 16, 1024), kk > 0);
+  }
+  wgmma::commit();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    wgmma::m64n128k16_ss<0, 0>(dp, wgmma::desc(v_wg + kk * 32, 16, 1024), wgmma::desc(dos + kk * 32, 16, 1024), kk > 0);
+  }
+  wgmma::commit();
+}
+
+// P^T = exp2(S^T * scale*log2e - lse2) in st (sm90a_softmax over 128 q); need_mask: 0 for keys beyond S and, causal,
+// keys after the query (key of st[4j + 0/1]: key_base, of st[4j + 2/3]: key_base + 8; q m0 + 8j + 2t + 0/1)
+template <bool CAUSAL>
+__device__ __forceinline__ void softmax_q128(float (&st)[64], const BwdArgs& a, const float* lse2, const int t,
+                                             const bool need_mask, const int key_base, const int m0, const int S) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float2 l2 = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st[4 * j + e] = ex2_approx(fmaf(st[4 * j + e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+  }
+  if (need_mask) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key_base + (e >> 1) * 8;
+        const int q = m0 + j * 8 + 2 * t + (e & 1);
+        if (key >= S || (CAUSAL && key > q)) st[4 * j + e] = 0.f;
+      }
+  }
+}
+
+// dS^T = P^T o (dP^T - delta) in dp; pp, ss: P^T, dS^T as packed bf16 pairs (k-step kk of dV/dK: pp[4kk..4kk+3])
+__device__ __forceinline__ void ds_pack_q128(float (&st)[64], float (&dp)[64], const float* delta, const int t,
+                                             std::uint32_t (&pp)[32], std::uint32_t (&ss)[32]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const float2 dl = *reinterpret_cast<const float2*>(delta + j * 8 + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dl.y : dl.x));
+  }
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    pp[i] = pack_bf16(st[2 * i], st[2 * i + 1]);
+    ss[i] = pack_bf16(dp[2 * i], dp[2 * i + 1]);
+  }
+}
+
+// dS^T to shared memory for dQ (8 stmatrix.x4: q chunks 2jp, 2jp + 1 of the warp's 16 keys; jp < 4 into half 0,
+// q 0..63, jp >= 4 into half 1 at + ds_half); st_base, st_cb: the lane's row address in half 0 and chunk offset
+__device__ __forceinline__ void store_ds_q128(std::uint32_t (&ss)[32], const std::uint32_t st_base, const int st_cb,
+                                              const int lane) {
+#pragma unroll
+  for (int jp = 0; jp < 8; ++jp) {
+    const std::uint32_t addr = st_base + (jp >> 2) * (kBN * 64 * 2) + ((((2 * (jp & 3) + st_cb) ^ (lane & 7))) << 4);
+    stsm_x4(addr, ss[4 * jp], ss[4 * jp + 1], ss[4 * jp + 2], ss[4 * jp + 3]);
+  }
+}
+
+// dV += P^T dO or dK += dS^T Q over the 128 q (acc [64 keys x 64 d]; A = frag, P^T or dS^T packed, from registers,
+// 8 k-steps; B = b_tile, dO or Q [128 q][64 d] N-major: k-step kk at + 16 kk rows), one commit group, not waited for
+__device__ __forceinline__ void issue_rs_q128(float (&acc)[32], std::uint32_t (&frag)[32], const std::uint32_t b_tile) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) wgmma::fence_reg(frag[i]);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBMq / 16; ++kk) {
+    wgmma::m64n64k16_rs<1>(acc, frag + 4 * kk, wgmma::desc(b_tile + kk * 16 * 128, 16, 1024));
+  }
+  wgmma::commit();
+}
+
+// dQ [64 q x 64 d] = dS[q rows of wg, 128 keys] K (k = 128 keys; A = dS^T's half wg [128 keys][64 q] M-major at
+// ds_half_wg, B = K [128 keys][64 d] N-major at k_tile), one commit group, not waited for
+__device__ __forceinline__ void issue_dq_q128(float (&dq)[32], const std::uint32_t ds_half_wg,
+                                              const std::uint32_t k_tile) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBN / 16; ++kk) {
+    wgmma::m64n64k16_ss<1, 1>(dq, wgmma::desc(ds_half_wg + kk * 16 * 128, 16, 1024),
+                              wgmma::desc(k_tile + kk * 16 * 128, 16, 1024), kk > 0);
+  }
+  wgmma::commit();
+}
+
+// The last partial q tile (m0 + 128 > S): dq [64 q x 64 d] of wg by atomics into the tail rows of the fragment layout
+// (dq_frag_q128_tail_row: rows m0 + 64 wg + 16 w4 + g (+8) - 128 (S / 128), cols 8 j + 2t); rows past S skipped
+__device__ __forceinline__ void dq_atomics_tail_q128(const float (&dq)[32], const BwdArgs& a, const int b, const int S,
+                                                     const int hq, const int wg, const int w4, const int g, const int t,
+                                                     const int m0) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int r = m0 + wg * 64 + w4 * 16 + g + hr * 8 - (S / kBMq) * kBMq;
+    if (r < S % kBMq) {
+      float* dst = a.dq_accum + dq_frag_q128_tail_row(b, hq, r, static_cast<int>(gridDim.z), a.H, S) + 2 * t;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        atomicAdd(reinterpret_cast<float2*>(dst + j * 8), make_float2(dq[4 * j + 2 * hr], dq[4 * j + 2 * hr + 1]));
+      }
+    }
+  }
+}
+
+// tq, tdo: maps of q, dout [B, S, H, 64] (boxes of 128 rows); tk, tv: of k, v [B, S, H_kv, 64] (128 rows).
+template <bool CAUSAL, int STAGES>
+__global__ void __launch_bounds__(kNT, 1)
+    bwd_kernel_q128(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
+                    const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv, const BwdArgs a) {
+#if defined(ULYSSES_SM90A_DEVICE)
+  using L = SmemQ128<STAGES>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t sbase = smem_addr(smem_raw);
+  if ((sbase & 1023u) != 0) __trap();  // the descriptors and the 128-byte swizzle assume 1024-byte aligned tiles
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wg = warp >> 2, w4 = warp & 3, tw = tid & 127;
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * kBN, hk = blockIdx.y, b = blockIdx.z;
+  const int S = a.S;
+  const int group = a.H / a.H_kv;
+  const std::int64_t ldk = static_cast<std::int64_t>(a.H_kv) * kD;
+  const int m_first = CAUSAL ? n0 / kBMq : 0;
+  const int m_count = (S + kBMq - 1) / kBMq - m_first;
+  const int steps = group * m_count;
+  auto parity = [&](int j) { return static_cast<std::uint32_t>(j / STAGES) & 1u; };
+
+  // step j's Q, dO, lse2, delta into stage j % STAGES (thread 0); waits for the stage's release by step j - STAGES
+  auto load = [&](int j) {
+    const int st = j % STAGES;
+    const int h = hk * group + j / m_count, m0 = (m_first + j % m_count) * kBMq;
+    const std::uint32_t full = sbase + L::full + 8 * st, dst = sbase + L::Stages + st * L::stage_bytes;
+    tma::mbar_wait(sbase + L::empty + 8 * st, parity(j) ^ 1u);  // a fresh barrier's "previous phase" has completed
+    tma::mbar_expect_tx(full, L::tx_bytes);
+    tma::tma_load_3d(dst, &tq, full, h * kD, m0, b);
+    tma::tma_load_3d(dst + kBMq * kD * 2, &tdo, full, h * kD, m0, b);
+    const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.H + h) * a.S_pad + m0;  // m0 + 128 <= S_pad
+    tma::bulk_load(sbase + L::Rows + st * 1024, a.lse2 + row_off, kBMq * 4, full);
+    tma::bulk_load(sbase + L::Rows + st * 1024 + 512, a.delta + row_off, kBMq * 4, full);
+  };
+
+  if (tid == 0) {
+    tma::mbar_init(sbase + L::kv, 1);
+    for (int s = 0; s < STAGES; ++s) {
+      tma::mbar_init(sbase + L::full + 8 * s, 1);
+      tma::mbar_init(sbase + L::empty + 8 * s, kNT);
+    }
+    tma::fence_barrier_init();
+    tma::mbar_expect_tx(sbase + L::kv, L::kv_bytes);  // K, V rows past S read as zeros
+    tma::tma_load_3d(sbase + L::K, &tk, sbase + L::kv, hk * kD, n0, b);
+    tma::tma_load_3d(sbase + L::V, &tv, sbase + L::kv, hk * kD, n0, b);
+    for (int j = 0; j < STAGES - 1 && j < steps; ++j) load(j);
+  }
+  __syncthreads();  // the mbarriers exist
+  tma::mbar_wait(sbase + L::kv, 0);
+
+  float dk[32], dv[32];  // [64 keys of wg x 64 d] accumulators (wgmma D layout)
+#pragma unroll
+  for (int i = 0; i < 32; ++i) dk[i] = dv[i] = 0.f;
+  // stmatrix lane address of dS^T, buffer 0, half 0 (buffer u at + u * 2 * ds_half, half 1 at + ds_half)
+  const int st_row = wg * 64 + w4 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+  const std::uint32_t st_base0 = sbase + L::dS + st_row * 128;
+  const int st_cb = lane >> 4;
+  const int key_base = n0 + wg * 64 + w4 * 16 + g;  // key of d[4j + 0/1]; +8 for d[4j + 2/3]
+  const std::uint32_t k_wg = sbase + L::K + wg * 64 * 128, v_wg = sbase + L::V + wg * 64 * 128;
+  const std::uint32_t stage = sbase + L::DqStage + wg * (64 * kD * 4);  // [64 q x 64 d] fp32, fragment order
+  int h = hk * group, mi = 0;
+  for (int it = 0; it < steps; ++it) {
+    const int st = it % STAGES, u = it & 1;
+    const int m0 = (m_first + mi) * kBMq, hq = h;  // this step's q tile and q head
+    if (++mi == m_count) mi = 0, ++h;
+    tma::mbar_wait(sbase + L::full + 8 * st, parity(it));
+    const std::uint32_t qs = sbase + L::Stages + st * L::stage_bytes, dos = qs + kBMq * kD * 2;
+    const float* lse2 = reinterpret_cast<const float*>(smem_raw + L::Rows + st * 1024);
+    const float* delta = lse2 + kBMq;
+
+    float st_acc[64], dp[64];  // S^T, dP^T [64 keys x 128 q] (wgmma D layout)
+    issue_st_dp_q128(st_acc, dp, k_wg, v_wg, qs, dos);
+    // step it + STAGES - 1's loads into the stage step it - 1 released (every thread arrived at its end)
+    if (tid == 0 && it + STAGES - 1 < steps) load(it + STAGES - 1);
+    wgmma::wait<1>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma::fence_reg(st_acc[i]);
+    const bool need_mask = (n0 + kBN > S) || (CAUSAL && m0 < n0 + kBN - 1);
+    softmax_q128<CAUSAL>(st_acc, a, lse2, t, need_mask, key_base, m0, S);
+    wgmma::wait<0>();
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma::fence_reg(dp[i]);
+    std::uint32_t pp[32], ss[32];  // P^T, dS^T packed bf16 pairs (A fragments of dV, dK)
+    ds_pack_q128(st_acc, dp, delta, t, pp, ss);
+    const std::uint32_t ds_buf = sbase + L::dS + u * 2 * L::ds_half;
+    store_ds_q128(ss, st_base0 + u * 2 * L::ds_half, st_cb, lane);
+    issue_rs_q128(dv, pp, dos);  // dV += P^T dO
+    // the last step's reduction has read the staging block before the barrier after which it is rewritten; every
+    // thread waits on its own bulk groups (none but the issuing thread's): no branch while dV is in flight
+    tma::bulk_wait_read<0>();
+    wgmma::fence_proxy_async();  // the dS^T stores before the dQ wgmmas' reads
+    __syncthreads();             // dS^T of both warpgroups in shared memory
+    float dq[32];                // dQ [64 q (rows m0 + 64 wg ..) x 64 d] (wgmma D layout)
+    issue_dq_q128(dq, ds_buf + wg * L::ds_half, sbase + L::K);
+    issue_rs_q128(dk, ss, qs);  // dK += dS^T Q
+    wgmma::wait<1>();           // dV and dQ done; dK still in the tensor cores
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
+    sm90a_stage_dq(dq, stage, tw);  // branch-free while dK runs
+    wgmma::wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
+    if (m0 + kBMq <= S) {
+      wgmma::fence_proxy_async();  // the staging stores before the bulk reduction's reads
+      wg_named_sync(wg);
+      if (tw == 0) {
+        tma::bulk_reduce_add_f32(a.dq_accum + dq_frag_q128_block(b, hq, m0 / kBMq, wg, a.H, S), stage, 64 * kD * 4);
+        tma::bulk_commit();
+      }
+    } else {
+      dq_atomics_tail_q128(dq, a, b, S, hq, wg, w4, g, t, m0);
+    }
+    tma::mbar_arrive(sbase + L::empty + 8 * st);  // every wgmma of the step has completed: Q, dO, rows free
+  }
+#pragma unroll
+  for (int i = 0; i < 32; ++i) wgmma::fence_reg(dk[i]), wgmma::fence_reg(dv[i]);
+  if (tw == 0) tma::bulk_wait_read<0>();  // the staging block stays until the last reduction has read it
+  store_dkv(dk, dv, a, b, S, ldk, hk, t, key_base);
+#else
+  __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
+#endif
+}
+
+}  // namespace d64
+
+// Launch d64::bwd_kernel_q128<CAUSAL, STAGES> (variant 245760; dq_accum in dq_frag_q128_block's layout) on `stream`
+template <bool CAUSAL, int STAGES>
+cudaError_t launch_bwd_main_sm90a_d64_q128_form(const BwdArgs& a, int B, cudaStream_t stream) {
+  if (!sm90a_usable()) return cudaErrorNotSupported;
+  if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta) |
+        reinterpret_cast<std::uintptr_t>(a.dq_accum)) &
+       15u) != 0)
+    return cudaErrorInvalidValue;  // the bulk copies and reductions need 16-byte aligned rows and blocks
+  CUtensorMap tq, tdo, tk, tv;
+  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, d64::kBMq, d64::kD);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, d64::kBMq, d64::kD);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, d64::kBN, d64::kD);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, d64::kBN, d64::kD);
+  if (err != cudaSuccess) return err;
+  constexpr int smem = d64::SmemQ128<STAGES>::bytes;
+  auto kern = d64::bwd_kernel_q128<CAUSAL, STAGES>;
+  err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>((a.S + d64::kBN - 1) / d64::kBN), static_cast<unsigned>(a.H_kv),
+                  static_cast<unsigned>(B));
+  kern<<<grid, d64::kNT, smem, stream>>>(tq, tdo, tk, tv, a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+}  // namespace ulysses::kernels::flash
