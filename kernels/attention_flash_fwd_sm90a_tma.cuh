@@ -52,19 +52,6 @@ constexpr int kNTTmaProducer = kNTTma + 128;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 static_assert(kNTTma * kConsumerRegs + 128 * kProducerRegs <= 65536 / kNTTmaProducer / 8 * 8 * kNTTmaProducer,
               "setmaxnreg: the warpgroups' registers fit the CTA's launch allocation");
-// tma::mbar_wait with its poll loop inside one asm block (the loop, the watchdog's count and trap in PTX, as
-// CUTLASS's barrier wait has it). The PRODUCER form waits with it: with tma::mbar_wait's C++ loop around try_wait in
-// the consumers, ptxas 13.0 kept the consumer region within the 168 registers of the launch bound despite
-// setmaxnreg.inc (C7512: wgmmas serialized, 176-188 B spilled); without its __trap, C7513 instead.
-__device__ __forceinline__ void mbar_wait_spin(std::uint32_t bar, std::uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n .reg .u32 n;\n mov.u32 n, 0;\n"
-      "WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @p bra DONE_%=;\n"
-      " add.u32 n, n, 1;\n setp.gt.u32 p, n, 67108864;\n @p trap;\n bra WAIT_%=;\n"
-      "DONE_%=:\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
@@ -146,7 +133,7 @@ __global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
   auto release = [&](int bars, int n) { mbar_arrive(sbase + bars + 8 * (n % STAGES)); };
   auto wait = [&](std::uint32_t bar, std::uint32_t par) {
     if constexpr (PRODUCER) {
-      mbar_wait_spin(bar, par);
+      tma::mbar_wait_asm(bar, par);
     } else {
       mbar_wait(bar, par);
     }

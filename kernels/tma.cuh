@@ -28,8 +28,26 @@ __device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Wait until the phase of parity `parity` has completed; a wait that outlives ~2^26 polls (seconds)
-// traps instead of hanging the device (a lost arrival is a bug, never a slow tile).
+// traps instead of hanging the device (a lost arrival is a bug, never a slow tile). mbar_wait_asm keeps the poll
+// loop, its count and the trap inside one asm block (as CUTLASS's barrier wait has it): with mbar_wait's C++ loop
+// around try_wait in a setmaxnreg consumer, ptxas 13.0 kept the consumers within the launch bound's registers
+// (C7512: wgmmas serialized, spills; without the __trap, C7513), so the producer forms wait with it
+// (kernels/attention_flash_fwd_sm90a_tma.cuh PRODUCER). A build with -DULYSSES_MBAR_WAIT_ASM=1 makes mbar_wait that
+// form for every kernel, to A/B the two on the defaults (bench/runs/ab_check.sh; not measured yet: the defaults'
+// registers move by 1-4 and ptxas gives no C75xx warning either way).
+__device__ __forceinline__ void mbar_wait_asm(std::uint32_t bar, std::uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n .reg .u32 n;\n mov.u32 n, 0;\n"
+      "WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @p bra DONE_%=;\n"
+      " add.u32 n, n, 1;\n setp.gt.u32 p, n, 67108864;\n @p trap;\n bra WAIT_%=;\n"
+      "DONE_%=:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
 __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+#if defined(ULYSSES_MBAR_WAIT_ASM) && ULYSSES_MBAR_WAIT_ASM
+  mbar_wait_asm(bar, parity);
+#else
   for (std::uint32_t polls = 0;; ++polls) {
     std::uint32_t done;
     asm volatile(
@@ -40,6 +58,7 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parit
     if (done) return;
     if (polls > (1u << 26)) __trap();
   }
+#endif
 }
 // TMA: the box at (c0 = column, c1 = row, c2 = batch) of `map` into shared `dst`, completing on `bar`
 __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar, int c0, int c1,
