@@ -110,9 +110,8 @@ StoredProfile stored_profile(const reports::Json& rec, const std::string& path) 
                                                  p.extension() == ".yml");
   const std::filesystem::path beside = std::filesystem::path(path).parent_path() / p;
   std::error_code ec;
-  if (!path_like || std::filesystem::is_regular_file(p, ec)) return {used, ""};
-  // a relative path beside the record (a profile pinned with it: records/validation/*.yaml) from any directory
-  if (p.is_relative() && std::filesystem::is_regular_file(beside, ec)) return {beside.string(), ""};
+  if (!path_like || std::filesystem::is_regular_file(p, ec) || (p.is_relative() && std::filesystem::is_regular_file(beside, ec)))
+    return {used, ""};
   if (set_profile.empty())
     throw core::InputError(path, "profile_used", "names a file not found here (" + used +
                                                      ") and the record names no set profile: give --profile");

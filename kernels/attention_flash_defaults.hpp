@@ -24,7 +24,7 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 // gate as a compiled-in default; a build may override them (-DULYSSES_FLASH_BWD_DEFAULT_D128=N
 // / _D64=N, any variant of bench/attn/attn_tuning.hpp) to run the GPU tests on another variant.
 // D=128: the wgmma kernel's TMA form with FlashAttention-3's dQ path (106496: each warpgroup's dQ block staged in
-// shared memory and added to a fragment-layout dq_accum by one bulk reduction per step; +16-21 % over 40960 at the
+// shared memory and added to a fragment-layout dq_accum by one bulk reduction per step; +11-21 % over 40960 at the
 // four target points, one H100, 2026-12-06, records/gpu-runs/h100-2026-12-06b/call1; 40960, FA3's step order, was
 // +2.7-4.2 % over 8192 causal; 8192 was 3.5-7 % faster than the cp.async form 2048; docs/ATTENTION.md) where the
 // build has sm_90a code and the device is

@@ -36,7 +36,7 @@
 //   runs; D=128 only; kernels/ build it; the default on 2026-12-06). 106496: 40960 with each warpgroup's dQ block
 //   staged in shared memory in fragment order and added by one cp.reduce.async.bulk per step (FlashAttention-3's dQ
 //   path; dq_accum in the fragment layout, attention_flash_sm90a.hpp dq_frag_block; the default since 2026-12-06b,
-//   +16-21 % over 40960 on one H100).
+//   +11-21 % over 40960 on one H100).
 //   So over 8192 (D=128) and 16384 (D=64): bit 32768 FlashAttention-3's step order, bit 65536 (with 32768) its dQ path.
 //   114688 = 16384 | 32768 | 65536: 106496 at D=64 (kernels/attention_flash_bwd_sm90a_d64.cuh DQ_BULK: 16384 in the
 //   step order dV, barrier, dQ, dK, each warpgroup's dQ share [64 q x 32 d] staged in fragment order while dK runs and

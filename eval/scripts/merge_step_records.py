@@ -13,14 +13,21 @@ import os
 import sys
 
 
-def main(argv):
+def merge(argv):
     out, parts, add, profile_used = None, [], [], None
     it = iter(argv[1:])
     for a in it:
-        if a == "--add-key":
-            add.append(next(it))
-        elif a == "--profile-used":
-            profile_used = next(it)
+        if a in ("--add-key", "--profile-used"):
+            value = next(it, None)
+            if value is None:
+                raise Refused(f"{a} needs a value")
+            if a == "--add-key":
+                kv, _, cond = value.partition(":")
+                if "=" not in kv or (cond and "=" not in cond):
+                    raise Refused(f"--add-key {value}: KEY=VALUE[:IF_KEY=IF_VALUE]")
+                add.append(value)
+            else:
+                profile_used = value
         elif out is None:
             out = a
         else:
@@ -28,9 +35,16 @@ def main(argv):
     if out is None or not parts:
         print(__doc__, file=sys.stderr)
         return 2
-    recs = [json.load(open(p)) for p in parts]
+    recs = []
+    for p in parts:
+        try:
+            with open(p) as f:
+                recs.append(json.load(f))
+        except (OSError, ValueError) as e:
+            raise Refused(f"{p}: not a readable JSON record ({e.__class__.__name__}: {e})")
     first = recs[0]
-    if any(r.get("format") != "ulysses-step-validation/1" or r.get("set") != first.get("set") for r in recs):
+    if any(not isinstance(r, dict) or r.get("format") != "ulysses-step-validation/1" or r.get("set") != first.get("set")
+           or not isinstance(r.get("cases"), list) for r in recs):
         print("merge_step_records.py: the parts must be step validation records of one set", file=sys.stderr)
         return 2
     used = {r.get("profile_used") for r in recs}
@@ -70,6 +84,18 @@ def main(argv):
     os.replace(tmp, out)
     print(f"wrote {out}: {len(merged['cases'])} cases from {len(parts)} parts")
     return 0
+
+
+class Refused(Exception):
+    """One line for stderr, exit 2, nothing written."""
+
+
+def main(argv):
+    try:
+        return merge(argv)
+    except Refused as e:
+        print(f"merge_step_records.py: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

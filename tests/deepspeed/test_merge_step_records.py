@@ -70,6 +70,19 @@ class Merge(unittest.TestCase):
         self.assertEqual([q["profile_used"] for q in m["parts"]],
                          ["/root/out/step/h200-sxm-141gb.yaml", "profiles/h200-sxm-141gb.yaml"])
 
+    def test_bad_arguments_and_parts(self):
+        a = self.write("a.json", part(["c1"]))
+        broken = os.path.join(self.dir.name, "broken.json")
+        with open(broken, "w") as f:
+            f.write("{not json")
+        for args in ([a, "--profile-used"], [a, "--add-key"], [a, "--add-key", "novalue"],
+                     [a, os.path.join(self.dir.name, "missing.json")], [a, broken]):
+            p = self.run_tool(*args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, (args, p.stderr))
+            self.assertTrue(p.stderr.startswith("merge_step_records.py: "), p.stderr)
+            self.assertFalse(os.path.exists(self.out))
+
 
 if __name__ == "__main__":
     unittest.main()
