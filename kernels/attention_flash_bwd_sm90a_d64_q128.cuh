@@ -170,6 +170,7 @@ __global__ void __launch_bounds__(kNT, 1)
     bwd_kernel_q128(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
                     const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv, const BwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
+  static_assert(STAGES >= 2, "step it's loads wait for the stage step it - 1 releases");
   using L = SmemQ128<STAGES>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t sbase = smem_addr(smem_raw);

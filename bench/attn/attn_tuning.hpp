@@ -45,7 +45,7 @@
 //   245760 = 114688 | 131072: bit 131072 (with 114688) 128-row q tiles, FlashAttention-3's D=64 tile (the wgmma form of
 //   the mma.sync era's bit 16): S^T/dP^T m64n128 per warpgroup, dV/dK over k = 128 q, dQ split by q rows (each
 //   warpgroup 64 q x 64 d over the 128 keys, one 16 KiB bulk reduction per step into dq_frag_q128_block's layout,
-//   run_bwd<64, 128>), two TMA stages of Q/dO [128 x 64] (kernels/attention_flash_bwd_sm90a_d64.cuh bwd_kernel_q128;
+//   run_bwd<64, 128>), two TMA stages of Q/dO [128 x 64] (kernels/attention_flash_bwd_sm90a_d64_q128.cuh bwd_kernel_q128;
 //   the lab only, attn_flash_bwd_sm90a_d64_lab.cu).
 //   Only kBwdVariants are built. The defaults per head dim, and the mma.sync fallbacks without sm_90a:
 //   kernels/attention_flash_defaults.hpp.
@@ -90,7 +90,8 @@ inline constexpr int kFwdBitTmaProducer3 = 512;
 // 128: its D=64 instance too; with 256: the producer warpgroup; 512 only with 256)
 constexpr bool fwd_variant_exists(int v) {
   if (v >= 0 && v <= 15) return true;
-  if ((v & kFwdBitTmaProducer3) != 0 && (v & kFwdBitTmaProducer) == 0) return false;
+  // 512: three causal stages of the producer form, which needs the three full-mask stages (32) as well
+  if ((v & kFwdBitTmaProducer3) != 0 && ((v & kFwdBitTmaProducer) == 0 || (v & kernels::flash::kFwdBitTma3) == 0)) return false;
   return v > 0 && v < 1024 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
 }
 
