@@ -48,30 +48,36 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
 }
 
 // S = Q_wg K^T into s (D/16 SS k-steps, one commit group); ks: the K tile's shared address. D: head dim,
-// 128 (two 64-column halves) or 64 (one; the TMA form's D=64 instance)
-template <int D = kD>
-__device__ __forceinline__ void issue_s(float (&s)[64], std::uint32_t qs_wg, std::uint32_t ks) {
+// 128 (two 64-column halves) or 64 (one; the TMA form's D=64 instance). BN: keys per tile, 128, or 176 (the
+// lab's producer TMA form with forward bit 1024: N = 176, s[88], the K tile's halves BN rows apart)
+template <int D = kD, int BN = kBN>
+__device__ __forceinline__ void issue_s(float (&s)[BN / 2], std::uint32_t qs_wg, std::uint32_t ks) {
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const std::uint32_t off = (kk & 3) * 32;
     const std::uint64_t da = wgmma::desc(qs_wg + (kk >> 2) * kBM * 128 + off, 16, 1024);
-    const std::uint64_t db = wgmma::desc(ks + (kk >> 2) * kBN * 128 + off, 16, 1024);
-    wgmma::m64n128k16_ss<0, 0>(s, da, db, kk > 0);
+    const std::uint64_t db = wgmma::desc(ks + (kk >> 2) * BN * 128 + off, 16, 1024);
+    if constexpr (BN == 128) {
+      wgmma::m64n128k16_ss<0, 0>(s, da, db, kk > 0);
+    } else {
+      static_assert(BN == 176, "key tiles of 128 or 176");
+      wgmma::m64n176k16_ss<0, 0>(s, da, db, kk > 0);
+    }
   }
   wgmma::commit();
 }
 
-// O [64 rows x D] += P V (8 RS k-steps, one commit group): k-step kk covers keys 16kk.., A = pp[4kk..4kk+3];
-// D = 128: N = 128 over V's two 64-column halves (LBO = the half stride); D = 64: N = 64, one half
-template <int D = kD>
-__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const std::uint32_t (&pp)[32], std::uint32_t vs) {
+// O [64 rows x D] += P V (BN/16 RS k-steps, one commit group): k-step kk covers keys 16kk.., A = pp[4kk..4kk+3];
+// D = 128: N = 128 over V's two 64-column halves (LBO = the half stride, BN rows); D = 64: N = 64, one half
+template <int D = kD, int BN = kBN>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 2], const std::uint32_t (&pp)[BN / 4], std::uint32_t vs) {
 #pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk) {
+  for (int kk = 0; kk < BN / 16; ++kk) {
     if constexpr (D == 128) {
-      wgmma::m64n128k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, kBN * 128, 1024));
+      wgmma::m64n128k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, BN * 128, 1024));
     } else {
       static_assert(D == 64, "head dim 64 or 128");
-      wgmma::m64n64k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, kBN * 128, 1024));
+      wgmma::m64n64k16_rs<1>(o, pp + 4 * kk, wgmma::desc(vs + kk * 16 * 128, BN * 128, 1024));
     }
   }
   wgmma::commit();
@@ -79,15 +85,16 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 2], const std::uint32_t 
 
 // Online-softmax step on a fresh S tile (keys n0..): masks, new running max, P = exp2(S*c - m*c)
 // packed as bf16 A fragments into pp, row sums into l_run; returns the rescale factors of the
-// old O rows in corr (applied by the caller once the previous P V has finished).
-template <bool CAUSAL>
-__device__ __forceinline__ void softmax_tile(float (&s)[64], std::uint32_t (&pp)[32], float (&m_run)[2],
+// old O rows in corr (applied by the caller once the previous P V has finished). BN keys per tile (128; 176:
+// s[88], pp[44]).
+template <bool CAUSAL, int BN = kBN>
+__device__ __forceinline__ void softmax_tile(float (&s)[BN / 2], std::uint32_t (&pp)[BN / 4], float (&m_run)[2],
                                              float (&l_run)[2], float (&corr)[2], int n0, int row0, int wg_first,
                                              int S, int t, float scale_log2) {
-  const bool need_mask = (n0 + kBN > S) || (CAUSAL && n0 + kBN - 1 > wg_first);
+  const bool need_mask = (n0 + BN > S) || (CAUSAL && n0 + BN - 1 > wg_first);
   if (need_mask) {
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j)
+    for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = n0 + j * 8 + 2 * t + (e & 1);
@@ -99,7 +106,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], std::uint32_t (&pp)
   for (int hr = 0; hr < 2; ++hr) {
     float mx = m_run[hr];
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]));
+    for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hr], s[4 * j + 2 * hr + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_use = (mx == -INFINITY) ? 0.f : mx;  // fully masked row so far
@@ -108,7 +115,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], std::uint32_t (&pp)
     const float bias = m_use * scale_log2;
     float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
+    for (int j = 0; j < BN / 8; ++j) {
       const float p0 = ex2_approx(fmaf(s[4 * j + 2 * hr], scale_log2, -bias));
       const float p1 = ex2_approx(fmaf(s[4 * j + 2 * hr + 1], scale_log2, -bias));
       s[4 * j + 2 * hr] = p0, s[4 * j + 2 * hr + 1] = p1;
@@ -117,7 +124,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], std::uint32_t (&pp)
     l_run[hr] = l_run[hr] * corr[hr] + sum;  // per-thread partial; quad-reduced at the end
   }
 #pragma unroll
-  for (int i = 0; i < 32; ++i) pp[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
+  for (int i = 0; i < BN / 4; ++i) pp[i] = pack_bf16(s[2 * i], s[2 * i + 1]);
 }
 
 template <int D = kD>

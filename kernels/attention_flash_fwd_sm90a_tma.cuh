@@ -32,8 +32,14 @@
 // Grid: (m blocks, H, B) with causal m blocks longest first; HEADS_FIRST (bit 64): the flattened
 // (m block, head) index runs the heads fastest, so every head's longest row blocks start first.
 //
-// Shared memory (bytes): Q [D/64 halves][128][64] 32768 (D=128) / 16384 (D=64); K [STAGES][D/64][128][64];
+// Shared memory (bytes): Q [D/64 halves][128][64] 32768 (D=128) / 16384 (D=64); K [STAGES][D/64][BN][64];
 // V the same; then the mbarriers (8 bytes each): q_full, k_full[S], v_full[S], k_empty[S], v_empty[S].
+// BN: keys per K/V tile, 128 (kBN; every kernels/ instance), or 176 (the lab's forward bit 1024, with PRODUCER only,
+// full mask at D = 128, two stages: FlashAttention-3's hdim-128 forward, 128 x 176 tiles, more work per ping-pong
+// turn; S [64 x 176] by m64n176k16, s[88] and pp[44] per thread, P V in 11 k-steps; TMA boxes of [176][64], 22 KiB,
+// so 44 KiB expected on a full barrier per tile; 32 + 2 x (44 + 44) KiB = 208 KiB. The last tile is ragged unless
+// 176 | S: its rows past S are zero-filled by TMA (the box still completes all its bytes) and masked to -inf in
+// softmax_tile, as at 128. Tried before without the producer: commit 3a1e2ea, -1 to -3 % against 191).
 #include "kernels/attention_flash_fwd_sm90a.cuh"
 #include "kernels/tma.cuh"
 
@@ -62,9 +68,11 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 }
 static_assert(kBM <= 256 && kBN <= 256, "a TMA box has at most 256 rows");
 
-template <int STAGES, int D>
+template <int STAGES, int D, int BN = kBN>
 struct TmaSmem {
-  static constexpr std::uint32_t kTileBytes = kBN * D * 2;  // one K or V tile, every half: 32768 (D=128), 16384
+  static_assert(BN <= 256 && BN % 16 == 0, "a TMA box has at most 256 rows; whole wgmma k-steps of P V");
+  // one K or V tile, every half: 32768 (D=128), 16384 (D=64); BN = 176: 45056
+  static constexpr std::uint32_t kTileBytes = BN * D * 2;
   static constexpr int Q = 0;
   static constexpr int K = Q + kBM * D * 2;
   static constexpr int V = K + STAGES * kTileBytes;
@@ -76,12 +84,13 @@ struct TmaSmem {
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
 
-template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D, bool PRODUCER = false>
+template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D, bool PRODUCER = false, int BN = kBN>
 __global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
     fwd_kernel_sm90a_tma(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                          const __grid_constant__ CUtensorMap tv, const FwdArgs a) {
 #if defined(ULYSSES_SM90A_DEVICE)
-  using L = TmaSmem<STAGES, D>;
+  static_assert(BN == kBN || (PRODUCER && !CAUSAL && D == 128 && STAGES == 2), "176-key tiles: bit 1024's form only");
+  using L = TmaSmem<STAGES, D, BN>;
   constexpr std::uint32_t kTileBytes = L::kTileBytes;
   constexpr int kHalves = D / 64;  // 64-column TMA boxes per tile
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -104,7 +113,7 @@ __global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
   const int S = a.S;
   const int m0 = m_block * kBM;
   const int kv_end = CAUSAL ? min(S, m0 + kBM) : S;  // keys [0, kv_end) can matter
-  const int n_tiles = (kv_end + kBN - 1) / kBN;
+  const int n_tiles = (kv_end + BN - 1) / BN;
 
   if (threadIdx.x == 0) {
     mbar_init(sbase + L::q_full, 1);
@@ -157,7 +166,7 @@ __global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
     mbar_expect_tx(sbase + full + 8 * st, kTileBytes);
     const std::uint32_t dst = sbase + base + st * kTileBytes;
 #pragma unroll
-    for (int hf = 0; hf < kHalves; ++hf) tma_load_3d(dst + hf * kBN * 128, map, sbase + full + 8 * st, hk * D + 64 * hf, j * kBN, b);
+    for (int hf = 0; hf < kHalves; ++hf) tma_load_3d(dst + hf * BN * 128, map, sbase + full + 8 * st, hk * D + 64 * hf, j * BN, b);
   };
   auto load_q = [&] {
     mbar_expect_tx(sbase + L::q_full, kBM * D * 2);
@@ -186,20 +195,20 @@ __global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
     if (n_tiles > 1) load(&tk, L::k_full, L::k_empty, L::K, 1);
   }
 
-  std::uint32_t pp[32];
+  std::uint32_t pp[BN / 4];
   wait(sbase + L::q_full, 0);
   {  // prologue: S_0 and its softmax
-    float s[64], corr[2];
+    float s[BN / 2], corr[2];
     wait(sbase + L::k_full, 0);
     turn_take(0);
     wgmma::fence();
-    issue_s<D>(s, qs_wg, k_at(0));
+    issue_s<D, BN>(s, qs_wg, k_at(0));
     turn_give(0);
     wgmma::wait<0>();
 #pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
+    for (int i = 0; i < BN / 2; ++i) wgmma::fence_reg(s[i]);
     release(L::k_empty, 0);
-    softmax_tile<CAUSAL>(s, pp, m_run, l_run, corr, 0, row0, wg_first, S, t, a.scale_log2);
+    softmax_tile<CAUSAL, BN>(s, pp, m_run, l_run, corr, 0, row0, wg_first, S, t, a.scale_log2);
   }
   // steps 0..n_tiles-2: S_{n+1} and P V_n in flight together, softmax of S_{n+1} under P V_n
   for (int n = 0; n + 1 < n_tiles; ++n) {
@@ -207,40 +216,40 @@ __global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
       if (n + 2 < n_tiles) load(&tk, L::k_full, L::k_empty, L::K, n + 2);
       load(&tv, L::v_full, L::v_empty, L::V, n + 1);
     }
-    float s[64];
+    float s[BN / 2];
     wait(sbase + L::k_full + 8 * ((n + 1) % STAGES), parity(n + 1));
     wait(sbase + L::v_full + 8 * (n % STAGES), parity(n));
 #pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+    for (int i = 0; i < BN / 4; ++i) wgmma::fence_reg(pp[i]);
     turn_take(n + 1);
     wgmma::fence();
-    issue_s<D>(s, qs_wg, k_at(n + 1));
-    issue_pv<D>(o, pp, v_at(n));
+    issue_s<D, BN>(s, qs_wg, k_at(n + 1));
+    issue_pv<D, BN>(o, pp, v_at(n));
     turn_give(n + 1);
     wgmma::wait<1>();  // S_{n+1} done; P V_n still running
 #pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma::fence_reg(s[i]);
+    for (int i = 0; i < BN / 2; ++i) wgmma::fence_reg(s[i]);
     release(L::k_empty, n + 1);
-    std::uint32_t pn[32];
+    std::uint32_t pn[BN / 4];
     float cn[2];
-    softmax_tile<CAUSAL>(s, pn, m_run, l_run, cn, (n + 1) * kBN, row0, wg_first, S, t, a.scale_log2);
+    softmax_tile<CAUSAL, BN>(s, pn, m_run, l_run, cn, (n + 1) * BN, row0, wg_first, S, t, a.scale_log2);
     wgmma::wait<0>();  // P V_n done: O may be rescaled, pp and V[n] are free
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) wgmma::fence_reg(o[i]);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+    for (int i = 0; i < BN / 4; ++i) wgmma::fence_reg(pp[i]);
     release(L::v_empty, n);
     rescale<D>(o, cn);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) pp[i] = pn[i];
+    for (int i = 0; i < BN / 4; ++i) pp[i] = pn[i];
   }
   // last step: P V only
   wait(sbase + L::v_full + 8 * ((n_tiles - 1) % STAGES), parity(n_tiles - 1));
 #pragma unroll
-  for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]);
+  for (int i = 0; i < BN / 4; ++i) wgmma::fence_reg(pp[i]);
   turn_take(n_tiles);
   wgmma::fence();
-  issue_pv<D>(o, pp, v_at(n_tiles - 1));
+  issue_pv<D, BN>(o, pp, v_at(n_tiles - 1));
   turn_give(n_tiles);
   wgmma::wait<0>();
 #pragma unroll
@@ -270,18 +279,18 @@ __global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
 #endif
 }
 
-// Launch fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D, PRODUCER> for head dim D (128 or 64) on `stream`
-// (B = gridDim.z)
-template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D = 128, bool PRODUCER = false>
+// Launch fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D, PRODUCER, BN> for head dim D (128 or 64) and BN-key
+// tiles (128; the lab's bit 1024 also 176) on `stream` (B = gridDim.z)
+template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D = 128, bool PRODUCER = false, int BN = kBN>
 cudaError_t launch_fwd_sm90a_tma(const FwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;
   CUtensorMap tq, tk, tv;
   cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, kBM, D);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, kBN, D);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, kBN, D);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, BN, D);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, BN, D);
   if (err != cudaSuccess) return err;
-  constexpr int smem = TmaSmem<STAGES, D>::bytes;
-  auto kern = fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D, PRODUCER>;
+  constexpr int smem = TmaSmem<STAGES, D, BN>::bytes;
+  auto kern = fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D, PRODUCER, BN>;
   err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const std::int64_t m_blocks = (a.S + kBM - 1) / kBM;

@@ -92,6 +92,26 @@ __device__ __forceinline__ void m64n128k16_ss(float (&d)[64], std::uint64_t da, 
       : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB));
 }
 
+// d[88] (+)= A[64x16] * B[16x176]; A and B from shared memory (TA, TB, acc as m64n64k16_ss). N = 176 is legal
+// for bf16 (any multiple of 8 up to 256): the lab's 176-key forward tiles (S = Q K^T; forward bit 1024, with the
+// producer warpgroup's bit 256).
+template <int TA, int TB>
+__device__ __forceinline__ void m64n176k16_ss(float (&d)[88], std::uint64_t da, std::uint64_t db, int acc) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %90, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87}, "
+      "%88, %89, p, 1, 1, %91, %92;\n}\n"
+      : ULY_F8(d, 0), ULY_F8(d, 8), ULY_F8(d, 16), ULY_F8(d, 24), ULY_F8(d, 32), ULY_F8(d, 40), ULY_F8(d, 48),
+        ULY_F8(d, 56), ULY_F8(d, 64), ULY_F8(d, 72), ULY_F8(d, 80)
+      : "l"(da), "l"(db), "r"(acc), "n"(TA), "n"(TB));
+}
+
 // d[64] += A[64x16] * B[16x128]; A from registers (4 x bf16x2), B from shared memory.
 template <int TB>
 __device__ __forceinline__ void m64n128k16_rs(float (&d)[64], const std::uint32_t* a, std::uint64_t db) {

@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
     std::string list;
     for (int v : T::kBwdVariants) list += (list.empty() ? "" : ", ") + std::to_string(v);
     std::string fwd;  // the rule is fwd_variant_exists's (bench/attn/attn_tuning.hpp); list what it accepts
-    for (int v = 0; v < 1024; ++v)
+    for (int v = 0; v < T::kFwdVariantEnd; ++v)
       if (T::fwd_variant_exists(v)) fwd += (fwd.empty() ? "" : ", ") + std::to_string(v);
     std::fprintf(stderr, "attn_check: --fwd-variant must be one of {%s} and --bwd-variant one of {%s}\n", fwd.c_str(),
                  list.c_str());

@@ -2,8 +2,8 @@
 // (forward variant bits 4, 8 of attn_tuning.hpp), instantiated from the one kernel template in
 // kernels/attention_flash_fwd_sm90a.cuh, and the TMA form (bits 16, 32, 64;
 // kernels/attention_flash_fwd_sm90a_tma.cuh), with bit 256 its producer-warpgroup form (PRODUCER: 384 threads,
-// setmaxnreg 24/240; bit 512 three stages for the causal mask too; the lab only); kernels/ build only the default
-// form (2|4|8|16|32).
+// setmaxnreg 24/240; bit 512 three stages for the causal mask too; bit 1024 176-key tiles in two stages for the full
+// mask at D = 128; the lab only); kernels/ build only the default form (2|4|8|16|32).
 #include "bench/attn/attn_tuning.hpp"
 #include "kernels/attention_flash_fwd_sm90a_tma.cuh"
 
@@ -27,6 +27,12 @@ cudaError_t launch_tma_form(const F::FwdArgs& a, int B, int v, cudaStream_t stre
 
 template <bool CAUSAL, int D>
 cudaError_t launch_tma(const F::FwdArgs& a, int B, int v, cudaStream_t stream) {
+  if constexpr (!CAUSAL && D == 128) {  // bit 1024 (with 256): 176-key tiles, two stages (3 x 88 KiB would not fit)
+    if ((v & kFwdBitTmaProducer176) != 0 && (v & kFwdBitTmaProducer) != 0) {
+      return (v & F::kFwdBitTmaHeads) != 0 ? F::launch_fwd_sm90a_tma<false, 2, true, 128, true, 176>(a, B, stream)
+                                           : F::launch_fwd_sm90a_tma<false, 2, false, 128, true, 176>(a, B, stream);
+    }
+  }
   return (v & kFwdBitTmaProducer) != 0 ? launch_tma_form<CAUSAL, D, true>(a, B, v, stream)
                                        : launch_tma_form<CAUSAL, D, false>(a, B, v, stream);
 }

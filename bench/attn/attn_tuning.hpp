@@ -15,9 +15,14 @@
 //   setmaxnreg.dec 24 and one of its threads issues every TMA load, warpgroups 1-2 setmaxnreg.inc 240 and are the
 //   two consumers (ping-pong, intra-warpgroup overlap) without loads (kernels/attention_flash_fwd_sm90a_tma.cuh
 //   PRODUCER); 512 (with 256 and 32) three K/V stages for the causal mask too. E.g. 447 = 191 + 256, 959 = 447 + 512.
-//   Valid: 0..15, and 30/31 +32/+64/+128/+256, +512 with 256. The defaults: kernels/attention_flash_defaults.hpp (the one place).
-//   Tried and dropped: 256 as 176-key tiles in two stages for the full mask at D=128 (the old 447: -1 to -3 % against
-//   191's 128-key tiles in three stages on one H200, docs/ATTENTION.md v17; code in commit 3a1e2ea).
+//   1024 (with 256; kFwdBitTmaProducer176) 176-key K/V tiles for the full mask at D=128 in two stages (bit 32 then
+//   applies to D=64 only; the causal mask and D=64 keep 128-key tiles): FlashAttention-3's hdim-128 forward without a
+//   mask, producer + 2 consumers at 240 registers + 128 x 176 tiles + 2 stages (kernels/attention_flash_fwd_sm90a_tma.cuh
+//   BN = 176). E.g. 1471 = 447 + 1024, 1983 = 959 + 1024.
+//   Valid: 0..15, and 30/31 +32/+64/+128/+256, +512 with 256 and 32, +1024 with 256. The defaults:
+//   kernels/attention_flash_defaults.hpp (the one place).
+//   Tried and dropped: 176-key tiles in two stages for the full mask at D=128 without the producer warpgroup (the old
+//   447: -1 to -3 % against 191's 128-key tiles in three stages on one H200, docs/ATTENTION.md v17; commit 3a1e2ea).
 //   backward: bits (kernels/attention_flash_bwd.cuh, BwdCfg): 1 stmatrix for P^T/dS^T, 2 float4 dQ
 //   atomics, 4 softmax inside the dP^T pass, 8 next-step copies after the S^T pass (no division,
 //   no branch), 16 D=64 with 128-row q tiles, 32 FA2's dV / dQ / dK order, 64 own-query dV/dK
@@ -80,23 +85,29 @@ int bwd_variant(int head_dim);   // the variant the backward runs at this head d
 // "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
 
-// Forward bits 256 (with 16, the lab only): the TMA form with a producer warpgroup (384 threads, setmaxnreg), and
-// 512 (with 256 and 32): three K/V stages for the causal mask too (attn_flash_fwd_sm90a_lab.cu;
-// kernels/attention_flash_fwd_sm90a_tma.cuh PRODUCER)
+// Forward bits 256 (with 16, the lab only): the TMA form with a producer warpgroup (384 threads, setmaxnreg),
+// 512 (with 256 and 32): three K/V stages for the causal mask too, and 1024 (with 256): 176-key K/V tiles in two
+// stages for the full mask at D = 128 (attn_flash_fwd_sm90a_lab.cu; kernels/attention_flash_fwd_sm90a_tma.cuh
+// PRODUCER, BN)
 inline constexpr int kFwdBitTmaProducer = 256;
 inline constexpr int kFwdBitTmaProducer3 = 512;
+inline constexpr int kFwdBitTmaProducer176 = 1024;
+// Every forward variant is below this (attn_check lists the valid ones up to it)
+inline constexpr int kFwdVariantEnd = 2048;
 
 // A forward variant the lab builds: 0..15, or the TMA form's bits over the pipelined ping-pong form (with
-// 128: its D=64 instance too; with 256: the producer warpgroup; 512 only with 256)
+// 128: its D=64 instance too; with 256: the producer warpgroup; 512 only with 256 and 32; 1024 only with 256)
 constexpr bool fwd_variant_exists(int v) {
   if (v >= 0 && v <= 15) return true;
   // 512: three causal stages of the producer form, which needs the three full-mask stages (32) as well
   if ((v & kFwdBitTmaProducer3) != 0 && ((v & kFwdBitTmaProducer) == 0 || (v & kernels::flash::kFwdBitTma3) == 0)) return false;
-  return v > 0 && v < 1024 && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
+  // 1024: 176-key tiles in the producer form only (without it, v17 of docs/ATTENTION.md: dropped)
+  if ((v & kFwdBitTmaProducer176) != 0 && (v & kFwdBitTmaProducer) == 0) return false;
+  return v > 0 && v < kFwdVariantEnd && (v & kernels::flash::kFwdBitTma) != 0 && (v & 14) == 14;
 }
 
 // The wgmma forward (D = 128; the TMA form also D = 64) in the form of forward bits 4 (pipelined), 8
-// (ping-pong, with 4), 16/32/64/256/512 (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a;
+// (ping-pong, with 4), 16/32/64/256/512/1024 (the TMA form) of v (attn_flash_fwd_sm90a_lab.cu, built for sm_90a;
 // cudaErrorNotSupported where !sm90a_usable())
 cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bool causal, int head_dim, int v,
                                      cudaStream_t stream);
