@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/step_bench.hpp"
 #include "runtime/cpu/cpu_step.hpp"
 #include "runtime/step_measurement.hpp"
 #include "sim/config.hpp"
@@ -109,6 +110,28 @@ TEST_CASE("cpu step: the flops guard grows with the sequence and the layers", "[
   CHECK(f > 0);
   d.L = 4;
   CHECK(ulysses::runtime::cpu::cpu_step_flops(d) == Approx(2 * f - 3 * 2 * 256.0 * 512 * 64).epsilon(1e-12));
+}
+
+TEST_CASE("bench step: a Megatron-style rate above the peak is explained in one line, not otherwise", "[cli][bench_step]") {
+  ulysses::bench::StepBench b;
+  b.scenario = "t";
+  for (const char* be : {"cuda", "deepspeed"}) {
+    ulysses::bench::StepBenchRow r;
+    r.backend = be;
+    r.m.step_median_s = 0.2;
+    r.m.losses = {1.0};
+    r.c.peak_tflops = 989.4;
+    r.c.tokens_per_gpu.measured = 1000;
+    r.c.hw_tflops.measured = 500;
+    r.c.megatron_tflops.measured = 900;
+    b.rows.push_back(r);
+  }
+  const std::string note = "Megatron-style TFLOP/s count the papers' work";
+  CHECK(ulysses::bench::step_bench_table(b).find(note) == std::string::npos);
+  b.rows[0].c.megatron_tflops.measured = 1004;  // 101.5 % of the peak, as llama 16K at 2 layers on an H100
+  const std::string t = ulysses::bench::step_bench_table(b);
+  CHECK(t.find(note) != std::string::npos);
+  CHECK(t.find("101.5") != std::string::npos);
 }
 
 TEST_CASE("bench step: two backends' steps side by side with the tokens/s ratio", "[cli][cpu_step][bench_step]") {
