@@ -204,21 +204,13 @@ cudaError_t run_bwd(const AttnBwdParams& p, cudaStream_t stream, Main&& main, bo
                   p.scale, p.scale * kLog2e};
   if ((err = main(a)) != cudaSuccess) return err;
 
-  if constexpr (FRAG_BM == 128) {  // one CTA per 16 KiB block of the full 128-row q tiles, then 256 tail pairs per CTA
-    static_assert(D == 64, "the 128-row q tiles' dq layout is D = 64's");
-    const std::int64_t frag_blocks = p.B * p.H * (p.S / 128) * 2 + (p.B * p.H * (p.S % 128) * (D / 2) + 255) / 256;
-    if (frag_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-    bwd_convert_dq_frag_q128<D><<<static_cast<unsigned>(frag_blocks), 256, 0, stream>>>(
-        reinterpret_cast<const float2*>(ws.dq_accum), reinterpret_cast<std::uint32_t*>(p.dq), static_cast<int>(p.B),
-        static_cast<int>(p.S), static_cast<int>(p.H), p.scale);
-    return cudaGetLastError();
-  }
   const std::int64_t n4 = p.B * p.S * p.H * D / 4;
   const unsigned conv_blocks = static_cast<unsigned>(std::min<std::int64_t>((n4 + 255) / 256, 132 * 16));
-  if (dq_frag) {  // one CTA per 128 D-byte block of the full q tiles, then 256 pairs of the tail rows per CTA
-    const std::int64_t frag_blocks = p.B * p.H * (p.S / 64) * 2 + (p.B * p.H * (p.S % 64) * (D / 2) + 255) / 256;
+  if (dq_frag || FRAG_BM == 128) {  // one CTA per block of the full q tiles, then 256 pairs of the tail rows per CTA
+    const std::int64_t frag_blocks =
+        p.B * p.H * (p.S / FRAG_BM) * 2 + (p.B * p.H * (p.S % FRAG_BM) * (D / 2) + 255) / 256;
     if (frag_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-    bwd_convert_dq_frag<D><<<static_cast<unsigned>(frag_blocks), 256, 0, stream>>>(
+    bwd_convert_dq_frag<D, FRAG_BM><<<static_cast<unsigned>(frag_blocks), 256, 0, stream>>>(
         reinterpret_cast<const float2*>(ws.dq_accum), reinterpret_cast<std::uint32_t*>(p.dq), static_cast<int>(p.B),
         static_cast<int>(p.S), static_cast<int>(p.H), p.scale);
     return cudaGetLastError();

@@ -180,6 +180,41 @@ __device__ __forceinline__ void store_dkv(float (&dk)[32], float (&dv)[32], cons
   }
 }
 
+// Step j's loads into stage st = j % STAGES (thread 0; BM q rows per step, layout L): once the stage's release by
+// step j - STAGES has completed, Q, dO [BM q x 64] of q head h from row m0 by TMA and the lse2, delta rows [BM] by
+// bulk copies (lse2 at L::Rows + st * 8 BM, delta 4 BM after it), all completing on the stage's full barrier.
+template <class L, int STAGES, int BM>
+__device__ __forceinline__ void load_step(const std::uint32_t sbase, const CUtensorMap& tq, const CUtensorMap& tdo,
+                                          const BwdArgs& a, const int b, const int h, const int m0, const int j) {
+  const int st = j % STAGES;
+  const std::uint32_t full = sbase + L::full + 8 * st, dst = sbase + L::Stages + st * L::stage_bytes;
+  // a fresh barrier's "previous phase" has completed
+  tma::mbar_wait(sbase + L::empty + 8 * st, (static_cast<std::uint32_t>(j / STAGES) & 1u) ^ 1u);
+  tma::mbar_expect_tx(full, L::tx_bytes);
+  tma::tma_load_3d(dst, &tq, full, h * kD, m0, b);
+  tma::tma_load_3d(dst + BM * kD * 2, &tdo, full, h * kD, m0, b);
+  const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.H + h) * a.S_pad + m0;  // m0 + BM <= S_pad
+  tma::bulk_load(sbase + L::Rows + st * (8 * BM), a.lse2 + row_off, BM * 4, full);
+  tma::bulk_load(sbase + L::Rows + st * (8 * BM) + 4 * BM, a.delta + row_off, BM * 4, full);
+}
+
+// Thread 0's prologue: the mbarriers (K/V; full and empty per stage, the empty ones released by every thread), K and
+// V [128 keys x 64] of kv head hk from key n0 by TMA (rows past S read as zeros), the first STAGES - 1 steps' loads
+template <class L, int STAGES, class Load>
+__device__ __forceinline__ void prologue(const std::uint32_t sbase, const CUtensorMap& tk, const CUtensorMap& tv,
+                                         const int hk, const int n0, const int b, const int steps, Load& load) {
+  tma::mbar_init(sbase + L::kv, 1);
+  for (int s = 0; s < STAGES; ++s) {
+    tma::mbar_init(sbase + L::full + 8 * s, 1);
+    tma::mbar_init(sbase + L::empty + 8 * s, kNT);
+  }
+  tma::fence_barrier_init();
+  tma::mbar_expect_tx(sbase + L::kv, L::kv_bytes);
+  tma::tma_load_3d(sbase + L::K, &tk, sbase + L::kv, hk * kD, n0, b);
+  tma::tma_load_3d(sbase + L::V, &tv, sbase + L::kv, hk * kD, n0, b);
+  for (int j = 0; j < STAGES - 1 && j < steps; ++j) load(j);
+}
+
 // tq, tdo: maps of q, dout [B, S, H, 64] (boxes of 64 rows); tk, tv: of k, v [B, S, H_kv, 64] (128 rows).
 // KSPLIT (variant 20480): each warpgroup computes the whole dQ tile over its own 64 keys (twice the atomics,
 // no 64-byte descriptor offset) and the dS^T exchange is a warpgroup barrier instead of __syncthreads.
@@ -210,30 +245,9 @@ __global__ void __launch_bounds__(kNT, 1)
 
   // step j's Q, dO, lse2, delta into stage j % STAGES (thread 0)
   auto load = [&](int j) {
-    const int st = j % STAGES;
-    const int h = hk * group + j / m_count, m0 = (m_first + j % m_count) * kBM;
-    const std::uint32_t full = sbase + L::full + 8 * st, dst = sbase + L::Stages + st * L::stage_bytes;
-    tma::mbar_wait(sbase + L::empty + 8 * st, parity(j) ^ 1u);  // a fresh barrier's "previous phase" has completed
-    tma::mbar_expect_tx(full, L::tx_bytes);
-    tma::tma_load_3d(dst, &tq, full, h * kD, m0, b);
-    tma::tma_load_3d(dst + kBM * kD * 2, &tdo, full, h * kD, m0, b);
-    const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.H + h) * a.S_pad + m0;
-    tma::bulk_load(sbase + L::Rows + st * 512, a.lse2 + row_off, kBM * 4, full);
-    tma::bulk_load(sbase + L::Rows + st * 512 + 256, a.delta + row_off, kBM * 4, full);
+    load_step<L, STAGES, kBM>(sbase, tq, tdo, a, b, hk * group + j / m_count, (m_first + j % m_count) * kBM, j);
   };
-
-  if (tid == 0) {
-    tma::mbar_init(sbase + L::kv, 1);
-    for (int s = 0; s < STAGES; ++s) {
-      tma::mbar_init(sbase + L::full + 8 * s, 1);
-      tma::mbar_init(sbase + L::empty + 8 * s, kNT);
-    }
-    tma::fence_barrier_init();
-    tma::mbar_expect_tx(sbase + L::kv, L::kv_bytes);  // K, V rows past S read as zeros
-    tma::tma_load_3d(sbase + L::K, &tk, sbase + L::kv, hk * kD, n0, b);
-    tma::tma_load_3d(sbase + L::V, &tv, sbase + L::kv, hk * kD, n0, b);
-    for (int j = 0; j < STAGES - 1 && j < steps; ++j) load(j);
-  }
+  if (tid == 0) prologue<L, STAGES>(sbase, tk, tv, hk, n0, b, steps, load);
   __syncthreads();  // the mbarriers exist
   tma::mbar_wait(sbase + L::kv, 0);
 

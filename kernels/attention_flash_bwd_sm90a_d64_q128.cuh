@@ -190,30 +190,9 @@ __global__ void __launch_bounds__(kNT, 1)
 
   // step j's Q, dO, lse2, delta into stage j % STAGES (thread 0); waits for the stage's release by step j - STAGES
   auto load = [&](int j) {
-    const int st = j % STAGES;
-    const int h = hk * group + j / m_count, m0 = (m_first + j % m_count) * kBMq;
-    const std::uint32_t full = sbase + L::full + 8 * st, dst = sbase + L::Stages + st * L::stage_bytes;
-    tma::mbar_wait(sbase + L::empty + 8 * st, parity(j) ^ 1u);  // a fresh barrier's "previous phase" has completed
-    tma::mbar_expect_tx(full, L::tx_bytes);
-    tma::tma_load_3d(dst, &tq, full, h * kD, m0, b);
-    tma::tma_load_3d(dst + kBMq * kD * 2, &tdo, full, h * kD, m0, b);
-    const std::int64_t row_off = (static_cast<std::int64_t>(b) * a.H + h) * a.S_pad + m0;  // m0 + 128 <= S_pad
-    tma::bulk_load(sbase + L::Rows + st * 1024, a.lse2 + row_off, kBMq * 4, full);
-    tma::bulk_load(sbase + L::Rows + st * 1024 + 512, a.delta + row_off, kBMq * 4, full);
+    load_step<L, STAGES, kBMq>(sbase, tq, tdo, a, b, hk * group + j / m_count, (m_first + j % m_count) * kBMq, j);
   };
-
-  if (tid == 0) {
-    tma::mbar_init(sbase + L::kv, 1);
-    for (int s = 0; s < STAGES; ++s) {
-      tma::mbar_init(sbase + L::full + 8 * s, 1);
-      tma::mbar_init(sbase + L::empty + 8 * s, kNT);
-    }
-    tma::fence_barrier_init();
-    tma::mbar_expect_tx(sbase + L::kv, L::kv_bytes);  // K, V rows past S read as zeros
-    tma::tma_load_3d(sbase + L::K, &tk, sbase + L::kv, hk * kD, n0, b);
-    tma::tma_load_3d(sbase + L::V, &tv, sbase + L::kv, hk * kD, n0, b);
-    for (int j = 0; j < STAGES - 1 && j < steps; ++j) load(j);
-  }
+  if (tid == 0) prologue<L, STAGES>(sbase, tk, tv, hk, n0, b, steps, load);
   __syncthreads();  // the mbarriers exist
   tma::mbar_wait(sbase + L::kv, 0);
 

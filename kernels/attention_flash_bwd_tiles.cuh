@@ -84,16 +84,20 @@ __global__ void bwd_convert_dq(const float4* __restrict__ acc, uint2* __restrict
   }
 }
 
-// dq [B, S, H, D] bf16 = scale * dq_accum in the fragment layout of variants 106496 (D = 128) and 114688 (D = 64)
-// (attention_flash_sm90a.hpp dq_frag_block, dq_frag_tail_row). 256 threads per CTA: CTA x < B H (S / 64) 2 converts
-// one block [64 q x D/2 d] (16 D float2: its (b, h, q tile, warpgroup) decoded once), the CTAs after it the tail
-// rows, 256 pairs each.
-template <int D>
+// dq [B, S, H, D] bf16 = scale * dq_accum in the fragment layout of variants 106496 (D = 128) and 114688 (D = 64),
+// BM = 64 (attention_flash_sm90a.hpp dq_frag_block, dq_frag_tail_row), or of variant 245760's 128-row q tiles at
+// D = 64, BM = 128 (dq_frag_q128_block, dq_frag_q128_tail_row). 256 threads per CTA: CTA x < B H (S / BM) 2 converts
+// one block, [64 q x D/2 d] (BM = 64: the warpgroups split the columns) or [64 q x D d] (BM = 128: they split the
+// rows), its (b, h, q tile, warpgroup) decoded once; the CTAs after it the tail rows (S % BM per (b, h)), 256 pairs
+// each.
+template <int D, int BM = 64>
 __global__ void bwd_convert_dq_frag(const float2* __restrict__ acc, std::uint32_t* __restrict__ dq, int B, int S, int H,
                                     float scale) {
   static_assert(D == 64 || D == 128, "the wgmma backward's head dims");
-  constexpr int P = D / 8;  // pairs per warpgroup thread in a block: 16 at D = 128, 8 at D = 64
-  const int tiles = S / 64, rem = S % 64;
+  static_assert(BM == 64 || (BM == 128 && D == 64), "the 128-row q tiles' layout is D = 64's");
+  constexpr int CB = BM == 64 ? D / 2 : D;  // columns of a block
+  constexpr int P = CB / 4;                 // pairs per warpgroup thread in a block: 16, or 8 at D = 64, BM = 64
+  const int tiles = S / BM, rem = S % BM;
   const std::int64_t blocks = static_cast<std::int64_t>(B) * H * tiles * 2;
   const std::int64_t ld = static_cast<std::int64_t>(H) * (D / 2);  // a row of dq in bf16 pairs
   const int x = threadIdx.x;
@@ -101,12 +105,13 @@ __global__ void bwd_convert_dq_frag(const float2* __restrict__ acc, std::uint32_
     const int blk = static_cast<int>(blockIdx.x), wg = blk & 1, tile = blk >> 1;
     const int mt = tile % tiles, bh = tile / tiles, b = bh / H, h = bh % H;
     const int tw = x & 127, w4 = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
-    const float2* src = acc + static_cast<std::int64_t>(blk) * (64 * D / 4);
+    const float2* src = acc + static_cast<std::int64_t>(blk) * (64 * CB / 2);
 #pragma unroll
     for (int k = 0; k < P / 2; ++k) {
       const int p = 2 * k + (x >> 7);  // pair p of thread tw: float2 p * 128 + tw of the block
       const float2 v = src[p * 128 + tw];
-      const int row = mt * 64 + w4 * 16 + g + 8 * (p & 1), c2 = wg * (D / 4) + (p >> 1) * 4 + t;
+      const int row = mt * BM + (BM == 128 ? wg * 64 : 0) + w4 * 16 + g + 8 * (p & 1);
+      const int c2 = (BM == 64 ? wg * (D / 4) : 0) + (p >> 1) * 4 + t;
       dq[(static_cast<std::int64_t>(b) * S + row) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
     }
     return;
@@ -116,44 +121,8 @@ __global__ void bwd_convert_dq_frag(const float2* __restrict__ acc, std::uint32_
   constexpr int kRowShift = D == 128 ? 6 : 5;  // D / 2 pairs per row
   const int r = static_cast<int>(j >> kRowShift), c2 = static_cast<int>(j & (D / 2 - 1));
   const int bh = r / rem, b = bh / H, h = bh % H;
-  const float2 v = acc[blocks * (64 * D / 4) + j];
-  dq[(static_cast<std::int64_t>(b) * S + tiles * 64 + r % rem) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
-}
-
-// dq [B, S, H, 64] bf16 = scale * dq_accum in the fragment layout of variant 245760 (128-row q tiles at D = 64;
-// attention_flash_sm90a.hpp dq_frag_q128_block, dq_frag_q128_tail_row). 256 threads per CTA: CTA x < B H (S / 128) 2
-// converts one block [64 q x 64 d] (2048 float2), the CTAs after it the tail rows (S % 128 per (b, h)), 256 pairs
-// each. A template (D = 64 only) so that only the translation units that launch it hold it.
-template <int D>
-__global__ void bwd_convert_dq_frag_q128(const float2* __restrict__ acc, std::uint32_t* __restrict__ dq, int B, int S,
-                                         int H, float scale) {
-  static_assert(D == 64, "the 128-row q tiles' layout is D = 64's");
-  const int tiles = S / 128, rem = S % 128;
-  const std::int64_t blocks = static_cast<std::int64_t>(B) * H * tiles * 2;
-  const std::int64_t ld = static_cast<std::int64_t>(H) * (D / 2);  // a row of dq in bf16 pairs
-  const int x = threadIdx.x;
-  if (static_cast<std::int64_t>(blockIdx.x) < blocks) {
-    const int blk = static_cast<int>(blockIdx.x), wg = blk & 1, tile = blk >> 1;
-    const int mt = tile % tiles, bh = tile / tiles, b = bh / H, h = bh % H;
-    const int tw = x & 127, w4 = tw >> 5, g = (tw & 31) >> 2, t = tw & 3;
-    const float2* src = acc + static_cast<std::int64_t>(blk) * (64 * D / 2);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int p = 2 * k + (x >> 7);  // pair p (0..15) of thread tw: float2 p * 128 + tw of the block
-      const float2 v = src[p * 128 + tw];
-      const int row = mt * 128 + wg * 64 + w4 * 16 + g + 8 * (p & 1), c2 = (p >> 1) * 4 + t;
-      dq[(static_cast<std::int64_t>(b) * S + row) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
-    }
-    return;
-  }
-  const std::int64_t j = (static_cast<std::int64_t>(blockIdx.x) - blocks) * 256 + x;  // a pair of the tail rows
-  if (rem == 0 || j >= static_cast<std::int64_t>(B) * H * rem * (D / 2)) return;
-  const std::int64_t r = j >> 5;  // D / 2 = 32 pairs per row
-  const int c2 = static_cast<int>(j & 31);
-  const std::int64_t bh = r / rem;
-  const int b = static_cast<int>(bh / H), h = static_cast<int>(bh % H);
-  const float2 v = acc[blocks * (64 * D / 2) + j];
-  dq[(static_cast<std::int64_t>(b) * S + tiles * 128 + r % rem) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
+  const float2 v = acc[blocks * (64 * CB / 2) + j];
+  dq[(static_cast<std::int64_t>(b) * S + tiles * BM + r % rem) * ld + h * (D / 2) + c2] = pack_bf16(v.x * scale, v.y * scale);
 }
 
 // Tuning variants of the main kernel (VAR bits; the table of built variants and the run-time

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # python3 bench/attn/dq_frag_q128_model.py -- model of variant 245760's dq_accum layout: the kernel's writes (staging in fragment order + one bulk reduction per
-# full 128-row tile and warpgroup; atomics into the tail rows of a partial tile) and bwd_convert_dq_frag_q128's reads.
+# full 128-row tile and warpgroup; atomics into the tail rows of a partial tile) and bwd_convert_dq_frag<64, 128>'s reads.
 # Formulas mirror kernels/attention_flash_sm90a.hpp (dq_frag_q128_block / _tail_row),
 # kernels/attention_flash_bwd_sm90a_d64_q128.cuh (sm90a_stage_dq<32>, dq_atomics_tail_q128) and
-# kernels/attention_flash_bwd_tiles.cuh (bwd_convert_dq_frag_q128), run_bwd's grid.
+# kernels/attention_flash_bwd_tiles.cuh (bwd_convert_dq_frag<64, 128>), run_bwd's grid.
 import sys
 
 def block(b, h, mt, wg, H, S): return ((b * H + h) * (S // 128) + mt) * (128 * 64) + wg * (64 * 64)
