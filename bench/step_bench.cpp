@@ -54,8 +54,8 @@ std::string step_bench_table(const StepBench& b) {
   bool over = false;
   for (const auto& r : b.rows) over = over || (r.c.peak_tflops > 0 && r.c.megatron_tflops.measured > r.c.peak_tflops);
   if (over)
-    out += "Megatron-style TFLOP/s count the papers' work (recompute counted as a full forward, attention unmasked), "
-           "not the work that ran: above the peak here; the hw column is the utilization (docs/STEP_RUNTIME.md)\n";
+    out += "Megatron-style: the papers' FLOP count (recompute as a full forward, attention unmasked), not the work\n"
+           "  that ran, so above the peak here; hw is the utilization (docs/STEP_RUNTIME.md)\n";
   if (b.valid())
     out += fmt::format("tokens/s per GPU, {} / {}: {:.3f}x (target >= {:.2f}x: {})\n", b.rows[0].backend, b.rows[1].backend,
                        b.ratio(), b.target, b.ratio() >= b.target ? "met" : "missed");

@@ -126,7 +126,7 @@ TEST_CASE("bench step: a Megatron-style rate above the peak is explained in one 
     r.c.megatron_tflops.measured = 900;
     b.rows.push_back(r);
   }
-  const std::string note = "Megatron-style TFLOP/s count the papers' work";
+  const std::string note = "Megatron-style: the papers' FLOP count";
   CHECK(ulysses::bench::step_bench_table(b).find(note) == std::string::npos);
   b.rows[0].c.megatron_tflops.measured = 1004;  // 101.5 % of the peak, as llama 16K at 2 layers on an H100
   const std::string t = ulysses::bench::step_bench_table(b);
