@@ -1,8 +1,8 @@
 // Flash attention backward, the default configuration per head dim (attention_flash_defaults.hpp):
 // D=128 the wgmma kernel's TMA form with FlashAttention-3's dQ path, 106496, where usable (attention_flash_bwd_sm90a.cu;
 // 40960, 8192 or 2048 when a build sets it as the default), else mma.sync variant 525;
-// D=64 the wgmma kernel with FlashAttention-3's dQ path, 114688, where usable (attention_flash_bwd_sm90a_d64.cu; 16384
-// when a build sets it as the default), else mma.sync variant 1117.
+// D=64 the wgmma kernel with FlashAttention-3's dQ path and 128-row q tiles, 245760, where usable
+// (attention_flash_bwd_sm90a_d64.cu; 114688 or 16384 when a build sets it as the default), else mma.sync variant 1117.
 // The kernel templates: attention_flash_bwd.cuh.
 #include <atomic>
 #include <string>
@@ -32,9 +32,9 @@ cudaError_t launch_bwd_default(const AttnBwdParams& p, cudaStream_t stream) {
   }
   if constexpr (D == 64) {
     const int v = bwd_variant_run(kBwdDefaultD64, 64);
-    static_assert(kBwdDefaultD64 != kBwdVariantSm90aD64Ksplit && kBwdDefaultD64 != kBwdVariantSm90aD64Q128,
-                  "kernels/ build the D = 64 wgmma backward's 16384, 114688 only");
-    if ((v == kBwdVariantSm90aD64 || v == kBwdVariantSm90aD64DqBulk) && !no_tma_encoder.load()) {
+    static_assert(kBwdDefaultD64 != kBwdVariantSm90aD64Ksplit, "kernels/ build the D = 64 wgmma backward's 16384, 114688, 245760 only");
+    if ((v == kBwdVariantSm90aD64 || v == kBwdVariantSm90aD64DqBulk || v == kBwdVariantSm90aD64Q128) &&
+        !no_tma_encoder.load()) {
       const cudaError_t err = launch_bwd_sm90a_d64(p, stream, v);
       if (err != cudaErrorNotSupported) return err;
       no_tma_encoder = true;  // as above (this once, run_bwd's memset and preprocess run again below)

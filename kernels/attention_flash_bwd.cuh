@@ -263,9 +263,14 @@ inline cudaError_t launch_bwd_sm90a(const AttnBwdParams& p, cudaStream_t stream,
       frag);
 }
 
-// The wgmma backward at head dim 64 (variant 16384, or 114688 with its fragment-layout dq_accum): preprocess, main
-// kernel, dq conversion.
+// The wgmma backward at head dim 64 (variant 16384, 114688 with its fragment-layout dq_accum, or 245760 with the
+// 128-row q tiles' one): preprocess, main kernel, dq conversion.
 inline cudaError_t launch_bwd_sm90a_d64(const AttnBwdParams& p, cudaStream_t stream, int v) {
+  if (v == kBwdVariantSm90aD64Q128) {
+    return run_bwd<64, 128>(p, stream, [&](const BwdArgs& a) {
+      return launch_bwd_main_sm90a_d64_q128(a, static_cast<int>(p.B), p.causal, stream);
+    });
+  }
   const bool frag = sm90a_bwd_dq_frag(v);
   return run_bwd<64>(
       p, stream,

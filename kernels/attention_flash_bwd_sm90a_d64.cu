@@ -1,8 +1,9 @@
 // The wgmma backward main kernel at head dim 64 as the product runs it (sm_90a; variant 16384: dQ split by
-// columns between the warpgroups, three TMA stages; attention_flash_bwd_sm90a_d64.cuh), and its form in
-// FlashAttention-3's step order with dQ by bulk reductions (variant 114688, the default). The lab builds them and the key-split form 20480 too
-// (bench/attn/attn_flash_bwd_sm90a_d64_lab.cu).
-#include "kernels/attention_flash_bwd_sm90a_d64.cuh"
+// columns between the warpgroups, three TMA stages; attention_flash_bwd_sm90a_d64.cuh), its form in
+// FlashAttention-3's step order with dQ by bulk reductions (variant 114688), and that with FlashAttention-3's 128-row
+// q tiles in two stages (variant 245760, the default since 2026-12-06c; attention_flash_bwd_sm90a_d64_q128.cuh). The
+// lab builds them and the key-split form 20480 too (bench/attn/attn_flash_bwd_sm90a_d64_lab.cu).
+#include "kernels/attention_flash_bwd_sm90a_d64_q128.cuh"
 
 namespace ulysses::kernels::flash {
 
@@ -14,6 +15,11 @@ cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, bool causal, cuda
 cudaError_t launch_bwd_main_sm90a_d64_dq_bulk(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
   return causal ? launch_bwd_main_sm90a_d64_form<true, 3, false, true>(a, B, stream)
                 : launch_bwd_main_sm90a_d64_form<false, 3, false, true>(a, B, stream);
+}
+
+cudaError_t launch_bwd_main_sm90a_d64_q128(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
+  return causal ? launch_bwd_main_sm90a_d64_q128_form<true, 2>(a, B, stream)
+                : launch_bwd_main_sm90a_d64_q128_form<false, 2>(a, B, stream);
 }
 
 }  // namespace ulysses::kernels::flash

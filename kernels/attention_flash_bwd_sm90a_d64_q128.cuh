@@ -1,6 +1,6 @@
 #pragma once
 // Flash attention backward main kernel at head dim 64 with 128-row q tiles (variant 245760: 114688 with
-// FlashAttention-3's D = 64 tile; the lab only, bench/attn/attn_flash_bwd_sm90a_d64_lab.cu; not yet run). It reuses
+// FlashAttention-3's D = 64 tile; the D = 64 default since 2026-12-06c, attention_flash_bwd_sm90a_d64.cu; the lab, attn_flash_bwd_sm90a_d64_lab.cu). It reuses
 // the D = 64 kernel's tile constants, loads and dK/dV store (attention_flash_bwd_sm90a_d64.cuh). Include from a file
 // built for sm_90a.
 #include "kernels/attention_flash_bwd_sm90a_d64.cuh"

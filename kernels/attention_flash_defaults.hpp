@@ -9,14 +9,15 @@
 
 namespace ulysses::kernels::flash {
 
-// Forward: 1 D=64 with 128-key tiles (mma.sync, without sm_90a); D=128 on the wgmma kernel where usable,
-// pipelined, the two warpgroups taking turns (ping-pong), K/V by TMA in two stages (causal) or three (full);
-// 128 (kFwdBitSm90aD64): D=64 on the same TMA form where usable.
-// A build may override it (-DULYSSES_FLASH_FWD_DEFAULT=N, e.g. 191 = 63 + the D=64 wgmma instance, bit 128)
-// to run the GPU tests on another form.
+// Forward: 1 D=64 with 128-key tiles (mma.sync, without sm_90a); D=128 on the wgmma kernel where usable in
+// kFwdProductForm (attention_flash_sm90a.hpp): pipelined, the two warpgroups taking turns (ping-pong), K/V by TMA
+// from FlashAttention-3's producer warpgroup (setmaxnreg), two stages (causal) or 176-key tiles in two (full); 128
+// (kFwdBitSm90aD64): D=64 on the same form where usable (three 128-key stages for the full mask). 1471: +10-16 %
+// over 191, the form without the producer, at the four target points (one H100, 2026-12-06c, docs/ATTENTION.md v18).
+// A build may override it (-DULYSSES_FLASH_FWD_DEFAULT=N, e.g. 1 = mma.sync at both head dims) to run the GPU
+// tests on another form.
 #ifndef ULYSSES_FLASH_FWD_DEFAULT
-#define ULYSSES_FLASH_FWD_DEFAULT \
-  (1 | kFwdBitSm90a | kFwdBitSm90aPipe | kFwdBitSm90aPing | kFwdBitTma | kFwdBitTma3 | kFwdBitSm90aD64)
+#define ULYSSES_FLASH_FWD_DEFAULT (1 | kFwdProductForm | kFwdBitSm90aD64)
 #endif
 inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 
@@ -30,15 +31,15 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 // build has sm_90a code and the device is
 // sm_90, else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
 // faster than 525 at 32K (322 vs 317 TFLOP/s) but slower at 128K.
-// D=64: the wgmma kernel with FlashAttention-3's step order and dQ path, 114688 (106496's at D=64: +5 % at 128K
-// causal, +6 % 32K full, +14 % 128K full, level at 32K causal over 16384, one H200, 2026-12-06b,
-// records/gpu-runs/h200-2026-12-06b/call3/a; 16384 was +17-25 % over 1117, records/attn/bwd-d64-2026-12-03)
-// where usable, else mma.sync 1117 (kBwdFallbackD64).
+// D=64: the wgmma kernel with FlashAttention-3's step order, dQ path and 128-row q tiles, 245760 (+25-35 % over
+// 114688 at the four target points, one H100, 2026-12-06c, records/gpu-runs/h100-2026-12-06c/call2; 114688, 106496's
+// dQ path at D=64, was +5-14 % over 16384, level at 32K causal, one H200, 2026-12-06b; 16384 was +17-25 % over 1117,
+// records/attn/bwd-d64-2026-12-03) where usable, else mma.sync 1117 (kBwdFallbackD64).
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
 #define ULYSSES_FLASH_BWD_DEFAULT_D128 106496
 #endif
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
-#define ULYSSES_FLASH_BWD_DEFAULT_D64 114688
+#define ULYSSES_FLASH_BWD_DEFAULT_D64 245760
 #endif
 inline constexpr int kBwdDefaultD128 = ULYSSES_FLASH_BWD_DEFAULT_D128;
 inline constexpr int kBwdDefaultD64 = ULYSSES_FLASH_BWD_DEFAULT_D64;
@@ -53,7 +54,7 @@ inline constexpr int kBwdMmaDefault =
             : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
 
 // The backward variant that runs when `v` is asked for at this head dim: the wgmma kernels
-// (2048, 8192, 12288, 40960, 106496 at D = 128; 16384, 20480, 114688 at D = 64) only at their head dim on a device
+// (2048, 8192, 12288, 40960, 106496 at D = 128; 16384, 20480, 114688, 245760 at D = 64) only at their head dim on a device
 // they are built for; elsewhere the mma.sync default.
 inline int bwd_variant_run(int v, int head_dim) {
   if (!is_sm90a_bwd_variant(v)) return v;

@@ -2,8 +2,9 @@
 // Flash attention forward on Hopper (sm_90a), head dim D = 128 or 64, with TMA loads into mbarrier-guarded
 // stages around the wgmma math of attention_flash_fwd_sm90a.cuh (issue_s, issue_pv, softmax_tile,
 // rescale: the same instructions, the same rounding): no CTA-wide barrier per key tile and no
-// per-thread copies. The default at both head dims (attention_flash_fwd_sm90a.cu, variant 63 + 128); the lab
-// builds its other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu, forward bits 16, 32, 64, 128).
+// per-thread copies. The default at both head dims in its PRODUCER form (attention_flash_fwd_sm90a.cu, variant 1471;
+// 63 + 128 without the producer before 2026-12-06c); the lab builds its other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu,
+// forward bits 16, 32, 64, 128, 256, 512, 1024).
 // D = 64 is the same kernel with one 64-column half: S = Q K^T in 4 k-steps, O [64 rows x 64 d] per
 // warpgroup by m64n64k16 (o[32]), 16 KiB per tile.
 //
@@ -11,7 +12,7 @@
 // query rows, pipelined (S of tile n+1 under P V of tile n) and taking turns at issuing (named
 // barriers 1, 2) as the default form does. Thread 0 issues the TMA loads at the top of each step
 // (outside every wgmma stage): K two tiles ahead, V one.
-// PRODUCER (forward bit 256, the lab only): FlashAttention-3's warp specialization instead. 384 threads,
+// PRODUCER (forward bit 256; the product's form since 2026-12-06c): FlashAttention-3's warp specialization instead. 384 threads,
 // __launch_bounds__(384, 1) (ptxas: 168 registers per thread at entry); warpgroup 0 (index from threadIdx.x / 128
 // made warp-uniform by __shfl_sync) runs setmaxnreg.dec to kProducerRegs and one thread of it issues every load
 // (Q, K_0, then K_{j+1} before V_j: the order the consumers release stages in), the other producer threads exit;
@@ -34,8 +35,8 @@
 //
 // Shared memory (bytes): Q [D/64 halves][128][64] 32768 (D=128) / 16384 (D=64); K [STAGES][D/64][BN][64];
 // V the same; then the mbarriers (8 bytes each): q_full, k_full[S], v_full[S], k_empty[S], v_empty[S].
-// BN: keys per K/V tile, 128 (kBN; every kernels/ instance), or 176 (the lab's forward bit 1024, with PRODUCER only,
-// full mask at D = 128, two stages: FlashAttention-3's hdim-128 forward, 128 x 176 tiles, more work per ping-pong
+// BN: keys per K/V tile, 128 (kBN), or 176 (forward bit 1024, with PRODUCER only, the product's full mask at D = 128
+// in two stages: FlashAttention-3's hdim-128 forward, 128 x 176 tiles, more work per ping-pong
 // turn; S [64 x 176] by m64n176k16, s[88] and pp[44] per thread, P V in 11 k-steps; TMA boxes of [176][64], 22 KiB,
 // so 44 KiB expected on a full barrier per tile; 32 + 2 x (44 + 44) KiB = 208 KiB. The last tile is ragged unless
 // 176 | S: its rows past S are zero-filled by TMA (the box still completes all its bytes) and masked to -inf in
@@ -280,7 +281,7 @@ __global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
 }
 
 // Launch fwd_kernel_sm90a_tma<CAUSAL, STAGES, HEADS_FIRST, D, PRODUCER, BN> for head dim D (128 or 64) and BN-key
-// tiles (128; the lab's bit 1024 also 176) on `stream` (B = gridDim.z)
+// tiles (128, or 176: bit 1024) on `stream` (B = gridDim.z)
 template <bool CAUSAL, int STAGES, bool HEADS_FIRST, int D = 128, bool PRODUCER = false, int BN = kBN>
 cudaError_t launch_fwd_sm90a_tma(const FwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;

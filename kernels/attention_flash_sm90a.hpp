@@ -1,7 +1,7 @@
 #pragma once
 // Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128, the forward also D = 64): the forward
 // (attention_flash_fwd_sm90a.cu) and the backward main kernels (attention_flash_bwd_sm90a.cu; D = 64:
-// attention_flash_bwd_sm90a_d64.cu, variants 16384 and 114688; the lab also builds 20480 and 245760).
+// attention_flash_bwd_sm90a_d64.cu, variants 16384, 114688 and 245760; the lab also builds 20480).
 // attention_flash_{fwd,bwd}.cu dispatch to them; the backward's preprocess and dq conversion
 // are shared with the mma.sync backward. Private to kernels/ and the lab (bench/attn/attn_flash_lab.cu).
 #include <cstdint>
@@ -55,8 +55,8 @@ inline constexpr int kBwdVariantSm90aD64 = 16384, kBwdVariantSm90aD64Ksplit = 20
 // attention_flash_bwd_sm90a_d64.cuh): each warpgroup's dQ share [64 q x 32 d] staged in fragment order and added by
 // one 8 KiB bulk reduction per step, dq_accum in the fragment layout below at D = 64.
 inline constexpr int kBwdVariantSm90aD64DqBulk = 114688;
-// 114688 with 128-row q tiles (FlashAttention-3's D = 64 tile; the lab only, attention_flash_bwd_sm90a_d64.cuh
-// bwd_kernel_q128): dq_accum in the 128-row tiles' fragment layout (dq_frag_q128_block below; run_bwd<64, 128>).
+// 114688 with 128-row q tiles (FlashAttention-3's D = 64 tile; kernels/ build it, the D = 64 default since
+// 2026-12-06c; attention_flash_bwd_sm90a_d64_q128.cuh bwd_kernel_q128): dq_accum in the 128-row tiles' fragment layout (dq_frag_q128_block below; run_bwd<64, 128>).
 inline constexpr int kBwdVariantSm90aD64Q128 = 245760;
 constexpr bool is_sm90a_bwd_variant(int v) {
   return v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma2 || v == kBwdVariantSm90aD64 ||
@@ -110,7 +110,7 @@ __host__ __device__ constexpr std::int64_t dq_frag_q128_tail_row(int b, int h, i
 // 8 (with 4) the two warpgroups take turns at issuing, 16 (with 2|4|8) K/V by TMA into mbarrier-guarded
 // stages (attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages for the full mask (the causal
 // keeps two), 64 (with 16, the lab only) causal row blocks of every head longest first. kernels/ build only
-// 2|4|8|16|32 (the default); the lab builds the other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu).
+// kFwdProductForm (below); the lab builds the other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu).
 inline constexpr int kFwdBitSm90a = 2;
 inline constexpr int kFwdBitSm90aPipe = 4;
 inline constexpr int kFwdBitSm90aPing = 8;
@@ -120,6 +120,17 @@ inline constexpr int kFwdBitTmaHeads = 64;
 // 128 (with 16): D = 64 on the TMA form too (its D = 64 instance: one 64-column box per tile, O [64 x 64] per
 // warpgroup); without it D = 64 runs the mma.sync forward.
 inline constexpr int kFwdBitSm90aD64 = 128;
+// 256 (with 16): FlashAttention-3's producer warpgroup (384 threads, setmaxnreg 24/240: one thread of warpgroup 0
+// issues every TMA load, warpgroups 1-2 are the ping-pong consumers; attention_flash_fwd_sm90a_tma.cuh PRODUCER),
+// 512 (with 256 and 32, the lab only) three K/V stages for the causal mask too, 1024 (with 256) 176-key K/V tiles in
+// two stages for the full mask at D = 128 (BN = 176; the causal mask and D = 64 keep 128-key tiles).
+inline constexpr int kFwdBitTmaProducer = 256;
+inline constexpr int kFwdBitTmaProducer3 = 512;
+inline constexpr int kFwdBitTmaProducer176 = 1024;
+// The one wgmma form kernels/ build (attention_flash_fwd_sm90a.cu): the TMA form with the producer warpgroup, two
+// stages for the causal mask, 176-key tiles in two stages for the full mask at D = 128, three 128-key stages at D = 64
+inline constexpr int kFwdProductForm = kFwdBitSm90a | kFwdBitSm90aPipe | kFwdBitSm90aPing | kFwdBitTma | kFwdBitTma3 |
+                                       kFwdBitTmaProducer | kFwdBitTmaProducer176;
 // Whether forward variant v runs the wgmma kernel at this head dim (where sm90a_usable())
 constexpr bool fwd_wgmma_at(int v, int head_dim) {
   if ((v & kFwdBitSm90a) == 0) return false;
@@ -129,7 +140,7 @@ constexpr bool fwd_wgmma_at(int v, int head_dim) {
 // True when this build holds the sm_90a kernels and the current device is compute capability 9.0.
 bool sm90a_usable();
 
-// Launch the wgmma forward (the TMA form, 2|4|8|16|32) for head dim 128 or 64 on `stream` (B = gridDim.z).
+// Launch the wgmma forward (kFwdProductForm) for head dim 128 or 64 on `stream` (B = gridDim.z).
 cudaError_t launch_fwd_sm90a(const FwdArgs& a, int B, bool causal, int head_dim, cudaStream_t stream);
 
 // Launch the wgmma main kernel for head dim 128 on `stream` (B = gridDim.z): variant 2048.
@@ -145,5 +156,8 @@ cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, bool causal, cuda
 // The same in 40960's step order with dQ by bulk reductions into the fragment layout (variant 114688; run_bwd's
 // dq_frag converts it).
 cudaError_t launch_bwd_main_sm90a_d64_dq_bulk(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
+// 114688 with 128-row q tiles in two stages (variant 245760; dq_accum in dq_frag_q128_block's layout, converted by
+// run_bwd<64, 128>).
+cudaError_t launch_bwd_main_sm90a_d64_q128(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 }  // namespace ulysses::kernels::flash

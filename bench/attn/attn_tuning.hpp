@@ -11,7 +11,7 @@
 //   mbarrier-guarded stages (kernels/attention_flash_fwd_sm90a_tma.cuh), 32 (with 16) three stages
 //   for the full mask (the causal keeps two), 64 (with 16) causal row blocks of every head longest
 //   first (heads fastest in the grid), 128 (with 16) D=64 on the TMA form too (else mma.sync at D=64).
-//   256 (with 16; the lab only, kFwdBitTmaProducer) FlashAttention-3's producer warpgroup: 384 threads, warpgroup 0
+//   256 (with 16; kFwdBitTmaProducer; with 1024 the default since 2026-12-06c) FlashAttention-3's producer warpgroup: 384 threads, warpgroup 0
 //   setmaxnreg.dec 24 and one of its threads issues every TMA load, warpgroups 1-2 setmaxnreg.inc 240 and are the
 //   two consumers (ping-pong, intra-warpgroup overlap) without loads (kernels/attention_flash_fwd_sm90a_tma.cuh
 //   PRODUCER); 512 (with 256 and 32) three K/V stages for the causal mask too. E.g. 447 = 191 + 256, 959 = 447 + 512.
@@ -85,13 +85,11 @@ int bwd_variant(int head_dim);   // the variant the backward runs at this head d
 // "mma.sync fwd 1 / bwd 1117".
 std::string kernels_in_use(int head_dim);
 
-// Forward bits 256 (with 16, the lab only): the TMA form with a producer warpgroup (384 threads, setmaxnreg),
-// 512 (with 256 and 32): three K/V stages for the causal mask too, and 1024 (with 256): 176-key K/V tiles in two
-// stages for the full mask at D = 128 (attn_flash_fwd_sm90a_lab.cu; kernels/attention_flash_fwd_sm90a_tma.cuh
-// PRODUCER, BN)
-inline constexpr int kFwdBitTmaProducer = 256;
-inline constexpr int kFwdBitTmaProducer3 = 512;
-inline constexpr int kFwdBitTmaProducer176 = 1024;
+// Forward bits 256, 512, 1024 (the producer warpgroup, its three causal stages, its 176-key full-mask tiles):
+// kernels/attention_flash_sm90a.hpp, beside the other bits
+using kernels::flash::kFwdBitTmaProducer;
+using kernels::flash::kFwdBitTmaProducer3;
+using kernels::flash::kFwdBitTmaProducer176;
 // Every forward variant is below this (attn_check lists the valid ones up to it)
 inline constexpr int kFwdVariantEnd = 2048;
 
