@@ -8,6 +8,7 @@
 # BASE override the variants and the one they are compared with, e.g. KIND=bwd TRIED=40960 BASE=8192 (FA3's step
 # order against the default). HEAD_DIM=64 runs steps 2 and 3 at D=64 (the same S, H, mask points; step 1 checks both
 # head dims always), e.g. KIND=bwd TRIED=114688 BASE=16384 HEAD_DIM=64 (FlashAttention-3's dQ path at D=64).
+# SKIP_TARGETS=1 stops after step 2.
 # Usage (device machine, repo root, ULYSSES_HOME=$PWD): [KIND=bwd] [TRIED=".." BASE=N] [HEAD_DIM=64]
 # bench/attn/run_tma.sh BIN_DIR; results in $OUT/tma.tgz
 set -u
@@ -49,6 +50,7 @@ for l in open(sys.argv[1]):
               r["fwd_variant"], r["bwd_variant"], sys.argv[2], r[sys.argv[2]]))
 PY
 pack
+[ "${SKIP_TARGETS:-0}" = 1 ] && exit 0
 timeout 200 "$B/ulysses" bench attention --points 32K:16:16:$D:1,32K:16:16:$D:0,128K:32:8:$D:1,128K:16:16:$D:0 \
   --json "$O/targets.json" > "$O/targets.txt" 2>&1
 echo "bench attention rc=$?"; tail -14 "$O/targets.txt"; pack
