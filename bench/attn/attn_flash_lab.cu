@@ -28,13 +28,24 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
 #define ULYSSES_BWD_CASE(V) \
   case V:                   \
     return p.causal ? launch_bwd<D, true, V>(p, stream) : launch_bwd<D, false, V>(p, stream);
-  static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 35, "one case per listed variant");
+  static_assert(sizeof(bench::attn::kBwdVariants) / sizeof(int) == 36, "one case per listed variant");
   const int variant = bench::attn::bwd_variant(D);
   if (variant == kBwdVariantSm90aTma2) {  // D = 128 on a usable device only
     if constexpr (D == 128) {
       return run_bwd<128>(p, stream, [&](const BwdArgs& a) {
         return bench::attn::launch_bwd_main_sm90a_tma2(a, static_cast<int>(p.B), p.causal, stream);
       });
+    }
+    return cudaErrorNotSupported;
+  }
+  if (variant == bench::attn::kBwdVariantSm90aTma3DqBulkProducer) {  // D = 128 on a usable device only (as 106496)
+    if constexpr (D == 128) {
+      return run_bwd<128>(
+          p, stream,
+          [&](const BwdArgs& a) {
+            return bench::attn::launch_bwd_main_sm90a_producer(a, static_cast<int>(p.B), p.causal, stream);
+          },
+          true);  // dq_accum in 106496's fragment layout
     }
     return cudaErrorNotSupported;
   }
@@ -116,7 +127,12 @@ void set_fwd_variant(int v) { flash::g_fwd_variant = v; }
 int fwd_variant() { return flash::g_fwd_variant; }
 void set_bwd_variant(int v) { flash::g_bwd_variant_d128 = flash::g_bwd_variant_d64 = v; }
 int bwd_variant(int head_dim) {
-  return flash::bwd_variant_run(head_dim == 64 ? flash::g_bwd_variant_d64 : flash::g_bwd_variant_d128, head_dim);
+  const int v = head_dim == 64 ? flash::g_bwd_variant_d64 : flash::g_bwd_variant_d128;
+  if (v == kBwdVariantSm90aTma3DqBulkProducer) {  // a lab-side id: runs where 106496 runs, else what 106496 falls back to
+    const int base = flash::bwd_variant_run(flash::kBwdVariantSm90aTma3DqBulk, head_dim);
+    return base == flash::kBwdVariantSm90aTma3DqBulk ? v : base;
+  }
+  return flash::bwd_variant_run(v, head_dim);
 }
 std::string kernels_in_use(int head_dim) {
   return flash::kernels_in_use(fwd_variant(), bwd_variant(head_dim), head_dim);

@@ -52,6 +52,10 @@
 //   warpgroup 64 q x 64 d over the 128 keys, one 16 KiB bulk reduction per step into dq_frag_q128_block's layout,
 //   run_bwd<64, 128>), two TMA stages of Q/dO [128 x 64] (kernels/attention_flash_bwd_sm90a_d64_q128.cuh bwd_kernel_q128;
 //   the lab only, attn_flash_bwd_sm90a_d64_lab.cu).
+//   368640 = 106496 | 262144: bit 262144 (with 106496) FlashAttention-3's producer warpgroup: 384 threads, warpgroup 0
+//   setmaxnreg.dec 24 and one of its threads issues every TMA load (Q, dO, lse2/delta rows), warpgroups 1-2
+//   setmaxnreg.inc 240 run 106496's compute without loads (kernels/attention_flash_bwd_sm90a_tma_producer.cuh; the lab
+//   only, attn_flash_bwd_sm90a_producer_lab.cu; D=128, elsewhere as 106496).
 //   Only kBwdVariants are built. The defaults per head dim, and the mma.sync fallbacks without sm_90a:
 //   kernels/attention_flash_defaults.hpp.
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
@@ -68,7 +72,17 @@ namespace ulysses::bench::attn {
 
 inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,   125,
                                        141, 157, 205, 221, 461, 477, 525, 1037, 1117, 1549, 1565, 2048, 8192, 12288,
-                                       16384, 20480, 40960, 106496, 114688, 245760};
+                                       16384, 20480, 40960, 106496, 114688, 245760, 368640};
+// Backward bit 262144 (with 106496: variant 368640, the lab only): 106496 with a producer warpgroup
+inline constexpr int kBwdBitProducer = 262144;
+inline constexpr int kBwdVariantSm90aTma3DqBulkProducer = kernels::flash::kBwdVariantSm90aTma3DqBulk | kBwdBitProducer;
+constexpr bool bwd_bit_producer_only_368640() {
+  for (int x : kBwdVariants) {
+    if ((x & kBwdBitProducer) != 0 && x != kBwdVariantSm90aTma3DqBulkProducer) return false;
+  }
+  return !kernels::flash::is_sm90a_bwd_variant(kBwdVariantSm90aTma3DqBulkProducer);
+}
+static_assert(bwd_bit_producer_only_368640(), "bit 262144: 368640 only, a lab-side id");
 
 constexpr bool bwd_variant_exists(int v) {
   for (int x : kBwdVariants) {
@@ -113,6 +127,11 @@ cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bo
 // The wgmma backward's main kernel in its TMA form with two stages (bwd variant 12288), D = 128
 // (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable()); the other TMA forms are kernels/'
 cudaError_t launch_bwd_main_sm90a_tma2(const kernels::flash::BwdArgs& a, int B, bool causal, cudaStream_t stream);
+
+// The wgmma backward's main kernel with the producer warpgroup (bwd variant 368640), D = 128
+// (attn_flash_bwd_sm90a_producer_lab.cu; cudaErrorNotSupported where !sm90a_usable(); dq_accum in 106496's fragment
+// layout: run_bwd's dq_frag)
+cudaError_t launch_bwd_main_sm90a_producer(const kernels::flash::BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 // The wgmma backward's main kernel at D = 64 (bwd variants 16384, 20480, 114688, 245760; attn_flash_bwd_sm90a_d64_lab.cu;
 // cudaErrorNotSupported where !sm90a_usable(); 114688 leaves dq_accum in the fragment layout: run_bwd's dq_frag;
