@@ -17,6 +17,8 @@ struct StepPhase {
   std::string name;                    // step-model name + pass: gemm.qkv.fwd, attn.recompute, zero.allgather, other
   double median_s = 0, min_s = 0, max_s = 0;  // per step (summed over layers), over timed steps; max over ranks
   double kernel_s = -1;                // CUPTI: kernel time attributed to it in the traced step (-1: not traced)
+  double host_s = -1;                  // the host clock charged to it (deepspeed: median over timed steps, max over
+                                       // ranks; -1: not measured, e.g. records before 2026-12-06c)
   // memory: -1 where the measurement has no device (cpu; JSON null)
   std::int64_t alloc_start_bytes = 0;  // torch.cuda.memory_allocated at its start (max over its occurrences)
   std::int64_t peak_bytes = 0;         // max_memory_allocated while it runs (memory step)

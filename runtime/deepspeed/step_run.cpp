@@ -221,6 +221,11 @@ StepMeasurement measurement_of(const std::vector<Json>& ranks) {
         s.peak_bytes = std::max(s.peak_bytes, mm[name].value("peak", std::int64_t{0}));
         s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, mm[name].value("peak_reserved", std::int64_t{0}));
       }
+      const Json hp = r.value("phases_host", Json::object());
+      if (hp.contains(name)) {
+        const auto v = hp[name].get<std::vector<double>>();
+        if (!v.empty()) s.host_s = std::max(s.host_s, core::median(v));
+      }
       const Json kb = r.value("kernels_by_phase", Json::object());
       if (kb.contains(name)) s.kernel_s = std::max(s.kernel_s, kb[name].value("kernel_s", 0.0));
     }

@@ -74,6 +74,8 @@ TEST_CASE("deepspeed results: ranks merged, phases grouped against the step mode
   CHECK(m.phases.front().name == "gemm.qkv.fwd");  // memory-step order first
   CHECK(m.phases.front().peak_reserved_bytes == 300);
 
+  CHECK(attn->host_s == -1);  // no host clock in these results: not measured
+
   Scenario sc = two_layers(16384);
   sc.plan.tiled_mlp = true;
   const Prediction p = predict(sc);
@@ -321,4 +323,32 @@ TEST_CASE("step trace: predicted, measured and the traced step's tracks", "[eval
   }
   CHECK(threads == std::vector<std::string>{"phases", "stream 7", "nvtx"});
   CHECK(gpu_spans == 2);
+}
+
+TEST_CASE("deepspeed results: the host clock per phase, max over ranks of the median, kept through JSON", "[deepspeed]") {
+  using Json = rd::Json;
+  Json r0 = Json::parse(R"({"status":"ok","device":"NVIDIA H200",
+    "phases":{"mlp.bwd":[0.30,0.30,0.30],"attn.fwd":[0.020,0.021,0.022]},
+    "phases_host":{"mlp.bwd":[0.50,0.40,0.45],"attn.fwd":[0.001,0.002,0.003]},
+    "steps":[{"step_s":1.0},{"step_s":1.0},{"step_s":1.0}],"max_memory_allocated":1,"max_memory_reserved":1,"losses":[1.0]})");
+  Json r1 = r0;
+  r1["phases_host"]["mlp.bwd"] = {0.2, 0.2, 0.2};
+  r1["phases_host"].erase("attn.fwd");  // a rank without it: the other rank's
+  const runtime::StepMeasurement m = rd::measurement_of({r0, r1});
+  auto host = [&](const runtime::StepMeasurement& x, const std::string& n) {
+    const auto it = std::find_if(x.phases.begin(), x.phases.end(), [&](auto& p) { return p.name == n; });
+    REQUIRE(it != x.phases.end());
+    return it->host_s;
+  };
+  CHECK(host(m, "mlp.bwd") == Approx(0.45));  // r0's median; r1's 0.2 is lower
+  CHECK(host(m, "attn.fwd") == Approx(0.002));
+  const runtime::StepMeasurement back = runtime::measurement_from_json(runtime::measurement_json(m));
+  CHECK(host(back, "mlp.bwd") == Approx(0.45));
+  CHECK(host(back, "attn.fwd") == Approx(0.002));
+  // a stored record from before the host clock reads as not measured, and is written back without the key
+  Json old = runtime::measurement_json(m);
+  for (auto& p : old["phases"]) p.erase("host_s");
+  const runtime::StepMeasurement o = runtime::measurement_from_json(old);
+  CHECK(host(o, "mlp.bwd") == -1);
+  CHECK_FALSE(runtime::measurement_json(o)["phases"][0].contains("host_s"));
 }

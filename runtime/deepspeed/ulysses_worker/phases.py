@@ -1,11 +1,14 @@
-"""Phase clock: exclusive GPU time, NVTX ranges and memory per phase of one training step.
+"""Phase clock: exclusive GPU time, host time, NVTX ranges and memory per phase of one training step.
 
-Every boundary (push or pop of a phase) records one CUDA event on the current stream and, in the
-memory step, reads the caching allocator's counters. The time between two consecutive boundaries
+Every boundary (push or pop of a phase) records one CUDA event on the current stream and the host's
+clock (time.perf_counter) and, in the memory step, reads the caching allocator's counters. The time between two consecutive boundaries
 is charged to the phase on top of the stack at that moment ("other" when the stack is empty), so
 nested phases (a ZeRO gather inside a projection's backward) are exclusive and the phases of a
-step sum to the step. Names are the step model's (sim/timing.cpp), suffixed by the pass:
-'.fwd', '.recompute' (a forward during backward: activation checkpointing), '.bwd'.
+step sum to the step. The host clock is charged the same way: the host time between two boundaries
+(issuing the phase's work, plus any wait for the GPU inside it) goes to the same phase; where a
+phase's host time exceeds its GPU time the host, not the GPU, set its pace. Names are the step
+model's (sim/timing.cpp), suffixed by the pass: '.fwd', '.recompute' (a forward during backward:
+activation checkpointing), '.bwd'.
 """
 import time
 
@@ -23,6 +26,7 @@ class PhaseClock:
         self.annotate = False       # the traced step: profiler user annotations (CUPTI attribution)
         self._stack = []            # [name, annotation handle]
         self._events = []           # (event, name charged for the segment that ends here)
+        self._host = []             # (host seconds from the step's start, name charged), one per event
         self._mem = {}              # name -> {"start": max allocated at a push, "peak": , "peak_reserved": }
         self._peak = 0
         self._peak_reserved = 0
@@ -32,7 +36,7 @@ class PhaseClock:
     def begin_step(self, track_memory=False, annotate=False):
         self.enabled, self.track_memory, self.annotate = True, track_memory, annotate
         self.in_backward = False
-        self._stack, self._events, self._mem = [], [], {}
+        self._stack, self._events, self._host, self._mem = [], [], [], {}
         self._peak = self._peak_reserved = 0
         self._peak_at = ""
         if track_memory:
@@ -43,6 +47,10 @@ class PhaseClock:
     def _boundaries(self):
         t0 = self._events[0][0]
         return [(t0.elapsed_time(e) * 1e-3, name) for e, name in self._events]
+
+    def host_totals(self):
+        """The last step's host seconds per phase (call after end_step)."""
+        return accounting.totals(self._host)
 
     def timeline(self):
         """The last step's segments [(phase charged, start s, duration s)] (call after end_step)."""
@@ -71,6 +79,7 @@ class PhaseClock:
         ev = torch.cuda.Event(enable_timing=True)
         ev.record()
         self._events.append((ev, charged))
+        self._host.append((time.perf_counter() - self._t0, charged))
         if self.track_memory:
             name = charged or OTHER
             peak = torch.cuda.max_memory_allocated()

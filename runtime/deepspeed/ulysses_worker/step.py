@@ -185,13 +185,15 @@ class Runner:
         mem = CLOCK.memory()
         result["losses"].append(l)
         torch.cuda.reset_peak_memory_stats()
-        per_phase, steps = {}, []
+        per_phase, per_phase_host, steps = {}, {}, []
         for _ in range(self.r["iters"]):
             t, s, w, l = self.step(data)
             steps.append({"step_s": s, "wall_s": w})
             result["losses"].append(l)
             for k, v in t.items():
                 per_phase.setdefault(k, []).append(v)
+            for k, v in CLOCK.host_totals().items():
+                per_phase_host.setdefault(k, []).append(v)
         result["timeline"] = CLOCK.timeline()  # the last timed step, for the compare trace
         result["max_memory_allocated"] = max(mem["peak_allocated"], torch.cuda.max_memory_allocated())
         result["max_memory_reserved"] = max(mem["peak_reserved"], torch.cuda.max_memory_reserved())
@@ -200,6 +202,7 @@ class Runner:
         result["allocator"] = allocator.segments()  # after the timed steps: reserved only grows
         result["steps"] = steps
         result["phases"] = per_phase
+        result["phases_host"] = per_phase_host  # the host clock's seconds per phase, per timed step
         if trace_path:
             result["kernels_by_phase"] = self.traced_step(data, trace_path)
         result.update(_host_memory())
