@@ -51,6 +51,8 @@ using tma::mbar_arrive;
 using tma::mbar_expect_tx;
 using tma::mbar_init;
 using tma::mbar_wait;
+using tma::setmaxnreg_dec;
+using tma::setmaxnreg_inc;
 using tma::tma_load_3d;
 
 constexpr int kNTTma = 256;
@@ -59,14 +61,6 @@ constexpr int kNTTmaProducer = kNTTma + 128;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 static_assert(kNTTma * kConsumerRegs + 128 * kProducerRegs <= 65536 / kNTTmaProducer / 8 * 8 * kNTTmaProducer,
               "setmaxnreg: the warpgroups' registers fit the CTA's launch allocation");
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-}
 static_assert(kBM <= 256 && kBN <= 256, "a TMA box has at most 256 rows");
 
 template <int STAGES, int D, int BN = kBN>

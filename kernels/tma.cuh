@@ -1,5 +1,5 @@
 #pragma once
-// TMA and mbarrier primitives of the Hopper attention kernels (sm_90a): shared-memory mbarriers
+// TMA, mbarrier and warp-specialization primitives of the Hopper attention kernels (sm_90a): setmaxnreg, shared-memory mbarriers
 // (init, arrive, arrive with an expected transaction count, a parity wait that traps instead of
 // hanging), tensor loads from a 3-D map, 1-D bulk loads and fp32 bulk reductions into global memory (with their
 // bulk-group commit and waits), and the host-side encoding of a
@@ -12,6 +12,18 @@
 #include <cuda_runtime.h>
 
 namespace ulysses::kernels::tma {
+
+// Warp specialization (FlashAttention-3's producer warpgroup): a warpgroup's register budget lowered to / raised to
+// N per thread; every thread of the warpgroup runs it together (.sync.aligned). ptxas honors it only where the
+// mbarrier waits around it are one asm block each (mbar_wait_asm below)
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
 
 __device__ __forceinline__ void mbar_init(std::uint32_t bar, std::uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");

@@ -54,7 +54,7 @@
 //   the lab only, attn_flash_bwd_sm90a_d64_lab.cu).
 //   368640 = 106496 | 262144: bit 262144 (with 106496) FlashAttention-3's producer warpgroup: 384 threads, warpgroup 0
 //   setmaxnreg.dec 24 and one of its threads issues every TMA load (Q, dO, lse2/delta rows), warpgroups 1-2
-//   setmaxnreg.inc 240 run 106496's compute without loads (kernels/attention_flash_bwd_sm90a_tma_producer.cuh; the lab
+//   setmaxnreg.inc 240 run 106496's compute without loads (kernels/attention_flash_bwd_sm90a_tma.cuh PRODUCER; the lab
 //   only, attn_flash_bwd_sm90a_producer_lab.cu; D=128, elsewhere as 106496).
 //   Only kBwdVariants are built. The defaults per head dim, and the mma.sync fallbacks without sm_90a:
 //   kernels/attention_flash_defaults.hpp.
