@@ -86,6 +86,18 @@ Result calibrate(const Setup& s) {
                                f.ops.eager.empty() ? "" : ", the layer's eager elementwise passes",
                                f.ops.zero_step.empty() ? "" : ", ZeRO-3's step on the GPU and offloaded", when, f.device));
   }
+  if (!f.phase_clock.empty()) {
+    auto rows = f.phase_clock;
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.gpu_s > b.gpu_s; });
+    r.phase_clock.push_back(fmt::format("phase clock of a third step ({} x{} layers, S={}): GPU {:.2f} ms, host {:.2f} ms",
+                                        sc.model.name, layers, sc.plan.seq_len, f.phase_clock_step_s * 1e3,
+                                        f.phase_clock_wall_s * 1e3));
+    r.phase_clock.push_back(fmt::format("#  {:<24} {:>10} {:>10} {:>9}", "phase", "GPU", "host", "host/GPU"));
+    r.phase_clock.push_back(fmt::format("#  {:<24} {:>10} {:>10} {:>9}", "", "(ms)", "(ms)", "(x)"));
+    for (const auto& p : rows)
+      r.phase_clock.push_back(fmt::format("   {:<24} {:>10.3f} {:>10.3f} {:>9}", p.name, p.gpu_s * 1e3, p.host_s * 1e3,
+                                          p.gpu_s > 0 ? fmt::format("{:.2f}", p.host_s / p.gpu_s) : std::string("-")));
+  }
   r.profile_name = sc.hw.name;
   return r;
 }

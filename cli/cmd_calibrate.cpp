@@ -185,6 +185,7 @@ int run_calibrate_deepspeed(int argc, char** argv) {
   const calib::deepspeed::Result r = calib::deepspeed::calibrate(s);
   std::cout << r.what << "\n";
   for (const std::string& line : r.ops) std::cout << "op bench: " << line << "\n";
+  for (const std::string& line : r.phase_clock) std::cout << line << "\n";
   print_profile_out(vm, r.profile_name, r.c);
   return core::kExitOk;
 }

@@ -295,6 +295,14 @@ FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin, const 
   }
   if (f.outside_allocator_bytes <= 0 || f.device_total_bytes <= 0)
     throw std::runtime_error("deepspeed backend: the worker reported no fixed-cost measurement");
+  if (const Json pc = ranks.at(0).value("phase_clock", Json::object()); pc.is_object() && pc.contains("gpu_s")) {
+    const Json gpu = pc.at("gpu_s"), host = pc.value("host_s", Json::object());
+    for (auto it = gpu.begin(); it != gpu.end(); ++it)
+      f.phase_clock.push_back({it.key(), it.value().get<double>(), host.value(it.key(), 0.0)});
+    for (auto it = host.begin(); it != host.end(); ++it)  // host time in a phase without GPU events (none expected)
+      if (!gpu.contains(it.key())) f.phase_clock.push_back({it.key(), 0.0, it.value().get<double>()});
+    f.phase_clock_step_s = pc.value("step_s", 0.0), f.phase_clock_wall_s = pc.value("wall_s", 0.0);
+  }
   if (!o.op_seq_lens.empty()) {
     if (!ranks.at(0).contains("ops")) throw std::runtime_error("deepspeed backend: the worker reported no op bench");
     f.ops = op_bench_of(ranks.at(0).at("ops"));

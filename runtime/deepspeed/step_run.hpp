@@ -59,6 +59,11 @@ struct FixedCosts {
   Json versions;
   bool has_ops = false;
   OpBench ops;                                      // rank 0's op bench, when `opt` asked for one
+  // rank 0's phase clock of a third set-up step: per phase GPU and host seconds (the host's cost of issuing
+  // it where the host sets the pace); empty when the worker reported none
+  struct PhaseClock { std::string name; double gpu_s = 0, host_s = 0; };
+  std::vector<PhaseClock> phase_clock;
+  double phase_clock_step_s = 0, phase_clock_wall_s = 0;
 };
 // `opt`: its op_* fields (the rest is set here).
 FixedCosts run_fixed_costs(const Scenario& sc, const std::string& origin, const StepOptions& opt = {});

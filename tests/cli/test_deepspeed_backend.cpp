@@ -297,6 +297,39 @@ TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to t
   CHECK(r.err.find("--gpus") != std::string::npos);
 }
 
+TEST_CASE("calibrate --backend deepspeed prints the set-up step's phase clock (GPU and host per phase) when the worker has one",
+          "[deepspeed]") {
+  ulysses::test::TempDir dir;
+  const std::string body =
+      "res = {'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000, 'hbm_bytes': 150109880320,\n"
+      "       'outside_allocator_bytes_before_setup': 600000000}\n"
+      "if CLOCK:\n"
+      "    res['phase_clock'] = {'seq_len': 4096, 'step_s': 0.05, 'wall_s': 0.08,\n"
+      "                          'gpu_s': {'attn.fwd': 0.004, 'mlp.bwd': 0.010, 'other': 0.001},\n"
+      "                          'host_s': {'attn.fwd': 0.001, 'mlp.bwd': 0.030, 'other': 0.002}}\n"
+      "json.dump(res, open(job['out'] + '.rank0.json', 'w'))\n";
+  const auto run = [&](bool clock) {
+    ulysses::test::TempDir d;
+    const std::string env = stand_in_worker(d, std::string("CLOCK = ") + (clock ? "True" : "False") + "\n" + body);
+    const std::string out = d / "out.txt";
+    const int rc = std::system((env + "'" + ULYSSES_BIN + "' calibrate --backend deepspeed --profile h200-sxm-141gb --op-seq-lens none "
+                                "--profile-out '" + std::string(d / "p.yaml") + "' >'" + out + "' 2>&1").c_str());
+    INFO(ulysses::test::slurp(out));
+    REQUIRE(WEXITSTATUS(rc) == 0);
+    return ulysses::test::slurp(out);
+  };
+  const std::string with = run(true);
+  CHECK(with.find("phase clock of a third step (llama-3.1-8b x1 layers, S=4096): GPU 50.00 ms, host 80.00 ms") != std::string::npos);
+  // by GPU time, host/GPU: the host set mlp.bwd's pace
+  const auto mlp = with.find("   mlp.bwd"), attn = with.find("   attn.fwd");
+  REQUIRE(mlp != std::string::npos);
+  REQUIRE(attn != std::string::npos);
+  CHECK(mlp < attn);
+  CHECK(with.find("10.000     30.000      3.00", mlp) != std::string::npos);
+  CHECK(with.find("(ms)") != std::string::npos);  // the units row
+  CHECK(run(false).find("phase clock") == std::string::npos);
+}
+
 TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measured trace from the worker's result", "[deepspeed]") {
   // a stand-in for the worker that writes a result of the documented format (docs/DEEPSPEED_BACKEND.md)
   ulysses::test::TempDir dir;

@@ -220,7 +220,9 @@ class Runner:
         used (cudaMemGetInfo, device-wide) - reserved, with only torch's CUDA context, then after
         Accelerate + DeepSpeed set-up and two steps of the job's scenario (the context with the kernels
         loaded, NCCL communicators; cuBLAS/cuDNN workspaces come from the caching allocator and count in
-        reserved, not here). empty_cache first: nothing cached counts."""
+        reserved, not here). empty_cache first: nothing cached counts. Also the phase clock of a third step
+        (GPU and host seconds per phase): at this small size the host sets the pace, so its host times are the
+        PyTorch process's cost of issuing each phase (issue 12's two-clock model)."""
         def outside():
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
@@ -233,9 +235,12 @@ class Runner:
         data = self.batch(self.p["seq_len"])
         for _ in range(2):
             self.step(data)
+        gpu_s, step_s, wall_s, _ = self.step(data)
+        clock = {"seq_len": self.p["seq_len"], "gpu_s": gpu_s, "host_s": CLOCK.host_totals(), "step_s": step_s,
+                 "wall_s": wall_s}
         del data
         return {"outside_allocator_bytes_before_setup": before, "outside_allocator_bytes": outside(),
-                "world_size": self.world}
+                "world_size": self.world, "phase_clock": clock}
 
     def probe(self, lengths):
         """Capacity: one step (after one warm-up) at each length, increasing, until one OOMs."""
