@@ -89,7 +89,7 @@ Result calibrate(const Setup& s) {
   if (!f.phase_clock.empty()) {
     auto rows = f.phase_clock;
     std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.gpu_s > b.gpu_s; });
-    r.phase_clock.push_back(fmt::format("phase clock of a third step ({} x{} layers, S={}): GPU {:.2f} ms, host {:.2f} ms",
+    r.phase_clock.push_back(fmt::format("phase clock of the second step ({} x{} layers, S={}): GPU {:.2f} ms, host {:.2f} ms",
                                         sc.model.name, layers, sc.plan.seq_len, f.phase_clock_step_s * 1e3,
                                         f.phase_clock_wall_s * 1e3));
     r.phase_clock.push_back(fmt::format("#  {:<24} {:>10} {:>10} {:>9}", "phase", "GPU", "host", "host/GPU"));

@@ -26,7 +26,7 @@ struct Result {
   std::string profile_name;  // the profile's name
   std::string what;          // one line: the value and how it was composed
   std::vector<std::string> ops;  // one line per key the op bench set (calib/op_fit.hpp)
-  // The phase clock of the set-up's third step as a table (title, header, units row, one row per phase, by GPU
+  // The phase clock of the set-up's second step as a table (title, header, units row, one row per phase, by GPU
   // time): GPU and host seconds per phase. Measured, not a profile key yet (issue 12's two-clock model); empty when
   // the worker reported none.
   std::vector<std::string> phase_clock;

@@ -59,7 +59,7 @@ struct FixedCosts {
   Json versions;
   bool has_ops = false;
   OpBench ops;                                      // rank 0's op bench, when `opt` asked for one
-  // rank 0's phase clock of a third set-up step: per phase GPU and host seconds (the host's cost of issuing
+  // rank 0's phase clock of the second set-up step: per phase GPU and host seconds (the host's cost of issuing
   // it where the host sets the pace); empty when the worker reported none
   struct PhaseClock { std::string name; double gpu_s = 0, host_s = 0; };
   std::vector<PhaseClock> phase_clock;

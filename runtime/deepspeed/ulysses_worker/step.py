@@ -220,8 +220,8 @@ class Runner:
         used (cudaMemGetInfo, device-wide) - reserved, with only torch's CUDA context, then after
         Accelerate + DeepSpeed set-up and two steps of the job's scenario (the context with the kernels
         loaded, NCCL communicators; cuBLAS/cuDNN workspaces come from the caching allocator and count in
-        reserved, not here). empty_cache first: nothing cached counts. Also the phase clock of a third step
-        (GPU and host seconds per phase): at this small size the host sets the pace, so its host times are the
+        reserved, not here). empty_cache first: nothing cached counts. Also the phase clock of the second step
+        (GPU and host seconds per phase; the first one made the optimizer's state and the allocator's blocks): at this small size the host sets the pace, so its host times are the
         PyTorch process's cost of issuing each phase (issue 12's two-clock model)."""
         def outside():
             torch.cuda.synchronize()
@@ -234,8 +234,7 @@ class Runner:
         self.build(self.p["seq_len"])
         data = self.batch(self.p["seq_len"])
         for _ in range(2):
-            self.step(data)
-        gpu_s, step_s, wall_s, _ = self.step(data)
+            gpu_s, step_s, wall_s, _ = self.step(data)
         clock = {"seq_len": self.p["seq_len"], "gpu_s": gpu_s, "host_s": CLOCK.host_totals(), "step_s": step_s,
                  "wall_s": wall_s}
         del data
