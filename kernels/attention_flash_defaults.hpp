@@ -12,8 +12,9 @@ namespace ulysses::kernels::flash {
 // Forward: 1 D=64 with 128-key tiles (mma.sync, without sm_90a); D=128 on the wgmma kernel where usable in
 // kFwdProductForm (attention_flash_sm90a.hpp): pipelined, the two warpgroups taking turns (ping-pong), K/V by TMA
 // from FlashAttention-3's producer warpgroup (setmaxnreg), two stages (causal) or 176-key tiles in two (full); 128
-// (kFwdBitSm90aD64): D=64 on the same form where usable (three 128-key stages for the full mask). 1471: +10-16 %
-// over 191, the form without the producer, at the four target points (one H100, 2026-12-06c, docs/ATTENTION.md v18).
+// (kFwdBitSm90aD64): D=64 on the same form where usable (three 128-key stages for the full mask). 1471: +11-16 % over
+// 191, the form without the producer, on the two rounds' mean at the four target points (+7.1-16.5 % per round; one H100,
+// 2026-12-06c, docs/ATTENTION.md v18).
 // A build may override it (-DULYSSES_FLASH_FWD_DEFAULT=N, e.g. 1 = mma.sync at both head dims) to run the GPU
 // tests on another form.
 #ifndef ULYSSES_FLASH_FWD_DEFAULT
@@ -62,7 +63,7 @@ inline int bwd_variant_run(int v, int head_dim) {
   return head_dim == 64 ? kBwdMmaDefault<64> : kBwdFallbackD128;
 }
 
-// e.g. "wgmma sm_90a fwd 63 / bwd 2048" or "mma.sync fwd 63 / bwd 1117" (forward variant fv, whose bits
+// e.g. "wgmma sm_90a fwd 1471 / bwd 106496" or "mma.sync fwd 1471 / bwd 1117" (forward variant fv, whose bits
 // above 1 apply at D=64 only with bit 128;
 // backward variant bv as it runs at this head dim)
 inline std::string kernels_in_use(int fv, int bv, int head_dim) {

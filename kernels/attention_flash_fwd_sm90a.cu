@@ -1,8 +1,8 @@
 // The wgmma forward (sm_90a, D = 128 and 64) as the product runs it: kFwdProductForm (attention_flash_sm90a.hpp),
 // the TMA form with FlashAttention-3's producer warpgroup (attention_flash_fwd_sm90a_tma.cuh PRODUCER): two 128-key
 // K/V stages for the causal mask, 176-key tiles in two stages for the full mask at D = 128, three 128-key stages for
-// the full mask at D = 64 (forward 1471: +10-16 % over 191, the form before, at the four target points on one H100,
-// 2026-12-06c, docs/ATTENTION.md v18); the lab builds the other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu).
+// the full mask at D = 64 (forward 1471: +11-16 % over 191, the form before, on the mean of two rounds at the four
+// target points on one H100, 2026-12-06c, docs/ATTENTION.md v18); the lab builds the other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu).
 #include "kernels/attention_flash_fwd_sm90a_tma.cuh"
 
 namespace ulysses::kernels::flash {

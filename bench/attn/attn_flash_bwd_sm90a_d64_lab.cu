@@ -1,6 +1,6 @@
 // The lab build of the wgmma backward at head dim 64 (sm_90a; backward variants 16384, 20480, its dQ split by keys,
 // and 114688, its FlashAttention-3 step order and dQ path; TMA loads in three stages; 245760, 114688 with 128-row q
-// tiles in two stages, the lab only;
+// tiles in two stages, kernels/' D = 64 default since 2026-12-06c;
 // kernels/attention_flash_bwd_sm90a_d64.cuh). Its own file, so that the D = 128 lab kernels' translation unit
 // (attn_flash_bwd_sm90a_lab.cu) and machine code stay as they were.
 #include "bench/attn/attn_tuning.hpp"

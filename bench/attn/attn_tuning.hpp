@@ -46,12 +46,12 @@
 //   114688 = 16384 | 32768 | 65536: 106496 at D=64 (kernels/attention_flash_bwd_sm90a_d64.cuh DQ_BULK: 16384 in the
 //   step order dV, barrier, dQ, dK, each warpgroup's dQ share [64 q x 32 d] staged in fragment order while dK runs and
 //   added by one 8 KiB cp.reduce.async.bulk per step; dq_accum in dq_frag_block<64>'s layout, bwd_convert_dq_frag<64>;
-//   kernels/ build it, the D=64 default since 2026-12-06b; the lab's own instance, attn_flash_bwd_sm90a_d64_lab.cu).
+//   kernels/ build it, the D=64 default 2026-12-06b to 2026-12-06c; the lab's own instance, attn_flash_bwd_sm90a_d64_lab.cu).
 //   245760 = 114688 | 131072: bit 131072 (with 114688) 128-row q tiles, FlashAttention-3's D=64 tile (the wgmma form of
 //   the mma.sync era's bit 16): S^T/dP^T m64n128 per warpgroup, dV/dK over k = 128 q, dQ split by q rows (each
 //   warpgroup 64 q x 64 d over the 128 keys, one 16 KiB bulk reduction per step into dq_frag_q128_block's layout,
 //   run_bwd<64, 128>), two TMA stages of Q/dO [128 x 64] (kernels/attention_flash_bwd_sm90a_d64_q128.cuh bwd_kernel_q128;
-//   the lab only, attn_flash_bwd_sm90a_d64_lab.cu).
+//   kernels/ build it, the D=64 default since 2026-12-06c: +25-35 % over 114688; the lab's own instance too).
 //   368640 = 106496 | 262144: bit 262144 (with 106496) FlashAttention-3's producer warpgroup: 384 threads, warpgroup 0
 //   setmaxnreg.dec 24 and one of its threads issues every TMA load (Q, dO, lse2/delta rows), warpgroups 1-2
 //   setmaxnreg.inc 240 run 106496's compute without loads (kernels/attention_flash_bwd_sm90a_tma.cuh PRODUCER; the lab

@@ -5,8 +5,9 @@ clock (time.perf_counter) and, in the memory step, reads the caching allocator's
 is charged to the phase on top of the stack at that moment ("other" when the stack is empty), so
 nested phases (a ZeRO gather inside a projection's backward) are exclusive and the phases of a
 step sum to the step. The host clock is charged the same way: the host time between two boundaries
-(issuing the phase's work, plus any wait for the GPU inside it) goes to the same phase; where a
-phase's host time exceeds its GPU time the host, not the GPU, set its pace. Names are the step
+(issuing the phase's work, plus any wait for the GPU inside it) goes to the same phase (both clocks
+read at the same boundaries: a host-paced phase shows host ~ GPU, and host > GPU may be a wait inside
+it for earlier GPU work; the host sum ends before the final synchronize). Names are the step
 model's (sim/timing.cpp), suffixed by the pass: '.fwd', '.recompute' (a forward during backward:
 activation checkpointing), '.bwd'.
 """
