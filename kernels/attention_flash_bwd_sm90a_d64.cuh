@@ -6,7 +6,9 @@
 // attention_flash_defaults.hpp):
 // the D = 128 TMA form (attention_flash_bwd_sm90a_tma.cuh, variant 8192) step for step at half the head
 // dim. It reuses that kernel's softmax, dS^T packing and dS^T store (attention_flash_bwd_sm90a.cuh: their
-// shapes depend on the 64-row q tile and the 64 keys of a warpgroup only). Include from a file built for sm_90a.
+// shapes depend on the 64-row q tile and the 64 keys of a warpgroup only). Its step pieces (issue_st_dp, issue_rs,
+// issue_dq, softmax_ds, dq_bulk_issue, dq_bulk_reduce, start) and launch (launch_bwd_d64) serve the 128-row q tile
+// kernel too (BM = kBMq). Include from a file built for sm_90a.
 // Measured, and checked against fp64: docs/ATTENTION.md, "The D = 64 wgmma backward".
 //
 // One CTA per (128-key tile n0, kv head, batch): 2 warpgroups (256 threads), warpgroup wg owns keys
@@ -47,6 +49,20 @@ namespace d64 {  // the D = 128 pieces' tile constants (kD, kBM, kBN) are the en
 
 constexpr int kD = 64, kBN = 128, kBM = 64, kNT = 256;
 static_assert(kBM == flash::kBM && kNT == flash::kNT, "sm90a_softmax / sm90a_ds_pack / sm90a_store_ds assume these");
+constexpr int kBMq = 128;  // q rows per step of bwd_kernel_q128 (attention_flash_bwd_sm90a_d64_q128.cuh)
+
+// One SS k-step d [64 x N] (+)= A B, N = 32, 64 or 128 (wgmma m64nNk16; d: N / 2 fp32 per thread)
+template <int N, int TA, int TB>
+__device__ __forceinline__ void mma_ss(float (&d)[N / 2], const std::uint64_t da, const std::uint64_t db, const int acc) {
+  if constexpr (N == 32) {
+    wgmma::m64n32k16_ss<TA, TB>(d, da, db, acc);
+  } else if constexpr (N == 64) {
+    wgmma::m64n64k16_ss<TA, TB>(d, da, db, acc);
+  } else {
+    static_assert(N == 128, "m64n32k16, m64n64k16 or m64n128k16");
+    wgmma::m64n128k16_ss<TA, TB>(d, da, db, acc);
+  }
+}
 
 template <int STAGES, bool DQ_BULK = false>
 struct Smem {
@@ -68,19 +84,21 @@ struct Smem {
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
 
-// S^T = K_wg Q^T into st, then dP^T = V_wg dO^T into dp (both [64 keys x 64 q], wgmma D layout): two commit
-// groups, the softmax overlaps the second. k_wg, v_wg: the warpgroup's 64 rows of K, V; qs, dos: Q, dO tiles.
-__device__ __forceinline__ void issue_st_dp(float (&st)[32], float (&dp)[32], const std::uint32_t k_wg,
+// S^T = K_wg Q^T into st, then dP^T = V_wg dO^T into dp (both [64 keys x BM q], wgmma D layout; BM = kBM, or kBMq:
+// bwd_kernel_q128): two commit groups, the softmax overlaps the second. k_wg, v_wg: the warpgroup's 64 rows of K, V;
+// qs, dos: Q, dO tiles [BM q][64 d].
+template <int BM = kBM>
+__device__ __forceinline__ void issue_st_dp(float (&st)[BM / 2], float (&dp)[BM / 2], const std::uint32_t k_wg,
                                             const std::uint32_t v_wg, const std::uint32_t qs, const std::uint32_t dos) {
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
-    wgmma::m64n64k16_ss<0, 0>(st, wgmma::desc(k_wg + kk * 32, 16, 1024), wgmma::desc(qs + kk * 32, 16, 1024), kk > 0);
+    mma_ss<BM, 0, 0>(st, wgmma::desc(k_wg + kk * 32, 16, 1024), wgmma::desc(qs + kk * 32, 16, 1024), kk > 0);
   }
   wgmma::commit();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
-    wgmma::m64n64k16_ss<0, 0>(dp, wgmma::desc(v_wg + kk * 32, 16, 1024), wgmma::desc(dos + kk * 32, 16, 1024), kk > 0);
+    mma_ss<BM, 0, 0>(dp, wgmma::desc(v_wg + kk * 32, 16, 1024), wgmma::desc(dos + kk * 32, 16, 1024), kk > 0);
   }
   wgmma::commit();
 }
@@ -99,26 +117,28 @@ __device__ __forceinline__ void issue_dkv(float (&dk)[32], float (&dv)[32], std:
   wgmma::commit();
 }
 
-// DQ_BULK's step order (dV, barrier, dQ, dK): dV += P^T dO or dK += dS^T Q alone (acc [64 keys x 64 d]; A = frag
-// from registers, B = b_tile, dO or Q, N-major as issue_dkv), one commit group, not waited for
-__device__ __forceinline__ void issue_rs(float (&acc)[32], std::uint32_t (&frag)[16], const std::uint32_t b_tile) {
+// DQ_BULK's step order (dV, barrier, dQ, dK): dV += P^T dO or dK += dS^T Q alone over BM q (acc [64 keys x 64 d];
+// A = frag, P^T or dS^T packed, from registers, BM / 16 k-steps; B = b_tile, dO or Q [BM q][64 d] N-major as issue_dkv:
+// k-step kk at + 16 kk rows), one commit group, not waited for
+template <int BM = kBM>
+__device__ __forceinline__ void issue_rs(float (&acc)[32], std::uint32_t (&frag)[BM / 4], const std::uint32_t b_tile) {
 #pragma unroll
-  for (int i = 0; i < 16; ++i) wgmma::fence_reg(frag[i]);
+  for (int i = 0; i < BM / 4; ++i) wgmma::fence_reg(frag[i]);
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < kBM / 16; ++kk) wgmma::m64n64k16_rs<1>(acc, frag + 4 * kk, wgmma::desc(b_tile + kk * 16 * 128, 16, 1024));
+  for (int kk = 0; kk < BM / 16; ++kk) wgmma::m64n64k16_rs<1>(acc, frag + 4 * kk, wgmma::desc(b_tile + kk * 16 * 128, 16, 1024));
   wgmma::commit();
 }
 
-// dQ[:, 32wg..32wg+31] [64 q x 32 d] = dS K[:, 32wg..] into dq (k = 128 keys; A = dS^T [128 keys][64 q]
-// M-major at ds, B = K [128 keys][64 d] N-major from column 32wg: k_col = K + 64 wg bytes), one commit group;
-// dq_wgmma waits for it
-__device__ __forceinline__ void issue_dq(float (&dq)[16], const std::uint32_t ds, const std::uint32_t k_col) {
+// dQ [64 q x N d] = dS K into dq over k = 128 keys (A = dS^T [128 keys][64 q] M-major at ds, B = K [128 keys] N-major
+// at k_col), one commit group; N = 32: dQ[:, 32wg..32wg+31] (k_col = K + 64 wg bytes, column 32wg; dq_wgmma waits
+// for it); N = 64: bwd_kernel_q128's dQ of q rows 64 wg .. (ds at dS^T's half wg, k_col = K)
+template <int N = 32>
+__device__ __forceinline__ void issue_dq(float (&dq)[N / 2], const std::uint32_t ds, const std::uint32_t k_col) {
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kBN / 16; ++kk) {
-    wgmma::m64n32k16_ss<1, 1>(dq, wgmma::desc(ds + kk * 16 * 128, 16, 1024), wgmma::desc(k_col + kk * 16 * 128, 16, 1024),
-                              kk > 0);
+    mma_ss<N, 1, 1>(dq, wgmma::desc(ds + kk * 16 * 128, 16, 1024), wgmma::desc(k_col + kk * 16 * 128, 16, 1024), kk > 0);
   }
   wgmma::commit();
 }
@@ -181,6 +201,91 @@ __device__ __forceinline__ void store_dkv(float (&dk)[32], float (&dv)[32], cons
   }
 }
 
+// bwd_kernel_q128's softmax, dS^T packing and tail atomics (defined in attention_flash_bwd_sm90a_d64_q128.cuh)
+template <bool CAUSAL>
+__device__ __forceinline__ void softmax_q128(float (&st)[64], const BwdArgs& a, const float* lse2, int t, bool need_mask,
+                                             int key_base, int m0, int S);
+__device__ __forceinline__ void ds_pack_q128(float (&st)[64], float (&dp)[64], const float* delta, int t,
+                                             std::uint32_t (&pp)[32], std::uint32_t (&ss)[32]);
+__device__ __forceinline__ void dq_atomics_tail_q128(const float (&dq)[32], const BwdArgs& a, int b, int S, int hq, int wg,
+                                                     int w4, int g, int t, int m0);
+
+// Step middle (BM q: kBM, or kBMq: bwd_kernel_q128): wait for S^T, P^T (softmax, masked where need_mask: keys
+// beyond S, causal keys after the query; key of st[4j + 0/1]: key_base), wait for dP^T, dS^T; pp, ss: P^T, dS^T
+// packed (A fragments of dV, dK). st, dp [64 keys x BM q] (wgmma D layout); lse2, delta: the step's rows [BM].
+// need_mask is the caller's: computed here, it changed the causal 16384 kernel's SASS.
+template <bool CAUSAL, int BM = kBM>
+__device__ __forceinline__ void softmax_ds(float (&st)[BM / 2], float (&dp)[BM / 2], const BwdArgs& a,
+                                           const float* lse2, const float* delta, const int t, const bool need_mask,
+                                           const int key_base, const int m0, const int S, std::uint32_t (&pp)[BM / 4],
+                                           std::uint32_t (&ss)[BM / 4]) {
+  wgmma::wait<1>();
+#pragma unroll
+  for (int i = 0; i < BM / 2; ++i) wgmma::fence_reg(st[i]);
+  if constexpr (BM == kBM) {
+    sm90a_softmax<CAUSAL>(st, a, lse2, t, need_mask, key_base, m0, S);
+  } else {
+    softmax_q128<CAUSAL>(st, a, lse2, t, need_mask, key_base, m0, S);
+  }
+  wgmma::wait<0>();
+#pragma unroll
+  for (int i = 0; i < BM / 2; ++i) wgmma::fence_reg(dp[i]);
+  if constexpr (BM == kBM) {
+    sm90a_ds_pack(st, dp, delta, t, pp, ss);
+  } else {
+    ds_pack_q128(st, dp, delta, t, pp, ss);
+  }
+}
+
+// DQ_BULK's step from dV on, its issues (BM = kBM: variant 114688, dq [64 q x 32 d] = dQ[:, 32wg..]; kBMq:
+// bwd_kernel_q128, dq [64 q x 64 d] = dQ of q rows m0 + 64 wg ..): dV += P^T dO; the barrier (dS^T of both warpgroups;
+// the last step's reduction has read the staging block by then); dQ (A = ds, B = k_col as issue_dq) and dK += dS^T Q.
+// Two helpers around the caller's dq: one for the whole step changed both kernels' SASS.
+template <int BM = kBM, int N = BM == kBM ? 32 : kD>
+__device__ __forceinline__ void dq_bulk_issue(float (&dq)[N / 2], float (&dk)[32], float (&dv)[32],
+                                              std::uint32_t (&pp)[BM / 4], std::uint32_t (&ss)[BM / 4],
+                                              const std::uint32_t qs, const std::uint32_t dos, const std::uint32_t ds,
+                                              const std::uint32_t k_col) {
+  issue_rs<BM>(dv, pp, dos);  // dV += P^T dO
+  // the last step's reduction has read the staging block before the barrier after which it is rewritten; every
+  // thread waits on its own bulk groups (none but the issuing thread's): no branch while dV is in flight
+  tma::bulk_wait_read<0>();
+  wgmma::fence_proxy_async();  // the dS^T stores before the dQ wgmmas' reads
+  __syncthreads();             // dS^T of both warpgroups in shared memory
+  issue_dq<N>(dq, ds, k_col);
+  issue_rs<BM>(dk, ss, qs);  // dK += dS^T Q
+}
+
+// ... and its dQ path: dq staged at stage in fragment order while dK runs; then one bulk reduction of the block per
+// warpgroup (thread tw 0) into dq_accum, or a last partial q tile by atomics into its tail rows
+template <int BM = kBM, int N = BM == kBM ? 32 : kD>
+__device__ __forceinline__ void dq_bulk_reduce(float (&dq)[N / 2], std::uint32_t (&pp)[BM / 4],
+                                               std::uint32_t (&ss)[BM / 4], const std::uint32_t stage, const BwdArgs& a,
+                                               const int b, const int S, const int hq, const int m0, const int tw,
+                                               const int wg, const int w4, const int g, const int t) {
+  wgmma::wait<1>();  // dV and dQ done; dK still in the tensor cores
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) wgmma::fence_reg(dq[i]);
+  sm90a_stage_dq(dq, stage, tw);  // branch-free while dK runs
+  wgmma::wait<0>();
+#pragma unroll
+  for (int i = 0; i < BM / 4; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
+  if (m0 + BM <= S) {
+    wgmma::fence_proxy_async();  // the staging stores before the bulk reduction's reads
+    wg_named_sync(wg);
+    if (tw == 0) {
+      const std::int64_t block = BM == kBM ? dq_frag_block<kD>(b, hq, m0 / BM, wg, a.H, S)
+                                           : dq_frag_q128_block(b, hq, m0 / BM, wg, a.H, S);
+      tma::bulk_reduce_add_f32(a.dq_accum + block, stage, 64 * N * 4);
+      tma::bulk_commit();
+    }
+  } else if constexpr (BM == kBM) {
+    sm90a_dq_atomics_tail<kD>(dq, a, b, S, hq, wg, w4, g, t, m0);
+  } else {
+    dq_atomics_tail_q128(dq, a, b, S, hq, wg, w4, g, t, m0);
+  }
+}
+
 // Step j's loads into stage st = j % STAGES (thread 0; BM q rows per step, layout L): once the stage's release by
 // step j - STAGES has completed, Q, dO [BM q x 64] of q head h from row m0 by TMA and the lse2, delta rows [BM] by
 // bulk copies (lse2 at L::Rows + st * 8 BM, delta 4 BM after it), all completing on the stage's full barrier.
@@ -216,6 +321,19 @@ __device__ __forceinline__ void prologue(const std::uint32_t sbase, const CUtens
   for (int j = 0; j < STAGES - 1 && j < steps; ++j) load(j);
 }
 
+// The CTA's start (both D = 64 kernels, every thread): thread 0's prologue; the mbarriers' existence and K, V waited
+// for; the accumulators dk, dv [64 keys of wg x 64 d] zeroed
+template <class L, int STAGES, class Load>
+__device__ __forceinline__ void start(const int tid, const std::uint32_t sbase, const CUtensorMap& tk,
+                                      const CUtensorMap& tv, const int hk, const int n0, const int b, const int steps,
+                                      Load& load, float (&dk)[32], float (&dv)[32]) {
+  if (tid == 0) prologue<L, STAGES>(sbase, tk, tv, hk, n0, b, steps, load);
+  __syncthreads();  // the mbarriers exist
+  tma::mbar_wait(sbase + L::kv, 0);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) dk[i] = dv[i] = 0.f;
+}
+
 // tq, tdo: maps of q, dout [B, S, H, 64] (boxes of 64 rows); tk, tv: of k, v [B, S, H_kv, 64] (128 rows).
 // KSPLIT (variant 20480): each warpgroup computes the whole dQ tile over its own 64 keys (twice the atomics,
 // no 64-byte descriptor offset) and the dS^T exchange is a warpgroup barrier instead of __syncthreads.
@@ -248,13 +366,9 @@ __global__ void __launch_bounds__(kNT, 1)
   auto load = [&](int j) {
     load_step<L, STAGES, kBM>(sbase, tq, tdo, a, b, hk * group + j / m_count, (m_first + j % m_count) * kBM, j);
   };
-  if (tid == 0) prologue<L, STAGES>(sbase, tk, tv, hk, n0, b, steps, load);
-  __syncthreads();  // the mbarriers exist
-  tma::mbar_wait(sbase + L::kv, 0);
 
   float dk[32], dv[32];  // [64 keys of wg x 64 d] accumulators (wgmma D layout)
-#pragma unroll
-  for (int i = 0; i < 32; ++i) dk[i] = dv[i] = 0.f;
+  start<L, STAGES>(tid, sbase, tk, tv, hk, n0, b, steps, load, dk, dv);
   // stmatrix lane address of dS^T (as the D = 128 kernels), buffer 0; buffer 1 at + kBN * kBM * 2
   const int st_row = wg * 64 + w4 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
   const std::uint32_t st_base0 = sbase + L::dS + st_row * 128;
@@ -273,45 +387,15 @@ __global__ void __launch_bounds__(kNT, 1)
 
     float st_acc[32], dp[32];  // S^T, dP^T [64 keys x 64 q] (wgmma D layout)
     issue_st_dp(st_acc, dp, k_wg, v_wg, qs, dos);
-    wgmma::wait<1>();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma::fence_reg(st_acc[i]);
     const bool need_mask = (n0 + kBN > S) || (CAUSAL && m0 < n0 + kBN - 1);
-    sm90a_softmax<CAUSAL>(st_acc, a, lse2, t, need_mask, key_base, m0, S);
-    wgmma::wait<0>();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma::fence_reg(dp[i]);
     std::uint32_t pp[16], ss[16];  // P^T, dS^T packed bf16 pairs (A fragments of dV, dK)
-    sm90a_ds_pack(st_acc, dp, delta, t, pp, ss);
+    softmax_ds<CAUSAL>(st_acc, dp, a, lse2, delta, t, need_mask, key_base, m0, S, pp, ss);
     sm90a_store_ds(ss, st_base0 + u * kBN * kBM * 2, st_cb, lane);
     if constexpr (DQ_BULK) {
-      issue_rs(dv, pp, dos);  // dV += P^T dO
-      // the last step's reduction has read the staging block before the barrier after which it is rewritten; every
-      // thread waits on its own bulk groups (none but the issuing thread's): no branch while dV is in flight
-      tma::bulk_wait_read<0>();
-      wgmma::fence_proxy_async();
-      __syncthreads();  // dS^T of both warpgroups in shared memory
       float dq[16];  // dQ[:, 32wg..32wg+31] [64 q x 32 d] (wgmma D layout)
-      issue_dq(dq, sbase + L::dS + u * kBN * kBM * 2, sbase + L::K + wg * 64);
-      issue_rs(dk, ss, qs);  // dK += dS^T Q
-      wgmma::wait<1>();  // dV and dQ done; dK still in the tensor cores
-#pragma unroll
-      for (int i = 0; i < 16; ++i) wgmma::fence_reg(dq[i]);
+      dq_bulk_issue(dq, dk, dv, pp, ss, qs, dos, sbase + L::dS + u * kBN * kBM * 2, sbase + L::K + wg * 64);
       const std::uint32_t stage = sbase + L::DqStage + wg * (kBM * 32 * 4);  // [64 q x 32 d] fp32, fragment order
-      sm90a_stage_dq(dq, stage, tid & 127);  // branch-free while dK runs
-      wgmma::wait<0>();
-#pragma unroll
-      for (int i = 0; i < 16; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
-      if (m0 + kBM <= S) {
-        wgmma::fence_proxy_async();  // the staging stores before the bulk reduction's reads
-        wg_named_sync(wg);
-        if ((tid & 127) == 0) {
-          tma::bulk_reduce_add_f32(a.dq_accum + dq_frag_block<kD>(b, hq, m0 / kBM, wg, a.H, S), stage, kBM * 32 * 4);
-          tma::bulk_commit();
-        }
-      } else {
-        sm90a_dq_atomics_tail<kD>(dq, a, b, S, hq, wg, w4, g, t, m0);
-      }
+      dq_bulk_reduce(dq, pp, ss, stage, a, b, S, hq, m0, tid & 127, wg, w4, g, t);
       tma::mbar_arrive(sbase + L::empty + 8 * st);  // every wgmma of the step has completed: Q, dO, rows free
       if (tid == 0 && it + STAGES - 1 < steps) load(it + STAGES - 1);
       continue;
@@ -353,27 +437,33 @@ __global__ void __launch_bounds__(kNT, 1)
 
 }  // namespace d64
 
-// Launch d64::bwd_kernel<CAUSAL, STAGES, KSPLIT, DQ_BULK> (head dim 64) on `stream` (B = gridDim.z)
-template <bool CAUSAL, int STAGES, bool KSPLIT, bool DQ_BULK = false>
-cudaError_t launch_bwd_main_sm90a_d64_form(const BwdArgs& a, int B, cudaStream_t stream) {
-  if (!sm90a_usable()) return cudaErrorNotSupported;
-  if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta)) & 15u) != 0)
-    return cudaErrorInvalidValue;  // the bulk copies need 16-byte aligned rows (S_pad is a multiple of 128)
+// Both D = 64 kernels' launch: the maps (q, dout [B, S, H, 64] in boxes of BM rows, k, v [B, S, H_kv, 64] of kBN), smem
+// bytes of dynamic shared memory, grid (key tiles, H_kv, B), kNT threads, on `stream`
+template <int BM, class Kern>
+cudaError_t launch_bwd_d64(Kern kern, const int smem, const BwdArgs& a, int B, cudaStream_t stream) {
   CUtensorMap tq, tdo, tk, tv;
-  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, d64::kBM, d64::kD);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, d64::kBM, d64::kD);
+  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, BM, d64::kD);
+  if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, BM, d64::kD);
   if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, d64::kBN, d64::kD);
   if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, d64::kBN, d64::kD);
   if (err != cudaSuccess) return err;
-  if (DQ_BULK && (reinterpret_cast<std::uintptr_t>(a.dq_accum) & 15u) != 0) return cudaErrorInvalidValue;
-  constexpr int smem = d64::Smem<STAGES, DQ_BULK>::bytes;
-  auto kern = d64::bwd_kernel<CAUSAL, STAGES, KSPLIT, DQ_BULK>;
   err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((a.S + d64::kBN - 1) / d64::kBN), static_cast<unsigned>(a.H_kv),
                   static_cast<unsigned>(B));
   kern<<<grid, d64::kNT, smem, stream>>>(tq, tdo, tk, tv, a);
   return cudaGetLastError();
+}
+
+// Launch d64::bwd_kernel<CAUSAL, STAGES, KSPLIT, DQ_BULK> (head dim 64) on `stream` (B = gridDim.z)
+template <bool CAUSAL, int STAGES, bool KSPLIT, bool DQ_BULK = false>
+cudaError_t launch_bwd_main_sm90a_d64_form(const BwdArgs& a, int B, cudaStream_t stream) {
+  if (!sm90a_usable()) return cudaErrorNotSupported;
+  if (((reinterpret_cast<std::uintptr_t>(a.lse2) | reinterpret_cast<std::uintptr_t>(a.delta)) & 15u) != 0)
+    return cudaErrorInvalidValue;  // the bulk copies need 16-byte aligned rows (S_pad is a multiple of 128)
+  if (DQ_BULK && (reinterpret_cast<std::uintptr_t>(a.dq_accum) & 15u) != 0) return cudaErrorInvalidValue;
+  return launch_bwd_d64<d64::kBM>(d64::bwd_kernel<CAUSAL, STAGES, KSPLIT, DQ_BULK>, d64::Smem<STAGES, DQ_BULK>::bytes, a,
+                                  B, stream);
 }
 
 }  // namespace

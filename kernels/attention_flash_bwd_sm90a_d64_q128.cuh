@@ -1,8 +1,9 @@
 #pragma once
 // Flash attention backward main kernel at head dim 64 with 128-row q tiles (variant 245760: 114688 with
 // FlashAttention-3's D = 64 tile; the D = 64 default since 2026-12-06c, attention_flash_bwd_sm90a_d64.cu; the lab, attn_flash_bwd_sm90a_d64_lab.cu). It reuses
-// the D = 64 kernel's tile constants, loads and dK/dV store (attention_flash_bwd_sm90a_d64.cuh). Include from a file
-// built for sm_90a.
+// the D = 64 kernel's tile constants, loads, step pieces at BM = kBMq (issue_st_dp, issue_rs, issue_dq, softmax_ds,
+// dq_bulk_issue, dq_bulk_reduce, start), dK/dV store and launch (attention_flash_bwd_sm90a_d64.cuh, which calls this
+// file's softmax_q128, ds_pack_q128 and dq_atomics_tail_q128). Include from a file built for sm_90a.
 #include "kernels/attention_flash_bwd_sm90a_d64.cuh"
 
 namespace ulysses::kernels::flash {
@@ -30,7 +31,6 @@ namespace d64 {
 // dO 16384}, dS^T [2 buf][2 halves][128 keys][64 q] 65536, dQ staging [2 wg][64 q x 64 d] fp32 32768, STAGES x
 // {lse2 [128], delta [128]} fp32, mbarriers kv, full[STAGES], empty[STAGES]: 194.0 KiB with two stages (three need
 // 227 KiB + 56 bytes: over the limit).
-constexpr int kBMq = 128;  // q rows per step
 
 template <int STAGES>
 struct SmemQ128 {
@@ -52,23 +52,6 @@ struct SmemQ128 {
                 "wgmma tiles 1024-byte aligned, bulk copies 16-byte aligned");
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
-
-// S^T = K_wg Q^T into st, then dP^T = V_wg dO^T into dp (both [64 keys x 128 q], wgmma D layout): two commit groups
-__device__ __forceinline__ void issue_st_dp_q128(float (&st)[64], float (&dp)[64], const std::uint32_t k_wg,
-                                                 const std::uint32_t v_wg, const std::uint32_t qs,
-                                                 const std::uint32_t dos) {
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    wgmma::m64n128k16_ss<0, 0>(st, wgmma::desc(k_wg + kk * 32, 16, 1024), wgmma::desc(qs + kk * 32, 16, 1024), kk > 0);
-  }
-  wgmma::commit();
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    wgmma::m64n128k16_ss<0, 0>(dp, wgmma::desc(v_wg + kk * 32, 16, 1024), wgmma::desc(dos + kk * 32, 16, 1024), kk > 0);
-  }
-  wgmma::commit();
-}
 
 // P^T = exp2(S^T * scale*log2e - lse2) in st (sm90a_softmax over 128 q); need_mask: 0 for keys beyond S and, causal,
 // keys after the query (key of st[4j + 0/1]: key_base, of st[4j + 2/3]: key_base + 8; q m0 + 8j + 2t + 0/1)
@@ -120,32 +103,6 @@ __device__ __forceinline__ void store_ds_q128(std::uint32_t (&ss)[32], const std
   }
 }
 
-// dV += P^T dO or dK += dS^T Q over the 128 q (acc [64 keys x 64 d]; A = frag, P^T or dS^T packed, from registers,
-// 8 k-steps; B = b_tile, dO or Q [128 q][64 d] N-major: k-step kk at + 16 kk rows), one commit group, not waited for
-__device__ __forceinline__ void issue_rs_q128(float (&acc)[32], std::uint32_t (&frag)[32], const std::uint32_t b_tile) {
-#pragma unroll
-  for (int i = 0; i < 32; ++i) wgmma::fence_reg(frag[i]);
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kBMq / 16; ++kk) {
-    wgmma::m64n64k16_rs<1>(acc, frag + 4 * kk, wgmma::desc(b_tile + kk * 16 * 128, 16, 1024));
-  }
-  wgmma::commit();
-}
-
-// dQ [64 q x 64 d] = dS[q rows of wg, 128 keys] K (k = 128 keys; A = dS^T's half wg [128 keys][64 q] M-major at
-// ds_half_wg, B = K [128 keys][64 d] N-major at k_tile), one commit group, not waited for
-__device__ __forceinline__ void issue_dq_q128(float (&dq)[32], const std::uint32_t ds_half_wg,
-                                              const std::uint32_t k_tile) {
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kBN / 16; ++kk) {
-    wgmma::m64n64k16_ss<1, 1>(dq, wgmma::desc(ds_half_wg + kk * 16 * 128, 16, 1024),
-                              wgmma::desc(k_tile + kk * 16 * 128, 16, 1024), kk > 0);
-  }
-  wgmma::commit();
-}
-
 // The last partial q tile (m0 + 128 > S): dq [64 q x 64 d] of wg by atomics into the tail rows of the fragment layout
 // (dq_frag_q128_tail_row: rows m0 + 64 wg + 16 w4 + g (+8) - 128 (S / 128), cols 8 j + 2t); rows past S skipped
 __device__ __forceinline__ void dq_atomics_tail_q128(const float (&dq)[32], const BwdArgs& a, const int b, const int S,
@@ -192,13 +149,9 @@ __global__ void __launch_bounds__(kNT, 1)
   auto load = [&](int j) {
     load_step<L, STAGES, kBMq>(sbase, tq, tdo, a, b, hk * group + j / m_count, (m_first + j % m_count) * kBMq, j);
   };
-  if (tid == 0) prologue<L, STAGES>(sbase, tk, tv, hk, n0, b, steps, load);
-  __syncthreads();  // the mbarriers exist
-  tma::mbar_wait(sbase + L::kv, 0);
 
   float dk[32], dv[32];  // [64 keys of wg x 64 d] accumulators (wgmma D layout)
-#pragma unroll
-  for (int i = 0; i < 32; ++i) dk[i] = dv[i] = 0.f;
+  start<L, STAGES>(tid, sbase, tk, tv, hk, n0, b, steps, load, dk, dv);
   // stmatrix lane address of dS^T, buffer 0, half 0 (buffer u at + u * 2 * ds_half, half 1 at + ds_half)
   const int st_row = wg * 64 + w4 * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
   const std::uint32_t st_base0 = sbase + L::dS + st_row * 128;
@@ -217,47 +170,17 @@ __global__ void __launch_bounds__(kNT, 1)
     const float* delta = lse2 + kBMq;
 
     float st_acc[64], dp[64];  // S^T, dP^T [64 keys x 128 q] (wgmma D layout)
-    issue_st_dp_q128(st_acc, dp, k_wg, v_wg, qs, dos);
+    issue_st_dp<kBMq>(st_acc, dp, k_wg, v_wg, qs, dos);
     // step it + STAGES - 1's loads into the stage step it - 1 released (every thread arrived at its end)
     if (tid == 0 && it + STAGES - 1 < steps) load(it + STAGES - 1);
-    wgmma::wait<1>();
-#pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma::fence_reg(st_acc[i]);
     const bool need_mask = (n0 + kBN > S) || (CAUSAL && m0 < n0 + kBN - 1);
-    softmax_q128<CAUSAL>(st_acc, a, lse2, t, need_mask, key_base, m0, S);
-    wgmma::wait<0>();
-#pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma::fence_reg(dp[i]);
     std::uint32_t pp[32], ss[32];  // P^T, dS^T packed bf16 pairs (A fragments of dV, dK)
-    ds_pack_q128(st_acc, dp, delta, t, pp, ss);
+    softmax_ds<CAUSAL, kBMq>(st_acc, dp, a, lse2, delta, t, need_mask, key_base, m0, S, pp, ss);
     const std::uint32_t ds_buf = sbase + L::dS + u * 2 * L::ds_half;
     store_ds_q128(ss, st_base0 + u * 2 * L::ds_half, st_cb, lane);
-    issue_rs_q128(dv, pp, dos);  // dV += P^T dO
-    // the last step's reduction has read the staging block before the barrier after which it is rewritten; every
-    // thread waits on its own bulk groups (none but the issuing thread's): no branch while dV is in flight
-    tma::bulk_wait_read<0>();
-    wgmma::fence_proxy_async();  // the dS^T stores before the dQ wgmmas' reads
-    __syncthreads();             // dS^T of both warpgroups in shared memory
-    float dq[32];                // dQ [64 q (rows m0 + 64 wg ..) x 64 d] (wgmma D layout)
-    issue_dq_q128(dq, ds_buf + wg * L::ds_half, sbase + L::K);
-    issue_rs_q128(dk, ss, qs);  // dK += dS^T Q
-    wgmma::wait<1>();           // dV and dQ done; dK still in the tensor cores
-#pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma::fence_reg(dq[i]);
-    sm90a_stage_dq(dq, stage, tw);  // branch-free while dK runs
-    wgmma::wait<0>();
-#pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma::fence_reg(pp[i]), wgmma::fence_reg(ss[i]);
-    if (m0 + kBMq <= S) {
-      wgmma::fence_proxy_async();  // the staging stores before the bulk reduction's reads
-      wg_named_sync(wg);
-      if (tw == 0) {
-        tma::bulk_reduce_add_f32(a.dq_accum + dq_frag_q128_block(b, hq, m0 / kBMq, wg, a.H, S), stage, 64 * kD * 4);
-        tma::bulk_commit();
-      }
-    } else {
-      dq_atomics_tail_q128(dq, a, b, S, hq, wg, w4, g, t, m0);
-    }
+    float dq[32];  // dQ [64 q (rows m0 + 64 wg ..) x 64 d] (wgmma D layout)
+    dq_bulk_issue<kBMq>(dq, dk, dv, pp, ss, qs, dos, ds_buf + wg * L::ds_half, sbase + L::K);
+    dq_bulk_reduce<kBMq>(dq, pp, ss, stage, a, b, S, hq, m0, tw, wg, w4, g, t);
     tma::mbar_arrive(sbase + L::empty + 8 * st);  // every wgmma of the step has completed: Q, dO, rows free
   }
 #pragma unroll
@@ -279,20 +202,7 @@ cudaError_t launch_bwd_main_sm90a_d64_q128_form(const BwdArgs& a, int B, cudaStr
         reinterpret_cast<std::uintptr_t>(a.dq_accum)) &
        15u) != 0)
     return cudaErrorInvalidValue;  // the bulk copies and reductions need 16-byte aligned rows and blocks
-  CUtensorMap tq, tdo, tk, tv;
-  cudaError_t err = tma::encode_bshd_map(&tq, a.q, B, a.S, a.H, d64::kBMq, d64::kD);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tdo, a.dout, B, a.S, a.H, d64::kBMq, d64::kD);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tk, a.k, B, a.S, a.H_kv, d64::kBN, d64::kD);
-  if (err == cudaSuccess) err = tma::encode_bshd_map(&tv, a.v, B, a.S, a.H_kv, d64::kBN, d64::kD);
-  if (err != cudaSuccess) return err;
-  constexpr int smem = d64::SmemQ128<STAGES>::bytes;
-  auto kern = d64::bwd_kernel_q128<CAUSAL, STAGES>;
-  err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>((a.S + d64::kBN - 1) / d64::kBN), static_cast<unsigned>(a.H_kv),
-                  static_cast<unsigned>(B));
-  kern<<<grid, d64::kNT, smem, stream>>>(tq, tdo, tk, tv, a);
-  return cudaGetLastError();
+  return launch_bwd_d64<d64::kBMq>(d64::bwd_kernel_q128<CAUSAL, STAGES>, d64::SmemQ128<STAGES>::bytes, a, B, stream);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #pragma once
 // Flash attention forward on Hopper warpgroup MMA (wgmma, sm_90a), head dim 128: the kernel
-// template and its launch, and the step's pieces (issue_s, issue_pv, softmax_tile, rescale) that the
-// TMA form (attention_flash_fwd_sm90a_tma.cuh, the D=128 default since 2026-12-03) reuses; the lab
+// template and its launch, and the step's pieces (issue_s, issue_pv, softmax_tile, rescale) and the epilogue
+// (store_o_lse) that the TMA form (attention_flash_fwd_sm90a_tma.cuh, the D=128 default since 2026-12-03) reuses; the lab
 // (bench/attn/attn_flash_fwd_sm90a_lab.cu) builds every form of this template: plain, pipelined,
 // ping-pong. Include from a file built for sm_90a.
 //
@@ -133,6 +133,33 @@ __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&corr)[2
   for (int j = 0; j < D / 8; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[4 * j + e] *= corr[e >> 1];
+  }
+}
+
+// Epilogue: O /= l, lse = m*scale + ln(l) (l: the row sums l_run summed over the row's 4 threads), stored straight
+// from the accumulators o [64 rows of wg x D] (rows row0, row0 + 8; rows past S skipped) into a.o [B, S, H, D] and
+// a.lse [B, H, S] (head h)
+template <int D = kD>
+__device__ __forceinline__ void store_o_lse(const float (&o)[D / 2], const float (&m_run)[2], const float (&l_run)[2],
+                                            const FwdArgs& a, const int b, const int h, const int S, const int row0,
+                                            const int t) {
+  const std::int64_t ldq = static_cast<std::int64_t>(a.H) * D;
+  const std::int64_t lse_base = (static_cast<std::int64_t>(b) * a.H + h) * S;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float l = l_run[hr];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int row = row0 + hr * 8;
+    if (row < S) {
+      __nv_bfloat16* dst = a.o + (static_cast<std::int64_t>(b) * S + row) * ldq + h * D + 2 * t;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        *reinterpret_cast<std::uint32_t*>(dst + j * 8) = pack_bf16(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
+      }
+      if (t == 0) a.lse[lse_base + row] = l > 0.f ? m_run[hr] * a.scale + logf(l) : INFINITY;
+    }
   }
 }
 
@@ -307,24 +334,7 @@ __global__ void __launch_bounds__(kNT, 1) fwd_kernel_sm90a(const FwdArgs a) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) wgmma::fence_reg(o[i]);
 
-  // epilogue: O /= l, lse = m*scale + ln(l); stores straight from the accumulators
-  const std::int64_t lse_base = (static_cast<std::int64_t>(b) * a.H + h) * S;
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    float l = l_run[hr];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int row = row0 + hr * 8;
-    if (row < S) {
-      __nv_bfloat16* dst = a.o + (static_cast<std::int64_t>(b) * S + row) * ldq + h * kD + 2 * t;
-#pragma unroll
-      for (int j = 0; j < kD / 8; ++j) {
-        *reinterpret_cast<std::uint32_t*>(dst + j * 8) = pack_bf16(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
-      }
-      if (t == 0) a.lse[lse_base + row] = l > 0.f ? m_run[hr] * a.scale + logf(l) : INFINITY;
-    }
-  }
+  store_o_lse(o, m_run, l_run, a, b, h, S, row0, t);  // epilogue: O /= l, lse = m*scale + ln(l)
 #else
   __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
 #endif

@@ -1,7 +1,7 @@
 #pragma once
 // Flash attention forward on Hopper (sm_90a), head dim D = 128 or 64, with TMA loads into mbarrier-guarded
 // stages around the wgmma math of attention_flash_fwd_sm90a.cuh (issue_s, issue_pv, softmax_tile,
-// rescale: the same instructions, the same rounding): no CTA-wide barrier per key tile and no
+// rescale, store_o_lse: the same instructions, the same rounding): no CTA-wide barrier per key tile and no
 // per-thread copies. The default at both head dims in its PRODUCER form (attention_flash_fwd_sm90a.cu, variant 1471;
 // 63 + 128 without the producer before 2026-12-06c); the lab builds its other forms (bench/attn/attn_flash_fwd_sm90a_lab.cu,
 // forward bits 16, 32, 64, 128, 256, 512, 1024).
@@ -250,25 +250,7 @@ __global__ void __launch_bounds__(PRODUCER ? kNTTmaProducer : kNTTma, 1)
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) wgmma::fence_reg(o[i]);
 
-  // epilogue (as the default form): O /= l, lse = m*scale + ln(l); stores from the accumulators
-  const std::int64_t ldq = static_cast<std::int64_t>(a.H) * D;
-  const std::int64_t lse_base = (static_cast<std::int64_t>(b) * a.H + h) * S;
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    float l = l_run[hr];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int row = row0 + hr * 8;
-    if (row < S) {
-      __nv_bfloat16* dst = a.o + (static_cast<std::int64_t>(b) * S + row) * ldq + h * D + 2 * t;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        *reinterpret_cast<std::uint32_t*>(dst + j * 8) = pack_bf16(o[4 * j + 2 * hr] * inv, o[4 * j + 2 * hr + 1] * inv);
-      }
-      if (t == 0) a.lse[lse_base + row] = l > 0.f ? m_run[hr] * a.scale + logf(l) : INFINITY;
-    }
-  }
+  store_o_lse<D>(o, m_run, l_run, a, b, h, S, row0, t);  // epilogue (as the default form): O /= l, lse
 #else
   __trap();  // built without sm_90a: sm90a_usable() is false and nothing launches this
 #endif
