@@ -80,21 +80,22 @@ __device__ __forceinline__ void sm90a_issue_st_dp(float (&st)[32], float (&dp)[3
   wgmma::commit();
 }
 
-// P^T = exp2(S^T * scale*log2e - lse2) in st; need_mask: 0 for keys beyond S and, causal, keys
-// after the query (key of st[4j + 0/1]: key_base, of st[4j + 2/3]: key_base + 8)
-template <bool CAUSAL>
-__device__ __forceinline__ void sm90a_softmax(float (&st)[32], const BwdArgs& a, const float* lse2, const int t,
+// P^T = exp2(S^T * scale*log2e - lse2) in st [64 keys x N/2 q] (N = 32: 64-row q tiles; 64: the D = 64 kernel's
+// 128-row tiles); need_mask: 0 for keys beyond S and, causal, keys after the query (key of st[4j + 0/1]: key_base,
+// of st[4j + 2/3]: key_base + 8; q m0 + 8j + 2t + 0/1)
+template <bool CAUSAL, int N>
+__device__ __forceinline__ void sm90a_softmax(float (&st)[N], const BwdArgs& a, const float* lse2, const int t,
                                               const bool need_mask, const int key_base, const int m0,
                                               const int S) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < N / 4; ++j) {
     const float2 l2 = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
 #pragma unroll
     for (int e = 0; e < 4; ++e) st[4 * j + e] = ex2_approx(fmaf(st[4 * j + e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
   }
   if (need_mask) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < N / 4; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = key_base + (e >> 1) * 8;
@@ -105,17 +106,18 @@ __device__ __forceinline__ void sm90a_softmax(float (&st)[32], const BwdArgs& a,
 }
 
 // dS^T = P^T o (dP^T - delta) in dp; pp, ss: P^T, dS^T as packed bf16 pairs, pp[i] = (P^T[2i],
-// P^T[2i+1]) (k-step kk of dV/dK uses pp[4kk..4kk+3], ss likewise)
-__device__ __forceinline__ void sm90a_ds_pack(float (&st)[32], float (&dp)[32], const float* delta, const int t,
-                                              std::uint32_t (&pp)[16], std::uint32_t (&ss)[16]) {
+// P^T[2i+1]) (k-step kk of dV/dK uses pp[4kk..4kk+3], ss likewise); N as sm90a_softmax's
+template <int N>
+__device__ __forceinline__ void sm90a_ds_pack(float (&st)[N], float (&dp)[N], const float* delta, const int t,
+                                              std::uint32_t (&pp)[N / 2], std::uint32_t (&ss)[N / 2]) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < N / 4; ++j) {
     const float2 dl = *reinterpret_cast<const float2*>(delta + j * 8 + 2 * t);
 #pragma unroll
     for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dl.y : dl.x));
   }
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < N / 2; ++i) {
     pp[i] = pack_bf16(st[2 * i], st[2 * i + 1]);
     ss[i] = pack_bf16(dp[2 * i], dp[2 * i + 1]);
   }

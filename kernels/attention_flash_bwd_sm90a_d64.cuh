@@ -201,12 +201,7 @@ __device__ __forceinline__ void store_dkv(float (&dk)[32], float (&dv)[32], cons
   }
 }
 
-// bwd_kernel_q128's softmax, dS^T packing and tail atomics (defined in attention_flash_bwd_sm90a_d64_q128.cuh)
-template <bool CAUSAL>
-__device__ __forceinline__ void softmax_q128(float (&st)[64], const BwdArgs& a, const float* lse2, int t, bool need_mask,
-                                             int key_base, int m0, int S);
-__device__ __forceinline__ void ds_pack_q128(float (&st)[64], float (&dp)[64], const float* delta, int t,
-                                             std::uint32_t (&pp)[32], std::uint32_t (&ss)[32]);
+// bwd_kernel_q128's tail atomics (defined in attention_flash_bwd_sm90a_d64_q128.cuh)
 __device__ __forceinline__ void dq_atomics_tail_q128(const float (&dq)[32], const BwdArgs& a, int b, int S, int hq, int wg,
                                                      int w4, int g, int t, int m0);
 
@@ -222,19 +217,11 @@ __device__ __forceinline__ void softmax_ds(float (&st)[BM / 2], float (&dp)[BM /
   wgmma::wait<1>();
 #pragma unroll
   for (int i = 0; i < BM / 2; ++i) wgmma::fence_reg(st[i]);
-  if constexpr (BM == kBM) {
-    sm90a_softmax<CAUSAL>(st, a, lse2, t, need_mask, key_base, m0, S);
-  } else {
-    softmax_q128<CAUSAL>(st, a, lse2, t, need_mask, key_base, m0, S);
-  }
+  sm90a_softmax<CAUSAL>(st, a, lse2, t, need_mask, key_base, m0, S);
   wgmma::wait<0>();
 #pragma unroll
   for (int i = 0; i < BM / 2; ++i) wgmma::fence_reg(dp[i]);
-  if constexpr (BM == kBM) {
-    sm90a_ds_pack(st, dp, delta, t, pp, ss);
-  } else {
-    ds_pack_q128(st, dp, delta, t, pp, ss);
-  }
+  sm90a_ds_pack(st, dp, delta, t, pp, ss);
 }
 
 // DQ_BULK's step from dV on, its issues (BM = kBM: variant 114688, dq [64 q x 32 d] = dQ[:, 32wg..]; kBMq:

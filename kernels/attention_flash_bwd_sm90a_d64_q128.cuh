@@ -3,7 +3,7 @@
 // FlashAttention-3's D = 64 tile; the D = 64 default since 2026-12-06c, attention_flash_bwd_sm90a_d64.cu; the lab, attn_flash_bwd_sm90a_d64_lab.cu). It reuses
 // the D = 64 kernel's tile constants, loads, step pieces at BM = kBMq (issue_st_dp, issue_rs, issue_dq, softmax_ds,
 // dq_bulk_issue, dq_bulk_reduce, start), dK/dV store and launch (attention_flash_bwd_sm90a_d64.cuh, which calls this
-// file's softmax_q128, ds_pack_q128 and dq_atomics_tail_q128). Include from a file built for sm_90a.
+// file's dq_atomics_tail_q128; softmax and dS^T packing: attention_flash_bwd_sm90a.cuh's, at 128 q). Include from a file built for sm_90a.
 #include "kernels/attention_flash_bwd_sm90a_d64.cuh"
 
 namespace ulysses::kernels::flash {
@@ -13,7 +13,7 @@ namespace d64 {
 // One CTA per (128-key tile n0, kv head, batch), 2 warpgroups of 64 keys as above; each step takes a 128-row q tile
 // (causal: from the tile holding key n0 on, m0 = n0). Per step and warpgroup wg (keys n0 + 64 wg ..):
 //   S^T, dP^T [64 keys x 128 q]  wgmma SS m64n128k16, 4 k-steps over d (K-major, B = Q / dO [128 q][64 d])
-//   P^T, dS^T                    registers (softmax_q128, ds_pack_q128); dS^T -> shared memory (store_ds_q128),
+//   P^T, dS^T                    registers (sm90a_softmax, sm90a_ds_pack at N = 64); dS^T -> shared memory (store_ds_q128),
 //                                [2 halves of 64 q][128 keys][64 q] per buffer
 //   dV [64 keys x 64 d] += P^T dO   wgmma RS m64n64k16, 8 k-steps over the 128 q (B = dO N-major)
 //   barrier (dS^T of both warpgroups)
@@ -52,45 +52,6 @@ struct SmemQ128 {
                 "wgmma tiles 1024-byte aligned, bulk copies 16-byte aligned");
   static_assert(bytes <= 227 * 1024, "shared memory per block");
 };
-
-// P^T = exp2(S^T * scale*log2e - lse2) in st (sm90a_softmax over 128 q); need_mask: 0 for keys beyond S and, causal,
-// keys after the query (key of st[4j + 0/1]: key_base, of st[4j + 2/3]: key_base + 8; q m0 + 8j + 2t + 0/1)
-template <bool CAUSAL>
-__device__ __forceinline__ void softmax_q128(float (&st)[64], const BwdArgs& a, const float* lse2, const int t,
-                                             const bool need_mask, const int key_base, const int m0, const int S) {
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const float2 l2 = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) st[4 * j + e] = ex2_approx(fmaf(st[4 * j + e], a.scale_log2, -((e & 1) ? l2.y : l2.x)));
-  }
-  if (need_mask) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key_base + (e >> 1) * 8;
-        const int q = m0 + j * 8 + 2 * t + (e & 1);
-        if (key >= S || (CAUSAL && key > q)) st[4 * j + e] = 0.f;
-      }
-  }
-}
-
-// dS^T = P^T o (dP^T - delta) in dp; pp, ss: P^T, dS^T as packed bf16 pairs (k-step kk of dV/dK: pp[4kk..4kk+3])
-__device__ __forceinline__ void ds_pack_q128(float (&st)[64], float (&dp)[64], const float* delta, const int t,
-                                             std::uint32_t (&pp)[32], std::uint32_t (&ss)[32]) {
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const float2 dl = *reinterpret_cast<const float2*>(delta + j * 8 + 2 * t);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dp[4 * j + e] = st[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? dl.y : dl.x));
-  }
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    pp[i] = pack_bf16(st[2 * i], st[2 * i + 1]);
-    ss[i] = pack_bf16(dp[2 * i], dp[2 * i + 1]);
-  }
-}
 
 // dS^T to shared memory for dQ (8 stmatrix.x4: q chunks 2jp, 2jp + 1 of the warp's 16 keys; jp < 4 into half 0,
 // q 0..63, jp >= 4 into half 1 at + ds_half); st_base, st_cb: the lane's row address in half 0 and chunk offset

@@ -1,5 +1,5 @@
 #pragma once
-// Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128, the forward also D = 64): the forward
+// Attention kernels on Hopper warpgroup MMA (wgmma, sm_90a; D = 128 and 64): the forward
 // (attention_flash_fwd_sm90a.cu) and the backward main kernels (attention_flash_bwd_sm90a.cu; D = 64:
 // attention_flash_bwd_sm90a_d64.cu, variants 16384, 114688 and 245760; the lab also builds 20480).
 // attention_flash_{fwd,bwd}.cu dispatch to them; the backward's preprocess and dq conversion

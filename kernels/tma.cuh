@@ -44,7 +44,7 @@ __device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
 // loop, its count and the trap inside one asm block (as CUTLASS's barrier wait has it): with mbar_wait's C++ loop
 // around try_wait in a setmaxnreg consumer, ptxas 13.0 kept the consumers within the launch bound's registers
 // (C7512: wgmmas serialized, spills; without the __trap, C7513), so the producer forms wait with it
-// (kernels/attention_flash_fwd_sm90a_tma.cuh PRODUCER). A build with -DULYSSES_MBAR_WAIT_ASM=1 makes mbar_wait that
+// (kernels/attention_flash_fwd_sm90a_tma.cuh and attention_flash_bwd_sm90a_tma.cuh PRODUCER). A build with -DULYSSES_MBAR_WAIT_ASM=1 makes mbar_wait that
 // form for every kernel, to A/B the two on the defaults (bench/runs/ab_check.sh; not measured yet: the defaults'
 // registers move by 1-4 and ptxas gives no C75xx warning either way).
 __device__ __forceinline__ void mbar_wait_asm(std::uint32_t bar, std::uint32_t parity) {

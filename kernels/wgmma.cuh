@@ -93,8 +93,8 @@ __device__ __forceinline__ void m64n128k16_ss(float (&d)[64], std::uint64_t da, 
 }
 
 // d[88] (+)= A[64x16] * B[16x176]; A and B from shared memory (TA, TB, acc as m64n64k16_ss). N = 176 is legal
-// for bf16 (any multiple of 8 up to 256): the lab's 176-key forward tiles (S = Q K^T; forward bit 1024, with the
-// producer warpgroup's bit 256).
+// for bf16 (any multiple of 8 up to 256): the forward's 176-key tiles for the full mask at D = 128 (S = Q K^T;
+// forward bit 1024 with the producer warpgroup's bit 256, the default form since 2026-12-06c).
 template <int TA, int TB>
 __device__ __forceinline__ void m64n176k16_ss(float (&d)[88], std::uint64_t da, std::uint64_t db, int acc) {
   asm volatile(
