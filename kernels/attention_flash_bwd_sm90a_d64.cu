@@ -2,7 +2,7 @@
 // columns between the warpgroups, three TMA stages; attention_flash_bwd_sm90a_d64.cuh), its form in
 // FlashAttention-3's step order with dQ by bulk reductions (variant 114688), and that with FlashAttention-3's 128-row
 // q tiles in two stages (variant 245760, the default since 2026-12-06c; attention_flash_bwd_sm90a_d64_q128.cuh). The
-// lab builds them and the key-split form 20480 too (bench/attn/attn_flash_bwd_sm90a_d64_lab.cu).
+// lab runs these and builds the key-split form 20480 (bench/attn/attn_flash_bwd_sm90a_d64_lab.cu).
 #include "kernels/attention_flash_bwd_sm90a_d64_q128.cuh"
 
 namespace ulysses::kernels::flash {

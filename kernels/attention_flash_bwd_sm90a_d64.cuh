@@ -2,7 +2,7 @@
 // Flash attention backward main kernel on Hopper warpgroup MMA (wgmma, sm_90a), head dim 64, loads on TMA
 // (backward variants 16384, 20480, its KSPLIT dQ form, and 114688, its DQ_BULK form, below; kernels/ build 16384,
 // 114688 and 245760, 114688 with 128-row q tiles (attention_flash_bwd_sm90a_d64_q128.cuh, the D = 64 default since
-// 2026-12-06c), the lab all four, bench/attn/attn_flash_bwd_sm90a_d64_lab.cu; which one is the default:
+// 2026-12-06c); the lab builds 20480, bench/attn/attn_flash_bwd_sm90a_d64_lab.cu; which one is the default:
 // attention_flash_defaults.hpp):
 // the D = 128 TMA form (attention_flash_bwd_sm90a_tma.cuh, variant 8192) step for step at half the head
 // dim. It reuses that kernel's softmax, dS^T packing and dS^T store (attention_flash_bwd_sm90a.cuh: their

@@ -1,6 +1,6 @@
 #pragma once
 // Flash attention backward main kernel at head dim 64 with 128-row q tiles (variant 245760: 114688 with
-// FlashAttention-3's D = 64 tile; the D = 64 default since 2026-12-06c, attention_flash_bwd_sm90a_d64.cu; the lab, attn_flash_bwd_sm90a_d64_lab.cu). It reuses
+// FlashAttention-3's D = 64 tile; the D = 64 default since 2026-12-06c, attention_flash_bwd_sm90a_d64.cu, which the lab runs too). It reuses
 // the D = 64 kernel's tile constants, loads, step pieces at BM = kBMq (issue_st_dp, issue_rs, issue_dq, softmax_ds,
 // dq_bulk_issue, dq_bulk_reduce, start), dK/dV store and launch (attention_flash_bwd_sm90a_d64.cuh, which calls this
 // file's dq_atomics_tail_q128; softmax and dS^T packing: attention_flash_bwd_sm90a.cuh's, at 128 q). Include from a file built for sm_90a.

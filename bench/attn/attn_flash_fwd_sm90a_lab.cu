@@ -3,7 +3,7 @@
 // kernels/attention_flash_fwd_sm90a.cuh, and the TMA form (bits 16, 32, 64;
 // kernels/attention_flash_fwd_sm90a_tma.cuh), with bit 256 its producer-warpgroup form (PRODUCER: 384 threads,
 // setmaxnreg 24/240; bit 512 three stages for the causal mask too; bit 1024 176-key tiles in two stages for the full
-// mask at D = 128; the lab only); kernels/ build only the default form (2|4|8|16|32).
+// mask at D = 128); kernels/ build only the default form (kFwdProductForm: 2|4|8|16|32|256|1024).
 #include "bench/attn/attn_tuning.hpp"
 #include "kernels/attention_flash_fwd_sm90a_tma.cuh"
 

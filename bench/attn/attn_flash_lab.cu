@@ -49,24 +49,17 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
     }
     return cudaErrorNotSupported;
   }
-  if (variant == kBwdVariantSm90aD64Q128) {  // D = 64 on a usable device only; dq_accum in the 128-row tiles' layout
+  if (variant == kBwdVariantSm90aD64Ksplit) {  // D = 64 on a usable device only; the lab's own kernel
     if constexpr (D == 64) {
-      return run_bwd<64, 128>(p, stream, [&](const BwdArgs& a) {
-        return bench::attn::launch_bwd_main_sm90a_d64_variant(a, static_cast<int>(p.B), p.causal, variant, stream);
+      return run_bwd<64>(p, stream, [&](const BwdArgs& a) {
+        return bench::attn::launch_bwd_main_sm90a_d64_ksplit(a, static_cast<int>(p.B), p.causal, stream);
       });
     }
     return cudaErrorNotSupported;
   }
-  if (variant == kBwdVariantSm90aD64 || variant == kBwdVariantSm90aD64Ksplit ||
-      variant == kBwdVariantSm90aD64DqBulk) {  // D = 64 on a usable device only
-    if constexpr (D == 64) {
-      return run_bwd<64>(
-          p, stream,
-          [&](const BwdArgs& a) {
-            return bench::attn::launch_bwd_main_sm90a_d64_variant(a, static_cast<int>(p.B), p.causal, variant, stream);
-          },
-          sm90a_bwd_dq_frag(variant));  // 114688: dq_accum in the fragment layout
-    }
+  if (variant == kBwdVariantSm90aD64 || variant == kBwdVariantSm90aD64DqBulk ||
+      variant == kBwdVariantSm90aD64Q128) {  // kernels/ build these; bwd_variant() returns them only for D = 64 on
+    if constexpr (D == 64) return launch_bwd_sm90a_d64(p, stream, variant);  // a usable device
     return cudaErrorNotSupported;
   }
   if (variant == kBwdVariantSm90a || variant == kBwdVariantSm90aTma3 || variant == kBwdVariantSm90aTma3DqUnderDk ||

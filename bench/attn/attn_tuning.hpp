@@ -34,7 +34,7 @@
 //   8192 / 12288: 2048 with Q, dO and the lse2/delta rows by TMA into three / two mbarrier-guarded stages and
 //   dS^T double-buffered (kernels/attention_flash_bwd_sm90a_tma.cuh; kernels/ build 8192 too).
 //   16384: the wgmma backward at D=64 (kernels/attention_flash_bwd_sm90a_d64.cuh: 8192's step at half the head
-//   dim, K/V by TMA too; kernels/ build it too; the lab both ids, attn_flash_bwd_sm90a_d64_lab.cu); 20480: 16384
+//   dim, K/V by TMA too; kernels/ build it; the lab builds 20480 only, attn_flash_bwd_sm90a_d64_lab.cu); 20480: 16384
 //   with dQ split by keys (each warpgroup its 64 keys' share of the whole dQ tile, a warpgroup barrier instead
 //   of __syncthreads, twice the atomics). At D=128, and without sm_90a, the mma.sync default runs instead.
 //   40960: 8192 in FlashAttention-3's step order (dV before the barrier, then dQ, then dK; the dQ atomics while dK
@@ -46,12 +46,12 @@
 //   114688 = 16384 | 32768 | 65536: 106496 at D=64 (kernels/attention_flash_bwd_sm90a_d64.cuh DQ_BULK: 16384 in the
 //   step order dV, barrier, dQ, dK, each warpgroup's dQ share [64 q x 32 d] staged in fragment order while dK runs and
 //   added by one 8 KiB cp.reduce.async.bulk per step; dq_accum in dq_frag_block<64>'s layout, bwd_convert_dq_frag<64>;
-//   kernels/ build it, the D=64 default 2026-12-06b to 2026-12-06c; the lab's own instance, attn_flash_bwd_sm90a_d64_lab.cu).
+//   kernels/ build it, the D=64 default 2026-12-06b to 2026-12-06c; the lab runs kernels/' instance).
 //   245760 = 114688 | 131072: bit 131072 (with 114688) 128-row q tiles, FlashAttention-3's D=64 tile (the wgmma form of
 //   the mma.sync era's bit 16): S^T/dP^T m64n128 per warpgroup, dV/dK over k = 128 q, dQ split by q rows (each
 //   warpgroup 64 q x 64 d over the 128 keys, one 16 KiB bulk reduction per step into dq_frag_q128_block's layout,
 //   run_bwd<64, 128>), two TMA stages of Q/dO [128 x 64] (kernels/attention_flash_bwd_sm90a_d64_q128.cuh bwd_kernel_q128;
-//   kernels/ build it, the D=64 default since 2026-12-06c: +25-35 % over 114688; the lab's own instance too).
+//   kernels/ build it, the D=64 default since 2026-12-06c: +25-35 % over 114688; the lab runs kernels/' instance).
 //   368640 = 106496 | 262144: bit 262144 (with 106496) FlashAttention-3's producer warpgroup: 384 threads, warpgroup 0
 //   setmaxnreg.dec 24 and one of its threads issues every TMA load (Q, dO, lse2/delta rows), warpgroups 1-2
 //   setmaxnreg.inc 240 run 106496's compute without loads (kernels/attention_flash_bwd_sm90a_tma.cuh PRODUCER; the lab
@@ -133,10 +133,9 @@ cudaError_t launch_bwd_main_sm90a_tma2(const kernels::flash::BwdArgs& a, int B, 
 // layout: run_bwd's dq_frag)
 cudaError_t launch_bwd_main_sm90a_producer(const kernels::flash::BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
-// The wgmma backward's main kernel at D = 64 (bwd variants 16384, 20480, 114688, 245760; attn_flash_bwd_sm90a_d64_lab.cu;
-// cudaErrorNotSupported where !sm90a_usable(); 114688 leaves dq_accum in the fragment layout: run_bwd's dq_frag;
-// 245760 in the 128-row tiles' layout: run_bwd<64, 128>)
-cudaError_t launch_bwd_main_sm90a_d64_variant(const kernels::flash::BwdArgs& a, int B, bool causal, int v,
-                                              cudaStream_t stream);
+// The wgmma backward's main kernel at D = 64 with dQ split by keys (bwd variant 20480, the lab only;
+// attn_flash_bwd_sm90a_d64_lab.cu; cudaErrorNotSupported where !sm90a_usable()). 16384, 114688 and 245760 run
+// kernels/' own instances (attention_flash_bwd.cuh launch_bwd_sm90a_d64).
+cudaError_t launch_bwd_main_sm90a_d64_ksplit(const kernels::flash::BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 }  // namespace ulysses::bench::attn

@@ -18,7 +18,9 @@ case $D in 64|128) ;; *) echo "run_tma.sh: HEAD_DIM must be 64 or 128" >&2; exit
 O=${OUT:-/tmp/attn_out}/tma
 mkdir -p "$O" /tmp/attn_in
 export PYTHONUNBUFFERED=1
-pack() { tar czf "${OUT:-/tmp/attn_out}/tma.tgz" -C "$(dirname "$O")" tma; }
+pack() {  # written beside and renamed into place: an interrupted pack never leaves a truncated tma.tgz
+  tar czf "/tmp/tma.tgz.part.$$" -C "$(dirname "$O")" tma && mv "/tmp/tma.tgz.part.$$" "${OUT:-/tmp/attn_out}/tma.tgz"
+}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader > "$O/gpu.txt"
 if [ "${KIND:-fwd}" = bwd ]; then flag=--bwd-variant; tried="${TRIED:-8192 12288}"; base=${BASE:-2048}; col=bwd_tflops
 else flag=--fwd-variant; tried="${TRIED:-31 63 95 127}"; base=${BASE:-15}; col=fwd_tflops; fi

@@ -15,7 +15,9 @@ case "$gpu" in *H100*) dflt=h100-sxm-80gb ;; *) dflt=h200-sxm-141gb ;; esac
 P=${2:-$dflt}
 W=$(mktemp -d /tmp/attn_targets.XXXXXX); O=$W/targets; mkdir -p "$O" "${OUT:-/tmp/targets_out}"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 ULYSSES_HOME=${ULYSSES_HOME:-$PWD}
-pack() { tar czf "${OUT:-/tmp/targets_out}/targets.tgz" -C "$W" targets; }
+# the archive is written beside and renamed into place: an interrupted pack leaves the previous whole one, never a
+# truncated one
+pack() { tar czf "$W/targets.tgz.part" -C "$W" targets && mv "$W/targets.tgz.part" "${OUT:-/tmp/targets_out}/targets.tgz"; }
 status=0
 step() {  # NAME RC: its exit status into rc.txt
   echo "$1 $2" >> "$O/rc.txt"; [ "$2" = 0 ] || status=1
