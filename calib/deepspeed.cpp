@@ -3,6 +3,7 @@
 #include "calib/deepspeed.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -33,6 +34,12 @@ Result calibrate(const Setup& s) {
   sc.plan.attn_implementation = "sdpa";
   sc.plan.torch_adam = true;
   set_key(sc, "plan.seq_len", std::to_string(s.seq_len), "--seq-len");
+  std::string features;  // ", tiled logits, ..." of the set-up (provenance and the phase clock's title)
+  for (const auto& [on, key, flag, name] :
+       {std::tuple{s.tiled_logits, "plan.tiled_logits", "--tiled-logits", "tiled logits"},
+        {s.tiled_mlp, "plan.tiled_mlp", "--tiled-mlp", "TiledMLP"},
+        {s.offload_checkpoints, "plan.offload_checkpoints", "--offload-checkpoints", "checkpoint offload"}})
+    if (on) set_key(sc, key, "true", flag), features += fmt::format(", {}", name);
   validate(sc, "calibrate");
   Result r;
   Calibration& c = r.c;
@@ -72,8 +79,8 @@ Result calibrate(const Setup& s) {
   set_provenance(c.provenance, gpus == 1 ? "pytorch_context" : "pytorch_nccl_buffer",
                  fmt::format("{}: measured {} by `ulysses calibrate --backend deepspeed --gpus {}` on {} ({}): cudaMemGetInfo used "
                              "- memory_reserved + (profile HBM - cudaMemGetInfo total) after Accelerate + DeepSpeed ZeRO-3 set-up and two "
-                             "steps of {} x{} layers, S={}",
-                             what, when, gpus, f.device, f.versions.dump(), sc.model.name, layers, sc.plan.seq_len));
+                             "steps of {} x{} layers, S={}{}",
+                             what, when, gpus, f.device, f.versions.dump(), sc.model.name, layers, sc.plan.seq_len, features));
   if (f.has_ops) {
     const double fused_before = c.zero3_fused_adam_step_s_per_param;
     r.ops = apply_op_bench(f.ops, sc.hw.bf16_dense_flops, sc.hw.hbm_GBps, c);
@@ -89,8 +96,8 @@ Result calibrate(const Setup& s) {
   if (!f.phase_clock.empty()) {
     auto rows = f.phase_clock;
     std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.gpu_s > b.gpu_s; });
-    r.phase_clock.push_back(fmt::format("phase clock of the second step ({} x{} layers, S={}): GPU {:.2f} ms, host {:.2f} ms",
-                                        sc.model.name, layers, sc.plan.seq_len, f.phase_clock_step_s * 1e3,
+    r.phase_clock.push_back(fmt::format("phase clock of the second step ({} x{} layers, S={}{}): GPU {:.2f} ms, host {:.2f} ms",
+                                        sc.model.name, layers, sc.plan.seq_len, features, f.phase_clock_step_s * 1e3,
                                         f.phase_clock_wall_s * 1e3));
     r.phase_clock.push_back(fmt::format("#  {:<24} {:>10} {:>10} {:>9}", "phase", "GPU", "host", "host/GPU"));
     r.phase_clock.push_back(fmt::format("#  {:<24} {:>10} {:>10} {:>9}", "", "(ms)", "(ms)", "(x)"));

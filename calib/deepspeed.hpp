@@ -15,6 +15,10 @@ struct Setup {
   std::string model = "llama-3.1-8b", profile = "h200-sxm-141gb";  // presets (names or paths) of the set-up step
   std::int64_t layers = 1, seq_len = 4096;                          // its decoder layers and sequence length
   std::int64_t gpus = 1;  // ranks (torchrun): 1 measures the context, P > 1 the NCCL buffers
+  // the set-up step's features (plan keys of the same names; off: the fixed costs' set-up as before). With them the
+  // phase clock times the host's issue cost of the ops whose frees the allocator defers (issue 12): the logits tiles,
+  // TiledMLP's shards, the checkpoints' copies to the host
+  bool tiled_logits = false, tiled_mlp = false, offload_checkpoints = false;
   // with one GPU, after the fixed costs: the op bench (calib/op_fit.hpp) at these S (empty: none) on
   // the set-up model's heads, torch AdamW and CPU Adam over these many parameters (0: not timed)
   std::vector<std::int64_t> op_seq_lens = {4096, 16384, 32768, 65536};

@@ -156,6 +156,9 @@ int run_calibrate_deepspeed(int argc, char** argv) {
       ("layers", po::value<std::int64_t>()->default_value(1), "its decoder layers")
       ("seq-len", po::value<std::int64_t>()->default_value(4096), "its sequence length")
       ("gpus", po::value<std::int64_t>()->default_value(1), "ranks (torchrun): 1 measures the context, P > 1 the NCCL buffers")
+      ("tiled-logits", "the set-up step with tiled logits/loss (the phase clock's host cost per tile)")
+      ("tiled-mlp", "the set-up step with TiledMLP (the phase clock's host cost per shard)")
+      ("offload-checkpoints", "the set-up step with checkpoints offloaded to pinned host memory")
       ("op-seq-lens", po::value<std::string>()->default_value("4Ki,16Ki,32Ki,64Ki"),
        "one GPU: the op bench's lengths (attention of the model's heads, its GEMMs at S tokens); none: no op bench")
       ("op-adam-params", po::value<std::string>()->default_value("256M"), "one GPU: torch AdamW step over this many parameters (0: not timed)")
@@ -177,6 +180,8 @@ int run_calibrate_deepspeed(int argc, char** argv) {
   s.layers = vm["layers"].as<std::int64_t>();
   s.seq_len = vm["seq-len"].as<std::int64_t>();
   s.gpus = vm["gpus"].as<std::int64_t>();
+  s.tiled_logits = vm.count("tiled-logits") > 0, s.tiled_mlp = vm.count("tiled-mlp") > 0;
+  s.offload_checkpoints = vm.count("offload-checkpoints") > 0;
   s.op_seq_lens.clear();
   if (const std::string lens = vm["op-seq-lens"].as<std::string>(); lens != "none")
     for (const std::string& item : split_commas(lens)) s.op_seq_lens.push_back(parse_tokens(item, "", "--op-seq-lens"));

@@ -330,6 +330,33 @@ TEST_CASE("calibrate --backend deepspeed prints the set-up step's phase clock (G
   CHECK(run(false).find("phase clock") == std::string::npos);
 }
 
+TEST_CASE("calibrate --backend deepspeed: the set-up step with tiled logits, TiledMLP and checkpoint offload when asked",
+          "[deepspeed]") {
+  ulysses::test::TempDir d;
+  // the stand-in fails unless the job's plan has the three features (and only when asked)
+  const std::string env = stand_in_worker(d,
+      "import os\nWANT = os.environ['WANT'] == '1'\npl = job['plan']\n"
+      "assert (pl['tiled_logits'], pl['tiled_mlp'], pl['offload_checkpoints']) == (WANT, WANT, WANT), pl\n"
+      "res = {'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000, 'hbm_bytes': 150109880320,\n"
+      "       'outside_allocator_bytes_before_setup': 600000000,\n"
+      "       'phase_clock': {'seq_len': 4096, 'step_s': 0.05, 'wall_s': 0.08, 'gpu_s': {'logits': 0.004},\n"
+      "                       'host_s': {'logits': 0.006}}}\n"
+      "json.dump(res, open(job['out'] + '.rank0.json', 'w'))\n");
+  const auto run = [&](bool want, const std::string& flags) {
+    const std::string out = d / "out.txt";
+    const int rc = std::system(("WANT=" + std::string(want ? "1" : "0") + " " + env + "'" + ULYSSES_BIN +
+                                "' calibrate --backend deepspeed --profile h200-sxm-141gb --op-seq-lens none " + flags + " >'" + out +
+                                "' 2>&1").c_str());
+    INFO(ulysses::test::slurp(out));
+    CHECK(WEXITSTATUS(rc) == 0);
+    return ulysses::test::slurp(out);
+  };
+  const std::string with = run(true, "--tiled-logits --tiled-mlp --offload-checkpoints");
+  CHECK(with.find("(llama-3.1-8b x1 layers, S=4096, tiled logits, TiledMLP, checkpoint offload)") != std::string::npos);
+  CHECK(with.find("S=4096, tiled logits, TiledMLP, checkpoint offload;") != std::string::npos);  // in the provenance
+  CHECK(run(false, "").find("(llama-3.1-8b x1 layers, S=4096): GPU") != std::string::npos);
+}
+
 TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measured trace from the worker's result", "[deepspeed]") {
   // a stand-in for the worker that writes a result of the documented format (docs/DEEPSPEED_BACKEND.md)
   ulysses::test::TempDir dir;
