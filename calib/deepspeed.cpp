@@ -12,6 +12,7 @@
 #include "reports/format.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "sim/config.hpp"
+#include "sim/memory.hpp"
 #include "sim/provenance.hpp"
 #include "core/errors.hpp"
 
@@ -92,6 +93,22 @@ Result calibrate(const Setup& s) {
                                sc.plan.attn_implementation, fmt::join(s.op_seq_lens, ","),
                                f.ops.eager.empty() ? "" : ", the layer's eager elementwise passes",
                                f.ops.zero_step.empty() ? "" : ", ZeRO-3's step on the GPU and offloaded", when, f.device));
+  }
+  // the host's issue cost of one logits tile (issue 12: when an offloaded checkpoint's free completes,
+  // sim/step_allocs.hpp): the worker synchronizes before the loss in this set-up, so 'logits.fwd' holds no wait
+  if (s.tiled_logits && gpus == 1) {
+    const auto it = std::find_if(f.phase_clock.begin(), f.phase_clock.end(), [](const auto& p) { return p.name == "logits.fwd"; });
+    if (it == f.phase_clock.end() || it->host_s <= 0)
+      throw std::runtime_error("deepspeed backend: the set-up step with tiled logits reported no host time for logits.fwd");
+    const Dims d = derive_dims(sc);
+    const auto tiles = static_cast<std::int64_t>(torch_chunk_sizes(d.B * d.S_l, d.logits_shards).size());
+    c.pytorch_host_logits_tile_s = it->host_s / static_cast<double>(tiles);
+    set_provenance(c.provenance, "pytorch_host_logits_tile",
+                   fmt::format("pytorch_host_logits_tile = {:.3f} ms: the phase clock's host time of logits.fwd ({:.3f} ms) over its {} "
+                               "tiles, the GPU idle when the loss starts; measured {} by `ulysses calibrate --backend deepspeed "
+                               "--tiled-logits` on {} ({} x{} layers, S={}{})",
+                               c.pytorch_host_logits_tile_s * 1e3, it->host_s * 1e3, tiles, when, f.device, sc.model.name, layers,
+                               sc.plan.seq_len, features));
   }
   if (!f.phase_clock.empty()) {
     auto rows = f.phase_clock;

@@ -19,7 +19,7 @@ const std::vector<std::string> kCalibrationKeys = {
     "host_link_h2d_GBps", "host_link_d2h_GBps", "host_link_h2d_busy_GBps", "host_link_d2h_busy_GBps", "cuda_context_GiB", "nccl_buffer_GiB", "pack_GBps",
     "a2a_alpha_per_tensor_us", "a2a_phase_GBps", "a2a_transport", "a2a_idle_penalty_us",
     "pytorch_context_GiB", "pytorch_nccl_buffer_GiB", "torch_adamw_ns_per_param", "cpu_adam_ns_per_param",
-    "ulysses_host_adam_ns_per_param", "ulysses_gemm_eff",
+    "ulysses_host_adam_ns_per_param", "ulysses_gemm_eff", "pytorch_host_logits_tile_ms",
     "eager_bytes_per_elem", "ulysses_bytes_per_elem", "zero3_torch_adamw_step_ns_per_param", "zero3_fused_adam_step_ns_per_param",
     "zero3_offload_step_ns_per_param",
     "zero3_offload_grads_ns_per_param"};
@@ -123,6 +123,8 @@ Calibration parse_calibration(const YAML::Node& n, const Where& w) {
       c.cpu_adam_s_per_param = positive_number(num("a number"), wk) * 1e-9;
     } else if (k == "ulysses_host_adam_ns_per_param") {
       c.ulysses_host_adam_s_per_param = positive_number(num("a number"), wk) * 1e-9;
+    } else if (k == "pytorch_host_logits_tile_ms") {
+      c.pytorch_host_logits_tile_s = positive_number(num("a number"), wk) * 1e-3;
     } else if (k == "eager_bytes_per_elem" || k == "ulysses_bytes_per_elem") {
       auto& rates = k == "eager_bytes_per_elem" ? c.eager_bytes_per_elem : c.ulysses_bytes_per_elem;
       for (const auto& [op, rate] : map_items(v, wk)) {
@@ -195,6 +197,7 @@ std::string calibration_yaml(const Calibration& c, int indent) {
   if (c.torch_adamw_s_per_param > 0) line("torch_adamw_ns_per_param", scaled(c.torch_adamw_s_per_param, 1e-9));
   if (c.cpu_adam_s_per_param > 0) line("cpu_adam_ns_per_param", scaled(c.cpu_adam_s_per_param, 1e-9));
   if (c.ulysses_host_adam_s_per_param > 0) line("ulysses_host_adam_ns_per_param", scaled(c.ulysses_host_adam_s_per_param, 1e-9));
+  if (c.pytorch_host_logits_tile_s > 0) line("pytorch_host_logits_tile_ms", scaled(c.pytorch_host_logits_tile_s, 1e-3));
   for (const auto& [key, rates] : {std::pair{"eager_bytes_per_elem", &c.eager_bytes_per_elem},
                                    std::pair{"ulysses_bytes_per_elem", &c.ulysses_bytes_per_elem}}) {
     if (std::none_of(rates->begin(), rates->end(), [](double x) { return x > 0; })) continue;

@@ -108,6 +108,11 @@ struct Calibration {
   // core of the host, measured by `calibrate --backend cuda --only ulysses-kernels` (profile key
   // calibrated.ulysses_host_adam_ns_per_param); < 0: not measured (then kHostAdamParamsPerS)
   double ulysses_host_adam_s_per_param = -1;
+  // (added with issue 12's deferred frees) the PyTorch process's host time to issue one tile of DeepSpeed's
+  // TiledFusedLogitsLoss (forward and backward of the tile, with ZeRO-3's hooks), seconds: the phase clock's host
+  // seconds of 'logits.fwd' over its tiles in `calibrate --backend deepspeed --tiled-logits`, the GPU idle when the
+  // loss starts (profile key calibrated.pytorch_host_logits_tile_ms); < 0: not measured (sim/step_allocs.hpp: then tile 1)
+  double pytorch_host_logits_tile_s = -1;
   // (added with the op bench's zero_step rows) DeepSpeed ZeRO-3 around the optimizer, per parameter of
   // the rank's partition: engine.step() with torch.optim.AdamW on the GPU; with DeepSpeed's FusedAdam
   // on the GPU (plan.torch_adam false); engine.step() with offload_optimizer (DeepSpeedCPUAdam, one

@@ -4,12 +4,14 @@
 #include "sim/step_allocs.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
 #include "core/bf16.hpp"
 #include "sim/model.hpp"
 #include "sim/model_terms.hpp"
+#include "sim/timing.hpp"
 
 namespace ulysses {
 
@@ -56,7 +58,7 @@ TrainingAllocs::Id TrainingAllocs::alloc(std::int64_t bytes, int stream) {
       return i >= completions_->size() || (*completions_)[i] < 0 || (*completions_)[i] <= emitted_;
     };
     for (Id id : deferred_)
-      if (due(id)) a_.free(id);
+      if (due(id)) complete(id);
     deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(), due), deferred_.end());
   }
   if (log_) log_->push_back(bytes);
@@ -75,8 +77,34 @@ void TrainingAllocs::free_later(Id& id) {
   id = -1;
 }
 
+bool TrainingAllocs::ckpt_frees_timed() const {
+  const Plan& pl = sc_.plan;
+  return policy_ == DeferredFree::next_alloc && pl.offload_checkpoints && pl.tiled_logits;
+}
+
+std::int64_t TrainingAllocs::ckpt_release_tile() const {
+  // not before the first tile after the loss's synchronization: the copy (checkpoint bytes at the busy link's rate,
+  // 10-15 ms in the recorded cases) outlasts the final norm that the GPU runs between the last layer and the sync
+  const double tile_s = sc_.hw.has_calibration ? sc_.hw.calibrated.pytorch_host_logits_tile_s : -1;
+  if (tile_s <= 0) return 1;  // not measured: a host that issues a tile in at least the copy's time
+  const double copy_s = static_cast<double>(th_) / (host_d2h_busy_GBps(sc_) * 1e9);
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(copy_s / tile_s)));
+}
+
+void TrainingAllocs::free_after_copy(Id& id) {
+  if (!ckpt_frees_timed()) return free_later(id);
+  if (id >= 0) ckpt_held_.push_back(id);
+  if (id >= 0 && deferred_log_) deferred_log_->push_back({id, emitted_});
+  id = -1;
+}
+
+void TrainingAllocs::complete(Id id) {
+  a_.free(id);
+  if (completed_log_) completed_log_->push_back({id, emitted_});
+}
+
 void TrainingAllocs::release_deferred() {
-  for (Id id : deferred_) a_.free(id);
+  for (Id id : deferred_) complete(id);
   deferred_.clear();
 }
 

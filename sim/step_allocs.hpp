@@ -70,6 +70,9 @@ class TrainingAllocs {
   // Diagnostics: every deferred free as (the block's id = its allocation's index, allocations emitted
   // before the free was requested), in request order.
   void log_deferred(std::vector<std::pair<Id, std::int64_t>>* out) { deferred_log_ = out; }
+  // Diagnostics: every deferred free as (the block's id, the index of the allocation before which it completed), in
+  // completion order.
+  void log_completed(std::vector<std::pair<Id, std::int64_t>>* out) { completed_log_ = out; }
 
  private:
   // What eager RMSNorm saves for its backward (autograd on): the fp32 input, the normalized bf16 tensor;
@@ -87,6 +90,16 @@ class TrainingAllocs {
   Id alloc(std::int64_t bytes, int stream = 0);
   void free(Id& id);
   void free_later(Id& id);  // freed while the reduce stream uses it (DeferredFree)
+  // An offloaded checkpoint freed at the forward's end, completing inside the tiled loss (DeferredFree::next_alloc with
+  // tiled logits; docs/MODEL.md "When such a free completes"): held until the tile ckpt_release_tile() names, else
+  // free_later
+  void free_after_copy(Id& id);
+  bool ckpt_frees_timed() const;
+  // the first tile whose allocations the host issues after the last checkpoint's copy has finished: the host
+  // waits for the GPU's forward at the loss's start (ulysses_sp.py 1166), the copy of the last layer's input
+  // (started when that layer's forward ended) takes checkpoint bytes / host_d2h_busy_GBps, the host issues a tile
+  // in calibrated.pytorch_host_logits_tile_ms (not measured: tile 1)
+  std::int64_t ckpt_release_tile() const;
   void release_deferred();
   // eager RMSNorm over [rows, cols]; saved: with autograd (what the backward reads stays), else only `out`
   Norm rmsnorm(std::int64_t rows, std::int64_t cols, bool saved);
@@ -120,9 +133,12 @@ class TrainingAllocs {
   DeferredFree policy_;
   std::vector<Id> deferred_;      // freed, waiting for the reduce stream
   std::vector<std::pair<Id, std::int64_t>>* deferred_log_ = nullptr;
+  std::vector<std::pair<Id, std::int64_t>>* completed_log_ = nullptr;
+  void complete(Id id);  // a deferred free completes (before the allocation emitted next)
   std::int64_t emitted_ = 0;      // allocations emitted so far
   const std::vector<std::int64_t>* completions_ = nullptr;
   std::vector<Id> ckpt_;          // per layer: its input, which the checkpoint keeps (layer 0: the embedding's output)
+  std::vector<Id> ckpt_held_;     // offloaded checkpoints freed at the forward's end, waiting for their copy (timed)
   Id cos_ = -1, sin_ = -1;        // the rotary embedding's bf16 cos and sin (the recompute uses them)
   Norm final_norm_;               // the final norm's saved tensors (out: the loss's input)
   Id final_hidden_ = -1;          // the loss's input, referenced by the step until the next one

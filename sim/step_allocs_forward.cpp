@@ -149,7 +149,12 @@ void TrainingAllocs::forward(bool first_step) {
   for (std::int64_t l = 0; l < d.L; ++l) {
     Id in = x;
     x = layer();
-    if (off && l > 0) free_later(in);
+    // the last layer's input is freed as the forward ends, behind the last copy (free_after_copy)
+    if (off && l > 0 && l + 1 == d.L) {
+      free_after_copy(in);
+    } else if (off && l > 0) {
+      free_later(in);
+    }
     if (!off && l + 1 < d.L) ckpt_[static_cast<std::size_t>(l + 1)] = x;  // the next layer's checkpoint
   }
   // the final norm, with autograd (outside the checkpoints): the fp32 input and the bf16 normalized
@@ -158,7 +163,7 @@ void TrainingAllocs::forward(bool first_step) {
   final_hidden_ = final_norm_.out;
   final_norm_.out = -1;
   free(x);
-  if (off) free_later(ckpt_[0]);
+  if (off) free_after_copy(ckpt_[0]);
 }
 
 // cross_entropy's backward over n tokens: nll's and log_softmax's fp32 gradients (log_softmax's saved
@@ -202,9 +207,15 @@ void TrainingAllocs::loss(bool first_step) {
   // thread's own cuBLAS workspace.
   x_grad_ = alloc(th_);
   const std::vector<std::int64_t> shards = torch_chunk_sizes(T, d.logits_shards);
+  // offloaded checkpoints freed at the forward's end complete once their copy has (free_after_copy)
+  const std::int64_t release_at = ckpt_held_.empty() ? -1 : ckpt_release_tile();
   for (std::size_t k = 0; k < shards.size(); ++k) {
     const std::int64_t n = shards[k];
     const bool first = k == 0, last = k + 1 == shards.size();
+    if (static_cast<std::int64_t>(k) == release_at) {
+      for (Id id : ckpt_held_) complete(id);
+      ckpt_held_.clear();
+    }
     Id logits = alloc(n * d.V * kBf16);
     Id f32 = alloc(n * d.V * kFp32);
     free(logits);
@@ -219,6 +230,9 @@ void TrainingAllocs::loss(bool first_step) {
     if (!last) overflow_check(double(d.V) * double(d.h));  // DeepSpeed's hook, not ready yet
     free(g_in);
   }
+  // a copy longer than the tiles: complete at the next allocation, as the other deferred frees
+  for (Id& id : ckpt_held_) deferred_.push_back(id);
+  ckpt_held_.clear();
   // DeepSpeed's hook takes the lm_head's gradient once, at the last tile (ds_grad_is_ready)
   arrive(head_id(), double(d.V) * double(d.h), head_grad_);
 }

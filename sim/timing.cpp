@@ -38,9 +38,7 @@ double measured_or(const Scenario& sc, double calibrated, double fallback) {
 }
 double host_h2d_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.host_link_h2d_GBps, sc.hw.host_link_GBps); }
 double host_d2h_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.host_link_d2h_GBps, sc.hw.host_link_GBps); }
-// while the GPU computes (the checkpoint copies that overlap the layers): measured so when calibrated, else as when idle
 double host_h2d_busy_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.host_link_h2d_busy_GBps, host_h2d_GBps(sc)); }
-double host_d2h_busy_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.host_link_d2h_busy_GBps, host_d2h_GBps(sc)); }
 double copy_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.pack_GBps, sc.hw.hbm_GBps); }
 
 // A curve from a list keyed by sp size; nullptr when absent or empty.
@@ -92,6 +90,8 @@ LayerGemms layer_gemms(const Scenario& sc, const Dims& d) {
 }
 
 }  // namespace
+
+double host_d2h_busy_GBps(const Scenario& sc) { return measured_or(sc, sc.hw.calibrated.host_link_d2h_busy_GBps, host_d2h_GBps(sc)); }
 
 core::seconds_t a2a_alpha_s(const Scenario& sc) {
   const Calibration& c = sc.hw.calibrated;

@@ -33,6 +33,9 @@ int exchange_launches(const Calibration& c, int tensors);
 // (Calibration::a2a_idle_penalty_us; 0 when not calibrated or P = 1).
 core::seconds_t exchange_idle_penalty_s(const Scenario& sc, const Dims& d, core::seconds_t idle_s);
 
+// The host link device -> host while the GPU computes (the checkpoint copies that overlap the layers), GB/s: the
+// calibrated rate, else the idle link's calibrated rate, else the profile's host_link_GBps.
+double host_d2h_busy_GBps(const Scenario& sc);
 double attn_eff(const Scenario& sc, bool forward, double S);
 double gemm_eff(const Scenario& sc, double mnk);
 // Y[M, N] = X[M, K] W[N, K]^T or one of its backward passes (sim/gemm_key.hpp): 2 M N K FLOPs at the

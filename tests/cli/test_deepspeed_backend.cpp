@@ -339,8 +339,8 @@ TEST_CASE("calibrate --backend deepspeed: the set-up step with tiled logits, Til
       "assert (pl['tiled_logits'], pl['tiled_mlp'], pl['offload_checkpoints']) == (WANT, WANT, WANT), pl\n"
       "res = {'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000, 'hbm_bytes': 150109880320,\n"
       "       'outside_allocator_bytes_before_setup': 600000000,\n"
-      "       'phase_clock': {'seq_len': 4096, 'step_s': 0.05, 'wall_s': 0.08, 'gpu_s': {'logits': 0.004},\n"
-      "                       'host_s': {'logits': 0.006}}}\n"
+      "       'phase_clock': {'seq_len': 4096, 'step_s': 0.05, 'wall_s': 0.08, 'gpu_s': {'logits.fwd': 0.004},\n"
+      "                       'host_s': {'logits.fwd': 0.006}}}\n"
       "json.dump(res, open(job['out'] + '.rank0.json', 'w'))\n");
   const auto run = [&](bool want, const std::string& flags) {
     const std::string out = d / "out.txt";
@@ -354,7 +354,11 @@ TEST_CASE("calibrate --backend deepspeed: the set-up step with tiled logits, Til
   const std::string with = run(true, "--tiled-logits --tiled-mlp --offload-checkpoints");
   CHECK(with.find("(llama-3.1-8b x1 layers, S=4096, tiled logits, TiledMLP, checkpoint offload)") != std::string::npos);
   CHECK(with.find("S=4096, tiled logits, TiledMLP, checkpoint offload;") != std::string::npos);  // in the provenance
-  CHECK(run(false, "").find("(llama-3.1-8b x1 layers, S=4096): GPU") != std::string::npos);
+  // the host's time per logits tile: 6 ms over the 2 tiles of 4096 x 128256 fp32 logits (1 GiB each at most)
+  CHECK(with.find("pytorch_host_logits_tile_ms: 3\n") != std::string::npos);
+  const std::string without = run(false, "");
+  CHECK(without.find("(llama-3.1-8b x1 layers, S=4096): GPU") != std::string::npos);
+  CHECK(without.find("pytorch_host_logits_tile_ms") == std::string::npos);
 }
 
 TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measured trace from the worker's result", "[deepspeed]") {

@@ -37,12 +37,15 @@ def shift_labels(input_ids):
     return lab[..., 1:].contiguous()
 
 
-def loss_sum_and_tokens(model, hidden, labels, tiled, vocab):
+def loss_sum_and_tokens(model, hidden, labels, tiled, vocab, sync_first=False):
     """Sum of the token cross-entropies of this rank and its count of valid tokens.
-    Phase 'logits.fwd' (tiled: the fused forward+backward runs here), 'logits.bwd' after."""
+    Phase 'logits.fwd' (tiled: the fused forward+backward runs here), 'logits.bwd' after. sync_first
+    (calibrate's set-up only): the host waits for the GPU before the phase opens."""
     lm_head = model.lm_head
     tokens = (labels != IGNORE).sum()
     hidden = mark(hidden, "logits.bwd", opens=False)
+    if sync_first:
+        torch.cuda.synchronize()
     with timed("logits.fwd"):
         if tiled:
             from deepspeed.runtime.sequence_parallel.ulysses_sp import TiledFusedLogitsLoss

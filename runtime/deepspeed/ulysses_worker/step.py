@@ -47,6 +47,9 @@ class Runner:
         self.job, self.m, self.p, self.r = job, job["model"], job["plan"], job["run"]
         self.rank = int(os.environ.get("RANK", "0"))
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        # calibrate's set-up: the GPU idle when the loss starts, so that the phase clock's host seconds of
+        # 'logits.fwd' are the host's issue cost of the loss (its tiles) alone, without a wait for the GPU
+        self.sync_before_loss = False
 
     # ---- set-up ----
     def build(self, max_seq_len, variable_length=False):
@@ -156,7 +159,7 @@ class Runner:
         CLOCK.begin_step(track_memory=track_memory, annotate=annotate)
         hidden = eng.module.model(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state
         loss_sum, tokens = features.loss_sum_and_tokens(eng.module, hidden, labels, self.p["tiled_logits"],
-                                                        self.m["vocab"])
+                                                        self.m["vocab"], sync_first=self.sync_before_loss)
         loss = features.aggregate(loss_sum, tokens, self.sp_group)
         CLOCK.in_backward = True
         eng.backward(loss)
@@ -231,6 +234,7 @@ class Runner:
 
         torch.cuda.init()
         before = outside()
+        self.sync_before_loss = True
         self.build(self.p["seq_len"])
         data = self.batch(self.p["seq_len"])
         for _ in range(2):
