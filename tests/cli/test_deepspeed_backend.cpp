@@ -124,7 +124,14 @@ TEST_CASE("deepspeed records: the committed H200 step record re-predicts, and fo
   CHECK(re["summary"]["max_memory_allocated"]["cases"] == 16);
   // every case run with expandable segments has its reserved bytes from the generated allocation sequence
   CHECK(re["summary"]["max_memory_reserved_from_allocation_sequence"]["cases"] == 13);
-  CHECK(re["summary"]["max_memory_reserved"]["median_abs_error_pct"].get<double>() <= 3.0);
+  // issue 12's targets on this record: memory median 3 % / max 6 % (allocated, and reserved under expandable
+  // segments), step time median 10 %
+  for (const char* q : {"max_memory_allocated", "max_memory_reserved"}) {
+    INFO(q);
+    CHECK(re["summary"][q]["median_abs_error_pct"].get<double>() <= 3.0);
+    CHECK(re["summary"][q]["max_abs_error_pct"].get<double>() <= 6.0);
+  }
+  CHECK(re["summary"]["step"]["median_abs_error_pct"].get<double>() <= 10.0);
   // every case's allocated error follows from its stored measurement and today's prediction
   for (const auto& c : re["cases"]) {
     const auto& a = c["comparison"]["max_memory_allocated"];
