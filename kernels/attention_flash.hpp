@@ -24,7 +24,7 @@ std::size_t attn_bwd_flash_workspace_bytes(std::int64_t B, std::int64_t S, std::
                                            std::int64_t H_kv, std::int64_t D);
 
 // What runs at this head dim on the current device, for device lines and reports, e.g.
-// "wgmma sm_90a fwd 1471 / bwd 106496" or "mma.sync fwd 1471 / bwd 1117" (the default variants as they run at this
+// "wgmma sm_90a fwd 1471 / bwd 368640" or "mma.sync fwd 1471 / bwd 1117" (the default variants as they run at this
 // head dim; their numbers: bench/attn/attn_tuning.hpp).
 std::string attn_flash_kernels_in_use(int head_dim);
 

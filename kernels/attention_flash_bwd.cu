@@ -1,6 +1,7 @@
 // Flash attention backward, the default configuration per head dim (attention_flash_defaults.hpp):
-// D=128 the wgmma kernel's TMA form with FlashAttention-3's dQ path, 106496, where usable (attention_flash_bwd_sm90a.cu;
-// 40960, 8192 or 2048 when a build sets it as the default), else mma.sync variant 525;
+// D=128 the wgmma kernel's TMA form with FlashAttention-3's dQ path behind its producer warpgroup, 368640, where usable
+// (attention_flash_bwd_sm90a.cu; 106496, 40960, 8192 or 2048 when a build sets it as the default), else mma.sync variant
+// 525;
 // D=64 the wgmma kernel with FlashAttention-3's dQ path and 128-row q tiles, 245760, where usable
 // (attention_flash_bwd_sm90a_d64.cu; 114688 or 16384 when a build sets it as the default), else mma.sync variant 1117.
 // The kernel templates: attention_flash_bwd.cuh.
@@ -21,9 +22,9 @@ template <int D>
 cudaError_t launch_bwd_default(const AttnBwdParams& p, cudaStream_t stream) {
   if constexpr (D == 128) {
     const int v = bwd_variant_run(kBwdDefaultD128, 128);
-    static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2, "kernels/ build the wgmma backward's 2048, 8192, 40960, 106496 only");
+    static_assert(kBwdDefaultD128 != kBwdVariantSm90aTma2, "kernels/ build the wgmma backward's 2048, 8192, 40960, 106496, 368640 only");
     if ((v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma3DqUnderDk ||
-         v == kBwdVariantSm90aTma3DqBulk) &&
+         v == kBwdVariantSm90aTma3DqBulk || v == kBwdVariantSm90aTma3DqBulkProducer) &&
         !no_tma_encoder.load()) {
       const cudaError_t err = launch_bwd_sm90a(p, stream, v);
       if (err != cudaErrorNotSupported) return err;

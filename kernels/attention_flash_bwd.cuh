@@ -247,7 +247,7 @@ inline std::size_t bwd_workspace_bytes(std::int64_t B, std::int64_t S, std::int6
   return dq_accum_bytes(B, S, H, D) + 2 * round256(static_cast<std::size_t>(B * H * padded_rows(S)) * 4);
 }
 
-// the wgmma main kernel (D = 128, sm_90a) of variant v (2048, 8192, 40960 or 106496) between the shared preprocess
+// the wgmma main kernel (D = 128, sm_90a) of variant v (2048, 8192, 40960, 106496 or 368640) between the shared preprocess
 // and dq conversion
 inline cudaError_t launch_bwd_sm90a(const AttnBwdParams& p, cudaStream_t stream, int v) {
   const bool frag = sm90a_bwd_dq_frag(v);
@@ -255,6 +255,7 @@ inline cudaError_t launch_bwd_sm90a(const AttnBwdParams& p, cudaStream_t stream,
       p, stream,
       [&](const BwdArgs& a) {
         const int B = static_cast<int>(p.B);
+        if (v == kBwdVariantSm90aTma3DqBulkProducer) return launch_bwd_main_sm90a_tma3_dq_bulk_producer(a, B, p.causal, stream);
         if (frag) return launch_bwd_main_sm90a_tma3_dq_bulk(a, B, p.causal, stream);
         if (v == kBwdVariantSm90aTma3DqUnderDk) return launch_bwd_main_sm90a_tma3_dq_under_dk(a, B, p.causal, stream);
         if (v == kBwdVariantSm90aTma3) return launch_bwd_main_sm90a_tma3(a, B, p.causal, stream);

@@ -1,7 +1,8 @@
 // The wgmma backward main kernel (sm_90a, D = 128; variant 2048): the kernel over the pieces of
 // attention_flash_bwd_sm90a.cuh (layout and step described there), sm90a_usable() and its launch; and the
 // launches of its TMA form with three stages (variant 8192: attention_flash_bwd_sm90a_tma.cuh), of that form in
-// FlashAttention-3's step order (variant 40960) and of 40960 with dQ by bulk reductions (106496, the default).
+// FlashAttention-3's step order (variant 40960), of 40960 with dQ by bulk reductions (106496) and of 106496 behind
+// FlashAttention-3's producer warpgroup (368640, the default).
 #include "kernels/attention_flash_bwd_sm90a.cuh"
 #include "kernels/attention_flash_bwd_sm90a_tma.cuh"
 
@@ -157,6 +158,11 @@ cudaError_t launch_bwd_main_sm90a_tma3_dq_under_dk(const BwdArgs& a, int B, bool
 cudaError_t launch_bwd_main_sm90a_tma3_dq_bulk(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
   return causal ? launch_bwd_main_sm90a_tma<true, 3, true, true>(a, B, stream)
                 : launch_bwd_main_sm90a_tma<false, 3, true, true>(a, B, stream);
+}
+
+cudaError_t launch_bwd_main_sm90a_tma3_dq_bulk_producer(const BwdArgs& a, int B, bool causal, cudaStream_t stream) {
+  return causal ? launch_bwd_main_sm90a_tma<true, 3, true, true, true>(a, B, stream)
+                : launch_bwd_main_sm90a_tma<false, 3, true, true, true>(a, B, stream);
 }
 
 }  // namespace ulysses::kernels::flash

@@ -6,8 +6,8 @@
 // double-buffered, so a step has one CTA-wide barrier (dS^T of both warpgroups in shared memory, which
 // dQ needs) instead of two and no per-thread copies. Backward variants 8192 (three stages; kernels/ build it),
 // 40960 (8192 in FlashAttention-3's step order; kernels/ build it), 106496 (40960 with dQ by bulk
-// reductions; kernels/ build it, the default), 12288 (two, the lab) and 368640 (106496 with FlashAttention-3's
-// producer warpgroup, PRODUCER below; the lab only, bench/attn/attn_flash_bwd_sm90a_producer_lab.cu).
+// reductions; kernels/ build it), 12288 (two, the lab) and 368640 (106496 with FlashAttention-3's producer
+// warpgroup, PRODUCER below; kernels/ build it, the default).
 //
 // One CTA per (128-key tile n0, kv head, batch), 256 threads, the steps (q head of the group, 64-row q
 // tile) as in the default kernel. Stage st = step % STAGES, phase (step / STAGES) & 1:
@@ -25,8 +25,8 @@
 // STAGES x {Q [2][64][64] 16384, dO 16384}, dS^T [2][128][64] 32768, STAGES x {lse2 [64], delta [64]} fp32,
 // the mbarriers full[STAGES], empty[STAGES].
 //
-// PRODUCER (variant 368640 = 106496 + the producer, bench/attn/attn_tuning.hpp kBwdVariantSm90aTma3DqBulkProducer;
-// <CAUSAL, 3, true, true, true>, built by the lab only, to measure the producer alone against 106496): the same step
+// PRODUCER (variant 368640 = 106496 + the producer, attention_flash_sm90a.hpp kBwdVariantSm90aTma3DqBulkProducer;
+// <CAUSAL, 3, true, true, true>, the D = 128 default: +6.5-15 % over 106496, docs/ATTENTION.md v20): the same step
 // math, the same shared memory layout (BwdTmaSmem<3, true>), the same dq_accum fragment layout (run_bwd's dq_frag).
 // 384 threads, __launch_bounds__(384, 1) (ptxas: 168 registers per thread at entry). The role by warpgroup
 // (threadIdx.x / 128 made warp-uniform by __shfl_sync), as the forward's PRODUCER form
@@ -105,7 +105,7 @@ __device__ __forceinline__ void bwd_consumer_sync() {
 // one thread of the warpgroup adds the whole 16 KiB to dq_accum with one cp.reduce.async.bulk (FlashAttention-3's
 // dQ path). dq_accum is then in the fragment layout of dq_frag_block (full 64-row q tiles; a last partial tile keeps
 // atomics, into rows after the full tiles), and bwd_convert_dq_frag undoes it.
-// PRODUCER (with DQ_BULK; variant 368640, the lab only): 106496's steps behind a producer warpgroup (the top comment).
+// PRODUCER (with DQ_BULK; variant 368640, the default): 106496's steps behind a producer warpgroup (the top comment).
 template <bool CAUSAL, int STAGES, bool DQ_UNDER_DK = false, bool DQ_BULK = false, bool PRODUCER = false>
 __global__ void __launch_bounds__(PRODUCER ? kNTBwdProducer : kNT, 1)
     bwd_kernel_sm90a_tma(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo, const BwdArgs a) {
@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(PRODUCER ? kNTBwdProducer : kNT, 1)
 }
 
 // Launch bwd_kernel_sm90a_tma<CAUSAL, STAGES, DQ_UNDER_DK, DQ_BULK, PRODUCER> for head dim 128 on `stream`
-// (B = gridDim.z); PRODUCER (the lab only): 384 threads
+// (B = gridDim.z); PRODUCER: 384 threads
 template <bool CAUSAL, int STAGES, bool DQ_UNDER_DK = false, bool DQ_BULK = false, bool PRODUCER = false>
 cudaError_t launch_bwd_main_sm90a_tma(const BwdArgs& a, int B, cudaStream_t stream) {
   if (!sm90a_usable()) return cudaErrorNotSupported;

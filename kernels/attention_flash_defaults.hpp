@@ -25,9 +25,11 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 // Backward: per head dim, the fastest variant measured that also passed the Catch2 [flash]
 // gate as a compiled-in default; a build may override them (-DULYSSES_FLASH_BWD_DEFAULT_D128=N
 // / _D64=N, any variant of bench/attn/attn_tuning.hpp) to run the GPU tests on another variant.
-// D=128: the wgmma kernel's TMA form with FlashAttention-3's dQ path (106496: each warpgroup's dQ block staged in
-// shared memory and added to a fragment-layout dq_accum by one bulk reduction per step; +11-21 % over 40960 at the
-// four target points, one H100, 2026-12-06, records/gpu-runs/h100-2026-12-06b/call1; 40960, FA3's step order, was
+// D=128: the wgmma kernel's TMA form with FlashAttention-3's dQ path behind FlashAttention-3's producer warpgroup
+// (368640: one thread of warpgroup 0, at 24 registers, issues every TMA load; +6.5-15 % over 106496 per round at the four
+// target points, fp64 worst ratio 1.27, one H100, 2026-12-06 fifth session, records/gpu-runs/h100-2026-12-06d; 106496:
+// each warpgroup's dQ block staged in shared memory and added to a fragment-layout dq_accum by one bulk reduction per
+// step, +11-21 % over 40960, records/gpu-runs/h100-2026-12-06b/call1; 40960, FA3's step order, was
 // +2.7-4.2 % over 8192 causal; 8192 was 3.5-7 % faster than the cp.async form 2048; docs/ATTENTION.md) where the
 // build has sm_90a code and the device is
 // sm_90, else the fastest mma.sync variant, 525 (kBwdFallbackD128). 1549 (525 + bit 10) measured
@@ -37,7 +39,7 @@ inline constexpr int kFwdDefault = ULYSSES_FLASH_FWD_DEFAULT;
 // dQ path at D=64, was +5-14 % over 16384, level at 32K causal, one H200, 2026-12-06b; 16384 was +17-25 % over 1117,
 // records/attn/bwd-d64-2026-12-03) where usable, else mma.sync 1117 (kBwdFallbackD64).
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D128
-#define ULYSSES_FLASH_BWD_DEFAULT_D128 106496
+#define ULYSSES_FLASH_BWD_DEFAULT_D128 368640
 #endif
 #ifndef ULYSSES_FLASH_BWD_DEFAULT_D64
 #define ULYSSES_FLASH_BWD_DEFAULT_D64 245760
@@ -55,7 +57,7 @@ inline constexpr int kBwdMmaDefault =
             : (is_sm90a_bwd_variant(kBwdDefaultD128) ? kBwdFallbackD128 : kBwdDefaultD128);
 
 // The backward variant that runs when `v` is asked for at this head dim: the wgmma kernels
-// (2048, 8192, 12288, 40960, 106496 at D = 128; 16384, 20480, 114688, 245760 at D = 64) only at their head dim on a device
+// (2048, 8192, 12288, 40960, 106496, 368640 at D = 128; 16384, 20480, 114688, 245760 at D = 64) only at their head dim on a device
 // they are built for; elsewhere the mma.sync default.
 inline int bwd_variant_run(int v, int head_dim) {
   if (!is_sm90a_bwd_variant(v)) return v;
@@ -63,7 +65,7 @@ inline int bwd_variant_run(int v, int head_dim) {
   return head_dim == 64 ? kBwdMmaDefault<64> : kBwdFallbackD128;
 }
 
-// e.g. "wgmma sm_90a fwd 1471 / bwd 106496" or "mma.sync fwd 1471 / bwd 1117" (forward variant fv, whose bits
+// e.g. "wgmma sm_90a fwd 1471 / bwd 368640" or "mma.sync fwd 1471 / bwd 1117" (forward variant fv, whose bits
 // above 1 apply at D=64 only with bit 128;
 // backward variant bv as it runs at this head dim)
 inline std::string kernels_in_use(int fv, int bv, int head_dim) {

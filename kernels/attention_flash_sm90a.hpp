@@ -48,6 +48,10 @@ inline constexpr int kBwdVariantSm90aTma3DqUnderDk = 40960;
 // 40960 with dQ added by one bulk reduction per warpgroup and step (the default since 2026-12-06; DQ_BULK in attention_flash_bwd_sm90a_tma.cuh): dq_accum in the fragment layout below, converted by
 // bwd_convert_dq_frag.
 inline constexpr int kBwdVariantSm90aTma3DqBulk = 106496;
+// 106496 behind FlashAttention-3's producer warpgroup (PRODUCER in attention_flash_bwd_sm90a_tma.cuh; the D = 128
+// default since 2026-12-06, fifth session): 384 threads, warpgroup 0 at 24 registers issues every TMA load, the two
+// consumer warpgroups at 240 run 106496's steps; dq_accum in the same fragment layout.
+inline constexpr int kBwdVariantSm90aTma3DqBulkProducer = 368640;
 // The wgmma backward at head dim 64, TMA loads in three stages (attention_flash_bwd_sm90a_d64.cuh; kernels/ build it),
 // and its form with dQ split by keys across the warpgroups (each its own 64 keys' share, added by atomics).
 inline constexpr int kBwdVariantSm90aD64 = 16384, kBwdVariantSm90aD64Ksplit = 20480;
@@ -61,7 +65,7 @@ inline constexpr int kBwdVariantSm90aD64Q128 = 245760;
 constexpr bool is_sm90a_bwd_variant(int v) {
   return v == kBwdVariantSm90a || v == kBwdVariantSm90aTma3 || v == kBwdVariantSm90aTma2 || v == kBwdVariantSm90aD64 ||
          v == kBwdVariantSm90aD64Ksplit || v == kBwdVariantSm90aTma3DqUnderDk || v == kBwdVariantSm90aTma3DqBulk ||
-         v == kBwdVariantSm90aD64DqBulk || v == kBwdVariantSm90aD64Q128;
+         v == kBwdVariantSm90aD64DqBulk || v == kBwdVariantSm90aD64Q128 || v == kBwdVariantSm90aTma3DqBulkProducer;
 }
 // The head dim a wgmma backward variant is built for
 constexpr int sm90a_bwd_variant_head_dim(int v) {
@@ -72,7 +76,9 @@ constexpr int sm90a_bwd_variant_head_dim(int v) {
 }
 // Whether wgmma backward variant v leaves dq_accum in the fragment layout below (run_bwd converts it so); 245760's
 // layout is the 128-row tiles' one (sm90a_bwd_dq_frag_q128)
-constexpr bool sm90a_bwd_dq_frag(int v) { return v == kBwdVariantSm90aTma3DqBulk || v == kBwdVariantSm90aD64DqBulk; }
+constexpr bool sm90a_bwd_dq_frag(int v) {
+  return v == kBwdVariantSm90aTma3DqBulk || v == kBwdVariantSm90aTma3DqBulkProducer || v == kBwdVariantSm90aD64DqBulk;
+}
 constexpr bool sm90a_bwd_dq_frag_q128(int v) { return v == kBwdVariantSm90aD64Q128; }
 // The fragment layout of dq_accum [B, S, H, D] fp32 under 106496 (D = 128) and 114688 (D = 64; the same number of
 // floats): the S / 64 full 64-row q tiles of each (b, h) first, tile (b, h, mt) as two blocks [64 q x D/2 d] of
@@ -151,6 +157,8 @@ cudaError_t launch_bwd_main_sm90a_tma3(const BwdArgs& a, int B, bool causal, cud
 cudaError_t launch_bwd_main_sm90a_tma3_dq_under_dk(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 // 40960 with dQ by bulk reductions into the fragment layout (variant 106496; run_bwd's dq_frag converts it).
 cudaError_t launch_bwd_main_sm90a_tma3_dq_bulk(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
+// 106496 behind the producer warpgroup (variant 368640; the same fragment-layout dq_accum).
+cudaError_t launch_bwd_main_sm90a_tma3_dq_bulk_producer(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 // The main kernel for head dim 64 (variant 16384; attention_flash_bwd_sm90a_d64.cu).
 cudaError_t launch_bwd_main_sm90a_d64(const BwdArgs& a, int B, bool causal, cudaStream_t stream);
 // The same in 40960's step order with dQ by bulk reductions into the fragment layout (variant 114688; run_bwd's

@@ -38,17 +38,6 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
     }
     return cudaErrorNotSupported;
   }
-  if (variant == bench::attn::kBwdVariantSm90aTma3DqBulkProducer) {  // D = 128 on a usable device only (as 106496)
-    if constexpr (D == 128) {
-      return run_bwd<128>(
-          p, stream,
-          [&](const BwdArgs& a) {
-            return bench::attn::launch_bwd_main_sm90a_producer(a, static_cast<int>(p.B), p.causal, stream);
-          },
-          true);  // dq_accum in 106496's fragment layout
-    }
-    return cudaErrorNotSupported;
-  }
   if (variant == kBwdVariantSm90aD64Ksplit) {  // D = 64 on a usable device only; the lab's own kernel
     if constexpr (D == 64) {
       return run_bwd<64>(p, stream, [&](const BwdArgs& a) {
@@ -63,7 +52,7 @@ cudaError_t launch_bwd_d(const AttnBwdParams& p, cudaStream_t stream) {
     return cudaErrorNotSupported;
   }
   if (variant == kBwdVariantSm90a || variant == kBwdVariantSm90aTma3 || variant == kBwdVariantSm90aTma3DqUnderDk ||
-      variant == kBwdVariantSm90aTma3DqBulk) {  // kernels/ build these; bwd_variant() returns them only for D = 128 on
+      variant == kBwdVariantSm90aTma3DqBulk || variant == kBwdVariantSm90aTma3DqBulkProducer) {  // kernels/ build these; bwd_variant() returns them only for D = 128 on
     if constexpr (D == 128) return launch_bwd_sm90a(p, stream, variant);  // a usable device
     return cudaErrorNotSupported;
   }
@@ -121,10 +110,6 @@ int fwd_variant() { return flash::g_fwd_variant; }
 void set_bwd_variant(int v) { flash::g_bwd_variant_d128 = flash::g_bwd_variant_d64 = v; }
 int bwd_variant(int head_dim) {
   const int v = head_dim == 64 ? flash::g_bwd_variant_d64 : flash::g_bwd_variant_d128;
-  if (v == kBwdVariantSm90aTma3DqBulkProducer) {  // a lab-side id: runs where 106496 runs, else what 106496 falls back to
-    const int base = flash::bwd_variant_run(flash::kBwdVariantSm90aTma3DqBulk, head_dim);
-    return base == flash::kBwdVariantSm90aTma3DqBulk ? v : base;
-  }
   return flash::bwd_variant_run(v, head_dim);
 }
 std::string kernels_in_use(int head_dim) {

@@ -54,8 +54,8 @@
 //   kernels/ build it, the D=64 default since 2026-12-06c: +25-35 % over 114688; the lab runs kernels/' instance).
 //   368640 = 106496 | 262144: bit 262144 (with 106496) FlashAttention-3's producer warpgroup: 384 threads, warpgroup 0
 //   setmaxnreg.dec 24 and one of its threads issues every TMA load (Q, dO, lse2/delta rows), warpgroups 1-2
-//   setmaxnreg.inc 240 run 106496's compute without loads (kernels/attention_flash_bwd_sm90a_tma.cuh PRODUCER; the lab
-//   only, attn_flash_bwd_sm90a_producer_lab.cu; D=128, elsewhere as 106496).
+//   setmaxnreg.inc 240 run 106496's compute without loads (kernels/attention_flash_bwd_sm90a_tma.cuh PRODUCER; kernels/
+//   build it, the D=128 default since 2026-12-06, fifth session: +6.5-15 % over 106496; the lab runs kernels/' instance).
 //   Only kBwdVariants are built. The defaults per head dim, and the mma.sync fallbacks without sm_90a:
 //   kernels/attention_flash_defaults.hpp.
 // Tried and dropped after measurement (docs/ATTENTION.md, commit 98953d6): dQ before dK/dV in
@@ -73,16 +73,10 @@ namespace ulysses::bench::attn {
 inline constexpr int kBwdVariants[] = {0,   1,   2,   3,   5,   9,   13,   15,   29,   45,   61,   77,   93,  109,   125,
                                        141, 157, 205, 221, 461, 477, 525, 1037, 1117, 1549, 1565, 2048, 8192, 12288,
                                        16384, 20480, 40960, 106496, 114688, 245760, 368640};
-// Backward bit 262144 (with 106496: variant 368640, the lab only): 106496 with a producer warpgroup
+// Backward bit 262144 (with 106496: variant 368640, kernels/ build it, the D=128 default) is that variant only
 inline constexpr int kBwdBitProducer = 262144;
-inline constexpr int kBwdVariantSm90aTma3DqBulkProducer = kernels::flash::kBwdVariantSm90aTma3DqBulk | kBwdBitProducer;
-constexpr bool bwd_bit_producer_only_368640() {
-  for (int x : kBwdVariants) {
-    if ((x & kBwdBitProducer) != 0 && x != kBwdVariantSm90aTma3DqBulkProducer) return false;
-  }
-  return !kernels::flash::is_sm90a_bwd_variant(kBwdVariantSm90aTma3DqBulkProducer);
-}
-static_assert(bwd_bit_producer_only_368640(), "bit 262144: 368640 only, a lab-side id");
+static_assert((kernels::flash::kBwdVariantSm90aTma3DqBulk | kBwdBitProducer) == kernels::flash::kBwdVariantSm90aTma3DqBulkProducer,
+              "368640 = 106496 | bit 262144");
 
 constexpr bool bwd_variant_exists(int v) {
   for (int x : kBwdVariants) {
@@ -127,11 +121,6 @@ cudaError_t launch_fwd_sm90a_variant(const kernels::flash::FwdArgs& a, int B, bo
 // The wgmma backward's main kernel in its TMA form with two stages (bwd variant 12288), D = 128
 // (attn_flash_bwd_sm90a_lab.cu; cudaErrorNotSupported where !sm90a_usable()); the other TMA forms are kernels/'
 cudaError_t launch_bwd_main_sm90a_tma2(const kernels::flash::BwdArgs& a, int B, bool causal, cudaStream_t stream);
-
-// The wgmma backward's main kernel with the producer warpgroup (bwd variant 368640), D = 128
-// (attn_flash_bwd_sm90a_producer_lab.cu; cudaErrorNotSupported where !sm90a_usable(); dq_accum in 106496's fragment
-// layout: run_bwd's dq_frag)
-cudaError_t launch_bwd_main_sm90a_producer(const kernels::flash::BwdArgs& a, int B, bool causal, cudaStream_t stream);
 
 // The wgmma backward's main kernel at D = 64 with dQ split by keys (bwd variant 20480, the lab only;
 // attn_flash_bwd_sm90a_d64_lab.cu; cudaErrorNotSupported where !sm90a_usable()). 16384, 114688 and 245760 run
