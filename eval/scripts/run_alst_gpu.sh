@@ -2,12 +2,13 @@
 # One device call of the deepspeed backend's validation (docs/VALIDATION.md "Whole steps").
 # Carry .gpu (the staged ulysses binary, ../shared/tools/stage-for-gpu.sh .gpu build/cli/ulysses) and
 # .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels). Results land in $OUT/alst.tgz.
-# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish|bench-step
+# Usage: eval/scripts/run_alst_gpu.sh validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|calibrate-tile|fused|finish|bench-step
 # bench-step needs the CUDA build's ulysses staged in .gpu (stage-for-gpu.sh .gpu build-cuda/cli/ulysses).
-# PROFILE (bench-step): the profile of the predictions next to the measurement (default h200-sxm-141gb).
+# PROFILE (bench-step, calibrate-tile): the profile of the predictions next to the measurement, or the one the
+# calibration is added to (default h200-sxm-141gb).
 set -u
 cd "$(dirname "$0")/../.."
-mode=${1:?validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|fused|finish|bench-step}
+mode=${1:?validate|rest|capacity|compare|diagnose|alloc-trace|ballast-history|calibrate|calibrate-tile|fused|finish|bench-step}
 export NCCL_NVLS_ENABLE=0 TORCH_EXTENSIONS_DIR=/tmp/alst-ext ULYSSES_HOME=$PWD ULYSSES_DEEPSPEED_SITE=/tmp/alst-site
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:${LD_LIBRARY_PATH:-}
 bin=$PWD/.gpu/bin/ulysses
@@ -98,6 +99,15 @@ print(json.dumps(opbench.zero_step(dict(torch_adam=True), 1024, 8, 1024)))" > $r
     echo "zero smoke rc $?"; grep -E "^\[|Error|error" $r/zero-smoke.log | tail -4 | cut -c1-600
     timeout 420 $bin calibrate --backend deepspeed --profile h200-sxm-141gb --profile-out $r/h200-sxm-141gb.yaml \
       > $r/calibrate.log 2> $r/calibrate.err; echo "calibrate rc $?"; cat $r/calibrate.log; grep -iE "error|Traceback" $r/calibrate.err | tail -5 ;;
+  calibrate-tile)  # the host's time per logits tile (calibrated.pytorch_host_logits_tile_ms; docs/MODEL.md "The
+    # offloaded checkpoints' frees"): the set-up step with tiled logits alone, 2 layers, no op bench; the worker's
+    # directory kept under $OUT (its log, when it fails)
+    mkdir -p $r/wd
+    TMPDIR=$r/wd ULYSSES_KEEP_WORKDIR=1 timeout 240 $bin calibrate --backend deepspeed --profile ${PROFILE:-h200-sxm-141gb} \
+      --layers 2 --tiled-logits --op-seq-lens none --op-adam-params 0 --op-cpu-adam-params 0 \
+      --profile-out $r/${PROFILE:-h200-sxm-141gb}.yaml > $r/calibrate-tile.log 2> $r/calibrate-tile.err
+    echo "calibrate rc $?"; cat $r/calibrate-tile.log | grep -v "^ *provenance"; grep -iE "error|Traceback" $r/calibrate-tile.err | tail -5
+    grep -h "pytorch_host_logits_tile" $r/${PROFILE:-h200-sxm-141gb}.yaml 2>/dev/null ;;
   fused)  # the op bench with its FusedAdam row (calibrate), then FusedAdam's whole step next to the model
     # predicting it with the profile that calibrate just wrote (plan.torch_adam false: DeepSpeed's default)
     RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29612 TORCH_CUDA_ARCH_LIST=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1) PYTHONPATH=/tmp/alst-site timeout 300 python3 -c "
