@@ -45,7 +45,8 @@ inline constexpr int kBwdVariantSm90aTma3 = 8192, kBwdVariantSm90aTma2 = 12288;
 // 8192 in FlashAttention-3's step order (kernels/ build it): dV before the barrier, then dQ, then dK, and the dQ atomics
 // issued while dK is still in the tensor cores (docs/ATTENTION.md "FlashAttention-3's backward next to ours")
 inline constexpr int kBwdVariantSm90aTma3DqUnderDk = 40960;
-// 40960 with dQ added by one bulk reduction per warpgroup and step (the default since 2026-12-06; DQ_BULK in attention_flash_bwd_sm90a_tma.cuh): dq_accum in the fragment layout below, converted by
+// 40960 with dQ added by one bulk reduction per warpgroup and step (the D = 128 default from 2026-12-06b until 368640;
+// DQ_BULK in attention_flash_bwd_sm90a_tma.cuh): dq_accum in the fragment layout below, converted by
 // bwd_convert_dq_frag.
 inline constexpr int kBwdVariantSm90aTma3DqBulk = 106496;
 // 106496 behind FlashAttention-3's producer warpgroup (PRODUCER in attention_flash_bwd_sm90a_tma.cuh; the D = 128

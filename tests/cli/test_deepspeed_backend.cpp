@@ -46,6 +46,10 @@ std::string stand_in_worker(const ulysses::test::TempDir& dir, const std::string
 }
 const std::string kFlags =
     "--model llama-3.1-8b --profile h200-sxm-141gb --gpus 1 --sp-size 1 --seq-len 16384 --attn-implementation sdpa";
+// a stand-in worker's fixed-cost result (calibrate --backend deepspeed): the context outside the allocator, the HBM
+const std::string kFixedCosts =
+    "res = {'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000, 'hbm_bytes': 150109880320,\n"
+    "       'outside_allocator_bytes_before_setup': 600000000}\n";
 }  // namespace
 
 TEST_CASE("deepspeed job: the plan as the worker reads it", "[deepspeed]") {
@@ -237,9 +241,7 @@ TEST_CASE("calibrate --backend deepspeed writes the PyTorch fixed cost next to t
   // a stand-in for the worker (ULYSSES_PYTHON): answers the calibrate job as the worker's result format says
   ulysses::test::TempDir dir;
   const std::string env = stand_in_worker(dir,
-         "assert job['run']['calibrate'] is True and job['plan']['zero_stage'] == 3\n"
-         "res = {'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000, 'hbm_bytes': 150109880320,\n"
-         "       'outside_allocator_bytes_before_setup': 600000000}\n"
+         "assert job['run']['calibrate'] is True and job['plan']['zero_stage'] == 3\n" + kFixedCosts +
          "lens = job['run'].get('op_seq_lens', [])\n"
          "if lens:  # the op bench: attention at 40 % of 989.4 TFLOP/s forward, GEMMs at 70 %, AdamW 3 ns, CPU Adam 1 ns\n"
          "    m = job['model']\n"
@@ -308,8 +310,7 @@ TEST_CASE("calibrate --backend deepspeed prints the set-up step's phase clock (G
           "[deepspeed]") {
   ulysses::test::TempDir dir;
   const std::string body =
-      "res = {'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000, 'hbm_bytes': 150109880320,\n"
-      "       'outside_allocator_bytes_before_setup': 600000000}\n"
+      kFixedCosts +
       "if CLOCK:\n"
       "    res['phase_clock'] = {'seq_len': 4096, 'step_s': 0.05, 'wall_s': 0.08,\n"
       "                          'gpu_s': {'attn.fwd': 0.004, 'mlp.bwd': 0.010, 'other': 0.001},\n"
@@ -343,11 +344,10 @@ TEST_CASE("calibrate --backend deepspeed: the set-up step with tiled logits, Til
   // the stand-in fails unless the job's plan has the three features (and only when asked)
   const std::string env = stand_in_worker(d,
       "import os\nWANT = os.environ['WANT'] == '1'\npl = job['plan']\n"
-      "assert (pl['tiled_logits'], pl['tiled_mlp'], pl['offload_checkpoints']) == (WANT, WANT, WANT), pl\n"
-      "res = {'status': 'ok', 'device': 'stand-in', 'outside_allocator_bytes': 1385000000, 'hbm_bytes': 150109880320,\n"
-      "       'outside_allocator_bytes_before_setup': 600000000,\n"
-      "       'phase_clock': {'seq_len': 4096, 'step_s': 0.05, 'wall_s': 0.08, 'gpu_s': {'logits.fwd': 0.004},\n"
-      "                       'host_s': {'logits.fwd': 0.006}}}\n"
+      "assert (pl['tiled_logits'], pl['tiled_mlp'], pl['offload_checkpoints']) == (WANT, WANT, WANT), pl\n" +
+      kFixedCosts +
+      "res['phase_clock'] = {'seq_len': 4096, 'step_s': 0.05, 'wall_s': 0.08, 'gpu_s': {'logits.fwd': 0.004},\n"
+      "                      'host_s': {'logits.fwd': 0.006}}\n"
       "json.dump(res, open(job['out'] + '.rank0.json', 'w'))\n");
   const auto run = [&](bool want, const std::string& flags) {
     const std::string out = d / "out.txt";
