@@ -368,6 +368,23 @@ TEST_CASE("calibrate --backend deepspeed: the set-up step with tiled logits, Til
   CHECK(without.find("pytorch_host_logits_tile_ms") == std::string::npos);
 }
 
+TEST_CASE("calibrate --backend deepspeed --tiled-logits: no host time for the loss is an error, no profile", "[deepspeed]") {
+  ulysses::test::TempDir d;
+  // a worker whose phase clock lacks logits.fwd: the host time per tile cannot be derived
+  const std::string env = stand_in_worker(d, kFixedCosts +
+      "res['phase_clock'] = {'seq_len': 4096, 'step_s': 0.05, 'wall_s': 0.08, 'gpu_s': {'mlp.fwd': 0.004},\n"
+      "                      'host_s': {'mlp.fwd': 0.006}}\n"
+      "json.dump(res, open(job['out'] + '.rank0.json', 'w'))\n");
+  const std::string prof = d / "p.yaml", out = d / "out.txt";
+  const int rc = std::system((env + "'" + ULYSSES_BIN + "' calibrate --backend deepspeed --profile h200-sxm-141gb --op-seq-lens none "
+                              "--tiled-logits --profile-out '" + prof + "' >'" + out + "' 2>&1").c_str());
+  const std::string text = ulysses::test::slurp(out);
+  INFO(text);
+  CHECK(WEXITSTATUS(rc) != 0);
+  CHECK(text.find("no host time for logits.fwd") != std::string::npos);
+  CHECK(!std::filesystem::exists(prof));
+}
+
 TEST_CASE("compare --backend deepspeed: table, JSON and the predicted-vs-measured trace from the worker's result", "[deepspeed]") {
   // a stand-in for the worker that writes a result of the documented format (docs/DEEPSPEED_BACKEND.md)
   ulysses::test::TempDir dir;
