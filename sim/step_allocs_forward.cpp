@@ -149,11 +149,9 @@ void TrainingAllocs::forward(bool first_step) {
   for (std::int64_t l = 0; l < d.L; ++l) {
     Id in = x;
     x = layer();
-    // the last layer's input is freed as the forward ends, behind the last copy (free_after_copy)
-    if (off && l > 0 && l + 1 == d.L) {
-      free_after_copy(in);
-    } else if (off && l > 0) {
-      free_later(in);
+    if (off && l > 0) {
+      if (l + 1 == d.L) free_after_copy(in);  // freed as the forward ends, behind the last copy
+      else free_later(in);
     }
     if (!off && l + 1 < d.L) ckpt_[static_cast<std::size_t>(l + 1)] = x;  // the next layer's checkpoint
   }
