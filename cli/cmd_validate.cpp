@@ -14,12 +14,14 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "cli/options.hpp"
 #include "eval/block_run.hpp"
 #include "eval/block_validation.hpp"
+#include "eval/device_match.hpp"
 #include "eval/record_in.hpp"
 #include "eval/step_record.hpp"
 #include "eval/step_run.hpp"
@@ -242,6 +244,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
            {"cases", Json::array()}};
   std::vector<CaseResult> done;
   std::int64_t widest_P = 0;
+  std::map<std::string, int> cases_per_kernel;  // the attention kernel each case ran
   bool gpu_checked = false;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < todo.size(); ++i) {
@@ -259,6 +262,7 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
     r.m = eval::measurement_of(m);
     if (!gpu_checked) note_other_gpu(r.sc, m.device), gpu_checked = true;  // once per run: every case ran there
     if (shapes[i].P >= widest_P) rec["device"] = m.device, widest_P = shapes[i].P;  // the case with the most GPUs
+    if (!m.attn_kernel.empty()) ++cases_per_kernel[m.attn_kernel];
     rec["cases"].push_back(eval::case_json(r, &m));
     std::cerr << fmt::format("[{:.0f} s] case {} ({}/{}): correct {}, block {:.3f} ms\n",
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), r.name, i + 1,
@@ -266,6 +270,8 @@ int run_set(const po::variables_map& vm, int argc, char** argv) {
                              eval::block_total_s(r.m) * 1e3);
     done.push_back(r);
   }
+  rec["device"] = eval::device_with_kernels(rec["device"].get<std::string>(), cases_per_kernel);
+  if (!cases_per_kernel.empty()) rec["attn_kernels"] = cases_per_kernel;
   rec["summary"] = eval::summary_json(eval::summarize(done));
   rec["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   reports::write_file_atomic(out_path, rec.dump(1) + "\n");

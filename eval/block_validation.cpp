@@ -189,6 +189,7 @@ reports::Json case_json(const CaseResult& r, const runtime::Measurement* raw) {
          {"checks", r.m.checks},
          {"checks_failed", r.m.checks_failed}};
   if (raw) {
+    if (!raw->attn_kernel.empty()) j["attn_kernel"] = raw->attn_kernel;  // the kernel that ran (the set may mix them)
     j["peak_bytes_per_rank"] = raw->peak_bytes_per_rank;
     j["a2a_bytes_per_rank"] = {{"q", raw->a2a_q_bytes_per_rank}, {"kv", raw->a2a_kv_bytes_per_rank}};
     Json checks = Json::array();

@@ -1,9 +1,10 @@
 // gpu_family / device_profile_note: the model token of each name compared, nothing else (memory sizes and
-// form factors of one family are the profile's business).
+// form factors of one family are the profile's business); device_with_kernels: the device line of a set.
 #include "eval/device_match.hpp"
 
 #include <cctype>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -32,6 +33,18 @@ std::string device_profile_note(const Scenario& sc, const std::string& device) {
   return fmt::format("note: measured on {}, predicted for profile {} ({}): the errors include the difference "
                      "between the GPUs (give --profile of the GPU that ran)",
                      device, sc.hw.name, sc.hw.gpu);
+}
+
+std::string device_with_kernels(const std::string& device, const std::map<std::string, int>& cases_per_kernel) {
+  if (cases_per_kernel.size() < 2) return device;
+  std::string mix = "attention kernels ";
+  const char* sep = "";
+  for (const auto& [k, n] : cases_per_kernel) mix += fmt::format("{}{} ({} case{})", std::exchange(sep, ", "), k, n, n == 1 ? "" : "s");
+  const std::string one = "attention kernel ";
+  const std::size_t at = device.find(one);
+  if (at == std::string::npos) return device.empty() ? mix : device + "; " + mix;
+  const std::size_t end = device.find(", ", at);  // the kernel's name ends at the next item
+  return device.substr(0, at) + mix + (end == std::string::npos ? "" : device.substr(end));
 }
 
 }  // namespace ulysses::eval

@@ -1,4 +1,5 @@
 // device_profile_note: a run on another GPU than the profile's is said in one line; one family is not.
+// device_with_kernels: a set's device line names every attention kernel its cases ran.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -28,4 +29,16 @@ TEST_CASE("device vs profile: the GPU's model token decides", "[eval][device]") 
   CHECK(eval::device_profile_note(sc, "NVIDIA H100 80GB HBM3").empty());
   sc.hw = load_profile("cpu-local");
   CHECK(eval::device_profile_note(sc, "NVIDIA H100 80GB HBM3").empty());  // the CPU profile names no GPU model
+}
+
+TEST_CASE("device line of a set: every attention kernel its cases ran", "[eval][device]") {
+  const std::string line = "1x NVIDIA H100 80GB HBM3 (single process), attention kernel reference, exchange nccl";
+  CHECK(eval::device_with_kernels(line, {}) == line);
+  CHECK(eval::device_with_kernels(line, {{"ulysses_reference", 3}}) == line);  // one kernel: as it is
+  CHECK(eval::device_with_kernels(line, {{"ulysses_flash", 9}, {"ulysses_reference", 1}}) ==
+        "1x NVIDIA H100 80GB HBM3 (single process), attention kernels ulysses_flash (9 cases), ulysses_reference (1 case), "
+        "exchange nccl");
+  CHECK(eval::device_with_kernels("NVIDIA H200, attention kernel flash", {{"a", 1}, {"b", 2}}) ==
+        "NVIDIA H200, attention kernels a (1 case), b (2 cases)");  // the kernel last on the line
+  CHECK(eval::device_with_kernels("NVIDIA H200", {{"a", 1}, {"b", 2}}) == "NVIDIA H200; attention kernels a (1 case), b (2 cases)");
 }
