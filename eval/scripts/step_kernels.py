@@ -20,7 +20,7 @@ def main():
     try:
         with (gzip.open if a.trace.endswith(".gz") else open)(a.trace, "rt") as f:
             ev = json.load(f)["traceEvents"]
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:  # unreadable, truncated, no JSON, no events
         print(f"{a.trace}: not a Perfetto trace of compare --trace ({e})", file=sys.stderr)
         return 2
     gpu = [e for e in ev if e.get("pid") == 3 and e.get("cat") == "gpu" and e.get("ph") == "X"]
