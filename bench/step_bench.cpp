@@ -1,6 +1,8 @@
 // bench/step_bench.hpp: both backends' steps, their throughput rows, the ratio.
 #include "bench/step_bench.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "eval/step_run.hpp"
@@ -29,7 +31,11 @@ StepBench bench_step(const Scenario& sc, const std::vector<std::string>& backend
   for (std::size_t i = 0; i < backends.size(); ++i) {
     StepBenchRow r;
     r.backend = backends[i];
+    PowerSampler sampler;  // NVML: every GPU of the host (an idle one gives no loaded sample)
+    if (backends[i] != "cpu") sampler.start();
     r.m = eval::run_whole_step(backends[i], plans[i].first, opt, origin);
+    r.power = sampler.stop();
+    if (backends[i] == "cpu") r.power = PowerSummary{.why = "the cpu backend"};
     r.c = eval::compare_step(plans[i].first, plans[i].second, r.m);
     b.rows.push_back(std::move(r));
   }
@@ -64,12 +70,43 @@ std::string step_bench_table(const StepBench& b) {
   return out;
 }
 
+std::string step_power_table(const StepBench& b) {
+  double limit = 0;
+  for (const auto& r : b.rows) limit = std::max(limit, r.power.limit_w);
+  std::string out = fmt::format("power (NVML every 25 ms; loaded: >= {:.0f} % of the {:.0f} W limit, setup included; at cap: "
+                                "within {:.0f} % of it)\n", 100 * kLoadedFraction, limit, 100 * (1 - kAtCapFraction));
+  reports::Table t({{"backend", "", reports::Align::left}, {"sm clock", "MHz"}, {"lowest", "MHz"}, {"power", "W"},
+                    {"at cap", "%"}, {"loaded", "samples"}, {"GPUs", ""}});
+  std::string missing;
+  for (const auto& r : b.rows) {
+    const auto& p = r.power;
+    if (!p.available) {
+      missing += fmt::format("  {}: not sampled ({})\n", r.backend, p.why);
+      continue;
+    }
+    t.add_row({r.backend, fmt::format("{:.0f}", p.sm_mhz_median), fmt::format("{:.0f}", p.sm_mhz_min),
+               fmt::format("{:.1f}", p.watts_mean), fmt::format("{:.1f}", 100 * p.at_cap_fraction),
+               fmt::format("{}", p.loaded), fmt::format("{}", p.gpus)});
+  }
+  return t.rows() ? out + t.render() + missing : "power: " + (missing.empty() ? std::string("no rows\n") : missing.substr(2));
+}
+
+static runtime::Json power_json(const PowerSummary& p) {
+  runtime::Json j{{"available", p.available}};
+  if (!p.available) return j.update({{"why", p.why}}), j;
+  j.update({{"gpus", p.gpus}, {"limit_w", p.limit_w}, {"samples", p.samples}, {"loaded", p.loaded},
+            {"sm_mhz_median", p.sm_mhz_median}, {"sm_mhz_min", p.sm_mhz_min}, {"watts_mean", p.watts_mean},
+            {"at_cap_fraction", p.at_cap_fraction}});
+  return j;
+}
+
 runtime::Json step_bench_json(const StepBench& b) {
   runtime::Json j;
   j["scenario"] = b.scenario;
   j["rows"] = runtime::Json::array();
   for (const auto& r : b.rows)
-    j["rows"].push_back({{"backend", r.backend}, {"measurement", runtime::measurement_json(r.m)}, {"comparison", eval::comparison_json(r.c)}});
+    j["rows"].push_back({{"backend", r.backend}, {"measurement", runtime::measurement_json(r.m)}, {"comparison", eval::comparison_json(r.c)},
+                         {"power", power_json(r.power)}});
   j["valid"] = b.valid();
   j["ratio_tokens_per_s_per_gpu"] = b.valid() ? runtime::Json(b.ratio()) : runtime::Json(nullptr);
   j["target"] = b.target;

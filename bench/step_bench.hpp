@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/power_sampler.hpp"
 #include "eval/step_compare.hpp"
 #include "runtime/deepspeed/step_run.hpp"
 #include "runtime/step_measurement.hpp"
@@ -20,6 +21,7 @@ struct StepBenchRow {
   std::string backend;
   runtime::StepMeasurement m;
   eval::StepComparison c;  // its measured throughput rows
+  PowerSummary power;      // the GPUs' clock and power while it ran (setup included; loaded samples only)
 };
 
 struct StepBench {
@@ -36,6 +38,7 @@ StepBench bench_step(const Scenario& sc, const std::vector<std::string>& backend
                      const std::string& origin);
 
 std::string step_bench_table(const StepBench& b);  // one row per backend with a units row, then the ratio line
+std::string step_power_table(const StepBench& b);  // each backend's SM clock and power, or why not sampled
 runtime::Json step_bench_json(const StepBench& b);
 
 }  // namespace ulysses::bench

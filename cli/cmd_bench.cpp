@@ -282,7 +282,7 @@ int bench_step_cmd(const po::variables_map& vm) {
     std::cout << fmt::format("  {}: {}\n", r.backend, r.m.device);
     note_other_gpu(sc, r.m.device);
   }
-  std::cout << bench::step_bench_table(b);
+  std::cout << bench::step_bench_table(b) << bench::step_power_table(b);
   if (vm.count("json")) reports::write_file_atomic(vm["json"].as<std::string>(), bench::step_bench_json(b).dump(2) + "\n");
   return b.valid() ? core::kExitOk : core::kExitFailure;
 }

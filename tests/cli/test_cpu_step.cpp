@@ -151,6 +151,9 @@ TEST_CASE("bench step: two backends' steps side by side with the tokens/s ratio"
   const double b = j["rows"][1]["comparison"]["throughput"]["tokens_per_s_per_gpu"]["measured"].get<double>();
   REQUIRE(b > 0);
   CHECK(j["ratio_tokens_per_s_per_gpu"].get<double>() == Approx(a / b));
+  CHECK(r.out.find("power: cpu: not sampled (the cpu backend)") != std::string::npos);
+  CHECK(j["rows"][0]["power"]["available"] == false);
+  CHECK(j["rows"][1]["power"]["why"] == "the cpu backend");
   one_line_exit2("bench step --backends cuda --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
   one_line_exit2("bench step --backends cpu,nope --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
   one_line_exit2("bench step --backends cpu,cpu, --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");

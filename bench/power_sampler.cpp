@@ -1,0 +1,139 @@
+// bench/power_sampler.hpp: NVML opened with dlopen, one sampling thread, the summary of a run's samples.
+#include "bench/power_sampler.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace ulysses::bench {
+
+PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w) {
+  PowerSummary r;
+  r.limit_w = limit_w;
+  r.samples = static_cast<std::int64_t>(s.size());
+  if (!(limit_w > 0)) {
+    r.why = "no enforced power limit read";
+    return r;
+  }
+  std::vector<double> mhz;
+  std::set<int> gpus;
+  double watts = 0;
+  std::int64_t at_cap = 0;
+  for (const auto& x : s) {
+    if (x.watts < kLoadedFraction * limit_w) continue;
+    mhz.push_back(x.sm_mhz);
+    gpus.insert(x.gpu);
+    watts += x.watts;
+    at_cap += x.watts >= kAtCapFraction * limit_w;
+  }
+  if (mhz.empty()) {
+    r.why = fmt::format("no sample at >= {:.0f} W ({} samples)", kLoadedFraction * limit_w, s.size());
+    return r;
+  }
+  r.available = true;
+  r.gpus = static_cast<int>(gpus.size());
+  r.loaded = static_cast<std::int64_t>(mhz.size());
+  std::sort(mhz.begin(), mhz.end());
+  const std::size_t n = mhz.size();
+  r.sm_mhz_median = n % 2 ? mhz[n / 2] : (mhz[n / 2 - 1] + mhz[n / 2]) / 2;
+  r.sm_mhz_min = mhz.front();
+  r.watts_mean = watts / double(n);
+  r.at_cap_fraction = double(at_cap) / double(n);
+  return r;
+}
+
+// The six NVML entry points used (nvml.h: nvmlReturn_t is an int, 0 success; nvmlDevice_t a pointer).
+struct PowerSampler::Nvml {
+  using Dev = void*;
+  void* lib = nullptr;
+  int (*shutdown)() = nullptr;
+  int (*handle)(unsigned, Dev*) = nullptr;
+  int (*clock)(Dev, int, unsigned*) = nullptr;  // NVML_CLOCK_SM = 1
+  int (*power)(Dev, unsigned*) = nullptr;       // milliwatts
+  std::vector<Dev> devs;
+  double limit_w = 0;
+  std::string why;
+
+  Nvml() {
+    lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      why = "no libnvidia-ml.so.1 (no NVIDIA driver on this host)";
+      return;
+    }
+    auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+    auto count = reinterpret_cast<int (*)(unsigned*)>(dlsym(lib, "nvmlDeviceGetCount_v2"));
+    auto limit = reinterpret_cast<int (*)(Dev, unsigned*)>(dlsym(lib, "nvmlDeviceGetEnforcedPowerLimit"));
+    shutdown = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlShutdown"));
+    handle = reinterpret_cast<int (*)(unsigned, Dev*)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    clock = reinterpret_cast<int (*)(Dev, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+    power = reinterpret_cast<int (*)(Dev, unsigned*)>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
+    if (!init || !count || !limit || !shutdown || !handle || !clock || !power) {
+      why = "libnvidia-ml.so.1 lacks an NVML entry point";
+      return;
+    }
+    unsigned n = 0;
+    if (init() != 0) {
+      why = "nvmlInit_v2 failed";
+      shutdown = nullptr;
+      return;
+    }
+    if (count(&n) != 0 || n == 0) {
+      why = "NVML sees no GPU";
+      return;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+      Dev d = nullptr;
+      unsigned mw = 0;
+      if (handle(i, &d) != 0) continue;
+      devs.push_back(d);
+      if (limit(d, &mw) == 0) limit_w = std::max(limit_w, mw / 1e3);
+    }
+    if (devs.empty()) why = "NVML gave no device handle";
+  }
+  ~Nvml() {
+    if (shutdown) shutdown();
+    if (lib) dlclose(lib);
+  }
+  bool ok() const { return !devs.empty(); }
+};
+
+PowerSampler::PowerSampler(int period_ms) : nvml_(std::make_unique<Nvml>()), period_ms_(std::max(1, period_ms)) {
+  limit_w_ = nvml_->limit_w;
+}
+
+PowerSampler::~PowerSampler() {
+  if (running_.exchange(false) && thread_.joinable()) thread_.join();
+}
+
+void PowerSampler::start() {
+  if (!nvml_->ok() || running_.exchange(true)) return;
+  samples_.clear();
+  thread_ = std::thread([this] {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (running_.load()) {
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      for (std::size_t i = 0; i < nvml_->devs.size(); ++i) {
+        unsigned mhz = 0, mw = 0;
+        if (nvml_->clock(nvml_->devs[i], 1, &mhz) == 0 && nvml_->power(nvml_->devs[i], &mw) == 0)
+          samples_.push_back({t, static_cast<int>(i), double(mhz), mw / 1e3});
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(period_ms_));
+    }
+  });
+}
+
+PowerSummary PowerSampler::stop() {
+  if (!nvml_->ok()) {
+    PowerSummary r;
+    r.why = nvml_->why;
+    return r;
+  }
+  if (running_.exchange(false) && thread_.joinable()) thread_.join();
+  return summarize_power(samples_, limit_w_);
+}
+
+}  // namespace ulysses::bench

@@ -1,0 +1,61 @@
+#pragma once
+// The GPUs' SM clock and board power while a bench runs, read from NVML (libnvidia-ml.so.1, opened at run time:
+// no build dependency, none on a host without the driver). A whole step of long-context training draws the
+// board's power limit on an H100 (700 W): the SM clock then falls below its boost clock, by how much depends on
+// the work, so two steps compared at the same power compare their work per joule, not their kernels' peak rates
+// (docs/STEP_RUNTIME.md, "The power limit"). `bench step` samples each backend's run with this.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ulysses::bench {
+
+struct PowerSample {
+  double t_s = 0;        // since the sampler started
+  int gpu = 0;           // NVML index
+  double sm_mhz = 0;     // nvmlDeviceGetClockInfo(NVML_CLOCK_SM)
+  double watts = 0;      // nvmlDeviceGetPowerUsage (the driver's averaged board power)
+};
+
+// What a run's samples say: `loaded` are the samples at >= loaded_fraction of the GPU's enforced limit (the steps,
+// not their setup or the host's work between them); clock and power over those; the share within 3 % of the limit.
+struct PowerSummary {
+  bool available = false;  // false: no NVML (no driver, a CPU host) or no sample; every number below is 0
+  std::string why;         // when not available: one line
+  int gpus = 0;            // GPUs with a loaded sample
+  double limit_w = 0;      // the enforced power limit (max over the sampled GPUs)
+  std::int64_t samples = 0, loaded = 0;
+  double sm_mhz_median = 0, sm_mhz_min = 0, watts_mean = 0, at_cap_fraction = 0;
+};
+
+constexpr double kLoadedFraction = 0.4;  // of the limit: 280 W of 700; idle H100s/H200s draw 70-130 W
+constexpr double kAtCapFraction = 0.97;
+
+PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w);
+
+// Samples every GPU NVML sees every period_ms on its own thread from start() to stop() (NVML's order need not be
+// CUDA's, and an idle GPU's samples are never loaded, so all are read); summarize_power counts the GPUs that were
+// loaded. Without NVML, stop() gives a summary with available = false and why.
+class PowerSampler {
+ public:
+  explicit PowerSampler(int period_ms = 25);
+  ~PowerSampler();
+  PowerSampler(const PowerSampler&) = delete;
+  PowerSampler& operator=(const PowerSampler&) = delete;
+  void start();
+  PowerSummary stop();
+
+ private:
+  struct Nvml;
+  std::unique_ptr<Nvml> nvml_;
+  int period_ms_;
+  double limit_w_ = 0;
+  std::vector<PowerSample> samples_;
+  std::atomic<bool> running_{false};
+  std::thread thread_;
+};
+
+}  // namespace ulysses::bench

@@ -1,0 +1,69 @@
+// bench/power_sampler.hpp without a GPU: the summary of a run's samples (loaded ones only, the GPUs counted
+// that were loaded, median and lowest clock, mean power, the share at the cap), why a run has none, and
+// `bench step`'s power table with a backend that was not sampled.
+#include <catch2/catch.hpp>
+
+#include "bench/power_sampler.hpp"
+#include "bench/step_bench.hpp"
+
+using ulysses::bench::PowerSample;
+using ulysses::bench::summarize_power;
+
+TEST_CASE("power summary: loaded samples only, median and lowest clock, mean power, share at the cap", "[bench][power]") {
+  // limit 700 W: loaded from 280 W, at the cap from 679 W; GPU 1 idles (never loaded), GPU 0 steps
+  const std::vector<PowerSample> s = {{0.00, 0, 1980, 120}, {0.00, 1, 1980, 70},  {0.03, 0, 1400, 700},
+                                      {0.03, 1, 1980, 71},  {0.05, 0, 1300, 690}, {0.05, 1, 1980, 70},
+                                      {0.08, 0, 1500, 600}, {0.10, 0, 1600, 280}, {0.12, 0, 1980, 279}};
+  const auto p = summarize_power(s, 700);
+  REQUIRE(p.available);
+  CHECK(p.gpus == 1);
+  CHECK(p.samples == 9);
+  CHECK(p.loaded == 4);                            // 700, 690, 600, 280 W (279 W is below 40 % of 700)
+  CHECK(p.sm_mhz_median == Approx(1450));          // even count: the mean of 1400 and 1500
+  CHECK(p.sm_mhz_min == 1300);
+  CHECK(p.watts_mean == Approx((700 + 690 + 600 + 280) / 4.0));
+  CHECK(p.at_cap_fraction == Approx(0.5));         // 700 and 690 W
+  CHECK(p.limit_w == 700);
+  const auto odd = summarize_power({{0, 0, 1200, 650}, {0, 1, 1300, 650}, {0, 1, 1900, 650}}, 700);
+  CHECK(odd.sm_mhz_median == 1300);
+  CHECK(odd.gpus == 2);
+}
+
+TEST_CASE("power summary: no loaded sample or no limit is not available, and says why", "[bench][power]") {
+  const auto idle = summarize_power({{0, 0, 1980, 120}, {0.1, 0, 1980, 121}}, 700);
+  CHECK(!idle.available);
+  CHECK(idle.why == "no sample at >= 280 W (2 samples)");
+  CHECK(idle.loaded == 0);
+  CHECK(idle.sm_mhz_median == 0);
+  const auto nolimit = summarize_power({{0, 0, 1500, 650}}, 0);
+  CHECK(!nolimit.available);
+  CHECK(nolimit.why == "no enforced power limit read");
+  // the sampler itself: on a host without NVML it is not available and says why; with a driver, an idle
+  // start/stop may have no loaded sample, which also says why
+  ulysses::bench::PowerSampler sampler(5);
+  sampler.start();
+  const auto p = sampler.stop();
+  if (!p.available) CHECK(!p.why.empty());
+}
+
+TEST_CASE("bench step: the power table has a row per sampled backend and says why one was not", "[bench][power]") {
+  ulysses::bench::StepBench b;
+  ulysses::bench::StepBenchRow ours, peer;
+  ours.backend = "cuda";
+  ours.power = summarize_power({{0, 0, 1402, 672}, {0.1, 0, 1402, 700}}, 700);
+  peer.backend = "deepspeed";
+  peer.power.why = "no libnvidia-ml.so.1 (no NVIDIA driver on this host)";
+  b.rows = {ours, peer};
+  const std::string t = ulysses::bench::step_power_table(b);
+  INFO(t);
+  CHECK(t.find("of the 700 W limit") != std::string::npos);
+  CHECK(t.find("(MHz)") != std::string::npos);  // the units row
+  CHECK(t.find("   cuda") != std::string::npos);
+  CHECK(t.find("1402") != std::string::npos);
+  CHECK(t.find("686.0") != std::string::npos);   // mean of 672 and 700 W
+  CHECK(t.find("deepspeed: not sampled (no libnvidia-ml.so.1") != std::string::npos);
+  b.rows[0].power = {};
+  b.rows[0].power.why = "the cpu backend";
+  const std::string none = ulysses::bench::step_power_table(b);
+  CHECK(none.rfind("power: cuda: not sampled (the cpu backend)\n  deepspeed: not sampled", 0) == 0);
+}
