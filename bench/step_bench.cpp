@@ -31,11 +31,11 @@ StepBench bench_step(const Scenario& sc, const std::vector<std::string>& backend
   for (std::size_t i = 0; i < backends.size(); ++i) {
     StepBenchRow r;
     r.backend = backends[i];
-    PowerSampler sampler;  // NVML: every GPU of the host (an idle one gives no loaded sample)
+    runtime::PowerSampler sampler;  // NVML: every GPU of the host (an idle one gives no loaded sample)
     if (backends[i] != "cpu") sampler.start();
     r.m = eval::run_whole_step(backends[i], plans[i].first, opt, origin);
     r.power = sampler.stop();
-    if (backends[i] == "cpu") r.power = PowerSummary{.why = "the cpu backend"};
+    if (backends[i] == "cpu") r.power = runtime::PowerSummary{.why = "the cpu backend"};
     r.c = eval::compare_step(plans[i].first, plans[i].second, r.m);
     b.rows.push_back(std::move(r));
   }
@@ -74,7 +74,7 @@ std::string step_power_table(const StepBench& b) {
   double limit = 0;
   for (const auto& r : b.rows) limit = std::max(limit, r.power.limit_w);
   std::string out = fmt::format("power (NVML every 25 ms; loaded: >= {:.0f} % of the {:.0f} W limit, setup included; at cap: "
-                                "within {:.0f} % of it)\n", 100 * kLoadedFraction, limit, 100 * (1 - kAtCapFraction));
+                                "within {:.0f} % of it)\n", 100 * runtime::kLoadedFraction, limit, 100 * (1 - runtime::kAtCapFraction));
   reports::Table t({{"backend", "", reports::Align::left}, {"sm clock", "MHz"}, {"lowest", "MHz"}, {"power", "W"},
                     {"at cap", "%"}, {"loaded", "samples"}, {"GPUs", ""}});
   std::string missing;
@@ -91,7 +91,7 @@ std::string step_power_table(const StepBench& b) {
   return t.rows() ? out + t.render() + missing : "power: " + (missing.empty() ? std::string("no rows\n") : missing.substr(2));
 }
 
-static runtime::Json power_json(const PowerSummary& p) {
+static runtime::Json power_json(const runtime::PowerSummary& p) {
   runtime::Json j{{"available", p.available}};
   if (!p.available) return j.update({{"why", p.why}}), j;
   j.update({{"gpus", p.gpus}, {"limit_w", p.limit_w}, {"samples", p.samples}, {"loaded", p.loaded},

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/power_sampler.hpp"
 #include "eval/step_compare.hpp"
 #include "runtime/deepspeed/step_run.hpp"
+#include "runtime/power_sampler.hpp"
 #include "runtime/step_measurement.hpp"
 #include "sim/scenario.hpp"
 
@@ -21,7 +21,7 @@ struct StepBenchRow {
   std::string backend;
   runtime::StepMeasurement m;
   eval::StepComparison c;  // its measured throughput rows
-  PowerSummary power;      // the GPUs' clock and power while it ran (setup included; loaded samples only)
+  runtime::PowerSummary power;      // the GPUs' clock and power while it ran (setup included; loaded samples only)
 };
 
 struct StepBench {

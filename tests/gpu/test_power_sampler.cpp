@@ -1,10 +1,10 @@
-// bench/power_sampler.hpp on a GPU: NVML is read while cuBLASLt GEMMs keep the GPU busy for about a second:
+// runtime/power_sampler.hpp on a GPU: NVML is read while cuBLASLt GEMMs keep the GPU busy for about a second:
 // some samples are loaded (>= 40 % of the enforced limit), with an SM clock and a mean power a GPU can have.
 #include <catch2/catch.hpp>
 
 #include <chrono>
 
-#include "bench/power_sampler.hpp"
+#include "runtime/power_sampler.hpp"
 #include "runtime/cuda/gemm.hpp"
 #include "tests/gpu/gpu_util.hpp"
 
@@ -18,7 +18,7 @@ TEST_CASE("power sampler: a second of GEMMs gives loaded samples with a clock an
   runtime::cuda::Gemm gemm;
   gemm.forward(X.p, W.p, Y.p, M, N, K, nullptr);  // tuned outside the sampled second
   CUDA_CHECK(cudaDeviceSynchronize());
-  bench::PowerSampler sampler(10);
+  runtime::PowerSampler sampler(10);
   sampler.start();
   const auto t0 = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1200)) {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace ulysses::bench {
+namespace ulysses::runtime {
 
 struct PowerSample {
   double t_s = 0;        // since the sampler started
@@ -58,4 +58,4 @@ class PowerSampler {
   std::thread thread_;
 };
 
-}  // namespace ulysses::bench
+}  // namespace ulysses::runtime

@@ -1,5 +1,5 @@
-// bench/power_sampler.hpp: NVML opened with dlopen, one sampling thread, the summary of a run's samples.
-#include "bench/power_sampler.hpp"
+// runtime/power_sampler.hpp: NVML opened with dlopen, one sampling thread, the summary of a run's samples.
+#include "runtime/power_sampler.hpp"
 
 #include <dlfcn.h>
 
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-namespace ulysses::bench {
+namespace ulysses::runtime {
 
 PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w) {
   PowerSummary r;
@@ -136,4 +136,4 @@ PowerSummary PowerSampler::stop() {
   return summarize_power(samples_, limit_w_);
 }
 
-}  // namespace ulysses::bench
+}  // namespace ulysses::runtime

@@ -1,13 +1,13 @@
-// bench/power_sampler.hpp without a GPU: the summary of a run's samples (loaded ones only, the GPUs counted
+// runtime/power_sampler.hpp without a GPU: the summary of a run's samples (loaded ones only, the GPUs counted
 // that were loaded, median and lowest clock, mean power, the share at the cap), why a run has none, and
 // `bench step`'s power table with a backend that was not sampled.
 #include <catch2/catch.hpp>
 
-#include "bench/power_sampler.hpp"
+#include "runtime/power_sampler.hpp"
 #include "bench/step_bench.hpp"
 
-using ulysses::bench::PowerSample;
-using ulysses::bench::summarize_power;
+using ulysses::runtime::PowerSample;
+using ulysses::runtime::summarize_power;
 
 TEST_CASE("power summary: loaded samples only, median and lowest clock, mean power, share at the cap", "[bench][power]") {
   // limit 700 W: loaded from 280 W, at the cap from 679 W; GPU 1 idles (never loaded), GPU 0 steps
@@ -40,7 +40,7 @@ TEST_CASE("power summary: no loaded sample or no limit is not available, and say
   CHECK(nolimit.why == "no enforced power limit read");
   // the sampler itself: on a host without NVML it is not available and says why; with a driver, an idle
   // start/stop may have no loaded sample, which also says why
-  ulysses::bench::PowerSampler sampler(5);
+  ulysses::runtime::PowerSampler sampler(5);
   sampler.start();
   const auto p = sampler.stop();
   if (!p.available) CHECK(!p.why.empty());
