@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One device call for docs/wip/loss-head.patch (issue 13; written 2026-12-06, seventh session, when no device started: not yet run).
-# Build wip/loss-head (or main + the patch), stage it in .gpu, carry .gpu and .alst. Results: $OUT/loss-head.tgz, written
+# One device call for the loss head's changes (issue 13; written 2026-12-06, seventh session; run in the eighth on one H100:
+# records/gpu-runs/h100-2026-12-06f/call1, then merged). Build (the CUDA build of ulysses and ulysses_gpu_tests), stage it
+# in .gpu, carry .gpu and .alst. Results: $OUT/loss-head.tgz, written
 # again after each part (an interrupted call keeps what finished). BUDGET (s, default 470): the parts after the bench
 # step run only while it leaves time; a part skipped for time says so. Exit 1 when a part failed or was skipped.
 # 1. ulysses_gpu_tests "[layer],[step],[loss],[gemm]"; 2. bench/runs/step_clocks.sh (clocks during bench attention 64K

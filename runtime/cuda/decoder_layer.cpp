@@ -165,7 +165,8 @@ void layer_backward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& 
   // the MLP (TiledMLP: shard by shard, the shard's forward rerun first; weight gradients summed over shards)
   const bool tiled = tiled_mlp(d);
   std::int64_t t0 = 0;
-  for (const std::int64_t Ts : tiled ? torch_chunk_sizes(T, d.mlp_shards) : std::vector<std::int64_t>{T}) {
+  const std::vector<std::int64_t> shards = tiled ? torch_chunk_sizes(T, d.mlp_shards) : std::vector<std::int64_t>{T};
+  for (const std::int64_t Ts : shards) {
     const bf16_t *n2 = a.n2 + t0 * h, *dys = dy + t0 * h;
     const bf16_t *gate = a.g, *up = a.u, *act = a.act;
     if (tiled) {
@@ -177,11 +178,16 @@ void layer_backward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& 
     }
     const float beta = t0 > 0 ? 1.f : 0.f;  // the weight gradients: the first shard writes, the rest add
     mark(c, LayerOp::mlp, pass, s);
+    // the first shard: the weight gradients are written next, so free for choosing the later shards' accumulating GEMMs
+    // (no later shard is larger; dwu's problem is dwg's)
+    const std::vector<std::int64_t> acc = t0 == 0 ? accumulating_shard_sizes(shards) : std::vector<std::int64_t>{};
     gemm.input_grad(dys, w.wd, sc.dact, Ts, h, F, s);
+    for (const std::int64_t Ta : acc) gemm.tune_accumulating_weight_grad(dys, act, g.dwd, Ta, h, F, s);
     gemm.weight_grad(dys, act, g.dwd, Ts, h, F, beta, s);
     CUDA_CHECK(kernels::swiglu_bwd(sc.dact, gate, up, sc.dg, sc.du, Ts * F, s));
     gemm.input_grad(sc.dg, w.wg, sc.dn + t0 * h, Ts, F, h, s);
     gemm.input_grad(sc.du, w.wu, sc.tmp_h + t0 * h, Ts, F, h, s);
+    for (const std::int64_t Ta : acc) gemm.tune_accumulating_weight_grad(sc.dg, n2, g.dwg, Ta, F, h, s);
     gemm.weight_grad(sc.dg, n2, g.dwg, Ts, F, h, beta, s);
     gemm.weight_grad(sc.du, n2, g.dwu, Ts, F, h, beta, s);
     t0 += Ts;

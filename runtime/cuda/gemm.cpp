@@ -74,7 +74,7 @@ Gemm::~Gemm() {
 }
 
 Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bfloat16* C,
-                           float beta, cudaStream_t stream) {
+                           float beta, cudaStream_t stream, bool c_free) {
   if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
   auto plan = std::make_unique<Plan>(key);
   cublasLtMatmulPreference_t pref = nullptr;
@@ -95,8 +95,8 @@ Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* A, const __nv_bf
   plan->algo = heur[0].algo;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
-  // an accumulating GEMM (beta != 0) is not timed: its runs would change C (gemm.hpp says why no copy)
-  const bool timed = tune_ && proposals > 1 && capture == cudaStreamCaptureStatusNone && !key.accumulate;
+  // an accumulating GEMM (beta != 0) is timed only where C is free: its runs change C (gemm.hpp says why no copy)
+  const bool timed = tune_ && proposals > 1 && capture == cudaStreamCaptureStatusNone && (!key.accumulate || c_free);
   if (timed) {
     Events ev;
     const float alpha = 1.f;
@@ -130,10 +130,11 @@ Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* A, const __nv_bf
 
 void Gemm::matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const __nv_bfloat16* A,
                   std::int64_t lda, const __nv_bfloat16* B, std::int64_t ldb, __nv_bfloat16* C, std::int64_t ldc,
-                  float beta, cudaStream_t stream) {
+                  float beta, cudaStream_t stream, bool choose_only) {
   if (m < 1 || n < 1 || k < 1) throw std::runtime_error("cuBLASLt: empty GEMM");
-  Plan& p = plan_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.f}, A, B, C, beta, stream);
+  Plan& p = plan_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, beta != 0.f}, A, B, C, beta, stream, choose_only);
   last_ = &p.tuning;
+  if (choose_only) return;
   const float alpha = 1.f;
   check(cublasLtMatmul(handle_, p.op.d, &alpha, A, p.a.d, B, p.b.d, &beta, C, p.c.d, C, p.c.d, &p.algo, workspace_,
                        kWorkspaceBytes, stream),
@@ -153,10 +154,21 @@ void Gemm::input_grad(const __nv_bfloat16* dY, const __nv_bfloat16* W, __nv_bflo
   matmul(false, false, K, M, N, W, K, dY, N, dX, K, 0.f, stream);
 }
 
-// dW^T [K, N] = X_c [K, M] · (dY_c [N, M])^T
+// dW^T [K, N] = X_c [K, M] · (dY_c [N, M])^T; choose_only: the problem's algorithm chosen (dW free for the timing
+// runs), nothing computed
+void Gemm::wgrad(const __nv_bfloat16* dY, const __nv_bfloat16* X, __nv_bfloat16* dW, std::int64_t M, std::int64_t N,
+                 std::int64_t K, float beta, cudaStream_t stream, bool choose_only) {
+  matmul(false, true, K, N, M, X, K, dY, N, dW, K, beta, stream, choose_only);
+}
+
 void Gemm::weight_grad(const __nv_bfloat16* dY, const __nv_bfloat16* X, __nv_bfloat16* dW, std::int64_t M,
                        std::int64_t N, std::int64_t K, float beta, cudaStream_t stream) {
-  matmul(false, true, K, N, M, X, K, dY, N, dW, K, beta, stream);
+  wgrad(dY, X, dW, M, N, K, beta, stream, false);
+}
+
+void Gemm::tune_accumulating_weight_grad(const __nv_bfloat16* dY, const __nv_bfloat16* X, __nv_bfloat16* dW,
+                                         std::int64_t M, std::int64_t N, std::int64_t K, cudaStream_t stream) {
+  wgrad(dY, X, dW, M, N, K, 1.f, stream, true);
 }
 
 }  // namespace ulysses::runtime::cuda

@@ -14,10 +14,12 @@
 // order. That first call waits for the stream. With beta != 0 (timing runs would change C, and saving
 // it would take a C-sized buffer outside the caller's arena, e.g. the lm_head's gradient of 1 GB in the
 // step: the arena's peak would understate the device's), or when the stream is capturing a graph, the
-// heuristic's first proposal is kept untimed. Later calls of the
+// heuristic's first proposal is kept untimed, unless the caller timed that problem beforehand with
+// tune_accumulating_weight_grad while dW held nothing it needs. Later calls of the
 // problem reuse the kept algorithm and descriptors. The choice follows measured times, so two
 // processes may keep different algorithms (sums in a different order); one Gemm gives the same bits
 // for the same inputs every call. Not thread-safe.
+#include <algorithm>
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -29,6 +31,15 @@
 #include <cuda_runtime.h>
 
 namespace ulysses::runtime::cuda {
+
+// The shard sizes after the first, each once: the accumulating weight-gradient problems of a sharded pass (TiledMLP,
+// the tiled loss), to be chosen with Gemm::tune_accumulating_weight_grad before its first shard.
+inline std::vector<std::int64_t> accumulating_shard_sizes(const std::vector<std::int64_t>& shards) {
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 1; i < shards.size(); ++i)
+    if (std::find(out.begin(), out.end(), shards[i]) == out.end()) out.push_back(shards[i]);
+  return out;
+}
 
 class Gemm {
  public:
@@ -46,9 +57,16 @@ class Gemm {
                   std::int64_t N, std::int64_t K, cudaStream_t stream);
   void weight_grad(const __nv_bfloat16* dY, const __nv_bfloat16* X, __nv_bfloat16* dW, std::int64_t M,
                    std::int64_t N, std::int64_t K, float beta, cudaStream_t stream);
+  // Chooses the accumulating weight gradient's algorithm (beta = 1) for this problem by timing, as a first call
+  // times every other problem, so the shards after a first one (TiledMLP's, the tiled loss's) run the fastest
+  // proposal instead of the heuristic's first. The timing runs add into dW: call it only where dW's content
+  // is about to be overwritten (just before a first shard's beta = 0 weight_grad). dY and X are read only.
+  // A problem already chosen (timed or not) is left as it is; untimed Gemm (tune = false): nothing is timed.
+  void tune_accumulating_weight_grad(const __nv_bfloat16* dY, const __nv_bfloat16* X, __nv_bfloat16* dW,
+                                     std::int64_t M, std::int64_t N, std::int64_t K, cudaStream_t stream);
 
   static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
-  static constexpr int kCandidates = 8, kTimedRuns = 3;
+  static constexpr int kCandidates = 24, kTimedRuns = 3;
 
   // what the choice of the last call's problem measured: each candidate's median (seconds, in the
   // heuristic's order; empty when untimed; +inf when it failed to run) and the kept index
@@ -67,13 +85,17 @@ class Gemm {
     auto operator<=>(const Key&) const = default;
   };
   struct Plan;  // descriptors, the kept algorithm, its Tuning (gemm.cpp)
+  // c_free: C's content may be changed by the timing runs (an accumulating problem is timed only then)
   Plan& plan_for(const Key& key, const __nv_bfloat16* A, const __nv_bfloat16* B, __nv_bfloat16* C, float beta,
-                 cudaStream_t stream);
+                 cudaStream_t stream, bool c_free = false);
 
   // column-major C[m, n] = op(A) op(B) (+ beta C): A is [m, k] after op, B [k, n] after op
+  // choose_only: plan_for with C free (c_free), nothing computed
   void matmul(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const __nv_bfloat16* A,
               std::int64_t lda, const __nv_bfloat16* B, std::int64_t ldb, __nv_bfloat16* C, std::int64_t ldc,
-              float beta, cudaStream_t stream);
+              float beta, cudaStream_t stream, bool choose_only = false);
+  void wgrad(const __nv_bfloat16* dY, const __nv_bfloat16* X, __nv_bfloat16* dW, std::int64_t M, std::int64_t N,
+             std::int64_t K, float beta, cudaStream_t stream, bool choose_only);
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   bool tune_ = true;

@@ -231,12 +231,15 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   CUDA_CHECK(kernels::rmsnorm_fwd(hidden(L), w_final_, n_final_, rstd_final_, T, h, float(ld.eps), s));
   // ---- the loss head, chunk by chunk: logits, loss and dlogits, then the lm_head's gradients ----
   std::int64_t t0 = 0;
-  for (const std::int64_t Tc : torch_chunk_sizes(T, plan_.logits_shards)) {
+  const std::vector<std::int64_t> chunks = torch_chunk_sizes(T, plan_.logits_shards);
+  for (const std::int64_t Tc : chunks) {
     mark(core::kLogitsFwd);
     gemm.forward(n_final_ + t0 * h, head_, logits_, Tc, V, h, s);
     CUDA_CHECK(kernels::cross_entropy_fwd_bwd(logits_, labels_ + t0, loss_rows_ + t0, Tc, V, float(divisor_), s));
     mark(core::kLogitsBwd);
     gemm.input_grad(logits_, head_, dn_final_ + t0 * h, Tc, V, h, s);
+    if (t0 == 0)  // d_head_ is written next: free for choosing the later chunks' accumulating GEMM (no later chunk is larger)
+      for (const std::int64_t Ta : accumulating_shard_sizes(chunks)) gemm.tune_accumulating_weight_grad(logits_, n_final_, d_head_, Ta, V, h, s);
     gemm.weight_grad(logits_, n_final_ + t0 * h, d_head_, Tc, V, h, t0 > 0 ? 1.f : 0.f, s);
     t0 += Tc;
   }

@@ -115,3 +115,32 @@ TEST_CASE("cuBLASLt projections: one algorithm kept per problem, the same bits e
   for (std::size_t i = 0; i < once.size(); ++i) off += !(std::fabs(f(twice[i]) - 2 * f(once[i])) <= std::fabs(f(once[i])) / 64 + 0.5);
   CHECK(off == 0);
 }
+
+TEST_CASE("cuBLASLt projections: an accumulating weight gradient timed while dW is free", "[.gpu][gpu][layer]") {
+  // a TiledMLP-like pass: the shards after the first accumulate; their problem is chosen by timing before the first
+  // shard writes dW (the timing runs add garbage into dW, which that first write replaces)
+  const std::int64_t M = 1000, N = 1024, K = 4096;
+  const auto X = random_bf16(M * K, 4), dY = random_bf16(M * N, 5);
+  const auto dW_want = product(N, K, M, [&](auto r, auto i) { return f(dY[i * N + r]); }, [&](auto i, auto c) { return f(X[i * K + c]); });
+  Dev<bf16> dX_in(X), ddY(dY), dW(N * K);
+  runtime::cuda::Gemm gemm;
+  gemm.tune_accumulating_weight_grad(b16(ddY), b16(dX_in), b16(dW), M, N, K, nullptr);
+  const auto tu = gemm.last_tuning();
+  CHECK(gemm.problems() == 1);
+  if (!tu.median_s.empty()) {  // more than one proposal: each timed, the fastest kept
+    CHECK(tu.chosen < int(tu.median_s.size()));
+    for (const double t : tu.median_s) CHECK(t > 0);
+  }
+  gemm.weight_grad(b16(ddY), b16(dX_in), b16(dW), M, N, K, 0.f, nullptr);  // the first shard
+  gemm.weight_grad(b16(ddY), b16(dX_in), b16(dW), M, N, K, 1.f, nullptr);  // a later one: the problem timed above
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(gemm.problems() == 2);
+  CHECK(gemm.last_tuning().median_s.size() == tu.median_s.size());  // the same plan, not chosen again
+  std::vector<double> twice(dW_want);
+  for (auto& v : twice) v *= 2;
+  CHECK(wrong(dW.download(), twice, 2 * M) == 0);
+  // an untimed Gemm times nothing here either
+  runtime::cuda::Gemm untuned(false);
+  untuned.tune_accumulating_weight_grad(b16(ddY), b16(dX_in), b16(dW), M, N, K, nullptr);
+  CHECK(untuned.last_tuning().median_s.empty());
+}

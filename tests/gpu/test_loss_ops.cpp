@@ -79,6 +79,8 @@ TEST_CASE("loss kernels: cross-entropy against the fp64 oracle, 16-byte words", 
   check_case({24, 128256, 0});  // Llama 3's vocabulary
   check_case({12, 151936, 0});  // Qwen3's
   check_case({40, 1000, 0});    // V / 8 = 125 words: rows shorter than a block's threads
+  check_case({1000, 4096, 0});  // more rows than SMs: each block walks several rows (its shared sums reused)
+  check_case({300, 2056, 0});   // and V / 8 = 257 words: a last unrolled group only partly in the row
 }
 
 TEST_CASE("loss kernels: cross-entropy against the fp64 oracle, one bf16 at a time", "[.gpu][gpu][loss]") {
