@@ -45,9 +45,9 @@ std::pair<double, double> estimate_s(const std::vector<AttnPoint>& pts, const Sw
     const double f = fl.fwd, tf = f / 300e12, tb = fl.bwd / 250e12;
     ours += tf + tb + std::max(s.min_reps * tf, s.min_time_s) + std::max(s.min_reps * tb, s.min_time_s) + 0.05;
     if (!peer) continue;
-    // attn_peer.py bench_ms: one warm-up, then 1..10 repetitions of ~0.2 s; the backward pass
-    // needs one more forward for its graph
-    auto pass = [](double t) { return t + std::max(1, std::min(10, static_cast<int>(0.2 / std::max(t, 1e-6)))) * t; };
+    // attn_peer.py bench_ms: one warm-up, then 1..1000 repetitions filling --min-time-s (ours); the backward
+    // pass needs one more forward for its graph
+    auto pass = [&](double t) { return t + std::max(1, std::min(1000, static_cast<int>(s.min_time_s / std::max(t, 1e-6)))) * t; };
     for (auto [rf, rb] : {std::pair{300e12, 270e12}, {450e12, 430e12}})
       peers += pass(f / rf) + f / rf + pass(fl.bwd / rb) + 0.02;
   }
@@ -84,7 +84,7 @@ std::string last_line(const std::string& path) {
 }
 
 // bench/peers/attn_peer.py bench --one ... for every point, in one process; JSON lines parsed.
-PeerRun run_peer(const std::string& python, const std::vector<AttnPoint>& pts) {
+PeerRun run_peer(const std::string& python, const std::vector<AttnPoint>& pts, double min_time_s) {
   PeerRun r;
   const std::string script = repo_dir() + "/bench/peers/attn_peer.py";
   char err_path[] = "/tmp/ulysses-attn-peer-XXXXXX";
@@ -94,7 +94,7 @@ PeerRun run_peer(const std::string& python, const std::vector<AttnPoint>& pts) {
     return r;
   }
   close(fd);
-  std::string cmd = shell_quote(python) + " " + shell_quote(script) + " bench";
+  std::string cmd = shell_quote(python) + " " + shell_quote(script) + fmt::format(" bench --min-time-s {}", min_time_s);
   for (const AttnPoint& p : pts)
     cmd += fmt::format(" --one {} {} {} {} {}", p.S, p.H, p.H_kv, p.D, p.causal ? 1 : 0);
   cmd += " 2>" + shell_quote(err_path);
@@ -198,7 +198,7 @@ int run_attention_sweep(const SweepRequest& req) {
     std::vector<AttnPoint> runnable;
     for (std::size_t i = 0; i < rows.size(); ++i)
       if (rows[i].fwd_s > 0) runnable.push_back(points[i]);
-    if (!runnable.empty()) pr = run_peer(req.peer_python, runnable);
+    if (!runnable.empty()) pr = run_peer(req.peer_python, runnable, req.min_time_s);
   }
 
   // ---- the table ----

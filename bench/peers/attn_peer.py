@@ -89,12 +89,13 @@ def run_check(folder):
                           "err_dq": err(dq, rdq), "err_dk": err(dk, rdk), "err_dv": err(dv, rdv)}), flush=True)
 
 
-def bench_ms(fn):
-    """one warm-up, then enough repetitions for ~0.2 s (1 to 10); mean ms"""
+def bench_ms(fn, min_s):
+    """one warm-up, then enough repetitions for min_s seconds (1 to 1000); mean ms. min_s of a few seconds holds
+    the GPU at its power limit as a training step does (docs/STEP_RUNTIME.md, "The power limit")"""
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record(); fn(); e1.record(); e1.synchronize()
     warm = e0.elapsed_time(e1)
-    reps = max(1, min(10, int(200.0 / max(warm, 1e-3))))
+    reps = max(1, min(1000, int(1000.0 * min_s / max(warm, 1e-3))))
     e0.record()
     for _ in range(reps):
         fn()
@@ -115,7 +116,7 @@ def sweep(quick):
                         yield S, H, Hkv, D, causal
 
 
-def run_bench(points):
+def run_bench(points, min_s):
     torch.manual_seed(0)
     for S, H, Hkv, D, causal in points:
         q = torch.randn(1, S, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -127,9 +128,9 @@ def run_bench(points):
             rec = {"kind": "bench", "impl": impl, "B": 1, "S": S, "Hq": H, "Hkv": Hkv, "D": D, "causal": causal}
             try:
                 with torch.no_grad():
-                    fwd = bench_ms(lambda: sdpa(q, k, v, causal, backend))
+                    fwd = bench_ms(lambda: sdpa(q, k, v, causal, backend), min_s)
                 o = sdpa(q, k, v, causal, backend)
-                bwd = bench_ms(lambda: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True))
+                bwd = bench_ms(lambda: torch.autograd.grad(o, (q, k, v), dout, retain_graph=True), min_s)
                 del o
                 rec.update(fwd_ms=round(fwd, 4), bwd_ms=round(bwd, 4), fwd_tflops=round(fwd_flop / fwd * 1e-9, 1),
                            bwd_tflops=round(2.5 * fwd_flop / bwd * 1e-9, 1))
@@ -146,18 +147,27 @@ def main():
         run_check(args[1])
         return
     if args and args[0] == "bench":
-        rest, points = args[1:], []
+        rest, points, min_s = args[1:], [], 0.2
+        if len(rest) >= 2 and rest[0] == "--min-time-s":
+            try:
+                min_s = float(rest[1])
+            except ValueError:
+                min_s = -1.0
+            if not 0 <= min_s <= 10:
+                print(f"attn_peer.py: --min-time-s: must be in 0..10 seconds (got {rest[1]})", file=sys.stderr)
+                sys.exit(2)
+            rest = rest[2:]
         if rest == ["--quick"] or not rest:
-            run_bench(list(sweep(rest == ["--quick"])))
+            run_bench(list(sweep(rest == ["--quick"])), min_s)
             return
         while len(rest) >= 6 and rest[0] == "--one":
             S, H, Hkv, D, c = (int(x) for x in rest[1:6])
             points.append((S, H, Hkv, D, bool(c)))
             rest = rest[6:]
         if points and not rest:
-            run_bench(points)
+            run_bench(points, min_s)
             return
-    print("usage: attn_peer.py check DIR | bench [--quick | --one S H HKV D CAUSAL ...]", file=sys.stderr)
+    print("usage: attn_peer.py check DIR | bench [--min-time-s X] [--quick | --one S H HKV D CAUSAL ...]", file=sys.stderr)
     sys.exit(2)
 
 
