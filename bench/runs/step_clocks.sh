@@ -7,7 +7,8 @@
 # marks.txt has each part's start and end in the samples' clock (UTC), so the samples of each part can be told apart.
 # Carry .gpu (the CUDA build of ulysses staged) and .alst (runtime/deepspeed/fetch-stack.sh .alst/wheels).
 # Results: $OUT/clocks.tgz, written again after each part (an interrupted call keeps what finished).
-# Written 2026-12-06 (sixth session); its first call was refused (the device budget had ended): not yet run.
+# Written 2026-12-06 (sixth session); first run in the eighth (records/gpu-runs/h100-2026-12-06f/call1/clocks).
+# smi-clocks.txt: eval/scripts/smi_clocks.py over the marked parts (bench step's own table splits ours from the peer).
 # Usage (device machine, repo root): bench/runs/step_clocks.sh [PROFILE] (default: the preset of the GPU found)
 set -u
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -31,6 +32,8 @@ mark "bench-step start"
 OUT=$R PROFILE=$P BENCH_CASES="llama8b-l2-tlog-s64k=--model llama-3.1-8b --seq-len 65536 --tiled-logits" \
   timeout 300 bash eval/scripts/run_alst_gpu.sh bench-step || status=1
 mark "bench-step end"
-kill $smi 2>/dev/null; pack
+kill $smi 2>/dev/null
+python3 eval/scripts/smi_clocks.py "$R/smi.csv" "$R/marks.txt" > "$R/smi-clocks.txt" 2>&1 && cat "$R/smi-clocks.txt"
+pack
 rm -rf "$W"
 exit $status
