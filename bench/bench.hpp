@@ -71,7 +71,7 @@ BenchResult bench_attention(const BlockShape& s, const RunOptions& opt);
 struct AttnSweepOptions {
   int min_reps = 3;
   double min_time_s = 0.3;
-  int max_reps = 100;
+  int max_reps = 1000;  // as the PyTorch peers (bench/peers/attn_peer.py bench_ms): both time --min-time-s alike
   std::int64_t check_seq = 256;
   std::uint64_t seed = 1234;
   double timeout_s = 300;  // watchdog of each host wait

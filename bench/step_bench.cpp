@@ -2,6 +2,7 @@
 #include "bench/step_bench.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -31,11 +32,10 @@ StepBench bench_step(const Scenario& sc, const std::vector<std::string>& backend
   for (std::size_t i = 0; i < backends.size(); ++i) {
     StepBenchRow r;
     r.backend = backends[i];
-    runtime::PowerSampler sampler;  // NVML: every GPU of the host (an idle one gives no loaded sample)
-    if (backends[i] != "cpu") sampler.start();
+    std::optional<runtime::PowerSampler> sampler;  // NVML: every GPU of the host (an idle one gives no loaded sample)
+    if (backends[i] != "cpu") sampler.emplace().start();
     r.m = eval::run_whole_step(backends[i], plans[i].first, opt, origin);
-    r.power = sampler.stop();
-    if (backends[i] == "cpu") r.power = runtime::PowerSummary{.why = "the cpu backend"};
+    r.power = sampler ? sampler->stop() : runtime::PowerSummary{.why = "the cpu backend"};
     r.c = eval::compare_step(plans[i].first, plans[i].second, r.m);
     b.rows.push_back(std::move(r));
   }
@@ -93,7 +93,10 @@ std::string step_power_table(const StepBench& b) {
 
 static runtime::Json power_json(const runtime::PowerSummary& p) {
   runtime::Json j{{"available", p.available}};
-  if (!p.available) return j.update({{"why", p.why}}), j;
+  if (!p.available) {
+    j["why"] = p.why;
+    return j;
+  }
   j.update({{"gpus", p.gpus}, {"limit_w", p.limit_w}, {"samples", p.samples}, {"loaded", p.loaded},
             {"sm_mhz_median", p.sm_mhz_median}, {"sm_mhz_min", p.sm_mhz_min}, {"watts_mean", p.watts_mean},
             {"at_cap_fraction", p.at_cap_fraction}});

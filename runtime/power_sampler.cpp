@@ -73,6 +73,7 @@ struct PowerSampler::Nvml {
     power = reinterpret_cast<int (*)(Dev, unsigned*)>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
     if (!init || !count || !limit || !shutdown || !handle || !clock || !power) {
       why = "libnvidia-ml.so.1 lacks an NVML entry point";
+      shutdown = nullptr;  // nothing initialized
       return;
     }
     unsigned n = 0;

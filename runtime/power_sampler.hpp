@@ -38,7 +38,7 @@ PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w);
 
 // Samples every GPU NVML sees every period_ms on its own thread from start() to stop() (NVML's order need not be
 // CUDA's, and an idle GPU's samples are never loaded, so all are read); summarize_power counts the GPUs that were
-// loaded. Without NVML, stop() gives a summary with available = false and why.
+// loaded. On a host shared with other jobs their GPUs' load would count too: the lent machines are not shared. Without NVML, stop() gives a summary with available = false and why.
 class PowerSampler {
  public:
   explicit PowerSampler(int period_ms = 25);

@@ -20,7 +20,7 @@ export ULYSSES_HOME=$PWD NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$
 pack() { tar czf "$W/clocks.tgz.part" -C "$W" clocks && mv "$W/clocks.tgz.part" "$O/clocks.tgz"; }
 mark() { echo "$(date -u '+%Y/%m/%d %H:%M:%S.%3N') $1" >> "$R/marks.txt"; }
 echo "$gpu, profile $P" > "$R/gpu.txt"
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 50 > "$R/smi.csv" 2>&1 &
+nvidia-smi --query-gpu=timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 50 > "$R/smi.csv" 2>&1 &
 smi=$!
 trap 'kill $smi 2>/dev/null' EXIT
 status=0

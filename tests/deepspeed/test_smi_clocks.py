@@ -72,6 +72,20 @@ class SmiClocks(unittest.TestCase):
         r = self.run_tool(smi, marks, "--limit-w", "510")
         self.assertEqual(self.rows(r.stdout)["x"][6], "100.0")
 
+    def test_one_gpu_of_several(self):
+        head = "timestamp, index, clocks.current.sm [MHz], power.draw [W]"
+        smi = [head] + [f"{stamp(s)}, {g}, {1400 + 100 * g} MHz, {600 + 50 * g} W" for s in range(3) for g in (0, 1)]
+        marks = [f"{stamp(0)} x start", f"{stamp(2)} x end"]
+        self.refuse(smi, marks, "samples of 2 GPUs (index 0, 1): pick one with --gpu")
+        for g, clk, j in ((0, "1400", "1200.0"), (1, "1500", "1300.0")):  # 2 s at 600 or 650 W
+            r = self.run_tool(smi, marks, "--gpu", str(g))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            row = self.rows(r.stdout)["x"]
+            self.assertEqual((row[1], row[3], row[7]), ("3", clk, j))
+        self.refuse(smi, marks, "--gpu: no sample of GPU 2", "--gpu", "2")
+        self.refuse([HEAD] + [sample(s, 1600, 500) for s in range(3)], marks, "no column 'index' to pick --gpu 0",
+                    "--gpu", "0")
+
     def refuse(self, smi, marks, want, *args):
         r = self.run_tool(smi, marks, *args)
         self.assertEqual(r.returncode, 2, r.stdout)
@@ -89,6 +103,15 @@ class SmiClocks(unittest.TestCase):
         self.refuse(good, [f"{stamp(10)} late start", f"{stamp(12)} late end"], "part 'late': 0 sample(s)")
         self.refuse([HEAD, "noon, 1 MHz, 2 MHz, 3 W, 4"], marks, "smi.csv:2: timestamp")
         self.refuse(good, marks, "--busy-w", "--busy-w", "800")
+        for name in ("smi.csv", "marks.txt"):  # bytes that are not UTF-8: one line naming the file
+            r = self.run_tool(good, marks)
+            with open(os.path.join(self.dir.name, name), "wb") as f:
+                f.write(b"\xff\xfe\x00bad")
+            r = subprocess.run([sys.executable, TOOL, os.path.join(self.dir.name, "smi.csv"),
+                                os.path.join(self.dir.name, "marks.txt")], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn(f"{name}: not text", r.stderr)
         r = subprocess.run([sys.executable, TOOL, os.path.join(self.dir.name, "none.csv"), "m"], capture_output=True,
                            text=True)
         self.assertEqual(r.returncode, 2)
