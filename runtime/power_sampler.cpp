@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
@@ -59,9 +60,10 @@ struct PowerSampler::Nvml {
   std::string why;
 
   Nvml() {
-    lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    const char* path = std::getenv("ULYSSES_NVML_LIB");  // a stand-in (tests/runtime/fake_nvml.cpp), else the driver's
+    lib = dlopen(path ? path : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-      why = "no libnvidia-ml.so.1 (no NVIDIA driver on this host)";
+      why = path ? fmt::format("ULYSSES_NVML_LIB: cannot open {}", path) : "no libnvidia-ml.so.1 (no NVIDIA driver on this host)";
       return;
     }
     auto init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));

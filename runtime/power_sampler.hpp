@@ -1,6 +1,7 @@
 #pragma once
 // The GPUs' SM clock and board power while a bench runs, read from NVML (libnvidia-ml.so.1, opened at run time:
-// no build dependency, none on a host without the driver). A whole step of long-context training draws the
+// no build dependency, none on a host without the driver; the environment's ULYSSES_NVML_LIB names another library
+// with NVML's entry points instead, as the CPU tests do with tests/runtime/fake_nvml.cpp). A whole step of long-context training draws the
 // board's power limit on an H100 (700 W): the SM clock then falls below its boost clock, by how much depends on
 // the work, so two steps compared at the same power compare their work per joule, not their kernels' peak rates
 // (docs/STEP_RUNTIME.md, "The power limit"). `bench step` samples each backend's run with this.

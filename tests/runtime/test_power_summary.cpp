@@ -6,6 +6,11 @@
 #include "runtime/power_sampler.hpp"
 #include "bench/step_bench.hpp"
 
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
 using ulysses::runtime::PowerSample;
 using ulysses::runtime::summarize_power;
 
@@ -44,6 +49,45 @@ TEST_CASE("power summary: no loaded sample or no limit is not available, and say
   sampler.start();
   const auto p = sampler.stop();
   if (!p.available) CHECK(!p.why.empty());
+}
+
+namespace {
+struct NvmlLib {  // ULYSSES_NVML_LIB for one test, unset after it
+  explicit NvmlLib(const char* path) { setenv("ULYSSES_NVML_LIB", path, 1); }
+  ~NvmlLib() { unsetenv("ULYSSES_NVML_LIB"); }
+};
+}  // namespace
+
+TEST_CASE("power sampler: NVML's stand-in gives the loaded GPU's clock and power, not the idle one's", "[bench][power]") {
+  // tests/runtime/fake_nvml.cpp: GPU 0 at 1400 MHz and 690 W of 700 W, GPU 1 idle at 1980 MHz and 70 W
+  const NvmlLib lib(ULYSSES_FAKE_NVML);
+  ulysses::runtime::PowerSampler sampler(2);
+  sampler.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  const auto p = sampler.stop();
+  INFO(p.why);
+  REQUIRE(p.available);
+  CHECK(p.limit_w == 700);
+  CHECK(p.gpus == 1);                 // the idle GPU's samples are never loaded
+  CHECK(p.samples >= 2 * p.loaded);   // both GPUs read at every tick
+  CHECK(p.loaded >= 3);
+  CHECK(p.sm_mhz_median == 1400);
+  CHECK(p.sm_mhz_min == 1400);
+  CHECK(p.watts_mean == Approx(690));
+  CHECK(p.at_cap_fraction == 1);      // 690 W is within 3 % of 700
+  // stop without start, twice: a summary of no samples, no hang
+  ulysses::runtime::PowerSampler idle(2);
+  CHECK(!idle.stop().available);
+  CHECK(!idle.stop().available);
+}
+
+TEST_CASE("power sampler: a ULYSSES_NVML_LIB that does not open is not available and says so", "[bench][power]") {
+  const NvmlLib lib("/nonexistent/libnvidia-ml.so.1");
+  ulysses::runtime::PowerSampler sampler(2);
+  sampler.start();
+  const auto p = sampler.stop();
+  CHECK(!p.available);
+  CHECK(p.why == "ULYSSES_NVML_LIB: cannot open /nonexistent/libnvidia-ml.so.1");
 }
 
 TEST_CASE("bench step: the power table has a row per sampled backend and says why one was not", "[bench][power]") {
