@@ -14,6 +14,11 @@ namespace ulysses::bench {
 
 bool StepBench::valid() const { return rows.size() == 2 && rows[0].m.correct() && rows[1].m.correct(); }
 
+double StepBenchRow::tokens_per_joule() const {
+  if (!(m.energy_j_per_step > 0) || !(c.tokens_per_gpu.measured > 0)) return -1;
+  return c.tokens_per_gpu.measured * double(std::max(m.ranks, 1)) * m.step_median_s / m.energy_j_per_step;
+}
+
 double StepBench::ratio() const {
   if (!valid() || !(rows[1].c.tokens_per_gpu.measured > 0)) return 0;
   return rows[0].c.tokens_per_gpu.measured / rows[1].c.tokens_per_gpu.measured;
@@ -88,7 +93,17 @@ std::string step_power_table(const StepBench& b) {
                fmt::format("{:.1f}", p.watts_mean), fmt::format("{:.1f}", 100 * p.at_cap_fraction),
                fmt::format("{}", p.loaded), fmt::format("{}", p.gpus)});
   }
-  return t.rows() ? out + t.render() + missing : "power: " + (missing.empty() ? std::string("no rows\n") : missing.substr(2));
+  out = t.rows() ? out + t.render() + missing : "power: " + (missing.empty() ? std::string("no rows\n") : missing.substr(2));
+  out += "energy over the timed steps (NVML energy counters, summed over the ranks' GPUs):";
+  for (const auto& r : b.rows)
+    out += r.tokens_per_joule() > 0 ? fmt::format(" {} {:.1f} J per step, {:.1f} tokens/J;", r.backend, r.m.energy_j_per_step,
+                                                  r.tokens_per_joule())
+                                    : fmt::format(" {} not measured;", r.backend);
+  out.back() = '\n';
+  if (b.valid() && b.rows[0].tokens_per_joule() > 0 && b.rows[1].tokens_per_joule() > 0)
+    out += fmt::format("tokens per joule, {} / {}: {:.3f}x\n", b.rows[0].backend, b.rows[1].backend,
+                       b.rows[0].tokens_per_joule() / b.rows[1].tokens_per_joule());
+  return out;
 }
 
 static runtime::Json power_json(const runtime::PowerSummary& p) {
@@ -109,7 +124,8 @@ runtime::Json step_bench_json(const StepBench& b) {
   j["rows"] = runtime::Json::array();
   for (const auto& r : b.rows)
     j["rows"].push_back({{"backend", r.backend}, {"measurement", runtime::measurement_json(r.m)}, {"comparison", eval::comparison_json(r.c)},
-                         {"power", power_json(r.power)}});
+                         {"power", power_json(r.power)},
+                         {"tokens_per_joule", r.tokens_per_joule() > 0 ? runtime::Json(r.tokens_per_joule()) : runtime::Json(nullptr)}});
   j["valid"] = b.valid();
   j["ratio_tokens_per_s_per_gpu"] = b.valid() ? runtime::Json(b.ratio()) : runtime::Json(nullptr);
   j["target"] = b.target;

@@ -22,6 +22,7 @@ struct StepBenchRow {
   runtime::StepMeasurement m;
   eval::StepComparison c;  // its measured throughput rows
   runtime::PowerSummary power;      // the GPUs' clock and power while it ran (setup included; loaded samples only)
+  double tokens_per_joule() const;  // the step's tokens over m.energy_j_per_step; -1 where its energy was not measured
 };
 
 struct StepBench {
@@ -38,7 +39,8 @@ StepBench bench_step(const Scenario& sc, const std::vector<std::string>& backend
                      const std::string& origin);
 
 std::string step_bench_table(const StepBench& b);  // one row per backend with a units row, then the ratio line
-std::string step_power_table(const StepBench& b);  // each backend's SM clock and power, or why not sampled
+std::string step_power_table(const StepBench& b);  // each backend's SM clock and power, or why not sampled; the
+                                                   // timed steps' energy, tokens per joule and their ratio
 runtime::Json step_bench_json(const StepBench& b);
 
 }  // namespace ulysses::bench

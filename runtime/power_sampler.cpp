@@ -47,7 +47,8 @@ PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w) 
   return r;
 }
 
-// The six NVML entry points used (nvml.h: nvmlReturn_t is an int, 0 success; nvmlDevice_t a pointer).
+// The NVML entry points used (nvml.h: nvmlReturn_t is an int, 0 success; nvmlDevice_t a pointer). The energy
+// counter's two are optional: without them the sampler still works.
 struct PowerSampler::Nvml {
   using Dev = void*;
   void* lib = nullptr;
@@ -55,6 +56,8 @@ struct PowerSampler::Nvml {
   int (*handle)(unsigned, Dev*) = nullptr;
   int (*clock)(Dev, int, unsigned*) = nullptr;  // NVML_CLOCK_SM = 1
   int (*power)(Dev, unsigned*) = nullptr;       // milliwatts
+  int (*by_pci)(const char*, Dev*) = nullptr;            // nvmlDeviceGetHandleByPciBusId_v2
+  int (*energy)(Dev, unsigned long long*) = nullptr;     // nvmlDeviceGetTotalEnergyConsumption, millijoules
   std::vector<Dev> devs;
   double limit_w = 0;
   std::string why;
@@ -73,6 +76,8 @@ struct PowerSampler::Nvml {
     handle = reinterpret_cast<int (*)(unsigned, Dev*)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
     clock = reinterpret_cast<int (*)(Dev, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
     power = reinterpret_cast<int (*)(Dev, unsigned*)>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
+    by_pci = reinterpret_cast<int (*)(const char*, Dev*)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    energy = reinterpret_cast<int (*)(Dev, unsigned long long*)>(dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption"));
     if (!init || !count || !limit || !shutdown || !handle || !clock || !power) {
       why = "libnvidia-ml.so.1 lacks an NVML entry point";
       shutdown = nullptr;  // nothing initialized
@@ -137,6 +142,18 @@ PowerSummary PowerSampler::stop() {
   }
   if (running_.exchange(false) && thread_.joinable()) thread_.join();
   return summarize_power(samples_, limit_w_);
+}
+
+EnergyCounter::EnergyCounter(const std::string& pci_bus_id) : nvml_(std::make_unique<PowerSampler::Nvml>()) {
+  if (nvml_->ok() && nvml_->by_pci && nvml_->energy && nvml_->by_pci(pci_bus_id.c_str(), &dev_) != 0) dev_ = nullptr;
+}
+
+EnergyCounter::~EnergyCounter() = default;
+
+double EnergyCounter::joules() const {
+  unsigned long long mj = 0;
+  if (!dev_ || nvml_->energy(dev_, &mj) != 0) return -1;
+  return double(mj) / 1e3;
 }
 
 }  // namespace ulysses::runtime

@@ -42,6 +42,7 @@ PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w);
 // loaded. On a host shared with other jobs their GPUs' load would count too: the lent machines are not shared. Without NVML, stop() gives a summary with available = false and why.
 class PowerSampler {
  public:
+  struct Nvml;  // libnvidia-ml.so.1 opened and initialized, the entry points used (power_sampler.cpp)
   explicit PowerSampler(int period_ms = 25);
   ~PowerSampler();
   PowerSampler(const PowerSampler&) = delete;
@@ -50,13 +51,28 @@ class PowerSampler {
   PowerSummary stop();
 
  private:
-  struct Nvml;
   std::unique_ptr<Nvml> nvml_;
   int period_ms_;
   double limit_w_ = 0;
   std::vector<PowerSample> samples_;
   std::atomic<bool> running_{false};
   std::thread thread_;
+};
+
+// One GPU's energy counter (nvmlDeviceGetTotalEnergyConsumption: millijoules since the driver loaded, Volta and
+// later), the GPU named by its PCI bus id as CUDA gives it (cudaDeviceGetPCIBusId, e.g. "0000:19:00.0"). joules()
+// is < 0 where NVML, the GPU or its counter is missing: the caller reports "not measured", never 0.
+class EnergyCounter {
+ public:
+  explicit EnergyCounter(const std::string& pci_bus_id);
+  ~EnergyCounter();
+  EnergyCounter(const EnergyCounter&) = delete;
+  EnergyCounter& operator=(const EnergyCounter&) = delete;
+  double joules() const;
+
+ private:
+  std::unique_ptr<PowerSampler::Nvml> nvml_;
+  void* dev_ = nullptr;
 };
 
 }  // namespace ulysses::runtime

@@ -62,6 +62,7 @@ Json measurement_json(const StepMeasurement& m) {
   }
   j["correct"] = m.correct();
   j["wall_s"] = m.wall_s;
+  j["energy_j_per_step"] = m.energy_j_per_step >= 0 ? Json(m.energy_j_per_step) : Json(nullptr);
   return j;
 }
 
@@ -103,6 +104,8 @@ StepMeasurement measurement_from_json(const Json& j) {
     m.checks.push_back({c.at("name").get<std::string>(), c.at("elements").get<std::int64_t>(), c.at("wrong").get<std::int64_t>(),
                         c.at("max_rel_err").is_null() ? INFINITY : c.at("max_rel_err").get<double>(), c.at("tolerance").get<double>()});
   m.wall_s = j.value("wall_s", 0.0);
+  m.energy_j_per_step = j.contains("energy_j_per_step") && j.at("energy_j_per_step").is_number()
+                            ? j.at("energy_j_per_step").get<double>() : -1.0;
   return m;
 }
 

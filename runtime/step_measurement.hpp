@@ -63,6 +63,8 @@ struct StepMeasurement {
   std::vector<double> losses;          // rank 0, every step in order
   std::vector<StepCheck> checks;       // empty: the backend checks nothing beyond the losses
   double wall_s = 0;
+  double energy_j_per_step = -1;       // the GPUs' energy counters (NVML) over the timed steps / steps, summed over
+                                       // ranks; -1: not measured (no NVML, a CPU step; JSON null)
   Json raw;                            // deepspeed: rank 0's result as written by the worker
   bool correct() const;                // every step's loss finite (a NaN or inf loss: the step did not train), no check wrong
   bool has_device_memory() const { return max_memory_allocated >= 0; }

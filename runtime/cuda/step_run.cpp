@@ -22,6 +22,7 @@
 #include "runtime/cuda/device_info.hpp"
 #include "runtime/cuda/step_runner.hpp"
 #include "runtime/cuda/tracing.hpp"
+#include "runtime/power_sampler.hpp"
 #include "runtime/reference_layer.hpp"
 #include "runtime/step_plan.hpp"
 
@@ -220,8 +221,16 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   std::vector<std::string> order;                      // phases in first-seen order
   std::map<std::string, std::vector<double>> per_step;  // phase -> its time in each timed step
   std::vector<double> steps;
+  char bus[32] = {};  // no bus id: no handle, the energy "not measured" (the step itself goes on)
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, 0) != cudaSuccess) {
+    bus[0] = '\0';
+    (void)cudaGetLastError();
+  }
+  const EnergyCounter energy(bus);  // the timed steps' joules (runtime/power_sampler.hpp)
+  double joules0 = -1;
   for (int it = 0; it < 1 + opt.warmup + opt.iters; ++it) {
     const bool timed = it > opt.warmup;
+    if (it == opt.warmup + 1) joules0 = energy.joules();  // the steps before it ended with a synchronize
     marks.start();
     run.step(s, timed ? &marks : nullptr);
     if (timed) marks.end(s);
@@ -252,6 +261,8 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
     p.alloc_start_bytes = peak, p.peak_bytes = peak, p.peak_reserved_bytes = peak;  // allocated up front
     m.phases.push_back(p);
   }
+  if (const double joules1 = energy.joules(); !steps.empty() && joules0 >= 0 && joules1 >= joules0)
+    m.energy_j_per_step = (joules1 - joules0) / double(steps.size());
   if (!steps.empty()) {
     m.step_median_s = core::median(steps);
     m.step_min_s = *std::min_element(steps.begin(), steps.end()), m.step_max_s = *std::max_element(steps.begin(), steps.end());

@@ -258,6 +258,13 @@ StepMeasurement measurement_of(const std::vector<Json>& ranks) {
   m.pinned_bytes = r0.value("checkpoint_pinned_bytes", std::int64_t{0});
   m.losses = step_losses_of(r0);
   m.wall_s = r0.value("wall_s", 0.0);
+  // the worker's energy counter per rank (ulysses_worker/energy.py): the sum over ranks, if every rank read it
+  double joules = 0;
+  for (const Json& r : ranks) {
+    const Json e = r.value("energy_j_per_step", Json(nullptr));
+    joules = e.is_number() && joules >= 0 ? joules + e.get<double>() : -1;
+  }
+  m.energy_j_per_step = joules;
   return m;
 }
 

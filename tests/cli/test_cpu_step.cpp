@@ -98,6 +98,11 @@ TEST_CASE("a check's non-finite error survives the JSON (null) and reads back as
   REQUIRE(back.checks.size() == 1);
   CHECK(std::isinf(back.checks[0].max_rel_err));
   CHECK(back.phases[0].peak_bytes == -1);
+  CHECK(j["energy_j_per_step"].is_null());  // not measured: null, and -1 again when read back
+  CHECK(back.energy_j_per_step == -1);
+  m.energy_j_per_step = 866.25;
+  CHECK(ulysses::runtime::measurement_from_json(nlohmann::ordered_json::parse(ulysses::runtime::measurement_json(m).dump()))
+            .energy_j_per_step == 866.25);
   CHECK(!back.has_device_memory());
   CHECK(!back.correct());
 }
@@ -154,6 +159,11 @@ TEST_CASE("bench step: two backends' steps side by side with the tokens/s ratio"
   CHECK(r.out.find("power: cpu: not sampled (the cpu backend)") != std::string::npos);
   CHECK(j["rows"][0]["power"]["available"] == false);
   CHECK(j["rows"][1]["power"]["why"] == "the cpu backend");
+  CHECK(r.out.find("energy over the timed steps (NVML energy counters, summed over the ranks' GPUs): cpu not measured; "
+                   "cpu not measured\n") != std::string::npos);
+  CHECK(r.out.find("tokens per joule") == std::string::npos);
+  CHECK(j["rows"][0]["tokens_per_joule"].is_null());
+  CHECK(j["rows"][0]["measurement"]["energy_j_per_step"].is_null());
   one_line_exit2("bench step --backends cuda --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
   one_line_exit2("bench step --backends cpu,nope --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
   one_line_exit2("bench step --backends cpu,cpu, --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");

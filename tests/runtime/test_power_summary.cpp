@@ -81,6 +81,17 @@ TEST_CASE("power sampler: NVML's stand-in gives the loaded GPU's clock and power
   CHECK(!idle.stop().available);
 }
 
+TEST_CASE("energy counter: joules of the GPU named by its PCI bus id, -1 for one NVML does not know", "[bench][power]") {
+  const NvmlLib lib(ULYSSES_FAKE_NVML);  // GPU 0000:19:00.0's counter grows by 250 J per read
+  const ulysses::runtime::EnergyCounter e("0000:19:00.0");
+  const double a = e.joules(), b = e.joules();
+  CHECK(a >= 5000);
+  CHECK(b - a == Approx(250));
+  CHECK(ulysses::runtime::EnergyCounter("0000:3b:00.0").joules() == -1);
+  const NvmlLib none("/nonexistent/libnvidia-ml.so.1");
+  CHECK(ulysses::runtime::EnergyCounter("0000:19:00.0").joules() == -1);
+}
+
 TEST_CASE("power sampler: a ULYSSES_NVML_LIB that does not open is not available and says so", "[bench][power]") {
   const NvmlLib lib("/nonexistent/libnvidia-ml.so.1");
   ulysses::runtime::PowerSampler sampler(2);
@@ -106,6 +117,19 @@ TEST_CASE("bench step: the power table has a row per sampled backend and says wh
   CHECK(t.find("1402") != std::string::npos);
   CHECK(t.find("686.0") != std::string::npos);   // mean of 672 and 700 W
   CHECK(t.find("deepspeed: not sampled (no libnvidia-ml.so.1") != std::string::npos);
+  CHECK(t.find("cuda not measured; deepspeed not measured\n") != std::string::npos);
+  // energies: 8192 tokens per step on one GPU each; ours 0.5 s and 400 J, the peer 1 s and 640 J
+  for (auto* r : {&b.rows[0], &b.rows[1]}) r->m.losses = {1.0}, r->m.ranks = 1;
+  b.rows[0].m.step_median_s = 0.5, b.rows[0].c.tokens_per_gpu.measured = 8192 / 0.5, b.rows[0].m.energy_j_per_step = 400;
+  b.rows[1].m.step_median_s = 1.0, b.rows[1].c.tokens_per_gpu.measured = 8192 / 1.0, b.rows[1].m.energy_j_per_step = 640;
+  CHECK(b.rows[0].tokens_per_joule() == Approx(20.48));
+  CHECK(b.rows[1].tokens_per_joule() == Approx(12.8));
+  const std::string e = ulysses::bench::step_power_table(b);
+  INFO(e);
+  CHECK(e.find("cuda 400.0 J per step, 20.5 tokens/J; deepspeed 640.0 J per step, 12.8 tokens/J\n") != std::string::npos);
+  CHECK(e.find("tokens per joule, cuda / deepspeed: 1.600x\n") != std::string::npos);
+  b.rows[1].m.energy_j_per_step = -1;  // one side not measured: no ratio
+  CHECK(ulysses::bench::step_power_table(b).find("tokens per joule") == std::string::npos);
   b.rows[0].power = {};
   b.rows[0].power.why = "the cpu backend";
   const std::string none = ulysses::bench::step_power_table(b);

@@ -15,6 +15,7 @@ import time
 import torch
 
 from . import accounting, allocator, dsconfig, features, hfconfig, offload
+from .energy import EnergyCounter
 from .phases import CLOCK, instrument, timed, wrap_function, wrap_marked, wrap_method
 
 
@@ -189,6 +190,8 @@ class Runner:
         result["losses"].append(l)
         torch.cuda.reset_peak_memory_stats()
         per_phase, per_phase_host, steps = {}, {}, []
+        energy = EnergyCounter()
+        joules0 = energy.joules()  # the memory step ended with a synchronize, as each timed step does
         for _ in range(self.r["iters"]):
             t, s, w, l = self.step(data)
             steps.append({"step_s": s, "wall_s": w})
@@ -197,6 +200,9 @@ class Runner:
                 per_phase.setdefault(k, []).append(v)
             for k, v in CLOCK.host_totals().items():
                 per_phase_host.setdefault(k, []).append(v)
+        joules1 = energy.joules()
+        result["energy_j_per_step"] = (joules1 - joules0) / len(steps) if None not in (joules0, joules1) and steps \
+            and joules1 >= joules0 else None
         result["timeline"] = CLOCK.timeline()  # the last timed step, for the compare trace
         result["max_memory_allocated"] = max(mem["peak_allocated"], torch.cuda.max_memory_allocated())
         result["max_memory_reserved"] = max(mem["peak_reserved"], torch.cuda.max_memory_reserved())
