@@ -27,7 +27,7 @@ case $mode in
       timeout 240 $bin bench step --backends cuda,deepspeed --profile ${PROFILE:-h200-sxm-141gb} --gpus 1 --sp-size 1 --layers 2 \
         --attn-implementation sdpa $flags --warmup 1 --iters 3 --json $r/bench-step-$name.json > $r/bench-step-$name.txt \
         2> $r/bench-step-$name.err
-      echo "$name rc $? $(( $(date +%s) - t0 )) s"; tail -6 $r/bench-step-$name.txt; grep -v Warning $r/bench-step-$name.err | tail -3
+      echo "$name rc $? $(( $(date +%s) - t0 )) s"; tail -12 $r/bench-step-$name.txt; grep -v Warning $r/bench-step-$name.err | tail -3
       (cd $OUT && tar czf alst.tgz alst)
     done ;;
   validate)
