@@ -1,10 +1,10 @@
 #pragma once
-// The GPUs' SM clock and board power while a bench runs, read from NVML (libnvidia-ml.so.1, opened at run time:
-// no build dependency, none on a host without the driver; the environment's ULYSSES_NVML_LIB names another library
-// with NVML's entry points instead, as the CPU tests do with tests/runtime/fake_nvml.cpp). A whole step of long-context training draws the
-// board's power limit on an H100 (700 W): the SM clock then falls below its boost clock, by how much depends on
-// the work, so two steps compared at the same power compare their work per joule, not their kernels' peak rates
-// (docs/STEP_RUNTIME.md, "The power limit"). `bench step` samples each backend's run with this.
+// The GPUs' SM clock, board power and energy while a bench runs, read from NVML (libnvidia-ml.so.1, opened at run
+// time: no build dependency, none on a host without the driver; the environment's ULYSSES_NVML_LIB names another
+// library with NVML's entry points instead, as the CPU tests do with tests/runtime/fake_nvml.cpp). A whole step of
+// long-context training draws the board's power limit on an H100 (700 W): the SM clock then falls below its boost
+// clock, by how much depends on the work, so two steps compared at the same power compare their work per joule, not
+// their kernels' peak rates (docs/STEP_RUNTIME.md, "The power limit"). `bench step` samples each backend's run.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -39,7 +39,8 @@ PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w);
 
 // Samples every GPU NVML sees every period_ms on its own thread from start() to stop() (NVML's order need not be
 // CUDA's, and an idle GPU's samples are never loaded, so all are read); summarize_power counts the GPUs that were
-// loaded. On a host shared with other jobs their GPUs' load would count too: the lent machines are not shared. Without NVML, stop() gives a summary with available = false and why.
+// loaded. On a host shared with other jobs their GPUs' load would count too: the lent machines are not shared.
+// Without NVML, stop() gives a summary with available = false and why.
 class PowerSampler {
  public:
   struct Nvml;  // libnvidia-ml.so.1 opened and initialized, the entry points used (power_sampler.cpp)
