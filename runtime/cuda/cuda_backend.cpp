@@ -24,6 +24,7 @@
 #include "runtime/cuda/cluster.hpp"
 #include "runtime/cuda/step_run.hpp"
 #include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/env.hpp"
 #include "runtime/cuda/tracing.hpp"
 #include "runtime/verify.hpp"
 #include "core/errors.hpp"
@@ -44,16 +45,6 @@ BlockInputs host_inputs(const BlockShape& s, std::uint64_t seed) {
   in.q = fill(s.H, kernels::kTensorQ), in.k = fill(s.H_kv, kernels::kTensorK), in.v = fill(s.H_kv, kernels::kTensorV);
   in.dout = fill(s.H, kernels::kTensorDout);
   return in;
-}
-
-// A numeric environment variable in [lo, hi]: nullopt when unset, one InputError line when malformed.
-std::optional<double> env_number(const char* name, double lo, double hi, const char* rule) {
-  const char* t = std::getenv(name);
-  if (!t) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(t, &end);
-  if (end == t || *end || !(v >= lo && v <= hi)) throw core::InputError("", std::string("environment ") + name, std::string("must be ") + rule);
-  return v;
 }
 
 // a2a.qkv.fwd, a2a.out.fwd, a2a.out.bwd, a2a.qkv.bwd (BlockPhase order)

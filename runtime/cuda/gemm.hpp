@@ -19,6 +19,14 @@
 // problem reuse the kept algorithm and descriptors. The choice follows measured times, so two
 // processes may keep different algorithms (sums in a different order); one Gemm gives the same bits
 // for the same inputs every call. Not thread-safe.
+//
+// Sustained timing (an experiment, docs/STEP_RUNTIME.md "The power limit"): the runs above are short and
+// run near the boost clock, while the whole step holds the board at its power limit, where a proposal
+// that draws less power per FLOP keeps a higher clock. With Tuning window w > 0 (`ulysses` reads
+// ULYSSES_GEMM_TUNE_WINDOW_MS), each proposal of a problem whose warm-up run took at least 1 ms instead
+// runs back to back for about w untimed (the board settles at the clock this proposal allows), then for
+// about w timed between two events; the lowest mean per call wins. ULYSSES_GEMM_TUNE_LOG=1 prints each
+// such problem's proposals (warm-up run and sustained mean) and the choice to stderr.
 #include <algorithm>
 #include <compare>
 #include <cstdint>
@@ -45,8 +53,11 @@ class Gemm {
  public:
   // One cuBLASLt handle and its workspace (cuBLAS's recommendation for Hopper: 32 MiB) on the current
   // device. Throws std::runtime_error naming the cuBLAS or CUDA call that failed.
-  // tune = false: the heuristic's first proposal, untimed (what every call did before the cache)
-  explicit Gemm(bool tune = true);
+  // tune = false: the heuristic's first proposal, untimed (what every call did before the cache);
+  // sustained_window_s > 0: sustained timing (above) for problems of 1 ms or more
+  explicit Gemm(bool tune = true, double sustained_window_s = 0);
+  // ULYSSES_GEMM_TUNE_WINDOW_MS in seconds (0 when unset; InputError unless a number in 0..10000)
+  static double sustained_window_from_env();
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -67,12 +78,15 @@ class Gemm {
 
   static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
   static constexpr int kCandidates = 24, kTimedRuns = 3;
+  static constexpr double kSustainedMinRunS = 1e-3;  // shorter problems keep the burst timing
 
   // what the choice of the last call's problem measured: each candidate's median (seconds, in the
-  // heuristic's order; empty when untimed; +inf when it failed to run) and the kept index
+  // heuristic's order; empty when untimed; +inf when it failed to run; sustained: the mean per call over the
+  // timed window) and the kept index
   struct Tuning {
     std::vector<double> median_s;
     int chosen = 0;
+    bool sustained = false;
   };
   const Tuning& last_tuning() const { return *last_; }
   std::size_t problems() const { return plans_.size(); }
@@ -99,6 +113,8 @@ class Gemm {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   bool tune_ = true;
+  double window_s_ = 0;
+  bool log_ = false;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   Tuning none_;
   const Tuning* last_ = &none_;

@@ -205,7 +205,7 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   const StepDims& d = shape.dims;
 
   DeviceArena arena(0);
-  Gemm gemm;
+  Gemm gemm(true, Gemm::sustained_window_from_env());
   StepRunner run(d, plan_of(shape), arena, gemm, opt.seed, kernel.kind);
   set_seeded_batch(run, shape, opt.seed);
 

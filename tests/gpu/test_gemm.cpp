@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -145,4 +146,45 @@ TEST_CASE("cuBLASLt projections: an accumulating weight gradient timed while dW 
   runtime::cuda::Gemm untuned(false);
   untuned.tune_accumulating_weight_grad(b16(ddY), b16(dX_in), b16(dW), M, N, K, nullptr);
   CHECK(untuned.last_tuning().median_s.empty());
+}
+
+TEST_CASE("cuBLASLt sustained timing: 1 ms problems timed back to back", "[.gpu][gpu][gemm]") {
+  // Gemm(true, window): problems whose fastest proposal takes 1 ms or more are chosen by their mean per call over
+  // about window of back-to-back runs after as long untimed; shorter ones keep the burst timing. The product is the
+  // same product whichever proposal wins: 512 sampled entries against fp64.
+  const double window = 0.02;
+  runtime::cuda::Gemm gemm(true, window);
+  const std::int64_t M = 8192, N = 8192, K = 8192;  // 1.1 TFLOP: over 1 ms on an H100 or H200
+  const auto X = random_bf16(M * K, 6), W = random_bf16(N * K, 7);
+  Dev<bf16> dX(X), dW(W), dY(M * N);
+  gemm.forward(b16(dX), b16(dW), b16(dY), M, N, K, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto tu = gemm.last_tuning();
+  if (!tu.median_s.empty()) {  // more than one proposal
+    CHECK(tu.sustained);
+    CHECK(tu.median_s[static_cast<std::size_t>(tu.chosen)] >= runtime::cuda::Gemm::kSustainedMinRunS);
+    for (const double t : tu.median_s) CHECK(tu.median_s[static_cast<std::size_t>(tu.chosen)] <= t);  // the fastest kept
+  }
+  const auto Y = dY.download();
+  std::mt19937 g(8);
+  std::int64_t bad = 0;
+  for (int i = 0; i < 512; ++i) {
+    const std::int64_t r = g() % M, c = g() % N;
+    double want = 0;
+    for (std::int64_t k = 0; k < K; ++k) want += f(X[r * K + k]) * f(W[c * K + k]);
+    if (!(std::fabs(f(Y[r * N + c]) - want) <= std::fabs(want) / 256 + 1e-2 * std::sqrt(double(K)))) ++bad;
+  }
+  CHECK(bad == 0);
+  // a short problem keeps the burst timing
+  const auto xs = random_bf16(256 * 512, 9), ws = random_bf16(384 * 512, 10);
+  Dev<bf16> sx(xs), sw(ws), sy(256 * 384);
+  gemm.forward(b16(sx), b16(sw), b16(sy), 256, 384, 512, nullptr);
+  CHECK_FALSE(gemm.last_tuning().sustained);
+  // the variable: milliseconds in 0..10000, else one InputError line naming it
+  setenv("ULYSSES_GEMM_TUNE_WINDOW_MS", "50", 1);
+  CHECK(runtime::cuda::Gemm::sustained_window_from_env() == Approx(0.05));
+  setenv("ULYSSES_GEMM_TUNE_WINDOW_MS", "fast", 1);
+  CHECK_THROWS_WITH(runtime::cuda::Gemm::sustained_window_from_env(), Catch::Contains("ULYSSES_GEMM_TUNE_WINDOW_MS"));
+  unsetenv("ULYSSES_GEMM_TUNE_WINDOW_MS");
+  CHECK(runtime::cuda::Gemm::sustained_window_from_env() == 0);
 }
