@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call for the eighth session's last changes (issue 13; written 2026-12-06, not yet run): the GPU tests they
+# One device call for the eighth session's last changes (issue 13; written 2026-12-06, first run 2026-12-07:
+# records/gpu-runs/h100-2026-12-07a/call1): the GPU tests they
 # touch, `bench step`'s energy per timed step and tokens per joule at llama 16K and 64K tiled logits, and 32K attention
 # at the power limit with both sides timed alike (ours now repeat up to 1000 times, as the peers do).
 # Carry .gpu (the CUDA build of ulysses and ulysses_gpu_tests, staged) and .alst (runtime/deepspeed/fetch-stack.sh
@@ -16,7 +17,7 @@ timeout 150 .gpu/bin/ulysses_gpu_tests "[layer],[step],[loss],[power]" > $R/gpu-
 echo "gpu tests rc $rc $(el)"; tail -2 $R/gpu-tests.txt; pk
 OUT=$R PROFILE=$PF BENCH_CASES="llama8b-l2-s16k=--model llama-3.1-8b --seq-len 16384;llama8b-l2-tlog-s64k=--model llama-3.1-8b --seq-len 65536 --tiled-logits" \
   timeout 240 bash eval/scripts/run_alst_gpu.sh bench-step > $R/bench-step.txt 2>&1; rc=$?; ok $rc
-echo "bench step rc $rc $(el)"; grep -hE "tokens/s per GPU|energy over|tokens per joule" $R/alst/bench-step-*.txt; pk
+echo "bench step rc $rc $(el)"; grep -hE "tokens/s per GPU|energy over|tokens per joule" $R/bench-step.txt; pk
 timeout 120 .gpu/bin/ulysses bench attention --points 32768:32:8:128:1 --min-time-s 4 --json $R/attention-4.json \
   > $R/attention-4.txt 2>&1; rc=$?; ok $rc; echo "attention rc $rc $(el)"; grep -A3 "ours fwd" $R/attention-4.txt; pk
 echo "total $(el), status $status"; rm -rf "$W"

@@ -26,7 +26,8 @@
 // ULYSSES_GEMM_TUNE_WINDOW_MS), each proposal of a problem whose warm-up run took at least 1 ms instead
 // runs back to back for about w untimed (the board settles at the clock this proposal allows), then for
 // about w timed between two events; the lowest mean per call wins. ULYSSES_GEMM_TUNE_LOG=1 prints each
-// such problem's proposals (warm-up run and sustained mean) and the choice to stderr.
+// such problem's proposals (burst median and sustained mean) and both choices to stderr. Measured on one H100 at
+// llama-3.1-8b 64K tiled logits (2026-12-07): the step's time and energy the same as with the burst timing.
 #include <algorithm>
 #include <compare>
 #include <cstdint>
