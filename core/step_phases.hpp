@@ -22,6 +22,13 @@ constexpr std::string_view phase_name(LayerOp op, StepPass pass) {
   return kLayerPhaseNames[static_cast<int>(pass)][static_cast<int>(op)];
 }
 
+// The Ulysses exchanges of a layer at sp > 1, per pass: q, k, v to head-sharded (the backward: their
+// gradients back), attention's output back (the backward: its gradient to head-sharded).
+inline constexpr std::string_view kA2aQkv[3] = {"a2a.qkv.fwd", "a2a.qkv.recompute", "a2a.qkv.bwd"};
+inline constexpr std::string_view kA2aOut[3] = {"a2a.out.fwd", "a2a.out.recompute", "a2a.out.bwd"};
+constexpr std::string_view a2a_qkv_phase(StepPass pass) { return kA2aQkv[static_cast<int>(pass)]; }
+constexpr std::string_view a2a_out_phase(StepPass pass) { return kA2aOut[static_cast<int>(pass)]; }
+
 // Around the layers.
 inline constexpr std::string_view kEmbedFwd = "embed.fwd", kEmbedBwd = "embed.bwd";
 inline constexpr std::string_view kLogitsFwd = "logits.fwd", kLogitsBwd = "logits.bwd";

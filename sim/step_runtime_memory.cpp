@@ -47,22 +47,26 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
     b.host_pinned += pc.grad_bytes() + n_params * bf;
     b.host_state = 3 * n_params * f32;
   }
+  // sp > 1 (runtime/cuda/decoder_layer.cpp): q, k, v, o also head-sharded over all S = T * P positions; the same
+  // bytes again in the backward's scratch (their gradients); lse [H_l, S] is H * T values either way
+  const std::int64_t P = d.P, S = T * P, H_l = P > 1 ? d.H_l : H, K_l = P > 1 ? d.kv_local : d.H_kv;
+  const std::int64_t heads = P > 1 ? (2 * S * H_l + 2 * S * K_l) * d.D * bf : 0;
   const std::int64_t acts = (T * h + T * HD + 2 * T * KD + T * HD + 2 * T * h + (tiled ? 0 : 3 * T * F)) * bf +
                             (2 * T + H * T) * f32 +
-                            (f.qk_norm ? (T * HD + T * KD) * bf + (T * H + T * d.H_kv) * f32 : 0);
+                            (f.qk_norm ? (T * HD + T * KD) * bf + (T * H + T * d.H_kv) * f32 : 0) + heads;
   const std::int64_t hidden = f.offload_checkpoints ? 2 : L + 1;
   b.kept = 2 * T * 4 /*tokens, labels int32*/ + 2 * (T * d.D / 2) * bf /*cos, sin*/ + hidden * T * h * bf +
            (d.ckpt ? 1 : L) * acts;
   b.host_pinned += f.offload_checkpoints ? (L - 1) * T * h * bf : 0;
-  // attention backward workspace (kernels/attention_flash_bwd.cuh bwd_workspace_bytes): fp32 dq_accum
-  // [T, H, D] and two [H, T padded to 128] fp32 rows, each rounded up to 256 bytes; the reference
-  // kernel: delta [H, T] fp32
+  // attention backward workspace (kernels/attention_flash_bwd.cuh bwd_workspace_bytes) over its S positions and
+  // H_l heads (one rank: T and H): fp32 dq_accum [S, H_l, D] and two [H_l, S padded to 128] fp32 rows, each
+  // rounded up to 256 bytes; the reference kernel: delta [H_l, S] fp32
   auto r256 = [](std::int64_t x) { return (x + 255) / 256 * 256; };
-  const std::int64_t T_pad = (T + 127) / 128 * 128;
-  const std::int64_t attn_ws = f.flash ? r256(T * HD * f32) + 2 * r256(H * T_pad * f32) : H * T * f32;
+  const std::int64_t S_pad = (S + 127) / 128 * 128;
+  const std::int64_t attn_ws = f.flash ? r256(S * H_l * d.D * f32) + 2 * r256(H_l * S_pad * f32) : H_l * S * f32;
   b.scratch = (3 * Tm * F + (tiled ? 3 * Tm * F : 0) + 3 * T * h + 2 * T * HD + 2 * T * KD) * bf +
               std::min(T, kRmsNormBwdBlocks) * h * f32 + attn_ws +
-              (f.qk_norm ? (T * HD + T * KD) * bf + std::min(T * H, kRmsNormBwdBlocks) * d.D * f32 : 0);
+              (f.qk_norm ? (T * HD + T * KD) * bf + std::min(T * H, kRmsNormBwdBlocks) * d.D * f32 : 0) + heads;
   const std::int64_t Tc = torch_chunk_sizes(T, d.logits_shards).front();
   b.loss_head = 2 * T * h * bf + T * f32 + Tc * V * bf + T * f32 + 2 * T * h * bf;
   b.gemm_workspace = kCublasLtWorkspaceBytes;

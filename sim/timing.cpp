@@ -331,9 +331,9 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.n = 0;
   step.add(core::kEmbedFwd.data(), e.embed_fwd);
   step.add(ph(Op::norm, Pass::fwd), e.norm_fwd);
-  step.add("a2a.qkv.fwd", L * a2a_qkv);
+  step.add(core::a2a_qkv_phase(Pass::fwd).data(), L * a2a_qkv);
   step.add(ph(Op::attn, Pass::fwd), L * at(core::BlockPhase::attn_fwd));
-  step.add("a2a.out.fwd", L * a2a_out_fwd);
+  step.add(core::a2a_out_phase(Pass::fwd).data(), L * a2a_out_fwd);
   step.add(ph(Op::gemm_qkv, Pass::fwd), L * g.qkv);
   step.add(ph(Op::gemm_o, Pass::fwd), L * g.o);
   step.add(ph(Op::mlp, Pass::fwd), L * g.mlp);
@@ -341,9 +341,9 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add(ph(Op::rope_add, Pass::fwd), e.rope_add_fwd);
   step.add(core::kLogitsFwd.data(), logits_gemm + loss_pass_s(sc, d, true));
   step.add(core::kLogitsBwd.data(), logits_gemm_bwd + loss_pass_s(sc, d, false));
-  step.add("a2a.qkv.recompute", ck ? L * a2a_qkv : 0);
+  step.add(core::a2a_qkv_phase(Pass::recompute).data(), ck ? L * a2a_qkv : 0);
   step.add(ph(Op::attn, Pass::recompute), ck ? L * at(core::BlockPhase::attn_fwd) : 0);
-  step.add("a2a.out.recompute", ck ? L * a2a_out_fwd : 0);
+  step.add(core::a2a_out_phase(Pass::recompute).data(), ck ? L * a2a_out_fwd : 0);
   step.add(ph(Op::gemm_qkv, Pass::recompute), ck ? L * g.qkv : 0);
   step.add(ph(Op::gemm_o, Pass::recompute), ck ? L * g.o : 0);
   // our runtime's recompute stops at the down projection's input, or with TiledMLP before the MLP
@@ -359,9 +359,9 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add(ph(Op::mlp, Pass::bwd), L * g.mlp_bwd + e.fork_adds_mlp_bwd);
   step.add("swiglu.bwd", e.swiglu_bwd);
   step.add(ph(Op::gemm_o, Pass::bwd), L * g.o_bwd);
-  step.add("a2a.out.bwd", L * a2a_out_bwd);
+  step.add(core::a2a_out_phase(Pass::bwd).data(), L * a2a_out_bwd);
   step.add(ph(Op::attn, Pass::bwd), L * at(core::BlockPhase::attn_bwd));
-  step.add("a2a.qkv.bwd", L * a2a_qkv);
+  step.add(core::a2a_qkv_phase(Pass::bwd).data(), L * a2a_qkv);
   step.add(ph(Op::gemm_qkv, Pass::bwd), L * g.qkv_bwd + e.fork_adds_qkv_bwd);
   step.add(ph(Op::rope_add, Pass::bwd), e.rope_add_bwd);
   step.add(ph(Op::norm, Pass::bwd), e.norm_bwd);

@@ -14,8 +14,12 @@
 
 #include "core/bf16.hpp"
 #include "core/layout.hpp"
+#include "runtime/barrier.hpp"
 
 namespace ulysses::runtime::cpu {
+
+using runtime::AbortableBarrier;
+using runtime::PeerFailed;
 
 using core::Dims;
 using core::bf16;  // the CPU backend's tensors are bf16 bits (core/bf16.hpp)
@@ -51,43 +55,6 @@ void widen_to_float(const bf16* x, float* y, std::int64_t n);
 // All-to-all of equal chunks among P threads (ranks 0..P-1) of one process. Every rank
 // publishes its send buffer, waits, copies chunk r of every peer's buffer into its recv[c],
 // and waits again so no send buffer is reused while a peer still reads it.
-// A barrier whose waiters can be released with an error: abort() (called by a rank that failed)
-// makes every rank waiting in, or later arriving at, the barrier throw PeerFailed instead of
-// waiting forever. Waiting is std::atomic::wait (a short spin, then a futex), as std::barrier.
-struct PeerFailed : std::runtime_error {
-  PeerFailed() : std::runtime_error("a peer rank failed") {}
-};
-
-class AbortableBarrier {
- public:
-  explicit AbortableBarrier(int n) : n_(n) {}
-  void arrive_and_wait() {
-    const unsigned gen = gen_.load();
-    if (count_.fetch_add(1) + 1 == n_) {
-      count_.store(0);  // reset before the release: the next round starts clean
-      gen_.fetch_add(1);
-      gen_.notify_all();
-    } else {
-      while (gen_.load() == gen) {
-        if (aborted_.load()) throw PeerFailed();
-        gen_.wait(gen);
-      }
-    }
-    if (aborted_.load()) throw PeerFailed();
-  }
-  void abort() {
-    aborted_.store(true);
-    gen_.fetch_add(1);
-    gen_.notify_all();
-  }
-
- private:
-  const int n_;
-  std::atomic<int> count_{0};
-  std::atomic<unsigned> gen_{0};
-  std::atomic<bool> aborted_{false};
-};
-
 // alltoall_group moves several tensors under one pair of barriers, as an NCCL group does: for
 // each part t, recv_t on r [c] = send_t on c [r].
 struct A2aPart {

@@ -22,6 +22,18 @@ void upload(bf16_t* dst, const std::vector<core::bf16>& src, std::int64_t n) {
 }
 void mark(const LayerCtx& c, LayerOp op, Pass pass, cudaStream_t s) { mark_phase(c.marks, core::phase_name(op, pass), s); }
 
+// Attention's shape on this rank: all S positions, H_l and K_l heads (one rank: S = T, every head), and the
+// exchange's dims of q (and o) and of k, v (B = 1; H as held sequence-sharded).
+struct Heads {
+  std::int64_t P, S, H_l, K_l;
+  core::Dims q, kv;
+};
+Heads heads_of(const LayerCtx& c) {
+  const DecoderLayerDims& d = c.d;
+  const std::int64_t P = c.sp ? c.sp->ranks() : 1, S = d.T * P;
+  return {P, S, core::heads_per_rank(d.H, P), core::heads_per_rank(d.H_kv, P), {1, S, P, d.H, d.D}, {1, S, P, d.H_kv, d.D}};
+}
+
 }  // namespace
 
 std::int64_t weight_elems(const DecoderLayerDims& d) {
@@ -51,7 +63,7 @@ LayerGrads alloc_grads(BufferSet& b, const DecoderLayerDims& d) {
 
 std::int64_t mlp_rows(const DecoderLayerDims& d) { return tiled_mlp(d) ? torch_chunk_sizes(d.T, d.mlp_shards).front() : d.T; }
 
-LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d) {
+LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d, int sp) {
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
   LayerActs a;
   a.n1 = b.take<bf16_t>(T * h), a.q = b.take<bf16_t>(T * HD), a.k = b.take<bf16_t>(T * KD), a.v = b.take<bf16_t>(T * KD);
@@ -63,10 +75,15 @@ LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d) {
     a.qp = b.take<bf16_t>(T * HD), a.kp = b.take<bf16_t>(T * KD);
     a.rq = b.take<float>(T * d.H), a.rk = b.take<float>(T * d.H_kv);
   }
+  if (sp > 1) {
+    const std::int64_t S = T * sp, H_l = core::heads_per_rank(d.H, sp), K_l = core::heads_per_rank(d.H_kv, sp);
+    a.qh = b.take<bf16_t>(S * H_l * d.D), a.kh = b.take<bf16_t>(S * K_l * d.D), a.vh = b.take<bf16_t>(S * K_l * d.D);
+    a.oh = b.take<bf16_t>(S * H_l * d.D);
+  }
   return a;
 }
 
-LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::AttnKernel attn) {
+LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::AttnKernel attn, int sp) {
   const std::int64_t T = d.T, h = d.h, F = d.F, HD = d.H * d.D, KD = d.H_kv * d.D;
   const std::int64_t Tm = mlp_rows(d);
   LayerScratch s;
@@ -75,10 +92,15 @@ LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::Att
   s.dn = b.take<bf16_t>(T * h), s.tmp_h = b.take<bf16_t>(T * h), s.dh1 = b.take<bf16_t>(T * h);
   s.do_ = b.take<bf16_t>(T * HD), s.dq = b.take<bf16_t>(T * HD), s.dk = b.take<bf16_t>(T * KD), s.dv = b.take<bf16_t>(T * KD);
   s.norm_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
-  s.attn_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(attn, 1, T, d.H, d.H_kv, d.D)));
+  const std::int64_t S = T * sp, H_l = core::heads_per_rank(d.H, sp), K_l = core::heads_per_rank(d.H_kv, sp);
+  s.attn_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(attn, 1, S, H_l, K_l, d.D)));
   if (d.qk_norm) {
     s.dqp = b.take<bf16_t>(T * HD), s.dkp = b.take<bf16_t>(T * KD);
     s.head_norm_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T * d.H, d.D)));
+  }
+  if (sp > 1) {
+    s.doh = b.take<bf16_t>(S * H_l * d.D), s.dqh = b.take<bf16_t>(S * H_l * d.D);
+    s.dkh = b.take<bf16_t>(S * K_l * d.D), s.dvh = b.take<bf16_t>(S * K_l * d.D);
   }
   return s;
 }
@@ -121,12 +143,21 @@ void layer_forward(const LayerCtx& c, const LayerWeights& w, const LayerActs& a,
   mark(c, LayerOp::rope_add, pass, s);
   CUDA_CHECK(kernels::rope(a.q, c.cos, c.sin, T, d.H, d.D, false, s));
   CUDA_CHECK(kernels::rope(a.k, c.cos, c.sin, T, d.H_kv, d.D, false, s));
+  const Heads hx = heads_of(c);
+  if (c.sp) {
+    mark_phase(c.marks, core::a2a_qkv_phase(pass), s);
+    c.sp->run(Direction::seq_to_head, {{hx.q, a.q, a.qh}, {hx.kv, a.k, a.kh}, {hx.kv, a.v, a.vh}}, s);
+  }
   mark(c, LayerOp::attn, pass, s);
   kernels::AttnFwdParams p;
-  p.q = a.q, p.k = a.k, p.v = a.v, p.o = a.o, p.lse = a.lse;
-  p.B = 1, p.S = T, p.H = d.H, p.H_kv = d.H_kv, p.D = d.D, p.causal = true;
+  p.q = c.sp ? a.qh : a.q, p.k = c.sp ? a.kh : a.k, p.v = c.sp ? a.vh : a.v, p.o = c.sp ? a.oh : a.o, p.lse = a.lse;
+  p.B = 1, p.S = hx.S, p.H = hx.H_l, p.H_kv = hx.K_l, p.D = d.D, p.causal = true;
   p.scale = float(1.0 / std::sqrt(double(d.D)));
   CUDA_CHECK(kernels::attn_fwd(c.attn, p, s));
+  if (c.sp) {
+    mark_phase(c.marks, core::a2a_out_phase(pass), s);
+    c.sp->run(Direction::head_to_seq, {{hx.q, a.oh, a.o}}, s);
+  }
   mark(c, LayerOp::gemm_o, pass, s);
   gemm.forward(a.o, w.wo, sc.tmp_h, T, h, HD, s);
   mark(c, LayerOp::rope_add, pass, s);
@@ -202,13 +233,26 @@ void layer_backward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& 
   mark(c, LayerOp::gemm_o, pass, s);
   gemm.input_grad(sc.dh1, w.wo, sc.do_, T, h, HD, s);
   gemm.weight_grad(sc.dh1, a.o, g.dwo, T, h, HD, 0.f, s);
+  const Heads hx = heads_of(c);
+  if (c.sp) {
+    mark_phase(c.marks, core::a2a_out_phase(pass), s);
+    c.sp->run(Direction::seq_to_head, {{hx.q, sc.do_, sc.doh}}, s);
+  }
   mark(c, LayerOp::attn, pass, s);
   kernels::AttnBwdParams b;
-  b.q = a.q, b.k = a.k, b.v = a.v, b.o = a.o, b.dout = sc.do_, b.lse = a.lse, b.dq = sc.dq, b.dk = sc.dk, b.dv = sc.dv;
-  b.workspace = sc.attn_ws;
-  b.B = 1, b.S = T, b.H = d.H, b.H_kv = d.H_kv, b.D = d.D, b.causal = true;
+  if (c.sp)
+    b.q = a.qh, b.k = a.kh, b.v = a.vh, b.o = a.oh, b.dout = sc.doh, b.dq = sc.dqh, b.dk = sc.dkh, b.dv = sc.dvh;
+  else
+    b.q = a.q, b.k = a.k, b.v = a.v, b.o = a.o, b.dout = sc.do_, b.dq = sc.dq, b.dk = sc.dk, b.dv = sc.dv;
+  b.lse = a.lse, b.workspace = sc.attn_ws;
+  b.B = 1, b.S = hx.S, b.H = hx.H_l, b.H_kv = hx.K_l, b.D = d.D, b.causal = true;
   b.scale = float(1.0 / std::sqrt(double(d.D)));
   CUDA_CHECK(kernels::attn_bwd(c.attn, b, s));
+  if (c.sp) {  // a replicated kv head's gradient: the sum over its replicas (reduce)
+    mark_phase(c.marks, core::a2a_qkv_phase(pass), s);
+    const bool rep = d.H_kv < hx.P;
+    c.sp->run(Direction::head_to_seq, {{hx.q, sc.dqh, sc.dq}, {hx.kv, sc.dkh, sc.dk, rep}, {hx.kv, sc.dvh, sc.dv, rep}}, s);
+  }
   mark(c, LayerOp::rope_add, pass, s);
   CUDA_CHECK(kernels::rope(sc.dq, c.cos, c.sin, T, d.H, d.D, true, s));
   CUDA_CHECK(kernels::rope(sc.dk, c.cos, c.sin, T, d.H_kv, d.D, true, s));

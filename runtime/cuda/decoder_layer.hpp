@@ -1,8 +1,10 @@
 #pragma once
-// One decoder layer on the GPU, forward and backward (issue 13's whole step, one rank without the
-// Ulysses exchange yet): our RMSNorm / RoPE / SwiGLU / add kernels (kernels/layer_ops.hpp), the
-// attention kernels (kernels/attention.hpp) and cuBLASLt projections (runtime/cuda/gemm.hpp). The
-// formulas and shapes are runtime/reference_decoder_layer.hpp's, which is this layer's fp64 oracle.
+// One decoder layer on the GPU, forward and backward (issue 13's whole step): our RMSNorm / RoPE / SwiGLU /
+// add kernels (kernels/layer_ops.hpp), the attention kernels (kernels/attention.hpp) and cuBLASLt projections
+// (runtime/cuda/gemm.hpp). The formulas and shapes are runtime/reference_decoder_layer.hpp's, which is this
+// layer's fp64 oracle. At sp = P > 1 (LayerCtx::sp) the layer holds T = S / P tokens of the sequence and its
+// attention runs between Ulysses exchanges (runtime/cuda/layer_exchange.hpp) on H / P heads over all S
+// positions: q, k, v and o in both layouts, the kept lse [H_l, S] (H_l * S = H * T).
 //
 // The layer's tensors are four sets, so that a step can keep them apart: weights and their gradients
 // (one per layer), activations (what the backward reads: one per layer, or one shared by every layer
@@ -23,6 +25,7 @@
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/device_memory.hpp"
 #include "runtime/cuda/gemm.hpp"
+#include "runtime/cuda/layer_exchange.hpp"
 #include "runtime/reference_decoder_layer.hpp"
 
 namespace ulysses::runtime::cuda {
@@ -67,6 +70,7 @@ struct LayerActs {      // kept by the forward (or refilled by the recompute)
   float *r1, *r2, *lse;                                // [T] [T] [H, T]
   bf16_t *qp = nullptr, *kp = nullptr;                 // qk_norm: the projections before the head norms [T,HD] [T,KD]
   float *rq = nullptr, *rk = nullptr;                  // qk_norm: their rstd [T*H] [T*H_kv]
+  bf16_t *qh = nullptr, *kh = nullptr, *vh = nullptr, *oh = nullptr;  // sp > 1: head-sharded [S,H_l,D] [S,K_l,D] x2 [S,H_l,D]
 };
 struct LayerScratch {   // the backward's temporaries (and the forward's o_proj / down outputs in tmp_h)
   bf16_t *dact, *dg, *du;                              // [Tm,F] x3 (Tm = T, or TiledMLP's largest shard)
@@ -76,23 +80,28 @@ struct LayerScratch {   // the backward's temporaries (and the forward's o_proj 
   void *norm_ws, *attn_ws;
   bf16_t *dqp = nullptr, *dkp = nullptr;               // qk_norm: the projections' output gradients [T,HD] [T,KD]
   void* head_norm_ws = nullptr;                        // qk_norm: the head norms' dw partials (rows of D)
+  bf16_t *doh = nullptr, *dqh = nullptr, *dkh = nullptr, *dvh = nullptr;  // sp > 1: head-sharded [S,H_l,D] x2 [S,K_l,D] x2
 };
+// K_l: kv heads per rank after the exchange, core::heads_per_rank(H_kv, P) (one replica each when H_kv < P).
 
 inline bool tiled_mlp(const DecoderLayerDims& d) { return d.mlp_shards > 1; }
 std::int64_t mlp_rows(const DecoderLayerDims& d);  // the MLP's rows at once: T, or TiledMLP's largest shard
 
 LayerWeights alloc_weights(BufferSet& b, const DecoderLayerDims& d);
 LayerGrads alloc_grads(BufferSet& b, const DecoderLayerDims& d);
-LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d);
-LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::AttnKernel attn);
+// sp: the ranks P the sequence is split over (d.T is one rank's tokens): at P > 1 the head-sharded tensors too,
+// and attention's workspace for [S, H_l] (sim/step_runtime_memory.cpp mirrors both, byte for byte)
+LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d, int sp = 1);
+LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::AttnKernel attn, int sp = 1);
 std::int64_t weight_elems(const DecoderLayerDims& d);  // the parameters' elements (nine, + two head norms)
 
 struct LayerCtx {
   DecoderLayerDims d;
   Gemm* gemm;
   kernels::AttnKernel attn;
-  const bf16_t *cos, *sin;  // [T, D/2] each
+  const bf16_t *cos, *sin;  // [T, D/2] each: this rank's positions
   PhaseMarks* marks;        // may be null
+  LayerExchange* sp = nullptr;  // sp > 1: the exchange among the ranks (null: one rank, no exchange)
 };
 
 // y [T, h] = layer(x [T, h]) into `a` (pass fwd), or the recompute of the backward (pass recompute:

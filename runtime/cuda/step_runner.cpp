@@ -83,14 +83,17 @@ StepParams StepRunner::host_params(const StepDims& d, std::uint64_t seed) {
 }
 
 StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& arena, Gemm& gemm, std::uint64_t seed,
-                       kernels::AttnKernel attn)
+                       kernels::AttnKernel attn, LayerExchange* sp)
     : d_(d), plan_(plan), bufs_(arena) {
+  const int P = sp ? sp->ranks() : 1;
   const DecoderLayerDims& ld = d.layer;
   const std::int64_t T = ld.T, h = ld.h, V = d.V;
   if (d.L < 1 || V < 2 || T < 1 || plan.logits_shards < 1 || plan.logits_shards > T || ld.mlp_shards < 1 || ld.mlp_shards > T)
     throw std::invalid_argument("step runner: needs L >= 1, V >= 2, T >= 1 and 1 <= logits_shards, mlp_shards <= T");
   if (plan.offload_checkpoints && !plan.checkpoint)
     throw std::invalid_argument("step runner: checkpoint offload needs activation checkpointing");
+  if (P > 1 && plan.optimizer)
+    throw std::invalid_argument("step runner: sp > 1 runs without the optimizer (ZeRO-3's collectives are not built yet)");
   const std::int64_t Tc = torch_chunk_sizes(T, plan.logits_shards).front();
   // parameters (filled from the seed), then gradients, then the optimizer's state, then what the step
   // keeps, then its temporaries
@@ -113,13 +116,13 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   cos_ = bufs_.take<bf16_t>(T * ld.D / 2), sin_ = bufs_.take<bf16_t>(T * ld.D / 2);
   for (std::int64_t l = 0; l < (plan.offload_checkpoints ? 2 : d.L + 1); ++l) hidden_.push_back(bufs_.take<bf16_t>(T * h));
   const std::int64_t n_acts = plan.checkpoint ? 1 : d.L;
-  for (std::int64_t l = 0; l < n_acts; ++l) acts_.push_back(alloc_acts(bufs_, ld));
-  scratch_ = alloc_scratch(bufs_, ld, attn);
+  for (std::int64_t l = 0; l < n_acts; ++l) acts_.push_back(alloc_acts(bufs_, ld, P));
+  scratch_ = alloc_scratch(bufs_, ld, attn, P);
   n_final_ = bufs_.take<bf16_t>(T * h), dn_final_ = bufs_.take<bf16_t>(T * h), rstd_final_ = bufs_.take<float>(T);
   logits_ = bufs_.take<bf16_t>(Tc * V);
   loss_rows_ = bufs_.take<float>(T);
   dy_ = bufs_.take<bf16_t>(T * h), dx_ = bufs_.take<bf16_t>(T * h);
-  ctx_ = LayerCtx{ld, &gemm, attn, cos_, sin_, nullptr};
+  ctx_ = LayerCtx{ld, &gemm, attn, cos_, sin_, nullptr, sp};
   if (plan.optimizer && plan.offload_optimizer) {  // pinned staging per tensor: its gradient, its parameters
     CUDA_CHECK(cudaDeviceSynchronize());          // the parameters' fill is done
     std::vector<std::vector<core::bf16>> initial;

@@ -16,6 +16,12 @@
 // host (runtime/host_adam.hpp) between the gradients' copy to pinned host memory and the parameters' copy
 // back (phases offload.grads, optimizer.step, offload.optimizer; the stream waits for the host).
 // Every device buffer is allocated once, up front, from the DeviceArena (the step's peak is the arena's).
+// Sequence parallel (sp = P > 1, an exchange given): this runner is one rank holding T = S / P tokens, its
+// labels shifted over the whole sequence, its RoPE rows, the loss divided by the valid tokens of every rank;
+// the layers' attention runs between Ulysses exchanges (decoder_layer.hpp). The parameters are whole on every
+// rank and its gradients its own tokens' part (their sum over ranks is the step's): ZeRO-3's collectives and
+// the optimizer at P > 1 are not built yet, so a caller runs it with plan.optimizer false (the constructor
+// refuses otherwise); tests/gpu/test_step_sp.cpp checks P ranks against one.
 //
 // Tensors (T tokens, h hidden, V vocabulary, Tc = ceil(T / shards) tokens per logits chunk):
 //   tokens, labels [T] int32        hidden[l] [T, h] bf16 (l = 0..L: the layers' inputs, then the last output;
@@ -47,8 +53,9 @@ struct StepPlan {
 class StepRunner {
  public:
   // Allocates every buffer and fills the parameters from `seed` (host_params(d, seed) are the same).
+  // sp: the exchange among the sequence's ranks (null: one rank); it must outlive the runner.
   StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& arena, Gemm& gemm, std::uint64_t seed,
-             kernels::AttnKernel attn = kernels::AttnKernel::flash);
+             kernels::AttnKernel attn = kernels::AttnKernel::flash, LayerExchange* sp = nullptr);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;

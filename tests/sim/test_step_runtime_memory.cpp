@@ -141,3 +141,28 @@ TEST_CASE("our runtime's step bytes: the optimizer on the host", "[sim][step_run
   CHECK(host.host_pinned == (params - fp32) * 4 + fp32 * 6);
   CHECK(host.host_state == 12 * params);
 }
+
+TEST_CASE("our runtime's step bytes at sp 2 and 4: the head-sharded tensors", "[sim][step_runtime]") {
+  // One rank of sp = P holds T = 512 / P tokens; its attention runs on H / P heads over all 512 positions: q, o
+  // [512, H_l, 128] and k, v [512, K_l, 128] kept (and refilled by the recompute), their gradients in the scratch,
+  // the flash backward's workspace over [512, H_l]; everything else as one rank of T tokens.
+  Dims one = small_dims();
+  one.S_l = 256;  // the same tokens per rank without the exchange
+  const StepRuntimeBytes base = ulysses_step_bytes(one, flags(false, true));
+  Dims d = small_dims();
+  d.S = 512, d.S_l = 256, d.P = 2, d.H_l = 2, d.kv_local = 1;
+  const StepRuntimeBytes sp = ulysses_step_bytes(d, flags(false, true));
+  const std::int64_t heads = (2 * 512 * 2 + 2 * 512 * 1) * 128 * 2;  // qh, oh; kh, vh
+  CHECK(sp.kept == base.kept + heads);  // one activation set (checkpointing)
+  // T = 256, H = 4: dq_accum 256*512 fp32 + 2 rows of 4*256; at sp 2: 512*256 fp32 + 2 rows of 2*512 (the same)
+  CHECK(sp.scratch == base.scratch + heads);
+  CHECK(sp.params == base.params);
+  CHECK(sp.loss_head == base.loss_head);
+  // P = 4 > H_kv = 2: one replicated kv head per rank
+  d.S_l = 128, d.P = 4, d.H_l = 1, d.kv_local = 1;
+  one.S_l = 128;
+  const std::int64_t heads4 = (2 * 512 * 1 + 2 * 512 * 1) * 128 * 2;
+  CHECK(ulysses_step_bytes(d, flags(false, true)).kept == ulysses_step_bytes(one, flags(false, true)).kept + heads4);
+  d.ckpt = one.ckpt = false;  // without checkpointing every layer keeps its own head-sharded tensors
+  CHECK(ulysses_step_bytes(d, flags(false, true)).kept == ulysses_step_bytes(one, flags(false, true)).kept + 2 * heads4);
+}

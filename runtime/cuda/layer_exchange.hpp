@@ -1,0 +1,26 @@
+#pragma once
+// The Ulysses exchange as a decoder layer of the step sees it (sp > 1, docs/STEP_RUNTIME.md "The step at
+// sp > 1"): q, k, v from sequence-sharded to head-sharded before attention, its output back, and the inverse
+// in the backward. Layouts and index maps: core/layout.hpp; the tensors: exchange.hpp's XTensor (B = 1).
+// Implemented over logical ranks of one GPU (loopback_exchange.hpp: NCCL refuses two ranks on one device);
+// the GPUs' transports (the block's Exchanger: NCCL or p2p, runtime/cuda/exchange.hpp) come with ZeRO-3.
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "runtime/cuda/exchange.hpp"
+
+namespace ulysses::runtime::cuda {
+
+class LayerExchange {
+ public:
+  virtual ~LayerExchange() = default;
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+  // A collective: every rank calls it with the same tensors' dims, in the same order. The sources are
+  // read after the work queued on `stream` before the call; on return, work queued on `stream` after it
+  // sees the destinations written.
+  virtual void run(Direction dir, const std::vector<XTensor>& xs, cudaStream_t stream) = 0;
+};
+
+}  // namespace ulysses::runtime::cuda
