@@ -301,6 +301,11 @@ __global__ void add_kernel(const Pack<N>* a, const Pack<N>* b, Pack<N>* out, std
   }
 }
 
+__global__ void add_f32_kernel(const float* a, const float* b, float* out, std::int64_t n) {  // all [n]
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < n; e += std::int64_t(gridDim.x) * blockDim.x)
+    out[e] = a[e] + b[e];
+}
+
 bool aligned16(std::initializer_list<const void*> ptrs) {
   for (const void* p : ptrs)
     if (reinterpret_cast<std::uintptr_t>(p) % 16) return false;
@@ -463,6 +468,12 @@ cudaError_t add(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* o
   };
   return n % 8 == 0 && aligned16({a, b, out}) ? launch(std::integral_constant<int, 8>{})
                                                : launch(std::integral_constant<int, 2>{});
+}
+
+cudaError_t add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream) {
+  if (n < 1) return cudaErrorInvalidValue;
+  add_f32_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(a, b, out, n);
+  return cudaGetLastError();
 }
 
 }  // namespace ulysses::kernels

@@ -44,5 +44,7 @@ cudaError_t swiglu_bwd(const __nv_bfloat16* dact, const __nv_bfloat16* gate, con
 // out = a + b (the residual adds); out may alias a.
 cudaError_t add(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* out, std::int64_t n,
                 cudaStream_t stream);
+// out = a + b in fp32 (ZeRO-3's fp32 gradients summed over ranks); out may alias a; any n >= 1.
+cudaError_t add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
 
 }  // namespace ulysses::kernels

@@ -2,7 +2,7 @@
 // The Ulysses exchange as a decoder layer of the step sees it (sp > 1, docs/STEP_RUNTIME.md "The step at
 // sp > 1"): q, k, v from sequence-sharded to head-sharded before attention, its output back, and the inverse
 // in the backward. Layouts and index maps: core/layout.hpp; the tensors: exchange.hpp's XTensor (B = 1).
-// Implemented over logical ranks of one GPU (loopback_exchange.hpp: NCCL refuses two ranks on one device);
+// Implemented over logical ranks of one GPU (loopback_ranks.hpp: NCCL refuses two ranks on one device);
 // the GPUs' transports (the block's Exchanger: NCCL or p2p, runtime/cuda/exchange.hpp) come with ZeRO-3.
 #include <vector>
 

@@ -1,5 +1,5 @@
 // The sequence-parallel step (sp = P > 1, runtime/cuda/step_runner.hpp) on P logical ranks of one GPU
-// (runtime/cuda/loopback_exchange.hpp: one host thread, stream, arena and Gemm per rank) against the same
+// (runtime/cuda/loopback_ranks.hpp: one host thread, stream, arena and Gemm per rank) against the same
 // step on one rank and against the fp64 oracle: each rank holds S / P tokens, its labels shifted over the
 // whole sequence, the loss divided by every rank's valid tokens; the step's gradients are the sum of the
 // ranks' (ZeRO-3's reduce-scatter is not built yet: summed here on the host). Tolerances as the one-rank
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/layout.hpp"
-#include "runtime/cuda/loopback_exchange.hpp"
+#include "runtime/cuda/loopback_ranks.hpp"
 #include "runtime/cuda/step_runner.hpp"
 #include "runtime/reference_layer.hpp"
 #include "sim/step_runtime_memory.hpp"
@@ -106,7 +106,7 @@ void check_sp(const Case& k) {
           runtime::cuda::Gemm gemm;
           cudaStream_t s;
           CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-          runtime::cuda::LoopbackExchange ex(group, r);
+          runtime::cuda::LoopbackRank ex(group, r);
           {
             runtime::cuda::StepRunner run(dl, plan, arena, gemm, seed, kernels::AttnKernel::flash, &ex);
             run.set_batch(rows(tokens, r * T_l, T_l, 1), rows(labels, r * T_l, T_l, 1), rows(cos, r * T_l, T_l, half_D),
