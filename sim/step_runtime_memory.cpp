@@ -35,13 +35,25 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   const std::int64_t Tm = tiled ? torch_chunk_sizes(T, d.mlp_shards).front() : T;  // the MLP's rows at once
   StepRuntimeBytes b;
   const StepParamCounts pc = ulysses_param_counts(d, f.tied, f.qk_norm);
-  b.params = pc.total() * bf;
-  // the gradients in their types, and the lm_head's bf16 one even when tied (added into the embedding's)
-  b.grads = pc.grad_bytes() + (f.tied ? V * h * bf : 0);
-  const std::int64_t n_params = pc.total();
-  if (f.optimizer && !f.offload_optimizer) {  // master, m, v per parameter; partial sums per tensor; norm and coefficient
+  const std::int64_t n_params = pc.total(), P = d.P;
+  if (P > 1) {
+    // ZeRO-3 over the sp ranks (runtime/cuda/zero3.hpp): 1 / P of every parameter and gradient (every tensor a
+    // multiple of 8 P, no padding); the embedding, final norm and lm_head whole (their gradients as on one rank);
+    // two gathered layers' weights and one layer's gradients
+    const std::int64_t layer_bf16 = 2 * HD * h + 2 * KD * h + 3 * F * h, layer_fp32 = 2 * h + (f.qk_norm ? 2 * d.D : 0);
+    const std::int64_t outer = V * h + h + (f.tied ? 0 : V * h);
+    b.params = (n_params / P + outer + std::min<std::int64_t>(2, L) * (layer_bf16 + layer_fp32)) * bf;
+    b.grads = pc.grad_bytes() / P + V * h * f32 + h * f32 + V * h * bf + layer_bf16 * bf + layer_fp32 * f32;
+  } else {
+    b.params = n_params * bf;
+    // the gradients in their types, and the lm_head's bf16 one even when tied (added into the embedding's)
+    b.grads = pc.grad_bytes() + (f.tied ? V * h * bf : 0);
+  }
+  if (f.optimizer && !f.offload_optimizer) {  // master, m, v per parameter (part); partial sums per tensor; norm and
+                                              // coefficient; at P > 1 every rank's partial sums too
     const std::int64_t tensors = 2 + (f.tied ? 0 : 1) + L * (f.qk_norm ? 11 : 9);
-    b.optimizer = 3 * n_params * f32 + tensors * kOptimNormBlocks * f32 + 2 * f32;
+    b.optimizer = 3 * (n_params / P) * f32 + tensors * kOptimNormBlocks * f32 + 2 * f32 +
+                  (P > 1 ? P * tensors * kOptimNormBlocks * f32 : 0);
   }
   if (f.optimizer && f.offload_optimizer) {  // per parameter: its gradient as the step holds it, its bf16 copy
     b.host_pinned += pc.grad_bytes() + n_params * bf;
@@ -49,7 +61,7 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   }
   // sp > 1 (runtime/cuda/decoder_layer.cpp): q, k, v, o also head-sharded over all S = T * P positions; the same
   // bytes again in the backward's scratch (their gradients); lse [H_l, S] is H * T values either way
-  const std::int64_t P = d.P, S = T * P, H_l = P > 1 ? d.H_l : H, K_l = P > 1 ? d.kv_local : d.H_kv;
+  const std::int64_t S = T * P, H_l = P > 1 ? d.H_l : H, K_l = P > 1 ? d.kv_local : d.H_kv;
   const std::int64_t heads = P > 1 ? (2 * S * H_l + 2 * S * K_l) * d.D * bf : 0;
   const std::int64_t acts = (T * h + T * HD + 2 * T * KD + T * HD + 2 * T * h + (tiled ? 0 : 3 * T * F)) * bf +
                             (2 * T + H * T) * f32 +

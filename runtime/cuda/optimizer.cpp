@@ -12,7 +12,7 @@ namespace ulysses::runtime::cuda {
 
 static_assert(kernels::kNormBlocks == kOptimNormBlocks, "sim/step_runtime_memory.hpp mirrors the norm's partial sums");
 
-AdamW::AdamW(BufferSet& b, std::vector<ParamRef> params, const AdamConfig& c) : c_(c) {
+AdamW::AdamW(BufferSet& b, std::vector<ParamRef> params, const AdamConfig& c, StepCollectives* ranks) : c_(c), ranks_(ranks) {
   if (params.empty()) throw std::invalid_argument("AdamW: no parameters");
   for (const ParamRef& r : params) {
     if (!r.param || !r.grad || r.n < 1) throw std::invalid_argument("AdamW: a parameter without tensor, gradient or elements");
@@ -21,6 +21,8 @@ AdamW::AdamW(BufferSet& b, std::vector<ParamRef> params, const AdamConfig& c) : 
   }
   partials_ = b.take<float>(static_cast<std::int64_t>(p_.size()) * kernels::kNormBlocks);
   norm_coef_ = b.take<float>(2);
+  if (ranks_ && ranks_->ranks() > 1)
+    all_partials_ = b.take<float>(static_cast<std::int64_t>(ranks_->ranks()) * static_cast<std::int64_t>(p_.size()) * kernels::kNormBlocks);
   for (const Slot& s : p_) {
     CUDA_CHECK(kernels::widen_bf16(s.ref.param, s.master, s.ref.n, nullptr));
     CUDA_CHECK(cudaMemsetAsync(s.m, 0, static_cast<std::size_t>(s.ref.n) * 4, nullptr));
@@ -37,7 +39,9 @@ void AdamW::step(cudaStream_t stream) {
     CUDA_CHECK(r.grad_fp32 ? kernels::grad_sq_partials(static_cast<const float*>(r.grad), r.n, part, stream)
                            : kernels::grad_sq_partials(static_cast<const bf16_t*>(r.grad), r.n, part, stream));
   }
-  CUDA_CHECK(kernels::clip_coefficient(partials_, static_cast<std::int64_t>(p_.size()) * kernels::kNormBlocks,
+  const std::int64_t count = static_cast<std::int64_t>(p_.size()) * kernels::kNormBlocks;
+  if (all_partials_) ranks_->all_gather(partials_, all_partials_, count, Elem::f32, stream);
+  CUDA_CHECK(kernels::clip_coefficient(all_partials_ ? all_partials_ : partials_, all_partials_ ? ranks_->ranks() * count : count,
                                        static_cast<float>(c_.max_grad_norm), norm_coef_, stream));
   kernels::AdamStep hp;
   hp.lr = float(c_.lr), hp.beta1 = float(c_.beta1), hp.beta2 = float(c_.beta2), hp.eps = float(c_.eps);

@@ -5,12 +5,16 @@
 // (runtime/reference_adam.hpp is its oracle and states the rule; kernels/optim_ops.hpp the kernels).
 //
 // Buffers, per parameter tensor of n elements (all from the arena, allocated at construction):
-//   master, m, v [n] fp32 each; then, once, partials [tensors * kNormBlocks] fp32 and norm_coef [2] fp32.
+//   master, m, v [n] fp32 each; then, once, partials [tensors * kNormBlocks] fp32 and norm_coef [2] fp32;
+//   over P > 1 ranks (ZeRO-3's parts, runtime/cuda/zero3.hpp) also every rank's partials [P * tensors * kNormBlocks]
+//   fp32, all-gathered, so that each rank's norm and coefficient are the whole step's (the same sums in the same
+//   order on every rank).
 // The gradients are the step's own (bf16, or fp32 for the norms' weights and the embedding), read in place.
 #include <cstdint>
 #include <vector>
 
 #include "runtime/cuda/decoder_layer.hpp"
+#include "runtime/cuda/step_collectives.hpp"
 #include "runtime/reference_adam.hpp"
 
 namespace ulysses::runtime::cuda {
@@ -26,7 +30,8 @@ class AdamW {
  public:
   // Takes the state's buffers from b (in the order above) and fills the master weights from the
   // parameters (m = v = 0), on the default stream, synchronously.
-  AdamW(BufferSet& b, std::vector<ParamRef> params, const AdamConfig& c);
+  // ranks: the step's other parts (null: this rank holds every parameter).
+  AdamW(BufferSet& b, std::vector<ParamRef> params, const AdamConfig& c, StepCollectives* ranks = nullptr);
 
   // One step (t counts from 1): norm, clipping coefficient, AdamW over every tensor, on `stream`.
   void step(cudaStream_t stream);
@@ -44,7 +49,8 @@ class AdamW {
   };
   AdamConfig c_;
   std::vector<Slot> p_;
-  float *partials_, *norm_coef_;
+  float *partials_, *norm_coef_, *all_partials_ = nullptr;
+  StepCollectives* ranks_ = nullptr;
   std::int64_t t_ = 0;
 };
 

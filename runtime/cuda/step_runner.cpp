@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "kernels/layer_ops.hpp"
@@ -38,6 +39,7 @@ ParamFill norm(std::uint32_t id) { return {id, 1.f, kNormScale}; }
 
 // The layer parameters in DecoderLayerParams order (w1, wq, wk, wv, wo, w2, wg, wu, wd; with qk_norm wqn, wkn).
 int layer_params(const DecoderLayerDims& d) { return d.qk_norm ? 11 : 9; }
+constexpr const char* kLayerParamNames[11] = {"w1", "wq", "wk", "wv", "wo", "w2", "wg", "wu", "wd", "wqn", "wkn"};
 bool is_norm(int j) { return j == 0 || j == 5 || j >= 9; }  // w1, w2, wqn, wkn: fp32 gradients
 ParamFill layer_fill(std::int64_t l, int j) { return is_norm(j) ? norm(layer_param_id(l, j)) : matrix(layer_param_id(l, j)); }
 
@@ -83,35 +85,55 @@ StepParams StepRunner::host_params(const StepDims& d, std::uint64_t seed) {
 }
 
 StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& arena, Gemm& gemm, std::uint64_t seed,
-                       kernels::AttnKernel attn, LayerExchange* sp)
+                       kernels::AttnKernel attn, LayerExchange* sp, StepCollectives* zero)
     : d_(d), plan_(plan), bufs_(arena) {
   const int P = sp ? sp->ranks() : 1;
+  if ((P > 1) != (zero != nullptr && zero->ranks() > 1) || (zero && zero->ranks() != P))
+    throw std::invalid_argument("step runner: sp > 1 needs the exchange and ZeRO-3's collectives over the same ranks");
+  if (P > 1 && plan.offload_optimizer)
+    throw std::invalid_argument("step runner: the optimizer on the host is not built at sp > 1");
   const DecoderLayerDims& ld = d.layer;
   const std::int64_t T = ld.T, h = ld.h, V = d.V;
   if (d.L < 1 || V < 2 || T < 1 || plan.logits_shards < 1 || plan.logits_shards > T || ld.mlp_shards < 1 || ld.mlp_shards > T)
     throw std::invalid_argument("step runner: needs L >= 1, V >= 2, T >= 1 and 1 <= logits_shards, mlp_shards <= T");
   if (plan.offload_checkpoints && !plan.checkpoint)
     throw std::invalid_argument("step runner: checkpoint offload needs activation checkpointing");
-  if (P > 1 && plan.optimizer)
-    throw std::invalid_argument("step runner: sp > 1 runs without the optimizer (ZeRO-3's collectives are not built yet)");
   const std::int64_t Tc = torch_chunk_sizes(T, plan.logits_shards).front();
   // parameters (filled from the seed), then gradients, then the optimizer's state, then what the step
   // keeps, then its temporaries
   embed_ = bufs_.take<bf16_t>(V * h);
   w_final_ = bufs_.take<bf16_t>(h);
   head_ = d.tied ? embed_ : bufs_.take<bf16_t>(V * h);
-  for (std::int64_t l = 0; l < d.L; ++l) w_.push_back(alloc_weights(bufs_, ld));
+  const std::int64_t slots = P > 1 ? std::min<std::int64_t>(2, d.L) : d.L;  // ZeRO-3: two gathered layers
+  for (std::int64_t l = 0; l < slots; ++l) w_.push_back(alloc_weights(bufs_, ld));
   device_fill(embed_, V * h, seed, matrix(kEmbedId), nullptr);
   device_fill(w_final_, h, seed, norm(kFinalId), nullptr);
   if (!d.tied) device_fill(head_, V * h, seed, matrix(kHeadId), nullptr);
-  for (std::int64_t l = 0; l < d.L; ++l)
-    for (int j = 0; j < layer_params(ld); ++j) device_fill(layer_ptr(w_[l], j), layer_sizes(ld, j), seed, layer_fill(l, j), nullptr);
   d_embed_ = bufs_.take<float>(V * h);
   d_final_ = bufs_.take<float>(h);
   d_head_ = bufs_.take<bf16_t>(V * h);
-  for (std::int64_t l = 0; l < d.L; ++l) g_.push_back(alloc_grads(bufs_, ld));
-  opt_params_ = optimizer_params();
-  if (plan.optimizer && !plan.offload_optimizer) adam_ = std::make_unique<AdamW>(bufs_, opt_params_, plan.adam);
+  for (std::int64_t l = 0; l < (P > 1 ? 1 : d.L); ++l) g_.push_back(alloc_grads(bufs_, ld));
+  if (P > 1) {  // the rank's parts, filled from the full tensors the seed gives (a layer at a time, in slot 0)
+    std::vector<ShardedTensor> t = {{"embed", V * h, true}, {"final_norm", h, true}};
+    if (!d.tied) t.push_back({"lm_head", V * h, false});
+    for (std::int64_t l = 0; l < d.L; ++l)
+      for (int j = 0; j < layer_params(ld); ++j)
+        t.push_back({"layer" + std::to_string(l) + "." + kLayerParamNames[j], layer_sizes(ld, j), is_norm(j)});
+    zero_ = std::make_unique<Zero3Shards>(bufs_, *zero, std::move(t));
+    zero_->keep_part(0, embed_, nullptr), zero_->keep_part(1, w_final_, nullptr);
+    if (!d.tied) zero_->keep_part(2, head_, nullptr);
+    for (std::int64_t l = 0; l < d.L; ++l)
+      for (int j = 0; j < layer_params(ld); ++j) {
+        device_fill(layer_ptr(w_[0], j), layer_sizes(ld, j), seed, layer_fill(l, j), nullptr);
+        zero_->keep_part(tensor_index(l, j), layer_ptr(w_[0], j), nullptr);
+      }
+    CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    for (std::int64_t l = 0; l < d.L; ++l)
+      for (int j = 0; j < layer_params(ld); ++j) device_fill(layer_ptr(w_[l], j), layer_sizes(ld, j), seed, layer_fill(l, j), nullptr);
+  }
+  opt_params_ = zero_ ? zero_->parts() : optimizer_params();
+  if (plan.optimizer && !plan.offload_optimizer) adam_ = std::make_unique<AdamW>(bufs_, opt_params_, plan.adam, zero_ ? zero : nullptr);
   tokens_ = bufs_.take<std::int32_t>(T), labels_ = bufs_.take<std::int32_t>(T);
   cos_ = bufs_.take<bf16_t>(T * ld.D / 2), sin_ = bufs_.take<bf16_t>(T * ld.D / 2);
   for (std::int64_t l = 0; l < (plan.offload_checkpoints ? 2 : d.L + 1); ++l) hidden_.push_back(bufs_.take<bf16_t>(T * h));
@@ -162,6 +184,20 @@ StepRunner::~StepRunner() {
   if (ready_) cudaEventDestroy(ready_);
   if (copy_) cudaStreamDestroy(copy_);
   if (host_) cudaFreeHost(host_);
+}
+
+std::size_t StepRunner::tensor_index(std::int64_t l, int j) const {
+  return static_cast<std::size_t>((d_.tied ? 2 : 3) + l * layer_params(d_.layer) + j);
+}
+
+void StepRunner::gather_layer(std::int64_t l, cudaStream_t s) {
+  for (int j = 0; j < layer_params(d_.layer); ++j) zero_->gather(tensor_index(l, j), layer_ptr(weights(l), j), s);
+}
+
+void StepRunner::reduce_layer(std::int64_t l, cudaStream_t s) {
+  const LayerGrads& g = layer_grads(l);
+  const void* grads[11] = {g.dw1, g.dwq, g.dwk, g.dwv, g.dwo, g.dw2, g.dwg, g.dwu, g.dwd, g.dwqn, g.dwkn};
+  for (int j = 0; j < layer_params(d_.layer); ++j) zero_->reduce(tensor_index(l, j), grads[j], s);
 }
 
 std::vector<ParamRef> StepRunner::optimizer_params() const {
@@ -222,12 +258,18 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   const bool off = plan_.offload_checkpoints;
   auto offloaded = [&](std::int64_t l) { return off && l < L - 1; };  // the last layer's input stays
   // ---- forward (offload: hidden[l] leaves as soon as it exists; its buffer is reused two layers on) ----
+  if (zero_) {  // ZeRO-3: the embedding, the final norm and the lm_head whole for this step
+    mark(core::kZeroAllgather);
+    zero_->gather(0, embed_, s), zero_->gather(1, w_final_, s);
+    if (!d_.tied) zero_->gather(2, head_, s);
+  }
   mark(core::kEmbedFwd);
   CUDA_CHECK(kernels::embedding_fwd(embed_, tokens_, hidden(0), T, h, s));
   if (offloaded(0)) copy_checkpoint(0, true, s);
   for (std::int64_t l = 0; l < L; ++l) {
     if (off && l >= 1) CUDA_CHECK(cudaStreamWaitEvent(s, d2h_[static_cast<std::size_t>(l - 1)], 0));  // hidden[l - 1] is on the host
-    layer_forward(c, w_[l], acts(l), scratch_, hidden(l), hidden(l + 1), Pass::fwd, s);
+    if (zero_) mark(core::kZeroAllgather), gather_layer(l, s);
+    layer_forward(c, weights(l), acts(l), scratch_, hidden(l), hidden(l + 1), Pass::fwd, s);
     if (offloaded(l + 1)) copy_checkpoint(l + 1, true, s);
   }
   mark(core::phase_name(core::LayerOp::norm, Pass::fwd));
@@ -254,14 +296,21 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
     // while layer l computes
     if (off && l >= 1) copy_checkpoint(l - 1, false, s);
     if (offloaded(l)) CUDA_CHECK(cudaStreamWaitEvent(s, h2d_[static_cast<std::size_t>(l)], 0));
-    if (plan_.checkpoint) layer_forward(c, w_[l], acts(l), scratch_, hidden(l), nullptr, Pass::recompute, s);
-    layer_backward(c, w_[l], g_[l], acts(l), scratch_, hidden(l), dy_, dx_, s);
+    if (zero_) mark(core::kZeroAllgather), gather_layer(l, s);
+    if (plan_.checkpoint) layer_forward(c, weights(l), acts(l), scratch_, hidden(l), nullptr, Pass::recompute, s);
+    layer_backward(c, weights(l), layer_grads(l), acts(l), scratch_, hidden(l), dy_, dx_, s);
+    if (zero_) mark(core::kZeroReduceScatter), reduce_layer(l, s);
     std::swap(dy_, dx_);
   }
   mark(core::kEmbedBwd);
   CUDA_CHECK(cudaMemsetAsync(d_embed_, 0, static_cast<std::size_t>(V * h) * 4, s));
   CUDA_CHECK(kernels::embedding_bwd(dy_, tokens_, d_embed_, T, h, s));
   if (d_.tied) CUDA_CHECK(kernels::add_bf16_to_fp32(d_head_, d_embed_, V * h, s));
+  if (zero_) {
+    mark(core::kZeroReduceScatter);
+    zero_->reduce(0, d_embed_, s), zero_->reduce(1, d_final_, s);
+    if (!d_.tied) zero_->reduce(2, d_head_, s);
+  }
   if (adam_) {
     mark(core::kOptimizerStep);
     adam_->step(s);
@@ -298,6 +347,7 @@ double StepRunner::loss_sum() const {
 }
 
 StepResult StepRunner::grads() const {
+  if (zero_) throw std::logic_error("step runner: at sp > 1 the gradients are ZeRO-3's parts (zero3()->grad_part)");
   StepResult r;
   r.loss_sum = loss_sum();
   r.valid_tokens = valid_;

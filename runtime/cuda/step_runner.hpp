@@ -16,12 +16,16 @@
 // host (runtime/host_adam.hpp) between the gradients' copy to pinned host memory and the parameters' copy
 // back (phases offload.grads, optimizer.step, offload.optimizer; the stream waits for the host).
 // Every device buffer is allocated once, up front, from the DeviceArena (the step's peak is the arena's).
-// Sequence parallel (sp = P > 1, an exchange given): this runner is one rank holding T = S / P tokens, its
-// labels shifted over the whole sequence, its RoPE rows, the loss divided by the valid tokens of every rank;
-// the layers' attention runs between Ulysses exchanges (decoder_layer.hpp). The parameters are whole on every
-// rank and its gradients its own tokens' part (their sum over ranks is the step's): ZeRO-3's collectives and
-// the optimizer at P > 1 are not built yet, so a caller runs it with plan.optimizer false (the constructor
-// refuses otherwise); tests/gpu/test_step_sp.cpp checks P ranks against one.
+// Sequence parallel (sp = P > 1, an exchange and ZeRO-3's collectives over the same P ranks given): this runner
+// is one rank holding T = S / P tokens, its labels shifted over the whole sequence, its RoPE rows, the loss
+// divided by the valid tokens of every rank; the layers' attention runs between Ulysses exchanges
+// (decoder_layer.hpp). ZeRO-3 (runtime/cuda/zero3.hpp): the rank keeps 1 / P of every parameter, its gradient
+// and its optimizer state; the embedding, final norm and lm_head are all-gathered into their full buffers at the
+// step's start, each layer into one of two weight slots (layer l in slot l % 2) before its forward and again
+// before its recompute and backward, whose gradients (one full slot) are then reduce-scattered into the rank's
+// parts, as the outer tensors' after the embedding's backward (phases zero.allgather, zero.reduce_scatter). No
+// prefetch yet: the one transport built (logical ranks of one GPU) runs on the compute stream. The optimizer on
+// the host is not built at P > 1. tests/gpu/test_step_sp.cpp checks P ranks against one.
 //
 // Tensors (T tokens, h hidden, V vocabulary, Tc = ceil(T / shards) tokens per logits chunk):
 //   tokens, labels [T] int32        hidden[l] [T, h] bf16 (l = 0..L: the layers' inputs, then the last output;
@@ -34,6 +38,7 @@
 
 #include "runtime/cuda/decoder_layer.hpp"
 #include "runtime/cuda/optimizer.hpp"
+#include "runtime/cuda/zero3.hpp"
 #include "runtime/host_adam.hpp"
 #include "runtime/reference_step.hpp"
 
@@ -53,9 +58,10 @@ struct StepPlan {
 class StepRunner {
  public:
   // Allocates every buffer and fills the parameters from `seed` (host_params(d, seed) are the same).
-  // sp: the exchange among the sequence's ranks (null: one rank); it must outlive the runner.
+  // sp, zero: the exchange and the collectives among the sequence's ranks, both or neither (one rank); they must
+  // outlive the runner.
   StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& arena, Gemm& gemm, std::uint64_t seed,
-             kernels::AttnKernel attn = kernels::AttnKernel::flash, LayerExchange* sp = nullptr);
+             kernels::AttnKernel attn = kernels::AttnKernel::flash, LayerExchange* sp = nullptr, StepCollectives* zero = nullptr);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -75,7 +81,8 @@ class StepRunner {
 
   double loss_sum() const;                  // the last step's summed token losses (downloads, synchronous)
   std::int64_t valid_tokens() const { return valid_; }
-  StepResult grads() const;                 // loss and gradients, as step_reference returns them
+  StepResult grads() const;                 // loss and gradients, as step_reference returns them (one rank only)
+  const Zero3Shards* zero3() const { return zero_.get(); }  // sp > 1: the rank's parts (null: one rank)
   static StepParams host_params(const StepDims& d, std::uint64_t seed);
 
  private:
@@ -83,8 +90,14 @@ class StepRunner {
   StepPlan plan_;
   BufferSet bufs_;
   LayerCtx ctx_;
-  std::vector<LayerWeights> w_;
-  std::vector<LayerGrads> g_;
+  std::vector<LayerWeights> w_;  // one per layer, or ZeRO-3's two slots
+  std::vector<LayerGrads> g_;    // one per layer, or ZeRO-3's one slot
+  std::unique_ptr<Zero3Shards> zero_;
+  const LayerWeights& weights(std::int64_t l) const { return w_[static_cast<std::size_t>(zero_ ? l % 2 : l)]; }
+  const LayerGrads& layer_grads(std::int64_t l) const { return g_[static_cast<std::size_t>(zero_ ? 0 : l)]; }
+  std::size_t tensor_index(std::int64_t l, int j) const;  // optimizer order
+  void gather_layer(std::int64_t l, cudaStream_t s);
+  void reduce_layer(std::int64_t l, cudaStream_t s);
   std::vector<LayerActs> acts_;  // one per layer, or one (checkpointing)
   LayerScratch scratch_;
   std::vector<bf16_t*> hidden_;  // L + 1 (offload: the two ring buffers)

@@ -1,14 +1,21 @@
 // The sequence-parallel step (sp = P > 1, runtime/cuda/step_runner.hpp) on P logical ranks of one GPU
-// (runtime/cuda/loopback_ranks.hpp: one host thread, stream, arena and Gemm per rank) against the same
-// step on one rank and against the fp64 oracle: each rank holds S / P tokens, its labels shifted over the
-// whole sequence, the loss divided by every rank's valid tokens; the step's gradients are the sum of the
-// ranks' (ZeRO-3's reduce-scatter is not built yet: summed here on the host). Tolerances as the one-rank
-// test's (tests/gpu/test_step_runner.cpp): loss within 0.5 %, each gradient's relative L2 error within 5 %
-// of fp64, and within 5 % of the one-rank GPU step. Each rank's arena peak equals the mirror
-// (sim/step_runtime_memory.hpp) at sp = P byte for byte. P = 2 splits the kv heads, P = 4 replicates them
-// (H_kv = 2 < P: the kv gradients summed over replicas in the exchange).
+// (runtime/cuda/loopback_ranks.hpp: one host thread, stream, arena and Gemm per rank): each rank holds S / P tokens
+// (labels shifted over the whole sequence, the loss divided by every rank's valid tokens) and, by ZeRO-3, 1 / P of
+// every parameter, gradient and optimizer state. Two steps with AdamW. Checked, with the one-rank tests' tolerances
+// (tests/gpu/test_step_runner.cpp, test_step_optimizer.cpp):
+// - the ranks' parts start as the seeded parameters;
+// - step 1's gradients (the parts reduce-scattered, put together) within 5 % relative L2 of the fp64 oracle and of
+//   the same step on one rank;
+// - the gradient norm every rank used is the norm over all parts (1e-5); each part's fp32 master weights are AdamW's
+//   (fp64) on that part with that coefficient; its bf16 parameters the masters rounded;
+// - step 2's gradients within 5 % of the oracle at the parameters the ranks hold after step 1, and far (> 20 %) from
+//   step 1's (lr 1e-2 moves the parameters by half their scale): the layers were gathered again after the update;
+//   its loss within 0.5 %;
+// - each rank's arena peak equals the mirror (sim/step_runtime_memory.hpp) at sp = P, byte for byte.
+// P = 2 splits the kv heads, P = 4 replicates them (H_kv = 2 < P: the kv gradients summed over replicas).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -17,10 +24,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/bf16.hpp"
 #include "core/layout.hpp"
 #include "runtime/cuda/loopback_ranks.hpp"
 #include "runtime/cuda/step_runner.hpp"
+#include "runtime/reference_adam.hpp"
 #include "runtime/reference_layer.hpp"
+#include "runtime/reference_step.hpp"
 #include "sim/step_runtime_memory.hpp"
 #include "tests/gpu/gpu_util.hpp"
 #include "tests/gpu/step_arena.hpp"
@@ -48,9 +58,31 @@ struct Case {
 };
 
 struct RankOut {
-  runtime::StepResult g;
-  std::int64_t peak = 0, expected_peak = 0;
+  std::vector<std::vector<double>> g1, g2, master1, param1, param0;  // per tensor, this rank's parts
+  runtime::ClipResult clip1;
+  double loss_sum2 = 0;
+  std::int64_t valid = 0, peak = 0;
 };
+
+// every rank's parts of tensor i, in rank order, as the whole tensor
+std::vector<double> assemble(const std::vector<RankOut>& outs, std::vector<std::vector<double>> RankOut::*field, std::size_t i) {
+  std::vector<double> v;
+  for (const RankOut& o : outs) v.insert(v.end(), (o.*field)[i].begin(), (o.*field)[i].end());
+  return v;
+}
+
+double worst_rel_l2(const std::vector<std::vector<double>>& got, const std::vector<const std::vector<double>*>& want,
+                    double tolerance, const char* against) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e = rel_l2(got[i], *want[i]);
+    INFO("gradient tensor " << i << " relative L2 error " << e << " against " << against);
+    CHECK(e <= tolerance);
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
 
 void check_sp(const Case& k) {
   runtime::StepDims d;  // the whole sequence; each rank's runner holds T / P of it
@@ -66,12 +98,12 @@ void check_sp(const Case& k) {
   for (auto l : labels) valid += l != runtime::kIgnoreLabel;
   std::vector<core::bf16> cos, sin;
   runtime::rope_tables(T, d.layer.D, pos.data(), 500000.0, cos, sin);
-  const runtime::StepParams p = runtime::cuda::StepRunner::host_params(d, seed);
-  const runtime::StepResult ref = runtime::step_reference(d, p, tokens, labels, cos, sin, k.shards);
+  const runtime::StepParams p0 = runtime::cuda::StepRunner::host_params(d, seed);
+  const runtime::StepResult ref = runtime::step_reference(d, p0, tokens, labels, cos, sin, k.shards);
 
   runtime::cuda::StepPlan plan;
   plan.checkpoint = k.checkpoint, plan.logits_shards = k.shards, plan.optimizer = false;
-  runtime::StepResult one;  // the same step on one rank of this GPU
+  runtime::StepResult one;  // the same step's gradients on one rank of this GPU
   {
     runtime::cuda::DeviceArena arena(0);
     runtime::cuda::Gemm gemm;
@@ -82,6 +114,10 @@ void check_sp(const Case& k) {
     one = run.grads();
   }
 
+  // the ranks: two steps with AdamW on their parts; lr 1e-2 moves the parameters by half their scale (0.02), so a
+  // second step that read the first step's parameters has clearly other gradients
+  plan.optimizer = true;
+  plan.adam.lr = 1e-2, plan.adam.weight_decay = 0.01, plan.adam.max_grad_norm = 1e-3;
   runtime::StepDims dl = d;
   dl.layer.T = T_l;
   Dims sd;  // the mirror of one rank's buffers at sp = P
@@ -89,7 +125,7 @@ void check_sp(const Case& k) {
   sd.H_l = core::heads_per_rank(sd.H, P), sd.kv_local = core::heads_per_rank(sd.H_kv, P);
   sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = k.checkpoint, sd.logits_shards = k.shards;
   StepRuntimeFlags f;
-  f.tied = k.tied, f.flash = true, f.qk_norm = k.qk_norm, f.optimizer = false;
+  f.tied = k.tied, f.flash = true, f.qk_norm = k.qk_norm, f.optimizer = true;
   const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
 
   runtime::cuda::LoopbackGroup group(static_cast<int>(P));
@@ -106,16 +142,26 @@ void check_sp(const Case& k) {
           runtime::cuda::Gemm gemm;
           cudaStream_t s;
           CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-          runtime::cuda::LoopbackRank ex(group, r);
+          runtime::cuda::LoopbackRank rank(group, r);
           {
-            runtime::cuda::StepRunner run(dl, plan, arena, gemm, seed, kernels::AttnKernel::flash, &ex);
+            runtime::cuda::StepRunner run(dl, plan, arena, gemm, seed, kernels::AttnKernel::flash, &rank, &rank);
+            const runtime::cuda::Zero3Shards& z = *run.zero3();
+            RankOut& o = outs[static_cast<std::size_t>(r)];
+            for (std::size_t i = 0; i < z.tensors(); ++i) o.param0.push_back(z.param_part(i));
             run.set_batch(rows(tokens, r * T_l, T_l, 1), rows(labels, r * T_l, T_l, 1), rows(cos, r * T_l, T_l, half_D),
                           rows(sin, r * T_l, T_l, half_D), valid);
             run.step(s, nullptr);
-            run.step(s, nullptr);  // a second step gives the same gradients
             CUDA_CHECK(cudaStreamSynchronize(s));
-            outs[r].g = run.grads();
-            outs[r].peak = arena.peak_bytes();
+            for (std::size_t i = 0; i < z.tensors(); ++i) {
+              o.g1.push_back(z.grad_part(i));
+              o.param1.push_back(z.param_part(i));
+              o.master1.push_back(run.optimizer()->state(i).master);
+            }
+            o.clip1 = run.optimizer()->last_clip();
+            run.step(s, nullptr);
+            CUDA_CHECK(cudaStreamSynchronize(s));
+            for (std::size_t i = 0; i < z.tensors(); ++i) o.g2.push_back(z.grad_part(i));
+            o.loss_sum2 = run.loss_sum(), o.valid = run.valid_tokens(), o.peak = arena.peak_bytes();
           }
           CUDA_CHECK(cudaStreamDestroy(s));
         } catch (const runtime::PeerFailed&) {
@@ -128,40 +174,70 @@ void check_sp(const Case& k) {
   }
   if (first) std::rethrow_exception(first);
 
-  // the step's loss and gradients: the ranks' sums
-  runtime::StepResult sum = outs[0].g;
-  double loss_sum = 0;
+  const std::size_t n = outs[0].g1.size();
+  std::vector<std::vector<double>> g1, g2, master1, param1, param0;
+  for (std::size_t i = 0; i < n; ++i) {
+    g1.push_back(assemble(outs, &RankOut::g1, i)), g2.push_back(assemble(outs, &RankOut::g2, i));
+    master1.push_back(assemble(outs, &RankOut::master1, i)), param1.push_back(assemble(outs, &RankOut::param1, i));
+    param0.push_back(assemble(outs, &RankOut::param0, i));
+  }
+  // the parts the ranks started from are the seeded parameters
+  const auto p0_tensors = runtime::param_tensors(d, p0);
+  REQUIRE(p0_tensors.size() == n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < param0[i].size(); ++j) REQUIRE(param0[i][j] == core::bf16_to_float((*p0_tensors[i])[j]));
+
+  // step 1's gradients: the ranks' reduce-scattered parts against fp64 and against one rank
   std::int64_t valid_sum = 0;
-  for (int r = 0; r < P; ++r) {
-    loss_sum += outs[r].g.loss_sum, valid_sum += outs[r].g.valid_tokens;
-    if (r == 0) continue;
-    auto dst = runtime::grad_tensors(d, sum);
-    const auto src = runtime::grad_tensors(d, outs[r].g);
-    for (std::size_t i = 0; i < dst.size(); ++i)
-      for (std::size_t j = 0; j < dst[i]->size(); ++j) (*dst[i])[j] += (*src[i])[j];
-  }
-  const double loss = loss_sum / double(valid);
-  std::printf("step sp=%lld H=%lld H_kv=%lld checkpoint=%d shards=%lld qk_norm=%d tied=%d: loss %.6f (one rank %.6f, fp64 %.6f), "
-              "rank arena peak %lld bytes\n", (long long)P, (long long)k.H, (long long)d.layer.H_kv, k.checkpoint, (long long)k.shards,
-              k.qk_norm, k.tied, loss, one.loss, ref.loss, (long long)outs[0].peak);
+  for (const RankOut& o : outs) valid_sum += o.valid;
   CHECK(valid_sum == valid);
-  CHECK(std::abs(loss - ref.loss) <= 5e-3 * ref.loss);
-  CHECK(std::abs(loss - one.loss) <= 5e-3 * one.loss);
-  for (int r = 0; r < P; ++r) CHECK(outs[r].peak == gputest::expected_arena_peak(mirror, dl.layer));
-  const runtime::StepResult &total = sum, &single = one;
-  const auto got = runtime::grad_tensors(d, total), want = runtime::grad_tensors(d, ref), gpu1 = runtime::grad_tensors(d, single);
-  double worst = 0, worst_one = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double e = rel_l2(*got[i], *want[i]), e1 = rel_l2(*got[i], *gpu1[i]);
-    INFO("gradient tensor " << i << " relative L2 error " << e << " against fp64, " << e1 << " against one rank");
-    CHECK(e <= 5e-2);
-    CHECK(e1 <= 5e-2);
-    worst = std::max(worst, e), worst_one = std::max(worst_one, e1);
+  const runtime::StepResult& single = one;
+  const double worst = worst_rel_l2(g1, runtime::grad_tensors(d, ref), 5e-2, "fp64");
+  const double worst_one = worst_rel_l2(g1, runtime::grad_tensors(d, single), 5e-2, "one rank");
+  // the optimizer: the norm over every rank's parts, and AdamW (fp64) on each part with that coefficient
+  std::vector<const std::vector<double>*> g1p;
+  for (const auto& g : g1) g1p.push_back(&g);
+  const runtime::ClipResult want = runtime::clip_gradients(g1p, plan.adam.max_grad_norm);
+  for (const RankOut& o : outs) {
+    CHECK(std::abs(o.clip1.norm - want.norm) <= 1e-5 * want.norm);
+    CHECK(std::abs(o.clip1.coef - want.coef) <= 1e-5 * want.coef);
   }
-  std::printf("  worst gradient relative L2 error %.2e against fp64, %.2e against one rank, over %zu tensors\n", worst, worst_one,
-              got.size());
-  CHECK(rel_l2(sum.d_layers[0].wg, ref.d_layers[0].wu) > 0.5);  // the comparison can tell two gradients apart
-  CHECK(rel_l2(outs[0].g.d_layers[0].wq, ref.d_layers[0].wq) > 0.1);  // one rank alone is not the step
+  runtime::AdamConfig cfg = plan.adam;  // the kernel's fp32 hyper-parameters (tests/gpu/test_step_optimizer.cpp)
+  for (double* x : {&cfg.lr, &cfg.beta1, &cfg.beta2, &cfg.eps, &cfg.weight_decay}) *x = double(float(*x));
+  double worst_master = 0;
+  runtime::StepParams p1 = p0;  // the parameters after step 1, as the ranks hold them
+  const auto p1_tensors = runtime::param_tensors(d, p1);
+  for (std::size_t i = 0; i < n; ++i) {
+    runtime::AdamState s = runtime::adam_state_from(param0[i]);
+    runtime::adamw_reference(s, g1[i], want.coef, 1, cfg);
+    for (std::size_t j = 0; j < g1[i].size(); ++j) {
+      worst_master = std::max(worst_master, std::abs(master1[i][j] - s.master[j]) / (1e-6 * std::abs(s.master[j]) + 1e-4 * plan.adam.lr));
+      INFO("tensor " << i << " element " << j);
+      REQUIRE(param1[i][j] == core::bf16_to_float(core::float_to_bf16(static_cast<float>(master1[i][j]))));
+      (*p1_tensors[i])[j] = core::float_to_bf16(static_cast<float>(param1[i][j]));
+    }
+  }
+  CHECK(worst_master <= 1.0);
+  // step 2 read the updated parameters: its gradients are those of p1 (fp64), far from step 1's
+  const runtime::StepResult ref2 = runtime::step_reference(d, p1, tokens, labels, cos, sin, k.shards);
+  const double worst2 = worst_rel_l2(g2, runtime::grad_tensors(d, ref2), 5e-2, "fp64 at the updated parameters");
+  double loss_sum2 = 0;
+  for (const RankOut& o : outs) loss_sum2 += o.loss_sum2;
+  const double loss2 = loss_sum2 / double(valid);
+  CHECK(std::abs(loss2 - ref2.loss) <= 5e-3 * ref2.loss);
+  std::printf("step sp=%lld H=%lld H_kv=%lld checkpoint=%d shards=%lld qk_norm=%d tied=%d: step 2 loss %.6f (fp64 %.6f; step 1 "
+              "fp64 %.6f), norm %.6e (fp64 %.6e), rank arena peak %lld bytes\n", (long long)P, (long long)k.H, (long long)d.layer.H_kv,
+              k.checkpoint, (long long)k.shards, k.qk_norm, k.tied, loss2, ref2.loss, ref.loss, outs[0].clip1.norm, want.norm,
+              (long long)outs[0].peak);
+  std::printf("  worst gradient relative L2 error over %zu tensors: step 1 %.2e against fp64, %.2e against one rank; step 2 %.2e; "
+              "AdamW master error / tolerance %.3f\n", n, worst, worst_one, worst2, worst_master);
+  for (int r = 0; r < P; ++r) CHECK(outs[r].peak == gputest::expected_arena_peak(mirror, dl.layer));
+  // the comparisons can fail: two gradients apart, step 2's gradients not step 1's
+  CHECK(rel_l2(g1[runtime::param_tensors(d, p0).size() - 1], g1[runtime::param_tensors(d, p0).size() - 2]) > 0.5);
+  const auto ref1_tensors = runtime::grad_tensors(d, ref);
+  double moved = 0;
+  for (std::size_t i = 0; i < n; ++i) moved = std::max(moved, rel_l2(g2[i], *ref1_tensors[i]));
+  CHECK(moved > 0.2);
 }
 
 }  // namespace

@@ -156,8 +156,17 @@ TEST_CASE("our runtime's step bytes at sp 2 and 4: the head-sharded tensors", "[
   CHECK(sp.kept == base.kept + heads);  // one activation set (checkpointing)
   // T = 256, H = 4: dq_accum 256*512 fp32 + 2 rows of 4*256; at sp 2: 512*256 fp32 + 2 rows of 2*512 (the same)
   CHECK(sp.scratch == base.scratch + heads);
-  CHECK(sp.params == base.params);
   CHECK(sp.loss_head == base.loss_head);
+  // ZeRO-3 over the 2 ranks: half of every parameter (5745152 in all), the embedding, final norm and lm_head whole,
+  // two gathered layers (2359296 matrix elements + 2 norms of 512 each); the gradients' halves (12519424 bytes in
+  // their types), the outer ones whole (embedding fp32, final norm fp32, lm_head bf16), one layer's
+  const std::int64_t layer = 2359296, n_params = 2 * 1000 * 512 + 512 + 2 * (layer + 1024);
+  CHECK(n_params == 5745152);
+  CHECK(sp.params == (n_params / 2 + 2 * 1000 * 512 + 512 + 2 * (layer + 1024)) * 2);
+  CHECK(sp.grads == 12519424 / 2 + 1000 * 512 * 4 + 512 * 4 + 1000 * 512 * 2 + layer * 2 + 1024 * 4);
+  CHECK(base.grads == 12519424);  // one rank: every gradient in its type
+  // AdamW on the parts, its own 21 tensors' partial sums and every rank's
+  CHECK(sp.optimizer == 3 * (n_params / 2) * 4 + 21 * 128 * 4 + 2 * 4 + 2 * 21 * 128 * 4);
   // P = 4 > H_kv = 2: one replicated kv head per rank
   d.S_l = 128, d.P = 4, d.H_l = 1, d.kv_local = 1;
   one.S_l = 128;

@@ -1,0 +1,45 @@
+// runtime/cuda/zero3.hpp: the parts' buffers, and each collective on one tensor.
+#include "runtime/cuda/zero3.hpp"
+
+#include <stdexcept>
+
+#include "runtime/cuda/cuda_check.hpp"
+
+namespace ulysses::runtime::cuda {
+
+Zero3Shards::Zero3Shards(BufferSet& b, StepCollectives& comm, std::vector<ShardedTensor> tensors)
+    : comm_(comm), P_(comm.ranks()), r_(comm.rank()), t_(std::move(tensors)) {
+  for (const ShardedTensor& t : t_)
+    if (t.n < 1 || t.n % (8 * static_cast<std::int64_t>(P_)) != 0)
+      throw std::invalid_argument("ZeRO-3 at sp " + std::to_string(P_) + ": tensor " + t.name + " has " + std::to_string(t.n) +
+                                  " elements, not a multiple of 8 * sp (parts are not padded)");
+  for (std::size_t i = 0; i < t_.size(); ++i) param_.push_back(b.take<bf16_t>(part_elems(i)));
+  for (std::size_t i = 0; i < t_.size(); ++i)
+    grad_.push_back(t_[i].grad_fp32 ? static_cast<void*>(b.take<float>(part_elems(i))) : static_cast<void*>(b.take<bf16_t>(part_elems(i))));
+}
+
+void Zero3Shards::keep_part(std::size_t i, const bf16_t* full, cudaStream_t s) {
+  const std::int64_t m = part_elems(i);
+  CUDA_CHECK(cudaMemcpyAsync(param_[i], full + r_ * m, static_cast<std::size_t>(m) * 2, cudaMemcpyDeviceToDevice, s));
+}
+
+void Zero3Shards::gather(std::size_t i, bf16_t* full, cudaStream_t s) { comm_.all_gather(param_[i], full, part_elems(i), Elem::bf16, s); }
+
+void Zero3Shards::reduce(std::size_t i, const void* full_grad, cudaStream_t s) {
+  comm_.reduce_scatter(full_grad, grad_[i], part_elems(i), t_[i].grad_fp32 ? Elem::f32 : Elem::bf16, s);
+}
+
+std::vector<ParamRef> Zero3Shards::parts() const {
+  std::vector<ParamRef> p;
+  for (std::size_t i = 0; i < t_.size(); ++i) p.push_back({param_[i], grad_[i], t_[i].grad_fp32, part_elems(i)});
+  return p;
+}
+
+std::vector<double> Zero3Shards::param_part(std::size_t i) const { return download_doubles(param_.at(i), part_elems(i)); }
+
+std::vector<double> Zero3Shards::grad_part(std::size_t i) const {
+  return t_.at(i).grad_fp32 ? download_doubles(static_cast<const float*>(grad_[i]), part_elems(i))
+                            : download_doubles(static_cast<const bf16_t*>(grad_[i]), part_elems(i));
+}
+
+}  // namespace ulysses::runtime::cuda

@@ -1,0 +1,51 @@
+#pragma once
+// ZeRO-3 over the ranks of the sequence-parallel step (sp = P > 1; runtime/cuda/step_runner.hpp): each parameter
+// tensor, flat, is cut into P equal parts and rank r keeps part r of its bf16 values and of its gradient (in the
+// gradient's type: fp32 for the norms' weights and the embedding, bf16 for the matrices), and the optimizer's
+// fp32 state of that part (runtime/cuda/optimizer.hpp over parts()). The full tensors exist only while used:
+// all-gathered into a full buffer of the caller's before use, and the full gradient reduce-scattered into the
+// part after the backward wrote it. A tensor's elements must be a multiple of 8 P (no padding; every tensor of the
+// models in profiles/ at sp <= 16); the constructor says which one is not.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/decoder_layer.hpp"
+#include "runtime/cuda/optimizer.hpp"
+#include "runtime/cuda/step_collectives.hpp"
+
+namespace ulysses::runtime::cuda {
+
+struct ShardedTensor {
+  std::string name;  // for the error line (embed, final_norm, lm_head, layer3.wq, ...)
+  std::int64_t n;    // the full tensor's elements
+  bool grad_fp32;
+};
+
+class Zero3Shards {
+ public:
+  // The parts' buffers from b: every tensor's bf16 part [n / P], then every gradient part [n / P].
+  Zero3Shards(BufferSet& b, StepCollectives& comm, std::vector<ShardedTensor> tensors);
+
+  std::size_t tensors() const { return t_.size(); }
+  std::int64_t part_elems(std::size_t i) const { return t_.at(i).n / P_; }
+  // tensor i's part of `full` kept as this rank's (its initial values), on `stream`
+  void keep_part(std::size_t i, const bf16_t* full, cudaStream_t stream);
+  // full [n] = tensor i's parts of every rank (zero.allgather)
+  void gather(std::size_t i, bf16_t* full, cudaStream_t stream);
+  // this rank's gradient part of tensor i = the sum over ranks of their full gradients' part (zero.reduce_scatter)
+  void reduce(std::size_t i, const void* full_grad, cudaStream_t stream);
+  // the optimizer's tensors: each parameter part with its gradient part
+  std::vector<ParamRef> parts() const;
+  std::vector<double> param_part(std::size_t i) const;  // downloads (synchronous)
+  std::vector<double> grad_part(std::size_t i) const;
+
+ private:
+  StepCollectives& comm_;
+  int P_, r_;
+  std::vector<ShardedTensor> t_;
+  std::vector<bf16_t*> param_;
+  std::vector<void*> grad_;
+};
+
+}  // namespace ulysses::runtime::cuda
