@@ -2,7 +2,10 @@
 // tensors between two barriers; the exchange with core/layout.hpp's maps, B = 1.
 #include "runtime/cuda/loopback_ranks.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "core/layout.hpp"
 #include "kernels/layer_ops.hpp"
@@ -45,6 +48,17 @@ void* LoopbackRank::tmp(std::size_t bytes) {
   return tmp_;
 }
 
+namespace {
+// ULYSSES_LOOPBACK_TRACE=1: one stderr line per collective and rank as it enters (where a stuck check waits)
+void trace(int r, const char* what) {
+  static const bool on = [] {
+    const char* t = std::getenv("ULYSSES_LOOPBACK_TRACE");
+    return t && std::string(t) == "1";
+  }();
+  if (on) std::fprintf(stderr, "loopback rank %d: %s\n", r, what);
+}
+}  // namespace
+
 void LoopbackRank::publish(const void* mine, cudaStream_t s) {
   CUDA_CHECK(cudaStreamSynchronize(s));  // my sources are written
   g_.buffers_[static_cast<std::size_t>(r_)] = mine;
@@ -52,10 +66,12 @@ void LoopbackRank::publish(const void* mine, cudaStream_t s) {
 }
 
 void LoopbackRank::done(cudaStream_t s) {
-  done(s);
+  CUDA_CHECK(cudaStreamSynchronize(s));  // every peer's source read
+  g_.bar_.arrive_and_wait();
 }
 
 void LoopbackRank::all_gather(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t s) {
+  trace(r_, "all_gather");
   publish(part, s);
   const auto bytes = static_cast<std::size_t>(n * elem_bytes(e));
   for (int c = 0; c < g_.size(); ++c)
@@ -65,6 +81,7 @@ void LoopbackRank::all_gather(const void* part, void* full, std::int64_t n, Elem
 }
 
 void LoopbackRank::reduce_scatter(const void* full, void* part, std::int64_t n, Elem e, cudaStream_t s) {
+  trace(r_, "reduce_scatter");
   publish(full, s);
   const auto bytes = static_cast<std::size_t>(n * elem_bytes(e));
   auto chunk = [&](int c) { return static_cast<const char*>(g_.buffers_[static_cast<std::size_t>(c)]) + r_ * bytes; };
@@ -120,6 +137,7 @@ void LoopbackRank::run(Direction dir, const std::vector<XTensor>& xs, cudaStream
     if (dir == Direction::head_to_seq && t.dims.H < t.dims.P && !t.reduce)
       throw std::invalid_argument("loopback ranks: head_to_seq of a tensor with H < P must reduce its replicas");
   }
+  trace(r_, dir == Direction::seq_to_head ? "exchange seq_to_head" : "exchange head_to_seq");
   CUDA_CHECK(cudaStreamSynchronize(s));  // my sources are written
   g_.tensors_[static_cast<std::size_t>(r_)] = &xs;
   g_.bar_.arrive_and_wait();

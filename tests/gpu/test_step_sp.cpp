@@ -145,6 +145,7 @@ void check_sp(const Case& k) {
           runtime::cuda::LoopbackRank rank(group, r);
           {
             runtime::cuda::StepRunner run(dl, plan, arena, gemm, seed, kernels::AttnKernel::flash, &rank, &rank);
+            std::fprintf(stderr, "sp test: rank %d built its runner\n", r);
             const runtime::cuda::Zero3Shards& z = *run.zero3();
             RankOut& o = outs[static_cast<std::size_t>(r)];
             for (std::size_t i = 0; i < z.tensors(); ++i) o.param0.push_back(z.param_part(i));
@@ -152,6 +153,7 @@ void check_sp(const Case& k) {
                           rows(sin, r * T_l, T_l, half_D), valid);
             run.step(s, nullptr);
             CUDA_CHECK(cudaStreamSynchronize(s));
+            std::fprintf(stderr, "sp test: rank %d ran step 1\n", r);
             for (std::size_t i = 0; i < z.tensors(); ++i) {
               o.g1.push_back(z.grad_part(i));
               o.param1.push_back(z.param_part(i));
@@ -160,6 +162,7 @@ void check_sp(const Case& k) {
             o.clip1 = run.optimizer()->last_clip();
             run.step(s, nullptr);
             CUDA_CHECK(cudaStreamSynchronize(s));
+            std::fprintf(stderr, "sp test: rank %d ran step 2\n", r);
             for (std::size_t i = 0; i < z.tensors(); ++i) o.g2.push_back(z.grad_part(i));
             o.loss_sum2 = run.loss_sum(), o.valid = run.valid_tokens(), o.peak = arena.peak_bytes();
           }
@@ -173,6 +176,7 @@ void check_sp(const Case& k) {
       });
   }
   if (first) std::rethrow_exception(first);
+  std::fprintf(stderr, "sp test: the ranks are done\n");
 
   const std::size_t n = outs[0].g1.size();
   std::vector<std::vector<double>> g1, g2, master1, param1, param0;
@@ -184,8 +188,10 @@ void check_sp(const Case& k) {
   // the parts the ranks started from are the seeded parameters
   const auto p0_tensors = runtime::param_tensors(d, p0);
   REQUIRE(p0_tensors.size() == n);
+  std::int64_t not_seeded = 0;
   for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < param0[i].size(); ++j) REQUIRE(param0[i][j] == core::bf16_to_float((*p0_tensors[i])[j]));
+    for (std::size_t j = 0; j < param0[i].size(); ++j) not_seeded += param0[i][j] != core::bf16_to_float((*p0_tensors[i])[j]);
+  CHECK(not_seeded == 0);
 
   // step 1's gradients: the ranks' reduce-scattered parts against fp64 and against one rank
   std::int64_t valid_sum = 0;
@@ -205,6 +211,7 @@ void check_sp(const Case& k) {
   runtime::AdamConfig cfg = plan.adam;  // the kernel's fp32 hyper-parameters (tests/gpu/test_step_optimizer.cpp)
   for (double* x : {&cfg.lr, &cfg.beta1, &cfg.beta2, &cfg.eps, &cfg.weight_decay}) *x = double(float(*x));
   double worst_master = 0;
+  std::int64_t not_rounded = 0;
   runtime::StepParams p1 = p0;  // the parameters after step 1, as the ranks hold them
   const auto p1_tensors = runtime::param_tensors(d, p1);
   for (std::size_t i = 0; i < n; ++i) {
@@ -212,12 +219,12 @@ void check_sp(const Case& k) {
     runtime::adamw_reference(s, g1[i], want.coef, 1, cfg);
     for (std::size_t j = 0; j < g1[i].size(); ++j) {
       worst_master = std::max(worst_master, std::abs(master1[i][j] - s.master[j]) / (1e-6 * std::abs(s.master[j]) + 1e-4 * plan.adam.lr));
-      INFO("tensor " << i << " element " << j);
-      REQUIRE(param1[i][j] == core::bf16_to_float(core::float_to_bf16(static_cast<float>(master1[i][j]))));
+      not_rounded += param1[i][j] != core::bf16_to_float(core::float_to_bf16(static_cast<float>(master1[i][j])));
       (*p1_tensors[i])[j] = core::float_to_bf16(static_cast<float>(param1[i][j]));
     }
   }
   CHECK(worst_master <= 1.0);
+  CHECK(not_rounded == 0);  // each bf16 parameter is its master weight rounded
   // step 2 read the updated parameters: its gradients are those of p1 (fp64), far from step 1's
   const runtime::StepResult ref2 = runtime::step_reference(d, p1, tokens, labels, cos, sin, k.shards);
   const double worst2 = worst_rel_l2(g2, runtime::grad_tensors(d, ref2), 5e-2, "fp64 at the updated parameters");
@@ -242,15 +249,15 @@ void check_sp(const Case& k) {
 
 }  // namespace
 
-TEST_CASE("sp step on logical ranks of one GPU: P=2, kv heads split, checkpointed", "[.gpu][gpu][step][sp]") {
+TEST_CASE("sp step on logical ranks of one GPU: P=2 with kv heads split and checkpointing", "[.gpu][gpu][step][sp]") {
   check_sp(Case{});
 }
-TEST_CASE("sp step on logical ranks of one GPU: P=4, kv heads replicated, tied, 2 chunks", "[.gpu][gpu][step][sp]") {
+TEST_CASE("sp step on logical ranks of one GPU: P=4 with kv heads replicated tied and 2 logits chunks", "[.gpu][gpu][step][sp]") {
   Case k;
   k.P = 4, k.tied = true, k.shards = 2;
   check_sp(k);
 }
-TEST_CASE("sp step on logical ranks of one GPU: P=2, no checkpointing, Qwen3 head norms", "[.gpu][gpu][step][sp]") {
+TEST_CASE("sp step on logical ranks of one GPU: P=2 without checkpointing with Qwen3 head norms", "[.gpu][gpu][step][sp]") {
   Case k;
   k.checkpoint = false, k.qk_norm = true, k.H = 6;
   check_sp(k);
