@@ -12,7 +12,8 @@
 //   step 1's (lr 1e-2 moves the parameters by half their scale): the layers were gathered again after the update;
 //   its loss within 0.5 %;
 // - each rank's arena peak equals the mirror (sim/step_runtime_memory.hpp) at sp = P, byte for byte.
-// P = 2 splits the kv heads, P = 4 replicates them (H_kv = 2 < P: the kv gradients summed over replicas).
+// P = 2 splits the kv heads, P = 4 replicates them (H_kv = 2 < P: the kv gradients summed over replicas); ALST's
+// features at P = 2: TiledMLP and checkpoint offload over 3 layers.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -54,14 +55,15 @@ std::vector<T> rows(const std::vector<T>& x, std::int64_t row, std::int64_t n, s
 struct Case {
   int P = 2;
   bool checkpoint = true, qk_norm = false, tied = false;
-  std::int64_t shards = 1, H = 4;
+  std::int64_t shards = 1, H = 4, L = 2, mlp_shards = 1;
+  bool offload = false;  // checkpoint offload to pinned host memory
 };
 
 struct RankOut {
   std::vector<std::vector<double>> g1, g2, master1, param1, param0;  // per tensor, this rank's parts
   runtime::ClipResult clip1;
   double loss_sum2 = 0;
-  std::int64_t valid = 0, peak = 0;
+  std::int64_t valid = 0, peak = 0, pinned = 0;
 };
 
 // every rank's parts of tensor i, in rank order, as the whole tensor
@@ -87,7 +89,7 @@ double worst_rel_l2(const std::vector<std::vector<double>>& got, const std::vect
 void check_sp(const Case& k) {
   runtime::StepDims d;  // the whole sequence; each rank's runner holds T / P of it
   d.layer.T = 512, d.layer.h = 512, d.layer.H = k.H, d.layer.H_kv = 2, d.layer.D = 128, d.layer.F = 1024;
-  d.L = 2, d.V = 1000, d.tied = k.tied, d.layer.qk_norm = k.qk_norm;
+  d.L = k.L, d.V = 1000, d.tied = k.tied, d.layer.qk_norm = k.qk_norm, d.layer.mlp_shards = k.mlp_shards;
   const std::int64_t T = d.layer.T, P = k.P, T_l = T / P, half_D = d.layer.D / 2;
   const std::uint64_t seed = 91;
   std::vector<std::int64_t> tokens(T), pos(T);
@@ -102,7 +104,7 @@ void check_sp(const Case& k) {
   const runtime::StepResult ref = runtime::step_reference(d, p0, tokens, labels, cos, sin, k.shards);
 
   runtime::cuda::StepPlan plan;
-  plan.checkpoint = k.checkpoint, plan.logits_shards = k.shards, plan.optimizer = false;
+  plan.checkpoint = k.checkpoint, plan.logits_shards = k.shards, plan.offload_checkpoints = k.offload, plan.optimizer = false;
   runtime::StepResult one;  // the same step's gradients on one rank of this GPU
   {
     runtime::cuda::DeviceArena arena(0);
@@ -123,9 +125,9 @@ void check_sp(const Case& k) {
   Dims sd;  // the mirror of one rank's buffers at sp = P
   sd.B = 1, sd.S = T, sd.S_l = T_l, sd.P = P, sd.h = d.layer.h, sd.H = d.layer.H, sd.H_kv = d.layer.H_kv, sd.D = d.layer.D;
   sd.H_l = core::heads_per_rank(sd.H, P), sd.kv_local = core::heads_per_rank(sd.H_kv, P);
-  sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = k.checkpoint, sd.logits_shards = k.shards;
+  sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = k.checkpoint, sd.logits_shards = k.shards, sd.mlp_shards = k.mlp_shards;
   StepRuntimeFlags f;
-  f.tied = k.tied, f.flash = true, f.qk_norm = k.qk_norm, f.optimizer = true;
+  f.tied = k.tied, f.flash = true, f.qk_norm = k.qk_norm, f.optimizer = true, f.offload_checkpoints = k.offload;
   const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
 
   runtime::cuda::LoopbackGroup group(static_cast<int>(P));
@@ -165,6 +167,7 @@ void check_sp(const Case& k) {
             std::fprintf(stderr, "sp test: rank %d ran step 2\n", r);
             for (std::size_t i = 0; i < z.tensors(); ++i) o.g2.push_back(z.grad_part(i));
             o.loss_sum2 = run.loss_sum(), o.valid = run.valid_tokens(), o.peak = arena.peak_bytes();
+            o.pinned = run.host_pinned_bytes();
           }
           CUDA_CHECK(cudaStreamDestroy(s));
         } catch (const runtime::PeerFailed&) {
@@ -232,13 +235,15 @@ void check_sp(const Case& k) {
   for (const RankOut& o : outs) loss_sum2 += o.loss_sum2;
   const double loss2 = loss_sum2 / double(valid);
   CHECK(std::abs(loss2 - ref2.loss) <= 5e-3 * ref2.loss);
-  std::printf("step sp=%lld H=%lld H_kv=%lld checkpoint=%d shards=%lld qk_norm=%d tied=%d: step 2 loss %.6f (fp64 %.6f; step 1 "
-              "fp64 %.6f), norm %.6e (fp64 %.6e), rank arena peak %lld bytes\n", (long long)P, (long long)k.H, (long long)d.layer.H_kv,
-              k.checkpoint, (long long)k.shards, k.qk_norm, k.tied, loss2, ref2.loss, ref.loss, outs[0].clip1.norm, want.norm,
-              (long long)outs[0].peak);
+  std::printf("step sp=%lld H=%lld H_kv=%lld L=%lld checkpoint=%d offload=%d mlp_shards=%lld shards=%lld qk_norm=%d tied=%d: "
+              "step 2 loss %.6f (fp64 %.6f; step 1 fp64 %.6f), norm %.6e (fp64 %.6e), rank arena peak %lld bytes, pinned %lld\n",
+              (long long)P, (long long)k.H, (long long)d.layer.H_kv, (long long)k.L, k.checkpoint, k.offload, (long long)k.mlp_shards,
+              (long long)k.shards, k.qk_norm, k.tied, loss2, ref2.loss, ref.loss, outs[0].clip1.norm, want.norm, (long long)outs[0].peak,
+              (long long)outs[0].pinned);
   std::printf("  worst gradient relative L2 error over %zu tensors: step 1 %.2e against fp64, %.2e against one rank; step 2 %.2e; "
               "AdamW master error / tolerance %.3f\n", n, worst, worst_one, worst2, worst_master);
   for (int r = 0; r < P; ++r) CHECK(outs[r].peak == gputest::expected_arena_peak(mirror, dl.layer));
+  for (int r = 0; r < P; ++r) CHECK(outs[r].pinned == mirror.host_pinned);
   // the comparisons can fail: two gradients apart, step 2's gradients not step 1's
   CHECK(rel_l2(g1[runtime::param_tensors(d, p0).size() - 1], g1[runtime::param_tensors(d, p0).size() - 2]) > 0.5);
   const auto ref1_tensors = runtime::grad_tensors(d, ref);
@@ -260,5 +265,10 @@ TEST_CASE("sp step on logical ranks of one GPU: P=4 with kv heads replicated tie
 TEST_CASE("sp step on logical ranks of one GPU: P=2 without checkpointing with Qwen3 head norms", "[.gpu][gpu][step][sp]") {
   Case k;
   k.checkpoint = false, k.qk_norm = true, k.H = 6;
+  check_sp(k);
+}
+TEST_CASE("sp step on logical ranks of one GPU: P=2 with TiledMLP and checkpoint offload over 3 layers", "[.gpu][gpu][step][sp]") {
+  Case k;
+  k.L = 3, k.mlp_shards = 2, k.offload = true, k.shards = 2;
   check_sp(k);
 }
