@@ -4,7 +4,7 @@
 // library with NVML's entry points instead, as the CPU tests do with tests/runtime/fake_nvml.cpp). A whole step of
 // long-context training draws the board's power limit on an H100 (700 W): the SM clock then falls below its boost
 // clock, by how much depends on the work, so two steps compared at the same power compare their work per joule, not
-// their kernels' peak rates (docs/STEP_RUNTIME.md, "The power limit"). `bench step` samples each backend's run.
+// their kernels' peak rates (docs/STEP_POWER.md). `bench step` samples each backend's run.
 #include <atomic>
 #include <cstdint>
 #include <memory>

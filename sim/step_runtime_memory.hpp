@@ -1,9 +1,10 @@
 #pragma once
 // Device bytes of our CUDA runtime's whole step on one rank (runtime/cuda/step_runner.cpp, issue 13):
 // the runner allocates every buffer once, up front, from its arena, so the step's peak is their sum,
-// plus cuBLASLt's workspace (runtime/cuda/gemm.hpp). This mirrors the runner buffer by buffer; the GPU
-// test (tests/gpu/test_step_runner.cpp) checks the arena's peak against it byte for byte, and
-// tests/sim/test_step_runtime_memory.cpp the sum for one shape by hand. docs/STEP_RUNTIME.md "Memory".
+// plus cuBLASLt's workspace (runtime/cuda/gemm.hpp). This mirrors the runner buffer by buffer (at sp > 1 one rank's:
+// ZeRO-3's parts summed into params and grads, the head-sharded tensors into kept and scratch); the GPU tests
+// (tests/gpu/test_step_runner.cpp, test_step_sp.cpp) check the arena's peak against it byte for byte, and
+// tests/sim/test_step_runtime_memory.cpp the sums for small shapes by hand. docs/STEP_RUNTIME.md "Memory".
 #include "sim/memory.hpp"
 
 namespace ulysses {
@@ -48,7 +49,8 @@ StepParamCounts ulysses_param_counts(const Dims& d, bool tied, bool qk_norm);
 // The flags from a scenario (plan.runtime ulysses; its attention implementation picks the kernel).
 StepRuntimeFlags step_runtime_flags(const Scenario& sc);
 
-// The longest S of our runtime's step (multiples of g, sp 1): the largest whose buffers fit the HBM less
+// The longest S of our runtime's step (multiples of g; at sp > 1 one rank's buffers, a step the runtime runs on
+// logical ranks of one GPU only so far): the largest whose buffers fit the HBM less
 // `ballast` and the process's context (process_context_bytes), and, with an offload, whose host memory
 // (pinned and the host optimizer's state, per process on the node) fits the host (host_capacity_bytes less
 // kHostProcessOverheadBytes per process). Every buffer is allocated up front, so

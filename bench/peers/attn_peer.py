@@ -91,7 +91,7 @@ def run_check(folder):
 
 def bench_ms(fn, min_s):
     """one warm-up, then enough repetitions for min_s seconds (1 to 1000); mean ms. min_s of a few seconds holds
-    the GPU at its power limit as a training step does (docs/STEP_RUNTIME.md, "The power limit")"""
+    the GPU at its power limit as a training step does (docs/STEP_POWER.md)"""
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record(); fn(); e1.record(); e1.synchronize()
     warm = e0.elapsed_time(e1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for issue 13's power limit (docs/STEP_RUNTIME.md "The power limit"; written 2026-12-07, ninth
+# One device call for issue 13's power limit (docs/STEP_POWER.md; written 2026-12-07, ninth
 # session; run in records/gpu-runs/h100-2026-12-07a/call2: no difference): does choosing each cuBLASLt algorithm at the board's power limit, not near the boost clock, make our step
 # cheaper where the step runs at the limit? Gemm's sustained timing (runtime/cuda/gemm.hpp,
 # ULYSSES_GEMM_TUNE_WINDOW_MS) against the default, alternating, our step at llama-3.1-8b 64K tiled

@@ -7,9 +7,7 @@
 //   x_seq  [B, S_l, H, D]   on rank r, positions r*S_l ..
 //   x_head [B, S, H_l, D]   on rank r, heads r*H_l .. (H < P: the one head source_head(x, r, 0))
 //   send, recv [P, B, S_l, H_l, D]   chunk c goes to / came from rank c
-#include <atomic>
 #include <cstdint>
-#include <stdexcept>
 #include <vector>
 
 #include "core/bf16.hpp"

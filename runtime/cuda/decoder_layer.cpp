@@ -22,17 +22,17 @@ void upload(bf16_t* dst, const std::vector<core::bf16>& src, std::int64_t n) {
 }
 void mark(const LayerCtx& c, LayerOp op, Pass pass, cudaStream_t s) { mark_phase(c.marks, core::phase_name(op, pass), s); }
 
-// Attention's shape on this rank: all S positions, H_l and K_l heads (one rank: S = T, every head), and the
-// exchange's dims of q (and o) and of k, v (B = 1; H as held sequence-sharded).
+// Attention's shape on a rank of P: all S = T * P positions, H_l and K_l heads (one rank: S = T, every head), and
+// the exchange's dims of q (and o) and of k, v (B = 1; H as held sequence-sharded).
 struct Heads {
   std::int64_t P, S, H_l, K_l;
   core::Dims q, kv;
 };
-Heads heads_of(const LayerCtx& c) {
-  const DecoderLayerDims& d = c.d;
-  const std::int64_t P = c.sp ? c.sp->ranks() : 1, S = d.T * P;
+Heads heads_at(const DecoderLayerDims& d, std::int64_t P) {
+  const std::int64_t S = d.T * P;
   return {P, S, core::heads_per_rank(d.H, P), core::heads_per_rank(d.H_kv, P), {1, S, P, d.H, d.D}, {1, S, P, d.H_kv, d.D}};
 }
+Heads heads_of(const LayerCtx& c) { return heads_at(c.d, c.sp ? c.sp->ranks() : 1); }
 
 }  // namespace
 
@@ -76,9 +76,9 @@ LayerActs alloc_acts(BufferSet& b, const DecoderLayerDims& d, int sp) {
     a.rq = b.take<float>(T * d.H), a.rk = b.take<float>(T * d.H_kv);
   }
   if (sp > 1) {
-    const std::int64_t S = T * sp, H_l = core::heads_per_rank(d.H, sp), K_l = core::heads_per_rank(d.H_kv, sp);
-    a.qh = b.take<bf16_t>(S * H_l * d.D), a.kh = b.take<bf16_t>(S * K_l * d.D), a.vh = b.take<bf16_t>(S * K_l * d.D);
-    a.oh = b.take<bf16_t>(S * H_l * d.D);
+    const Heads x = heads_at(d, sp);
+    a.qh = b.take<bf16_t>(x.S * x.H_l * d.D), a.kh = b.take<bf16_t>(x.S * x.K_l * d.D), a.vh = b.take<bf16_t>(x.S * x.K_l * d.D);
+    a.oh = b.take<bf16_t>(x.S * x.H_l * d.D);
   }
   return a;
 }
@@ -92,15 +92,15 @@ LayerScratch alloc_scratch(BufferSet& b, const DecoderLayerDims& d, kernels::Att
   s.dn = b.take<bf16_t>(T * h), s.tmp_h = b.take<bf16_t>(T * h), s.dh1 = b.take<bf16_t>(T * h);
   s.do_ = b.take<bf16_t>(T * HD), s.dq = b.take<bf16_t>(T * HD), s.dk = b.take<bf16_t>(T * KD), s.dv = b.take<bf16_t>(T * KD);
   s.norm_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T, h)));
-  const std::int64_t S = T * sp, H_l = core::heads_per_rank(d.H, sp), K_l = core::heads_per_rank(d.H_kv, sp);
-  s.attn_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(attn, 1, S, H_l, K_l, d.D)));
+  const Heads x = heads_at(d, sp);
+  s.attn_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::attn_bwd_workspace_bytes(attn, 1, x.S, x.H_l, x.K_l, d.D)));
   if (d.qk_norm) {
     s.dqp = b.take<bf16_t>(T * HD), s.dkp = b.take<bf16_t>(T * KD);
     s.head_norm_ws = b.take<unsigned char>(static_cast<std::int64_t>(kernels::rmsnorm_bwd_workspace_bytes(T * d.H, d.D)));
   }
   if (sp > 1) {
-    s.doh = b.take<bf16_t>(S * H_l * d.D), s.dqh = b.take<bf16_t>(S * H_l * d.D);
-    s.dkh = b.take<bf16_t>(S * K_l * d.D), s.dvh = b.take<bf16_t>(S * K_l * d.D);
+    s.doh = b.take<bf16_t>(x.S * x.H_l * d.D), s.dqh = b.take<bf16_t>(x.S * x.H_l * d.D);
+    s.dkh = b.take<bf16_t>(x.S * x.K_l * d.D), s.dvh = b.take<bf16_t>(x.S * x.K_l * d.D);
   }
   return s;
 }

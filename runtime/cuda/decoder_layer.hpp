@@ -67,7 +67,7 @@ struct LayerGrads {
 };
 struct LayerActs {      // kept by the forward (or refilled by the recompute)
   bf16_t *n1, *q, *k, *v, *o, *h1, *n2, *g, *u, *act;  // [T,h] [T,HD] [T,KD] x2 [T,HD] [T,h] x2 [T,F] x3 (TiledMLP: g, u, act null)
-  float *r1, *r2, *lse;                                // [T] [T] [H, T]
+  float *r1, *r2, *lse;                                // [T] [T] [H, T] (sp > 1: [H_l, S], as many values)
   bf16_t *qp = nullptr, *kp = nullptr;                 // qk_norm: the projections before the head norms [T,HD] [T,KD]
   float *rq = nullptr, *rk = nullptr;                  // qk_norm: their rstd [T*H] [T*H_kv]
   bf16_t *qh = nullptr, *kh = nullptr, *vh = nullptr, *oh = nullptr;  // sp > 1: head-sharded [S,H_l,D] [S,K_l,D] x2 [S,H_l,D]

@@ -68,8 +68,7 @@ struct Gemm::Plan {
 };
 
 Gemm::Gemm(bool tune, double sustained_window_s) : tune_(tune), window_s_(sustained_window_s) {
-  const char* log = std::getenv("ULYSSES_GEMM_TUNE_LOG");
-  log_ = log && std::string(log) == "1";
+  log_ = env_flag("ULYSSES_GEMM_TUNE_LOG");
   check(cublasLtCreate(&handle_), "cublasLtCreate");
   check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc(cuBLASLt workspace)");
 }

@@ -20,11 +20,11 @@
 // processes may keep different algorithms (sums in a different order); one Gemm gives the same bits
 // for the same inputs every call. Not thread-safe.
 //
-// Sustained timing (an experiment, docs/STEP_RUNTIME.md "The power limit"): the runs above are short and
+// Sustained timing (an experiment, docs/STEP_POWER.md): the runs above are short and
 // run near the boost clock, while the whole step holds the board at its power limit, where a proposal
-// that draws less power per FLOP keeps a higher clock. With Tuning window w > 0 (`ulysses` reads
-// ULYSSES_GEMM_TUNE_WINDOW_MS), each proposal of a problem whose warm-up run took at least 1 ms instead
-// runs back to back for about w untimed (the board settles at the clock this proposal allows), then for
+// that draws less power per FLOP keeps a higher clock. With a window w > 0 (`ulysses` reads
+// ULYSSES_GEMM_TUNE_WINDOW_MS), for a problem whose fastest proposal's burst median is 1 ms or more, each
+// proposal then also runs back to back for about w untimed (the board settles at the clock this proposal allows), then for
 // about w timed between two events; the lowest mean per call wins. ULYSSES_GEMM_TUNE_LOG=1 prints each
 // such problem's proposals (burst median and sustained mean) and both choices to stderr. Measured on one H100 at
 // llama-3.1-8b 64K tiled logits (2026-12-07): the step's time and energy the same as with the burst timing.

@@ -3,13 +3,12 @@
 #include "runtime/cuda/loopback_ranks.hpp"
 
 #include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
-#include <string>
 
 #include "core/layout.hpp"
 #include "kernels/layer_ops.hpp"
 #include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/env.hpp"
 
 namespace ulysses::runtime::cuda {
 namespace {
@@ -20,7 +19,8 @@ const char* bytes(const void* p, std::int64_t elems) { return static_cast<const 
 char* bytes(void* p, std::int64_t elems) { return static_cast<char*>(p) + elems * kBf16; }
 
 void check_dims(const core::Dims& x) {
-  if (x.B != 1 || x.P < 1 || x.S % x.P != 0) throw std::invalid_argument("loopback ranks: B must be 1 and S a multiple of P");
+  if (x.B != 1 || x.P < 1 || x.S % x.P != 0 || (x.H % x.P != 0 && x.P % x.H != 0))
+    throw std::invalid_argument("loopback ranks: B must be 1, S a multiple of P, and the heads divide or be a multiple of P");
 }
 
 }  // namespace
@@ -51,10 +51,7 @@ void* LoopbackRank::tmp(std::size_t bytes) {
 namespace {
 // ULYSSES_LOOPBACK_TRACE=1: one stderr line per collective and rank as it enters (where a stuck check waits)
 void trace(int r, const char* what) {
-  static const bool on = [] {
-    const char* t = std::getenv("ULYSSES_LOOPBACK_TRACE");
-    return t && std::string(t) == "1";
-  }();
+  static const bool on = env_flag("ULYSSES_LOOPBACK_TRACE");
   if (on) std::fprintf(stderr, "loopback rank %d: %s\n", r, what);
 }
 }  // namespace
@@ -85,8 +82,8 @@ void LoopbackRank::reduce_scatter(const void* full, void* part, std::int64_t n, 
   publish(full, s);
   const auto bytes = static_cast<std::size_t>(n * elem_bytes(e));
   auto chunk = [&](int c) { return static_cast<const char*>(g_.buffers_[static_cast<std::size_t>(c)]) + r_ * bytes; };
+  void* t = g_.size() > 1 ? tmp(bytes) : nullptr;  // grown before anything is queued on s
   CUDA_CHECK(cudaMemcpyAsync(part, chunk(0), bytes, cudaMemcpyDeviceToDevice, s));
-  void* t = g_.size() > 1 ? tmp(bytes) : nullptr;
   for (int c = 1; c < g_.size(); ++c) {
     CUDA_CHECK(cudaMemcpyAsync(t, chunk(c), bytes, cudaMemcpyDeviceToDevice, s));
     if (e == Elem::f32)
@@ -137,6 +134,9 @@ void LoopbackRank::run(Direction dir, const std::vector<XTensor>& xs, cudaStream
     if (dir == Direction::head_to_seq && t.dims.H < t.dims.P && !t.reduce)
       throw std::invalid_argument("loopback ranks: head_to_seq of a tensor with H < P must reduce its replicas");
   }
+  for (const XTensor& t : xs)  // the sums' buffer grown before anything is queued on s
+    if (dir == Direction::head_to_seq && t.dims.H < t.dims.P)
+      tmp(static_cast<std::size_t>((t.dims.P / t.dims.H + 1) * (t.dims.S / t.dims.P) * t.dims.D) * kBf16);
   trace(r_, dir == Direction::seq_to_head ? "exchange seq_to_head" : "exchange head_to_seq");
   CUDA_CHECK(cudaStreamSynchronize(s));  // my sources are written
   g_.tensors_[static_cast<std::size_t>(r_)] = &xs;

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "core/heads.hpp"
 #include "kernels/layer_ops.hpp"
 #include "kernels/loss_ops.hpp"
 #include "kernels/testdata.cuh"
@@ -65,6 +66,10 @@ bf16_t* layer_ptr(const LayerWeights& w, int j) {
   bf16_t* p[11] = {w.w1, w.wq, w.wk, w.wv, w.wo, w.w2, w.wg, w.wu, w.wd, w.wqn, w.wkn};
   return p[j];
 }
+const void* layer_grad_ptr(const LayerGrads& g, int j) {
+  const void* p[11] = {g.dw1, g.dwq, g.dwk, g.dwv, g.dwo, g.dw2, g.dwg, g.dwu, g.dwd, g.dwqn, g.dwkn};
+  return p[j];
+}
 std::vector<core::bf16>& layer_vec(DecoderLayerParams<std::vector<core::bf16>>& p, int j) {
   std::vector<core::bf16>* v[11] = {&p.w1, &p.wq, &p.wk, &p.wv, &p.wo, &p.w2, &p.wg, &p.wu, &p.wd, &p.wqn, &p.wkn};
   return *v[j];
@@ -93,6 +98,10 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   if (P > 1 && plan.offload_optimizer)
     throw std::invalid_argument("step runner: the optimizer on the host is not built at sp > 1");
   const DecoderLayerDims& ld = d.layer;
+  if (core::head_rule(ld.H, ld.H_kv, P) != core::HeadRule::ok)
+    throw std::invalid_argument("step runner: at sp " + std::to_string(P) + " the heads must be a multiple of sp and the kv "
+                                "heads divide the heads and divide or be a multiple of sp (H " + std::to_string(ld.H) +
+                                ", H_kv " + std::to_string(ld.H_kv) + ")");
   const std::int64_t T = ld.T, h = ld.h, V = d.V;
   if (d.L < 1 || V < 2 || T < 1 || plan.logits_shards < 1 || plan.logits_shards > T || ld.mlp_shards < 1 || ld.mlp_shards > T)
     throw std::invalid_argument("step runner: needs L >= 1, V >= 2, T >= 1 and 1 <= logits_shards, mlp_shards <= T");
@@ -144,7 +153,7 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   logits_ = bufs_.take<bf16_t>(Tc * V);
   loss_rows_ = bufs_.take<float>(T);
   dy_ = bufs_.take<bf16_t>(T * h), dx_ = bufs_.take<bf16_t>(T * h);
-  ctx_ = LayerCtx{ld, &gemm, attn, cos_, sin_, nullptr, sp};
+  ctx_ = LayerCtx{ld, &gemm, attn, cos_, sin_, nullptr, P > 1 ? sp : nullptr};
   if (plan.optimizer && plan.offload_optimizer) {  // pinned staging per tensor: its gradient, its parameters
     CUDA_CHECK(cudaDeviceSynchronize());          // the parameters' fill is done
     std::vector<std::vector<core::bf16>> initial;
@@ -195,9 +204,7 @@ void StepRunner::gather_layer(std::int64_t l, cudaStream_t s) {
 }
 
 void StepRunner::reduce_layer(std::int64_t l, cudaStream_t s) {
-  const LayerGrads& g = layer_grads(l);
-  const void* grads[11] = {g.dw1, g.dwq, g.dwk, g.dwv, g.dwo, g.dw2, g.dwg, g.dwu, g.dwd, g.dwqn, g.dwkn};
-  for (int j = 0; j < layer_params(d_.layer); ++j) zero_->reduce(tensor_index(l, j), grads[j], s);
+  for (int j = 0; j < layer_params(d_.layer); ++j) zero_->reduce(tensor_index(l, j), layer_grad_ptr(layer_grads(l), j), s);
 }
 
 std::vector<ParamRef> StepRunner::optimizer_params() const {
@@ -206,11 +213,7 @@ std::vector<ParamRef> StepRunner::optimizer_params() const {
   std::vector<ParamRef> p = {{embed_, d_embed_, true, Vh}, {w_final_, d_final_, true, ld.h}};
   if (!d_.tied) p.push_back({head_, d_head_, false, Vh});
   for (std::size_t l = 0; l < w_.size(); ++l) {
-    const LayerGrads& g = g_[l];
-    const void* grads[11] = {g.dw1, g.dwq, g.dwk, g.dwv, g.dwo, g.dw2, g.dwg, g.dwu, g.dwd, g.dwqn, g.dwkn};
-    for (int j = 0; j < layer_params(ld); ++j) {
-      p.push_back({layer_ptr(w_[l], j), grads[j], is_norm(j), layer_sizes(ld, j)});
-    }
+    for (int j = 0; j < layer_params(ld); ++j) p.push_back({layer_ptr(w_[l], j), layer_grad_ptr(g_[l], j), is_norm(j), layer_sizes(ld, j)});
   }
   return p;
 }

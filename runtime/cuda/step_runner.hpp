@@ -17,8 +17,9 @@
 // back (phases offload.grads, optimizer.step, offload.optimizer; the stream waits for the host).
 // Every device buffer is allocated once, up front, from the DeviceArena (the step's peak is the arena's).
 // Sequence parallel (sp = P > 1, an exchange and ZeRO-3's collectives over the same P ranks given): this runner
-// is one rank holding T = S / P tokens, its labels shifted over the whole sequence, its RoPE rows, the loss
-// divided by the valid tokens of every rank; the layers' attention runs between Ulysses exchanges
+// is one rank holding T = S / P tokens; its caller gives it (set_batch) its tokens, its part of the labels shifted
+// over the whole sequence, its RoPE rows, and the valid tokens of every rank to divide the loss by. The layers'
+// attention runs between Ulysses exchanges
 // (decoder_layer.hpp). ZeRO-3 (runtime/cuda/zero3.hpp): the rank keeps 1 / P of every parameter, its gradient
 // and its optimizer state; the embedding, final norm and lm_head are all-gathered into their full buffers at the
 // step's start, each layer into one of two weight slots (layer l in slot l % 2) before its forward and again
@@ -32,6 +33,8 @@
 //                                   offload: two device buffers, hidden[l] in ring[l % 2]; host [L - 1, T, h] pinned)
 //   n_final, dn_final [T, h] bf16   rstd_final [T] fp32       logits [Tc, V] bf16 (dlogits in place)
 //   loss_rows [T] fp32              d_embed [V, h] fp32       d_head [V, h] bf16      d_final [h] fp32
+//   sp > 1: the layers' weights in two slots and their gradients in one (the rest of each tensor is ZeRO-3's part,
+//   Zero3Shards), each layer's head-sharded tensors (decoder_layer.hpp)
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -2,10 +2,11 @@
 // ZeRO-3 over the ranks of the sequence-parallel step (sp = P > 1; runtime/cuda/step_runner.hpp): each parameter
 // tensor, flat, is cut into P equal parts and rank r keeps part r of its bf16 values and of its gradient (in the
 // gradient's type: fp32 for the norms' weights and the embedding, bf16 for the matrices), and the optimizer's
-// fp32 state of that part (runtime/cuda/optimizer.hpp over parts()). The full tensors exist only while used:
-// all-gathered into a full buffer of the caller's before use, and the full gradient reduce-scattered into the
-// part after the backward wrote it. A tensor's elements must be a multiple of 8 P (no padding; every tensor of the
-// models in profiles/ at sp <= 16); the constructor says which one is not.
+// fp32 state of that part (runtime/cuda/optimizer.hpp over parts()). Before use a tensor is all-gathered into a full
+// buffer of the caller's, and after the backward wrote its full gradient that is reduce-scattered into the part (the
+// caller's buffers: two layer slots and one layer gradient slot; the embedding, final norm and lm_head whole for the
+// step, runtime/cuda/step_runner.hpp). A tensor's elements must be a multiple of 8 P (no padding; every tensor of
+// the models in scenarios/models/ at sp <= 16); the constructor says which one is not.
 #include <cstdint>
 #include <string>
 #include <vector>

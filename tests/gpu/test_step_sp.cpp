@@ -13,7 +13,8 @@
 //   its loss within 0.5 %;
 // - each rank's arena peak equals the mirror (sim/step_runtime_memory.hpp) at sp = P, byte for byte.
 // P = 2 splits the kv heads, P = 4 replicates them (H_kv = 2 < P: the kv gradients summed over replicas); ALST's
-// features at P = 2: TiledMLP and checkpoint offload over 3 layers.
+// features at P = 2: TiledMLP and checkpoint offload over 3 layers (added 2026-12-07 after the device time ended:
+// not yet run on a GPU; the other three passed on an H100, records/gpu-runs/h100-2026-12-07a/call4).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
