@@ -94,15 +94,21 @@ std::string step_power_table(const StepBench& b) {
                fmt::format("{}", p.loaded), fmt::format("{}", p.gpus)});
   }
   out = t.rows() ? out + t.render() + missing : "power: " + (missing.empty() ? std::string("no rows\n") : missing.substr(2));
+  // W: the joules per step over the median step, per GPU (the energy window also holds the host's gaps between steps)
+  auto watts = [](const StepBenchRow& r) { return r.m.energy_j_per_step / r.m.step_median_s / std::max(1, r.power.gpus); };
   out += "energy over the timed steps (NVML energy counters, summed over the ranks' GPUs):";
   for (const auto& r : b.rows)
-    out += r.tokens_per_joule() > 0 ? fmt::format(" {} {:.1f} J per step, {:.1f} tokens/J;", r.backend, r.m.energy_j_per_step,
-                                                  r.tokens_per_joule())
+    out += r.tokens_per_joule() > 0 ? fmt::format(" {} {:.1f} J per step ({:.0f} W per GPU), {:.1f} tokens/J;", r.backend,
+                                                  r.m.energy_j_per_step, watts(r), r.tokens_per_joule())
                                     : fmt::format(" {} not measured;", r.backend);
   out.back() = '\n';
-  if (b.valid() && b.rows[0].tokens_per_joule() > 0 && b.rows[1].tokens_per_joule() > 0)
+  if (b.valid() && b.rows[0].tokens_per_joule() > 0 && b.rows[1].tokens_per_joule() > 0) {
     out += fmt::format("tokens per joule, {} / {}: {:.3f}x\n", b.rows[0].backend, b.rows[1].backend,
                        b.rows[0].tokens_per_joule() / b.rows[1].tokens_per_joule());
+    if (limit > 0 && watts(b.rows[0]) >= runtime::kAtCapFraction * limit && watts(b.rows[1]) >= runtime::kAtCapFraction * limit)
+      out += fmt::format("both timed steps at the {:.0f} W power limit: the tokens/s ratio is one of work per joule "
+                         "(docs/STEP_POWER.md)\n", limit);
+  }
   return out;
 }
 

@@ -126,8 +126,15 @@ TEST_CASE("bench step: the power table has a row per sampled backend and says wh
   CHECK(b.rows[1].tokens_per_joule() == Approx(12.8));
   const std::string e = ulysses::bench::step_power_table(b);
   INFO(e);
-  CHECK(e.find("cuda 400.0 J per step, 20.5 tokens/J; deepspeed 640.0 J per step, 12.8 tokens/J\n") != std::string::npos);
+  CHECK(e.find("cuda 400.0 J per step (800 W per GPU), 20.5 tokens/J; deepspeed 640.0 J per step (640 W per GPU), 12.8 tokens/J\n") !=
+        std::string::npos);
   CHECK(e.find("tokens per joule, cuda / deepspeed: 1.600x\n") != std::string::npos);
+  CHECK(e.find("power limit") == std::string::npos);  // the peer's 640 W is below 97 % of 700
+  b.rows[1].m.energy_j_per_step = 690;                  // both at the limit now: the ratio is one per joule
+  const std::string cap = ulysses::bench::step_power_table(b);
+  INFO(cap);
+  CHECK(cap.find("both timed steps at the 700 W power limit: the tokens/s ratio is one of work per joule") != std::string::npos);
+  b.rows[1].m.energy_j_per_step = 640;
   b.rows[1].m.energy_j_per_step = -1;  // one side not measured: no ratio
   CHECK(ulysses::bench::step_power_table(b).find("tokens per joule") == std::string::npos);
   b.rows[0].power = {};
