@@ -3,7 +3,8 @@
 // before use, the gradients reduce-scattered after the backward, the optimizer's norm partials all-gathered. Each is
 // a collective (every rank calls it with the same sizes, in the same order); the sources are read after the work
 // queued on `stream` before the call, and work queued on `stream` after it sees the result. Sums run in ascending
-// rank order. Implemented over logical ranks of one GPU (loopback_ranks.hpp); the GPUs' (NCCL) is not built yet.
+// rank order (NCCL's: its own order). Implemented over logical ranks of one GPU (loopback_ranks.hpp) and over GPUs
+// (nccl_ranks.hpp; not yet run: no two GPUs were lent).
 #include <cstdint>
 
 #include <cuda_runtime.h>
