@@ -19,11 +19,20 @@ StepRuntimeFlags step_runtime_flags(const Scenario& sc) {
   return f;
 }
 
-StepParamCounts ulysses_param_counts(const Dims& d, bool tied, bool qk_norm) {
-  const std::int64_t h = d.h, V = d.V, L = d.L, HD = d.H * d.D, KD = d.H_kv * d.D;
+StepParamCounts ulysses_layer_param_counts(const Dims& d, bool qk_norm) {
+  const std::int64_t h = d.h, HD = d.H * d.D, KD = d.H_kv * d.D;
   StepParamCounts c;
-  c.bf16_grads = L * (2 * HD * h + 2 * KD * h + 3 * d.F * h) + (tied ? 0 : V * h);
-  c.fp32_grads = V * h + h + L * (2 * h + (qk_norm ? 2 * d.D : 0));
+  c.bf16_grads = 2 * HD * h + 2 * KD * h + 3 * d.F * h;
+  c.fp32_grads = 2 * h + (qk_norm ? 2 * d.D : 0);
+  return c;
+}
+
+StepParamCounts ulysses_param_counts(const Dims& d, bool tied, bool qk_norm) {
+  const std::int64_t h = d.h, V = d.V, L = d.L;
+  const StepParamCounts layer = ulysses_layer_param_counts(d, qk_norm);
+  StepParamCounts c;
+  c.bf16_grads = L * layer.bf16_grads + (tied ? 0 : V * h);
+  c.fp32_grads = V * h + h + L * layer.fp32_grads;
   return c;
 }
 
@@ -40,10 +49,10 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
     // ZeRO-3 over the sp ranks (runtime/cuda/zero3.hpp): 1 / P of every parameter and gradient (every tensor a
     // multiple of 8 P, no padding); the embedding, final norm and lm_head whole (their gradients as on one rank);
     // two gathered layers' weights and one layer's gradients
-    const std::int64_t layer_bf16 = 2 * HD * h + 2 * KD * h + 3 * F * h, layer_fp32 = 2 * h + (f.qk_norm ? 2 * d.D : 0);
+    const StepParamCounts layer = ulysses_layer_param_counts(d, f.qk_norm);
     const std::int64_t outer = V * h + h + (f.tied ? 0 : V * h);
-    b.params = (n_params / P + outer + std::min<std::int64_t>(2, L) * (layer_bf16 + layer_fp32)) * bf;
-    b.grads = pc.grad_bytes() / P + V * h * f32 + h * f32 + V * h * bf + layer_bf16 * bf + layer_fp32 * f32;
+    b.params = (n_params / P + outer + std::min<std::int64_t>(2, L) * layer.total()) * bf;
+    b.grads = pc.grad_bytes() / P + V * h * f32 + h * f32 + V * h * bf + layer.grad_bytes();
   } else {
     b.params = n_params * bf;
     // the gradients in their types, and the lm_head's bf16 one even when tied (added into the embedding's)

@@ -46,6 +46,8 @@ struct StepParamCounts {
 // Our runtime's TiledMLP (runtime/cuda/decoder_layer.cpp tiled_mlp): on when the shard rule gives more than one.
 inline bool ulysses_tiled_mlp(const Dims& d) { return d.mlp_shards > 1; }
 StepParamCounts ulysses_param_counts(const Dims& d, bool tied, bool qk_norm);
+// One decoder layer's: its seven matrices (bf16 gradients), its two norms and Qwen3's two head norms (fp32).
+StepParamCounts ulysses_layer_param_counts(const Dims& d, bool qk_norm);
 // The flags from a scenario (plan.runtime ulysses; its attention implementation picks the kernel).
 StepRuntimeFlags step_runtime_flags(const Scenario& sc);
 

@@ -1,5 +1,6 @@
 #pragma once
 // Helpers of the GPU tests (tests/gpu, hidden tag [.gpu]: run with `ulysses_gpu_tests "[gpu]"`).
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -10,6 +11,14 @@
 #include "runtime/cuda/cuda_check.hpp"
 
 namespace ulysses::gputest {
+
+// ||got - want|| / ||want||, the GPU tests' measure of a tensor against its oracle (sizes must agree)
+inline double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
+  return std::sqrt(num / den);
+}
 
 inline int device_count() {
   int n = 0;

@@ -16,6 +16,7 @@
 #include "tests/gpu/gpu_util.hpp"
 
 using namespace ulysses;
+using gputest::rel_l2;
 using core::bf16;
 using gputest::Dev;
 
@@ -29,11 +30,6 @@ std::vector<bf16> random_bf16(std::size_t n, std::uint32_t seed, double scale) {
   return v;
 }
 
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
-  return std::sqrt(num / den);
-}
 std::vector<double> widen(const std::vector<bf16>& v) {
   std::vector<double> out(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) out[i] = core::bf16_to_float(v[i]);

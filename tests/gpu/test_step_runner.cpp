@@ -23,15 +23,10 @@
 #include "tests/gpu/step_arena.hpp"
 
 using namespace ulysses;
+using gputest::rel_l2;
 
 namespace {
 
-double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
-  REQUIRE(got.size() == want.size());
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
-  return std::sqrt(num / den);
-}
 
 struct Opt {  // the plan beyond tied / checkpoint / logits shards
   bool qk_norm = false;
