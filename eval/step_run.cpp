@@ -9,10 +9,11 @@
 namespace ulysses::eval {
 
 runtime::StepMeasurement run_whole_step(const std::string& backend, const Scenario& sc,
-                                        const runtime::deepspeed::StepOptions& opt, const std::string& origin) {
+                                        const runtime::deepspeed::StepOptions& opt, const std::string& origin,
+                                        bool ranks_on_one_gpu) {
   if (backend == "deepspeed") return runtime::deepspeed::run_step(sc, opt, origin);
   runtime::StepRunOptions o;
-  o.warmup = opt.warmup, o.iters = opt.iters, o.seed = opt.seed;
+  o.warmup = opt.warmup, o.iters = opt.iters, o.seed = opt.seed, o.ranks_on_one_gpu = ranks_on_one_gpu;
   return open_backend(backend)->run_step(sc, o, origin);
 }
 

@@ -13,9 +13,10 @@
 namespace ulysses::eval {
 
 // "deepspeed" -> runtime::deepspeed::run_step; any other name -> that backend's run_step (one
-// InputError line when it has none or is not built).
+// InputError line when it has none or is not built). ranks_on_one_gpu: runtime::StepRunOptions' (cuda, sp > 1).
 runtime::StepMeasurement run_whole_step(const std::string& backend, const Scenario& sc,
-                                        const runtime::deepspeed::StepOptions& opt, const std::string& origin);
+                                        const runtime::deepspeed::StepOptions& opt, const std::string& origin,
+                                        bool ranks_on_one_gpu = false);
 
 // Throws what run_whole_step would throw for the scenario's plan (core::InputError: a key the backend's step
 // does not run), without running anything: so that a call running two backends refuses before either runs.

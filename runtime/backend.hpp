@@ -84,6 +84,7 @@ struct StepRunOptions {
   int warmup = 1;                   // untimed steps after the first (which also checks the loss)
   int iters = 3;                    // timed steps (median, min, max)
   std::uint64_t seed = 1234;        // parameters and tokens
+  bool ranks_on_one_gpu = false;    // cuda at sp > 1: the ranks as threads of one GPU (a check; runtime/cuda/step_run.hpp)
 };
 
 class Backend {

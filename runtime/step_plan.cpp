@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
 #include "core/attn_impls.hpp"
 #include "core/errors.hpp"
 #include "sim/memory.hpp"
@@ -19,7 +21,13 @@ void refuse_if(bool cond, const std::string& origin, const std::string& key, con
 
 StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   const Plan& pl = sc.plan;
-  refuse_if(sc.gpus != 1 || pl.sp_size != 1, origin, pl.sp_size != 1 ? "plan.sp_size" : "gpus", "must be 1: the step runs on one GPU so far");
+  const std::int64_t P = pl.sp_size;
+  refuse_if(pl.dp_replicate_size != 1 || pl.dp_shard_size != 1, origin,
+            pl.dp_replicate_size != 1 ? "plan.dp_replicate_size" : "plan.dp_shard_size",
+            "must be 1: the step runs one sequence-parallel group (its ZeRO-3 shards over the sp ranks)");
+  refuse_if(sc.gpus != P, origin, "gpus", "must equal plan.sp_size (" + std::to_string(P) + ") with dp 1");
+  refuse_if(P > 1 && pl.zero_stage != 3, origin, "plan.zero_stage", "must be 3 at sp > 1 (the step partitions as ZeRO-3)");
+  refuse_if(P > 1 && pl.offload_optimizer, origin, "plan.offload_optimizer", "must be false at sp > 1 (the host optimizer runs one rank)");
   refuse_if(pl.micro_batch_size != 1, origin, "plan.micro_batch_size", "must be 1");
   refuse_if(pl.offload_checkpoints && !pl.activation_checkpointing, origin, "plan.offload_checkpoints",
             "needs plan.activation_checkpointing: true (what is offloaded is the checkpoint)");
@@ -35,6 +43,15 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   refuse_if((pl.tiled_logits || pl.tiled_mlp) && d.h % 128, origin, "model.hidden",
             "must be a multiple of 128 with tiled logits or TiledMLP (each shard's rows start 256-byte aligned, as cuBLASLt's "
             "heuristic assumes)");
+  if (P > 1) {
+    refuse_if(d.S != d.S_l * P || d.S != pl.seq_len, origin, "plan.seq_len",
+              "must be a multiple of plan.sp_size (" + std::to_string(P) + ") at sp > 1, unpadded");
+    refuse_if(d.H % P != 0 || (d.H_kv % P != 0 && P % d.H_kv != 0), origin, "plan.sp_size",
+              fmt::format("must split the heads: model.heads {} a multiple of sp {}, model.kv_heads {} a divisor or multiple of it", d.H, P, d.H_kv));
+    refuse_if(d.h % (8 * P) != 0 || (sc.model.qk_norm && d.D % (8 * P) != 0), origin, "model.hidden",
+              fmt::format("must be a multiple of 8 x sp = {} (and head_dim too with q/k norms): ZeRO-3's parts are not padded",
+                          8 * P));
+  }
   refuse_if(d.S_l * d.B > 2147483647 || d.V > 2147483647, origin, "plan.seq_len", "tokens and vocab must fit int32");
   StepShape s;
   s.dims.layer.T = d.B * d.S_l, s.dims.layer.h = d.h, s.dims.layer.H = d.H, s.dims.layer.H_kv = d.H_kv;
@@ -48,6 +65,7 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   s.offload_optimizer = pl.offload_optimizer;
   s.logits_shards = d.logits_shards;
   s.attn_implementation = pl.attn_implementation;
+  s.sp = P;
   return s;
 }
 

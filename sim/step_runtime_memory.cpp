@@ -16,6 +16,7 @@ StepRuntimeFlags step_runtime_flags(const Scenario& sc) {
   f.qk_norm = sc.model.qk_norm;
   f.offload_checkpoints = sc.plan.offload_checkpoints && sc.plan.activation_checkpointing;
   f.offload_optimizer = sc.plan.offload_optimizer;
+  f.transport_staging = sc.plan.sp_size > 1;
   return f;
 }
 
@@ -91,6 +92,9 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   const std::int64_t Tc = torch_chunk_sizes(T, d.logits_shards).front();
   b.loss_head = 2 * T * h * bf + T * f32 + Tc * V * bf + T * f32 + 2 * T * h * bf;
   b.gemm_workspace = kCublasLtWorkspaceBytes;
+  // the Exchanger's send and receive buffers (runtime/cuda/exchange.cpp constructor, the capacity of
+  // runtime/cuda/nccl_ranks.cpp exchange_capacity): P chunks of q, k and v (kv heads: max(H_kv, P)), T rows each, bf16
+  if (P > 1 && f.transport_staging) b.staging = 2 * T * d.D * (H + 2 * std::max(d.H_kv, P)) * bf;
   return b;
 }
 

@@ -17,10 +17,11 @@ struct StepRuntimeBytes {
   core::bytes_t scratch = 0;    // the backward's temporaries and workspaces (norm, attention, TiledMLP's shard)
   core::bytes_t loss_head = 0;  // final norm out and its gradient, rstd, one logits chunk, loss rows, dy/dx
   core::bytes_t gemm_workspace = 0;
+  core::bytes_t staging = 0;    // sp > 1 over GPUs: the exchange's NCCL send and receive buffers (nccl_ranks.hpp)
   core::bytes_t host_pinned = 0;  // pinned host memory: checkpoint offload's kept inputs; the host optimizer's
                                   // staging (each tensor's gradient and bf16 parameters)
   core::bytes_t host_state = 0;   // the host optimizer's master weights and moments (pageable)
-  core::bytes_t total() const { return params + grads + optimizer + kept + scratch + loss_head + gemm_workspace; }
+  core::bytes_t total() const { return params + grads + optimizer + kept + scratch + loss_head + gemm_workspace + staging; }
 };
 
 // What of the runner's plan changes its buffers besides the dimension letters (d: T = B * S_l tokens,
@@ -33,6 +34,7 @@ struct StepRuntimeFlags {
   bool offload_checkpoints = false;  // two hidden states on the device, the inputs of layers 0..L-2 on the host
   bool optimizer = true;             // AdamW's state
   bool offload_optimizer = false;    // ... in host memory instead (runtime/host_adam.hpp), with pinned staging
+  bool transport_staging = false;    // sp > 1 over GPUs (not logical ranks of one GPU): the exchange's staging
 };
 StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f);
 

@@ -3,6 +3,9 @@
 #include "runtime/cuda/loopback_ranks.hpp"
 
 #include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <stdexcept>
 
 #include "core/layout.hpp"
@@ -155,6 +158,34 @@ void LoopbackRank::run(Direction dir, const std::vector<XTensor>& xs, cudaStream
       for (int c = 0; c < g_.size(); ++c) copy_in(dir, xs[i], c, *peers[static_cast<std::size_t>(c)], s);
   }
   done(s);
+}
+
+std::vector<std::string> run_loopback_ranks(int P, const LoopbackFn& fn) {
+  LoopbackGroup group(P);
+  std::vector<std::string> out(static_cast<std::size_t>(P));
+  std::exception_ptr first;
+  std::mutex m;
+  {
+    std::vector<std::jthread> ranks;
+    for (int r = 0; r < P; ++r)
+      ranks.emplace_back([&, r] {
+        cudaStream_t s = nullptr;
+        try {
+          CUDA_CHECK(cudaSetDevice(0));
+          CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+          LoopbackRank rank(group, r);
+          out[static_cast<std::size_t>(r)] = fn(r, rank, rank, s);
+        } catch (const PeerFailed&) {
+        } catch (...) {
+          const std::lock_guard<std::mutex> lock(m);
+          if (!first) first = std::current_exception();
+          group.abort();
+        }
+        if (s) cudaStreamDestroy(s);
+      });
+  }
+  if (first) std::rethrow_exception(first);
+  return out;
 }
 
 }  // namespace ulysses::runtime::cuda

@@ -10,6 +10,8 @@
 // ascending rank order with kernels::add (bf16 rounded after each addition: for two ranks the fp32 sum rounded
 // once; fp32 in fp32). That buffer is the one device allocation of its own (outside the step's arena).
 // A rank that fails calls abort() on the group: its peers' waits throw PeerFailed (runtime/barrier.hpp).
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "runtime/barrier.hpp"
@@ -57,5 +59,11 @@ class LoopbackRank : public LayerExchange, public StepCollectives {
   void copy_in(Direction dir, const XTensor& mine, int c, const XTensor& peer, cudaStream_t s);
   void reduce_in(const XTensor& mine, const std::vector<const XTensor*>& peers, cudaStream_t s);
 };
+
+// P logical ranks of device 0: one thread each with its own non-blocking stream and LoopbackRank, running
+// fn(rank, exchange, collectives, stream); returns each rank's string, in rank order. The first rank to throw aborts
+// the group (its peers' waits throw PeerFailed, swallowed) and its exception is rethrown here.
+using LoopbackFn = std::function<std::string(int rank, LayerExchange& ex, StepCollectives& coll, cudaStream_t s)>;
+std::vector<std::string> run_loopback_ranks(int P, const LoopbackFn& fn);
 
 }  // namespace ulysses::runtime::cuda

@@ -44,6 +44,11 @@ void NcclRank::all_gather(const void* part, void* full, std::int64_t n, Elem e, 
   follow(ctx_.comm_stream, stream);
 }
 
+void NcclRank::all_gather_ahead(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) {
+  follow(stream, ctx_.comm_stream);
+  ctx_.nccl(ncclAllGather(part, full, static_cast<std::size_t>(n), nccl_type(e), ctx_.comm, ctx_.comm_stream), "zero all_gather ahead");
+}
+
 void NcclRank::reduce_scatter(const void* full, void* part, std::int64_t n, Elem e, cudaStream_t stream) {
   follow(stream, ctx_.comm_stream);
   ctx_.nccl(ncclReduceScatter(full, part, static_cast<std::size_t>(n), nccl_type(e), ncclSum, ctx_.comm, ctx_.comm_stream),

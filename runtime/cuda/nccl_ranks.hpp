@@ -29,6 +29,8 @@ class NcclRank : public LayerExchange, public StepCollectives {
   void run(Direction dir, const std::vector<XTensor>& xs, cudaStream_t stream) override;
   void all_gather(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) override;
   void reduce_scatter(const void* full, void* part, std::int64_t n, Elem e, cudaStream_t stream) override;
+  void all_gather_ahead(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) override;
+  void join(cudaStream_t stream) override { follow(ctx_.comm_stream, stream); }
 
   // The largest exchange of a layer with d.T tokens per rank at sp = P, in bf16 elements: P chunks of q plus P of
   // k and of v (H_kv < P: one replica per rank), S_l = d.T rows each.

@@ -23,6 +23,14 @@ class StepCollectives {
   virtual void all_gather(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) = 0;
   // part [n] = the sum over ranks c (ascending) of full_c [r * n, (r + 1) * n)
   virtual void reduce_scatter(const void* full, void* part, std::int64_t n, Elem e, cudaStream_t stream) = 0;
+  // The next layer's prefetch: all_gather ordered after the work queued on `stream` so far, but work queued on
+  // `stream` later sees `full` only after join(stream). By default (logical ranks, whose collectives the host
+  // completes in the call) it is all_gather itself.
+  virtual void all_gather_ahead(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) {
+    all_gather(part, full, n, e, stream);
+  }
+  // Work queued on `stream` after this call sees every all_gather_ahead issued before it.
+  virtual void join(cudaStream_t stream) { (void)stream; }
 };
 
 }  // namespace ulysses::runtime::cuda

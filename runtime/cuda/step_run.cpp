@@ -20,6 +20,7 @@
 #include "runtime/cuda/block_runner.hpp"
 #include "runtime/cuda/cuda_check.hpp"
 #include "runtime/cuda/device_info.hpp"
+#include "runtime/cuda/step_run_parts.hpp"
 #include "runtime/cuda/step_runner.hpp"
 #include "runtime/cuda/tracing.hpp"
 #include "runtime/power_sampler.hpp"
@@ -28,49 +29,6 @@
 
 namespace ulysses::runtime::cuda {
 namespace {
-
-// An event at every phase boundary (one stream), an NVTX range per phase; after the step: each
-// segment's time, in order.
-class EventMarks : public PhaseMarks {
- public:
-  ~EventMarks() override {
-    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
-  }
-  void start() { n_ = 0, names_.clear(); }
-  void begin(std::string_view phase, cudaStream_t s) override {
-    if (!names_.empty()) nvtxRangePop();
-    record(s);
-    names_.emplace_back(phase);
-    nvtxRangePushA(names_.back().c_str());
-  }
-  void end(cudaStream_t s) {
-    if (!names_.empty()) nvtxRangePop();
-    record(s);
-  }
-  // After the stream finished: (phase, seconds) per segment, in order.
-  std::vector<std::pair<std::string, double>> segments() const {
-    std::vector<std::pair<std::string, double>> out;
-    for (std::size_t i = 0; i + 1 < n_; ++i) {
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, pool_[i], pool_[i + 1]));
-      out.emplace_back(names_[i], ms * 1e-3);
-    }
-    return out;
-  }
-
- private:
-  void record(cudaStream_t s) {
-    if (n_ == pool_.size()) {
-      cudaEvent_t e;
-      CUDA_CHECK(cudaEventCreate(&e));
-      pool_.push_back(e);
-    }
-    CUDA_CHECK(cudaEventRecord(pool_[n_++], s));
-  }
-  std::vector<cudaEvent_t> pool_;
-  std::size_t n_ = 0;
-  std::vector<std::string> names_;
-};
 
 // The traced step's marks: the host waits for the stream at every phase boundary, so a phase's window on CUPTI's
 // clock holds its GPU work on that stream; work of other streams (the checkpoint copies) counts where it runs.
@@ -163,40 +121,12 @@ std::int64_t proc_status_kib(const char* key) {  // /proc/self/status "VmRSS:  1
   return -1;
 }
 
-KernelChoice kernel_of(const StepShape& shape, const std::string& origin) {
-  try {
-    return parse_kernel_choice(shape.attn_implementation);
-  } catch (const std::invalid_argument& e) {
-    throw core::InputError(origin, "plan.attn_implementation", e.what());
-  }
-}
-
-StepPlan plan_of(const StepShape& shape) {  // the optimizer: AdamW with HF's defaults (runtime/reference_adam.hpp)
-  StepPlan plan;
-  plan.checkpoint = shape.checkpoint, plan.logits_shards = shape.logits_shards;
-  plan.offload_checkpoints = shape.offload_checkpoints;
-  plan.offload_optimizer = shape.offload_optimizer;
-  return plan;
-}
-
-// Tokens from the seed, their labels shifted, RoPE tables (the model's base) for positions 0..T-1.
-void set_seeded_batch(StepRunner& run, const StepShape& shape, std::uint64_t seed) {
-  const StepDims& d = shape.dims;
-  const std::int64_t T = d.layer.T;
-  std::vector<std::int64_t> tokens(static_cast<std::size_t>(T)), pos(static_cast<std::size_t>(T));
-  for (std::int64_t t = 0; t < T; ++t)
-    tokens[t] = static_cast<std::int64_t>(kernels::splitmix64(seed ^ (0xA5A5ull << 40) ^ static_cast<std::uint64_t>(t)) %
-                                          static_cast<std::uint64_t>(d.V)),
-    pos[t] = t;
-  std::vector<core::bf16> cos, sin;
-  rope_tables(T, d.layer.D, pos.data(), shape.rope_theta, cos, sin);
-  run.set_batch(tokens, shift_labels(tokens), cos, sin);
-}
-
 }  // namespace
 
 StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin) {
   const StepShape shape = step_shape_of(sc, origin);
+  if (shape.sp > 1) return run_step_sp(shape, opt, origin);
+  if (opt.ranks_on_one_gpu) throw core::InputError(origin, "plan.sp_size", "is 1: --ranks-on-one-gpu is for sp > 1");
   const KernelChoice kernel = kernel_of(shape, origin);
   const auto wall0 = std::chrono::steady_clock::now();
   prepare_nvtx_injection();
@@ -207,7 +137,8 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   DeviceArena arena(0);
   Gemm gemm(true, Gemm::sustained_window_from_env());
   StepRunner run(d, plan_of(shape), arena, gemm, opt.seed, kernel.kind);
-  set_seeded_batch(run, shape, opt.seed);
+  const StepBatch batch = seeded_batch(shape, opt.seed);
+  run.set_batch(batch.tokens, batch.labels, batch.cos, batch.sin);
 
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -303,6 +234,8 @@ ProbeResult probe_steps(const Scenario& sc, const std::vector<std::int64_t>& seq
     shapes.push_back(step_shape_of(x, origin));
   }
   if (shapes.empty()) return {};
+  if (shapes.front().sp > 1)
+    throw core::InputError(origin, "plan.sp_size", "must be 1: capacity probes of our step run one GPU (sp > 1 runs with run/compare)");
   const KernelChoice kernel = kernel_of(shapes.front(), origin);
   CUDA_CHECK(cudaSetDevice(0));
   DeviceArena hold(0);  // the ballast: device memory the probes do not get
@@ -316,7 +249,8 @@ ProbeResult probe_steps(const Scenario& sc, const std::vector<std::int64_t>& seq
       DeviceArena arena(0);
       try {
         StepRunner run(shapes[i].dims, plan_of(shapes[i]), arena, gemm, 1234, kernel.kind);
-        set_seeded_batch(run, shapes[i], 1234);
+        const StepBatch batch = seeded_batch(shapes[i], 1234);
+        run.set_batch(batch.tokens, batch.labels, batch.cos, batch.sin);
         run.step(s, nullptr);
         CUDA_CHECK(cudaStreamSynchronize(s));
         if (!std::isfinite(run.loss_sum()))

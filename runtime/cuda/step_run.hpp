@@ -1,6 +1,6 @@
 #pragma once
 // `run|compare --backend cuda --scope step`: the scenario's whole training step on our runtime
-// (runtime/cuda/step_runner.hpp) on one GPU, timed phase by phase, as a StepMeasurement
+// (runtime/cuda/step_runner.hpp) on one GPU (sp > 1: run_step_sp below), timed phase by phase, as a StepMeasurement
 // (runtime/step_measurement.hpp) with the step model's phase names.
 //
 //   1. the scenario's shapes and plan (runtime/step_plan.hpp: one InputError line for what the step
@@ -19,10 +19,19 @@
 #include <string>
 
 #include "runtime/backend.hpp"
+#include "runtime/step_plan.hpp"
 
 namespace ulysses::runtime::cuda {
 
 StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const std::string& origin);
+
+// The step at sp = P > 1 (runtime/cuda/step_run_sp.cpp): P ranks of S / P tokens and ZeRO-3 parts, over P GPUs
+// (runtime/cuda/nccl_ranks.hpp; single process or a launcher) or, with opt.ranks_on_one_gpu, as P logical ranks of
+// one GPU (runtime/cuda/loopback_ranks.hpp: a check, its collectives device copies). Per timed step each phase is
+// the max over ranks, the step the max of the ranks' totals; the loss every rank's token losses over the valid
+// labels; memory the largest rank's arena, the transport's staging and cuBLASLt's workspace. Not traced by CUPTI
+// yet (kernel_s -1).
+StepMeasurement run_step_sp(const StepShape& shape, const StepRunOptions& opt, const std::string& origin);
 
 // `capacity --backend cuda --scope step`: with ballast_bytes held on the device, each length in turn gets
 // its own arena, its buffers and one step (whose loss must be finite), until an allocation fails

@@ -199,8 +199,10 @@ std::size_t StepRunner::tensor_index(std::int64_t l, int j) const {
   return static_cast<std::size_t>((d_.tied ? 2 : 3) + l * layer_params(d_.layer) + j);
 }
 
-void StepRunner::gather_layer(std::int64_t l, cudaStream_t s) {
-  for (int j = 0; j < layer_params(d_.layer); ++j) zero_->gather(tensor_index(l, j), layer_ptr(weights(l), j), s);
+void StepRunner::gather_layer(std::int64_t l, cudaStream_t s, bool ahead) {
+  for (int j = 0; j < layer_params(d_.layer); ++j)
+    ahead ? zero_->gather_ahead(tensor_index(l, j), layer_ptr(weights(l), j), s)
+          : zero_->gather(tensor_index(l, j), layer_ptr(weights(l), j), s);
 }
 
 void StepRunner::reduce_layer(std::int64_t l, cudaStream_t s) {
@@ -271,7 +273,12 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   if (offloaded(0)) copy_checkpoint(0, true, s);
   for (std::int64_t l = 0; l < L; ++l) {
     if (off && l >= 1) CUDA_CHECK(cudaStreamWaitEvent(s, d2h_[static_cast<std::size_t>(l - 1)], 0));  // hidden[l - 1] is on the host
-    if (zero_) mark(core::kZeroAllgather), gather_layer(l, s);
+    if (zero_) {  // layer l's weights (prefetched while layer l - 1 ran), then layer l + 1's into the other slot, which
+                  // layer l - 1, queued before, has finished with
+      mark(core::kZeroAllgather);
+      l == 0 ? gather_layer(l, s) : zero_->join(s);
+      if (l + 1 < L) gather_layer(l + 1, s, true);
+    }
     layer_forward(c, weights(l), acts(l), scratch_, hidden(l), hidden(l + 1), Pass::fwd, s);
     if (offloaded(l + 1)) copy_checkpoint(l + 1, true, s);
   }
@@ -299,7 +306,11 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
     // while layer l computes
     if (off && l >= 1) copy_checkpoint(l - 1, false, s);
     if (offloaded(l)) CUDA_CHECK(cudaStreamWaitEvent(s, h2d_[static_cast<std::size_t>(l)], 0));
-    if (zero_) mark(core::kZeroAllgather), gather_layer(l, s);
+    if (zero_) {  // the same, top down: layer l - 1 goes into the slot of layer l + 1, whose backward is queued
+      mark(core::kZeroAllgather);
+      l == L - 1 ? gather_layer(l, s) : zero_->join(s);
+      if (l >= 1) gather_layer(l - 1, s, true);
+    }
     if (plan_.checkpoint) layer_forward(c, weights(l), acts(l), scratch_, hidden(l), nullptr, Pass::recompute, s);
     layer_backward(c, weights(l), layer_grads(l), acts(l), scratch_, hidden(l), dy_, dx_, s);
     if (zero_) mark(core::kZeroReduceScatter), reduce_layer(l, s);

@@ -24,8 +24,9 @@
 // and its optimizer state; the embedding, final norm and lm_head are all-gathered into their full buffers at the
 // step's start, each layer into one of two weight slots (layer l in slot l % 2) before its forward and again
 // before its recompute and backward, whose gradients (one full slot) are then reduce-scattered into the rank's
-// parts, as the outer tensors' after the embedding's backward (phases zero.allgather, zero.reduce_scatter). No
-// prefetch yet: the one transport built (logical ranks of one GPU) runs on the compute stream. The optimizer on
+// parts, as the outer tensors' after the embedding's backward (phases zero.allgather, zero.reduce_scatter). The
+// next layer is prefetched into the other slot while a layer computes (StepCollectives::all_gather_ahead: over GPUs
+// on the communication stream, joined before that layer; logical ranks of one GPU gather at once). The optimizer on
 // the host is not built at P > 1. tests/gpu/test_step_sp.cpp checks P ranks against one.
 //
 // Tensors (T tokens, h hidden, V vocabulary, Tc = ceil(T / shards) tokens per logits chunk):
@@ -99,7 +100,7 @@ class StepRunner {
   const LayerWeights& weights(std::int64_t l) const { return w_[static_cast<std::size_t>(zero_ ? l % 2 : l)]; }
   const LayerGrads& layer_grads(std::int64_t l) const { return g_[static_cast<std::size_t>(zero_ ? 0 : l)]; }
   std::size_t tensor_index(std::int64_t l, int j) const;  // optimizer order
-  void gather_layer(std::int64_t l, cudaStream_t s);
+  void gather_layer(std::int64_t l, cudaStream_t s, bool ahead = false);
   void reduce_layer(std::int64_t l, cudaStream_t s);
   std::vector<LayerActs> acts_;  // one per layer, or one (checkpointing)
   LayerScratch scratch_;

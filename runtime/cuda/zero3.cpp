@@ -25,6 +25,10 @@ void Zero3Shards::keep_part(std::size_t i, const bf16_t* full, cudaStream_t s) {
 
 void Zero3Shards::gather(std::size_t i, bf16_t* full, cudaStream_t s) { comm_.all_gather(param_[i], full, part_elems(i), Elem::bf16, s); }
 
+void Zero3Shards::gather_ahead(std::size_t i, bf16_t* full, cudaStream_t s) {
+  comm_.all_gather_ahead(param_[i], full, part_elems(i), Elem::bf16, s);
+}
+
 void Zero3Shards::reduce(std::size_t i, const void* full_grad, cudaStream_t s) {
   comm_.reduce_scatter(full_grad, grad_[i], part_elems(i), t_[i].grad_fp32 ? Elem::f32 : Elem::bf16, s);
 }

@@ -34,6 +34,9 @@ class Zero3Shards {
   void keep_part(std::size_t i, const bf16_t* full, cudaStream_t stream);
   // full [n] = tensor i's parts of every rank (zero.allgather)
   void gather(std::size_t i, bf16_t* full, cudaStream_t stream);
+  // the same as a prefetch (StepCollectives::all_gather_ahead): `stream` sees it after join(stream)
+  void gather_ahead(std::size_t i, bf16_t* full, cudaStream_t stream);
+  void join(cudaStream_t stream) { comm_.join(stream); }
   // this rank's gradient part of tensor i = the sum over ranks of their full gradients' part (zero.reduce_scatter)
   void reduce(std::size_t i, const void* full_grad, cudaStream_t stream);
   // the optimizer's tensors: each parameter part with its gradient part

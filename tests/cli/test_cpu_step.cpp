@@ -167,8 +167,8 @@ TEST_CASE("bench step: two backends' steps side by side with the tokens/s ratio"
   one_line_exit2("bench step --backends cuda --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
   one_line_exit2("bench step --backends cpu,nope --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
   one_line_exit2("bench step --backends cpu,cpu, --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--backends");
-  // the second backend's plan is refused (our CUDA step runs sp 1 only; its plan check needs no GPU): one line
-  // naming the key, exit 2, whether or not this build has the CUDA backend
-  one_line_exit2("bench step --backends cpu,cuda --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "plan.sp_size");
+  // the second backend's plan is refused (our CUDA step's attention kernels take head_dim 64 or 128; its plan check
+  // needs no GPU): one line naming the key, exit 2, whether or not this build has the CUDA backend
+  one_line_exit2("bench step --backends cpu,cuda --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "model.head_dim");
   one_line_exit2("bench layer --layers 2 --scenario " + source_path("scenarios/cpu-tiny-step.yaml"), "--layers");
 }

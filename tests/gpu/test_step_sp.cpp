@@ -20,10 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <exception>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/bf16.hpp"
@@ -157,7 +154,6 @@ void check_sp(const Case& k) {
     o.loss_sum2 = run.loss_sum(), o.valid = run.valid_tokens(), o.peak = arena.peak_bytes();
     o.pinned = run.host_pinned_bytes();
   };
-  std::exception_ptr first;
   if (k.gpus) {  // one GPU per rank, NCCL (the Exchanger's staging from an arena of its own: not in the mirror yet)
     auto cl = runtime::cuda::Cluster::acquire(static_cast<int>(P), 120.0);
     cl->run([&](runtime::cuda::RankCtx& ctx) -> std::string {
@@ -167,29 +163,12 @@ void check_sp(const Case& k) {
       return "";
     });
   } else {  // logical ranks of one GPU, one thread each
-    runtime::cuda::LoopbackGroup group(static_cast<int>(P));
-    std::mutex m;
-    std::vector<std::jthread> ranks;
-    for (int r = 0; r < P; ++r)
-      ranks.emplace_back([&, r] {
-        try {
-          CUDA_CHECK(cudaSetDevice(0));
-          cudaStream_t s;
-          CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-          {
-            runtime::cuda::LoopbackRank rank(group, r);
-            rank_steps(r, 0, rank, rank, s);
-          }
-          CUDA_CHECK(cudaStreamDestroy(s));
-        } catch (const runtime::PeerFailed&) {
-        } catch (...) {
-          const std::lock_guard<std::mutex> lock(m);
-          if (!first) first = std::current_exception();
-          group.abort();
-        }
-      });
+    runtime::cuda::run_loopback_ranks(static_cast<int>(P), [&](int r, runtime::cuda::LayerExchange& ex,
+                                                                runtime::cuda::StepCollectives& coll, cudaStream_t s) {
+      rank_steps(r, 0, ex, coll, s);
+      return std::string();
+    });
   }
-  if (first) std::rethrow_exception(first);
   std::fprintf(stderr, "sp test: the ranks are done\n");
 
   const std::size_t n = outs[0].g1.size();

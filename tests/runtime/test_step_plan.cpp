@@ -68,6 +68,21 @@ TEST_CASE("step plan: llama-3.1-8b's shapes and the logits shards", "[runtime][s
   CHECK(runtime::step_shape_of(sc, "s.yaml").offload_optimizer);
 }
 
+TEST_CASE("step plan: sp 2 and 4 split the sequence and keep the model's shapes", "[runtime][step_plan]") {
+  Scenario sc = llama(32768);
+  sc.plan.sp_size = 2, sc.gpus = 2;
+  runtime::StepShape s = runtime::step_shape_of(sc, "s.yaml");
+  CHECK(s.sp == 2);
+  CHECK(s.dims.layer.T == 16384);  // one rank's tokens
+  CHECK(s.dims.layer.H == 32);     // the model's heads: the runner splits them after the exchange
+  CHECK(s.dims.layer.H_kv == 8);
+  sc.plan.sp_size = 16, sc.gpus = 16;  // kv heads 8 < 16: replicated
+  s = runtime::step_shape_of(sc, "s.yaml");
+  CHECK(s.sp == 16);
+  CHECK(s.dims.layer.T == 2048);
+  CHECK(runtime::step_shape_of(llama(32768), "s.yaml").sp == 1);
+}
+
 TEST_CASE("step plan: what the step does not run yet is one line naming the key", "[runtime][step_plan]") {
   const Scenario base = llama(16384);
   CHECK(refusal(base).empty());
@@ -76,7 +91,13 @@ TEST_CASE("step plan: what the step does not run yet is one line naming the key"
     void (*set)(Scenario&);
   };
   const Case cases[] = {
-      {"plan.sp_size", [](Scenario& s) { s.plan.sp_size = 2, s.gpus = 2; }},
+      {"gpus", [](Scenario& s) { s.plan.sp_size = 2; }},
+      {"plan.dp_shard_size", [](Scenario& s) { s.plan.dp_shard_size = 2, s.gpus = 2; }},
+      {"plan.zero_stage", [](Scenario& s) { s.plan.sp_size = 2, s.gpus = 2, s.plan.zero_stage = 2; }},
+      {"plan.offload_optimizer", [](Scenario& s) { s.plan.sp_size = 2, s.gpus = 2, s.plan.offload_optimizer = true; }},
+      {"plan.seq_len", [](Scenario& s) { s.plan.sp_size = 2, s.gpus = 2, s.plan.seq_len = 16385; }},
+      {"plan.sp_size", [](Scenario& s) { s.plan.sp_size = 3, s.gpus = 3, s.plan.seq_len = 16383; }},
+      {"model.hidden", [](Scenario& s) { s.plan.sp_size = 8, s.gpus = 8, s.model.hidden = 4064; }},  // 4064 % 64 != 0
       {"plan.offload_checkpoints", [](Scenario& s) { s.plan.offload_checkpoints = true, s.plan.activation_checkpointing = false; }},
       {"model.hidden", [](Scenario& s) { s.plan.tiled_mlp = true, s.model.hidden = 4000; }},  // rows of 8000 bytes
       {"plan.offload_params", [](Scenario& s) { s.plan.offload_params = true; }},

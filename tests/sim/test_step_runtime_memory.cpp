@@ -39,7 +39,7 @@ TEST_CASE("our runtime's step bytes, by hand for T=512 h=512 H=4/2 D=128 F=1024 
   CHECK(b.loss_head == 2 * 262144 * 2 + 512 * 4 + 512 * 1000 * 2 + 512 * 4 + 2 * 262144 * 2);
   CHECK(b.gemm_workspace == 32 << 20);
   CHECK(b.host_pinned == 0);
-  CHECK(b.total() == b.params + b.grads + b.optimizer + b.kept + b.scratch + b.loss_head + b.gemm_workspace);
+  CHECK(b.total() == b.params + b.grads + b.optimizer + b.kept + b.scratch + b.loss_head + b.gemm_workspace + b.staging);
 }
 
 TEST_CASE("our runtime's step bytes follow the plan", "[sim][step_runtime]") {
@@ -167,6 +167,14 @@ TEST_CASE("our runtime's step bytes at sp 2 and 4: the head-sharded tensors", "[
   CHECK(base.grads == 12519424);  // one rank: every gradient in its type
   // AdamW on the parts, its own 21 tensors' partial sums and every rank's
   CHECK(sp.optimizer == 3 * (n_params / 2) * 4 + 21 * 128 * 4 + 2 * 4 + 2 * 21 * 128 * 4);
+  // over GPUs the exchange's NCCL send and receive buffers: 2 chunks of q (4 heads) and of k and v (2 kv heads) per
+  // rank, 256 rows of 128 each; logical ranks of one GPU have none
+  CHECK(sp.staging == 0);
+  StepRuntimeFlags over_gpus = flags(false, true);
+  over_gpus.transport_staging = true;
+  CHECK(ulysses_step_bytes(d, over_gpus).staging == 2 * 256 * 128 * (4 + 2 * 2) * 2);
+  CHECK(ulysses_step_bytes(d, over_gpus).total() == sp.total() + 2 * 256 * 128 * (4 + 2 * 2) * 2);
+  CHECK(ulysses_step_bytes(one, over_gpus).staging == 0);  // one rank: no exchange
   // P = 4 > H_kv = 2: one replicated kv head per rank
   d.S_l = 128, d.P = 4, d.H_l = 1, d.kv_local = 1;
   one.S_l = 128;
