@@ -48,9 +48,10 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
               "must be a multiple of plan.sp_size (" + std::to_string(P) + ") at sp > 1, unpadded");
     refuse_if(d.H % P != 0 || (d.H_kv % P != 0 && P % d.H_kv != 0), origin, "plan.sp_size",
               fmt::format("must split the heads: model.heads {} a multiple of sp {}, model.kv_heads {} a divisor or multiple of it", d.H, P, d.H_kv));
-    refuse_if(d.h % (8 * P) != 0 || (sc.model.qk_norm && d.D % (8 * P) != 0), origin, "model.hidden",
-              fmt::format("must be a multiple of 8 x sp = {} (and head_dim too with q/k norms): ZeRO-3's parts are not padded",
-                          8 * P));
+    refuse_if(d.h % (8 * P) != 0, origin, "model.hidden",
+              fmt::format("must be a multiple of 8 x sp = {}: ZeRO-3's parts are not padded", 8 * P));
+    refuse_if(sc.model.qk_norm && d.D % (8 * P) != 0, origin, "model.head_dim",
+              fmt::format("must be a multiple of 8 x sp = {} with q/k norms: ZeRO-3's parts are not padded", 8 * P));
   }
   refuse_if(d.S_l * d.B > 2147483647 || d.V > 2147483647, origin, "plan.seq_len", "tokens and vocab must fit int32");
   StepShape s;

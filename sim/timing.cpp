@@ -388,12 +388,28 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const double gather_bytes = 2 * std::min(static_cast<double>(d.params.per_layer()), kZero3PrefetchBucketElems);
   const double bucket_bytes = grad_bytes * std::min(pl.reduce_bucket_size, Pn);
   core::seconds_t allgather = 0, reduce_scatter = 0, allreduce = 0;
-  if (pl.zero_stage >= 3) {  // params gathered in forward and again in backward
+  if (ours && pl.zero_stage >= 3) {
+    // our runtime (runtime/cuda/step_runner.cpp step): the embedding, final norm and lm_head gathered once at the
+    // step's start and their gradients reduce-scattered once after the embedding's backward; each layer gathered
+    // before its forward and again before its recompute and backward, its gradients reduce-scattered after it; one
+    // NCCL call per tensor (zero3.cpp), the gradients in their types (bf16 matrices, fp32 norms and embedding)
+    const StepParamCounts all = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
+    const StepParamCounts layer = ulysses_layer_param_counts(d, sc.model.qk_norm);
+    const double outer = static_cast<double>(all.total() - d.L * layer.total());
+    const double per_layer = sc.model.qk_norm ? 11 : 9, outer_calls = sc.model.tied_embeddings ? 2 : 3;
+    const double layer_bytes = 2 * static_cast<double>(layer.total());
+    allgather = zero_collective(cc.allgather_busbw_GBps, 2 * L * layer_bytes + 2 * outer, layer_bytes / per_layer,
+                                2 * L * per_layer + outer_calls);
+    reduce_scatter = zero_collective(cc.reduce_scatter_busbw_GBps, static_cast<double>(all.grad_bytes()),
+                                     static_cast<double>(layer.grad_bytes()) / per_layer, L * per_layer + outer_calls);
+  } else if (pl.zero_stage >= 3) {  // params gathered in forward and again in backward
     allgather = 2 * zero_collective(cc.allgather_busbw_GBps, 2 * Pn, gather_bytes, L + 2);
   } else if (pl.zero_stage >= 1) {  // updated bf16 params gathered after the step
     allgather = zero_collective(cc.allgather_busbw_GBps, 2 * Pn, 2 * Pn, 1);
   }
-  if (pl.zero_stage >= 1) {
+  if (ours && pl.zero_stage >= 3) {
+    if (R > 1) allreduce = 2 * ring_time_s(sc, R, grad_bytes * std::ceil(Pn / N), world_spans) + alpha;
+  } else if (pl.zero_stage >= 1) {
     reduce_scatter = zero_collective(cc.reduce_scatter_busbw_GBps, grad_bytes * Pn, bucket_bytes, L);
     if (R > 1) allreduce = 2 * ring_time_s(sc, R, grad_bytes * std::ceil(Pn / N), world_spans) + alpha;
   } else if (G > 1) {  // stage 0: all-reduce of the full gradients over every rank

@@ -2,6 +2,7 @@
 #include "runtime/cuda/nccl_ranks.hpp"
 
 #include <algorithm>
+#include <exception>
 
 #include "runtime/cuda/cuda_check.hpp"
 
@@ -16,9 +17,15 @@ NcclRank::NcclRank(RankCtx& ctx, DeviceArena& staging, std::int64_t capacity_ele
     : ctx_(ctx), ex_(ctx, staging, capacity_elems) {
   ex_.force_nccl(true);
   CUDA_CHECK(cudaEventCreateWithFlags(&hop_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&zero_stream_, cudaStreamNonBlocking));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 1;  // collective: every rank builds its NcclRank together
+  ctx_.nccl(ncclCommSplit(ctx_.comm, 0, ctx_.rank, &zero_comm_, &cfg), "ncclCommSplit for ZeRO-3's collectives");
 }
 
 NcclRank::~NcclRank() {
+  if (zero_comm_) std::uncaught_exceptions() ? ncclCommAbort(zero_comm_) : ncclCommDestroy(zero_comm_);
+  if (zero_stream_) cudaStreamDestroy(zero_stream_);
   if (hop_) cudaEventDestroy(hop_);
 }
 
@@ -39,21 +46,20 @@ void NcclRank::run(Direction dir, const std::vector<XTensor>& xs, cudaStream_t s
 }
 
 void NcclRank::all_gather(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) {
-  follow(stream, ctx_.comm_stream);
-  ctx_.nccl(ncclAllGather(part, full, static_cast<std::size_t>(n), nccl_type(e), ctx_.comm, ctx_.comm_stream), "zero all_gather");
-  follow(ctx_.comm_stream, stream);
+  all_gather_ahead(part, full, n, e, stream);
+  join(stream);
 }
 
 void NcclRank::all_gather_ahead(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) {
-  follow(stream, ctx_.comm_stream);
-  ctx_.nccl(ncclAllGather(part, full, static_cast<std::size_t>(n), nccl_type(e), ctx_.comm, ctx_.comm_stream), "zero all_gather ahead");
+  follow(stream, zero_stream_);
+  ctx_.nccl(ncclAllGather(part, full, static_cast<std::size_t>(n), nccl_type(e), zero_comm_, zero_stream_), "zero all_gather");
 }
 
 void NcclRank::reduce_scatter(const void* full, void* part, std::int64_t n, Elem e, cudaStream_t stream) {
-  follow(stream, ctx_.comm_stream);
-  ctx_.nccl(ncclReduceScatter(full, part, static_cast<std::size_t>(n), nccl_type(e), ncclSum, ctx_.comm, ctx_.comm_stream),
+  follow(stream, zero_stream_);
+  ctx_.nccl(ncclReduceScatter(full, part, static_cast<std::size_t>(n), nccl_type(e), ncclSum, zero_comm_, zero_stream_),
             "zero reduce_scatter");
-  follow(ctx_.comm_stream, stream);
+  follow(zero_stream_, stream);
 }
 
 }  // namespace ulysses::runtime::cuda

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <stdexcept>
 
@@ -35,11 +36,20 @@ struct RankJob {
   kernels::AttnKernel kind;
 };
 
+// How a rank waits for its stream (over GPUs: RankCtx::wait, the watchdog), and the ranks' agreement that every
+// runner was built before any collective is queued (over GPUs: a host all-gather, bounded by the timeout and the
+// abort flag; logical ranks need none: a failed peer aborts their group's barriers).
+struct RankSync {
+  std::function<void(cudaStream_t, const char*)> wait;
+  std::function<void()> agree;
+};
+
 // One rank's steps: {"steps": [[[phase, s], ...] per timed step], "loss_sums": [per step], "peak": bytes,
-// "pinned": bytes, "energy_j": the timed steps' joules (-1: not counted)}. Every rank runs every step (no early
-// stop on a non-finite loss: the ranks' collectives must stay in step). staging: the transport's buffers (NCCL).
+// "pinned": bytes, "energy_j": the timed steps' joules (-1: not measured; null: not counted by this rank)}. Every
+// rank runs every step (no early stop on a non-finite loss: the ranks' collectives must stay in step). staging: the
+// transport's buffers (NCCL).
 std::string rank_steps(const RankJob& job, int r, int device, LayerExchange& ex, StepCollectives& coll, cudaStream_t s,
-                       const DeviceArena* staging, bool count_energy) {
+                       const DeviceArena* staging, bool count_energy, const RankSync& sync) {
   CUDA_CHECK(cudaSetDevice(device));
   const int P = ex.ranks();
   DeviceArena arena(device);
@@ -47,6 +57,8 @@ std::string rank_steps(const RankJob& job, int r, int device, LayerExchange& ex,
   StepRunner run(job.shape.dims, plan_of(job.shape), arena, gemm, job.opt.seed, job.kind, &ex, &coll);
   const StepBatch mine = rank_rows(job.whole, r, P);
   run.set_batch(mine.tokens, mine.labels, mine.cos, mine.sin, job.valid);
+  sync.wait(s, "the runner's set-up");
+  sync.agree();
   char bus[32] = {};
   if (!count_energy || cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) bus[0] = '\0', (void)cudaGetLastError();
   const EnergyCounter energy(bus);
@@ -59,7 +71,7 @@ std::string rank_steps(const RankJob& job, int r, int device, LayerExchange& ex,
     marks.start();
     run.step(s, timed ? &marks : nullptr);
     if (timed) marks.end(s);
-    CUDA_CHECK(cudaStreamSynchronize(s));
+    sync.wait(s, "a step");
     losses.push_back(run.loss_sum());  // NaN and inf are written as null
     if (!timed) continue;
     Json line = Json::array();
@@ -73,7 +85,7 @@ std::string rank_steps(const RankJob& job, int r, int device, LayerExchange& ex,
               {"peak", peak},
               {"device_used", arena.sample_device_used()},
               {"pinned", run.host_pinned_bytes()},
-              {"energy_j", joules0 >= 0 && joules1 >= joules0 ? joules1 - joules0 : -1.0}}
+              {"energy_j", !count_energy ? Json(nullptr) : Json(joules0 >= 0 && joules1 >= joules0 ? joules1 - joules0 : -1.0)}}
       .dump();
 }
 
@@ -93,12 +105,15 @@ StepMeasurement merge_ranks(const std::vector<std::string>& per_rank, std::int64
   std::map<std::string, std::vector<double>> per_step;  // phase -> its max over ranks in each timed step
   std::vector<double> steps;
   double energy = 0;
+  int counted = 0;
   std::int64_t peak = 0, used = 0;
   for (const Json& j : rk) {
     peak = std::max(peak, j["peak"].get<std::int64_t>()), used = std::max(used, j["device_used"].get<std::int64_t>());
+    if (j["energy_j"].is_null()) continue;  // another rank counts this GPU
     const double e = j["energy_j"].get<double>();
-    energy = energy < 0 || e < 0 ? -1 : energy + e;
+    energy = energy < 0 || e < 0 ? -1 : energy + e, ++counted;
   }
+  if (!counted) energy = -1;
   for (std::size_t k = 0; k < n_steps; ++k) {
     std::map<std::string, double> worst;
     double total = 0;
@@ -162,7 +177,8 @@ StepMeasurement run_step_sp(const StepShape& shape, const StepRunOptions& opt, c
   std::shared_ptr<Cluster> cluster;
   if (opt.ranks_on_one_gpu) {
     per_rank = run_loopback_ranks(P, [&](int r, LayerExchange& ex, StepCollectives& coll, cudaStream_t s) {
-      return rank_steps(job, r, 0, ex, coll, s, nullptr, r == 0);  // one GPU: its energy once
+      const RankSync sync{[](cudaStream_t st, const char*) { CUDA_CHECK(cudaStreamSynchronize(st)); }, [] {}};
+      return rank_steps(job, r, 0, ex, coll, s, nullptr, r == 0, sync);  // one GPU: its energy once
     });
     device = fmt::format("{} ({} logical ranks on one GPU: threads, collectives as device copies)", info.name, P);
   } else {
@@ -180,7 +196,9 @@ StepMeasurement run_step_sp(const StepShape& shape, const StepRunOptions& opt, c
     per_rank = cluster->run([&](RankCtx& ctx) -> std::string {
       DeviceArena staging(ctx.device);
       NcclRank rank(ctx, staging, NcclRank::exchange_capacity(shape.dims.layer, P));
-      return rank_steps(job, ctx.rank, ctx.device, rank, rank, ctx.stream, &staging, true);
+      const RankSync sync{[&ctx](cudaStream_t st, const char* what) { ctx.wait(st, what); },
+                          [&ctx] { (void)ctx.allgather("built"); }};
+      return rank_steps(job, ctx.rank, ctx.device, rank, rank, ctx.stream, &staging, true, sync);
     });
     device = cluster->describe();
   }

@@ -1,10 +1,11 @@
 // `run --backend cuda --scope step` at sp = 2 (runtime/cuda/step_run.hpp run_step_sp): a tiny scenario's step on two
 // logical ranks of one GPU (--ranks-on-one-gpu) next to the same scenario at sp 1, and over two GPUs (NCCL) where
 // the host has them. Checked:
-// - the measurement's ranks, layers and tokens; every step's loss finite and within 1 % of sp 1's (the same seeded
-//   parameters and tokens, AdamW after each step: the same trajectory up to bf16 rounding);
-// - the phases include the exchange (a2a.qkv.*, a2a.out.*) and ZeRO-3's collectives; their sum is at least the step
-//   (each phase is its max over ranks, the step the max of the ranks' totals);
+// - the measurement's ranks, layers and tokens; every step's loss finite and within 2e-3 of sp 1's, relative (the
+//   same seeded parameters and tokens, AdamW after each step: the same trajectory up to bf16 rounding). At random
+//   initialisation the loss is near ln V whatever the weights, so this checks the wiring (the batch's split, the
+//   divisor over every rank's valid labels, the merge), not the layers: tests/gpu/test_step_sp.cpp checks those;
+// - the phases include the exchange (a2a.qkv.*, a2a.out.*) and ZeRO-3's collectives;
 // - the peak equals the mirror at sp 2 (sim/step_runtime_memory.hpp) byte for byte: without the exchange's staging
 //   on one GPU, with it over GPUs;
 // - without --ranks-on-one-gpu on a host with fewer GPUs: one line naming plan.sp_size.
@@ -56,16 +57,14 @@ void check_against_sp1(const runtime::StepMeasurement& m, const runtime::StepMea
   for (std::size_t i = 0; i < m.losses.size(); ++i) {
     INFO("step " << i << " loss " << m.losses[i] << " at sp 2, " << one.losses[i] << " at sp 1");
     CHECK(std::isfinite(m.losses[i]));
-    CHECK(std::abs(m.losses[i] - one.losses[i]) <= 0.01 * std::abs(one.losses[i]));
+    CHECK(std::abs(m.losses[i] - one.losses[i]) <= 2e-3 * std::abs(one.losses[i]));
   }
-  double sum = 0;
   std::string names;
-  for (const auto& p : m.phases) sum += p.median_s, names += p.name + " ";
+  for (const auto& p : m.phases) names += p.name + " ";
   INFO("phases: " << names);
   for (const char* want : {"a2a.qkv.fwd", "a2a.out.fwd", "a2a.qkv.bwd", "a2a.out.bwd", "a2a.qkv.recompute", "zero.allgather",
                            "zero.reduce_scatter", "optimizer.step"})
     CHECK(names.find(std::string(want) + " ") != std::string::npos);
-  CHECK(sum >= 0.999 * m.step_min_s);
   StepRuntimeFlags f = step_runtime_flags(sc);
   f.transport_staging = staging;
   const StepRuntimeBytes mirror = ulysses_step_bytes(derive_dims(sc), f);
@@ -108,6 +107,7 @@ TEST_CASE("run step at sp 2 over two GPUs", "[.gpu][gpu][step][sp][step_run]") {
     return;
   }
   const runtime::StepMeasurement one = runtime::cuda::run_step(tiny(1), options(false), "tiny");
+  REQUIRE(one.correct());
   const runtime::StepMeasurement m = runtime::cuda::run_step(tiny(2), options(false), "tiny");
   check_against_sp1(m, one, tiny(2), true);
 }

@@ -271,6 +271,19 @@ TEST_CASE("sp step over NCCL on 2 GPUs: kv heads split and checkpointing", "[.gp
   k.gpus = true;
   check_sp(k);
 }
+// 3 layers: the backward's prefetch of layer l - 1 goes into the slot of layer l + 1, whose backward is queued
+TEST_CASE("sp step over NCCL on 2 GPUs: 3 layers with checkpointing", "[.gpu][gpu][step][sp]") {
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
+  Case k;
+  k.L = 3, k.gpus = true;
+  check_sp(k);
+}
+TEST_CASE("sp step over NCCL on 2 GPUs: 3 layers without checkpointing", "[.gpu][gpu][step][sp]") {
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
+  Case k;
+  k.L = 3, k.checkpoint = false, k.gpus = true;
+  check_sp(k);
+}
 TEST_CASE("sp step over NCCL on 4 GPUs: kv heads replicated tied and 2 logits chunks", "[.gpu][gpu][step][sp]") {
   GPUTEST_SKIP_UNLESS_DEVICES(4);
   Case k;

@@ -300,6 +300,26 @@ TEST_CASE("time: ZeRO-3 collectives", "[sim][time][golden]") {
   CHECK(predict(sc).step.get("zero.allgather") == Approx(p.step.get("zero.allgather")));
 }
 
+TEST_CASE("time: our runtime's ZeRO-3 collectives", "[sim][time]") {
+  // runtime/cuda/step_runner.cpp at sp 8: each layer gathered twice (forward; recompute and backward), the
+  // embedding, final norm and lm_head once; the gradients reduce-scattered once in their types (bf16 matrices,
+  // fp32 norms and embedding); one call per tensor (9 per layer, 3 outer)
+  Scenario sc = make_scenario(llama31_8b(), h100_sxm(), 8, 8, 131072);
+  sc.plan.runtime = Runtime::ulysses;
+  const double L = 32, h = 4096, V = 128256;
+  const double layer = 218112000.0;  // per layer: 4096 * (2 * 4096 + 2 * 1024 + 3 * 14336) + 2 * 4096
+  const double layer_norms = 2 * h, outer = 2 * V * h + h;
+  const double gathered = 2 * L * 2 * layer + 2 * outer;  // bytes
+  const double reduced = L * (2 * (layer - layer_norms) + 4 * layer_norms) + 4 * V * h + 4 * h + 2 * V * h;
+  const Prediction p = predict(sc);
+  CHECK(p.step.get("zero.allgather") == Approx(7.0 / 8 * gathered / 315e9 + 20e-6 * (2 * L * 9 + 3)));
+  CHECK(p.step.get("zero.reduce_scatter") == Approx(7.0 / 8 * reduced / 315e9 + 20e-6 * (L * 9 + 3)));
+  CHECK(p.step.get("dp.allreduce") == 0);
+  sc.plan.sp_size = 1, sc.gpus = 1;  // one rank: nothing to gather
+  CHECK(predict(sc).step.get("zero.allgather") == 0);
+  CHECK(predict(sc).step.get("zero.reduce_scatter") == 0);
+}
+
 TEST_CASE("time: step is the sum of phases, throughput and TFLOP/s", "[sim][time]") {
   Scenario sc = test::all_features(make_scenario(llama31_8b(), h100_sxm(), 8, 8, 1 << 20));
   const Prediction p = predict(sc);
