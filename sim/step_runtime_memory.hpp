@@ -53,8 +53,8 @@ StepParamCounts ulysses_layer_param_counts(const Dims& d, bool qk_norm);
 // The flags from a scenario (plan.runtime ulysses; its attention implementation picks the kernel).
 StepRuntimeFlags step_runtime_flags(const Scenario& sc);
 
-// The longest S of our runtime's step (multiples of g; at sp > 1 one rank's buffers, a step the runtime runs on
-// logical ranks of one GPU only so far): the largest whose buffers fit the HBM less
+// The longest S of our runtime's step (multiples of g; at sp > 1 one rank's buffers, the exchange's staging
+// included: the step over GPUs): the largest whose buffers fit the HBM less
 // `ballast` and the process's context (process_context_bytes), and, with an offload, whose host memory
 // (pinned and the host optimizer's state, per process on the node) fits the host (host_capacity_bytes less
 // kHostProcessOverheadBytes per process). Every buffer is allocated up front, so

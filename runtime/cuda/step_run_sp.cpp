@@ -188,8 +188,8 @@ StepMeasurement run_step_sp(const StepShape& shape, const StepRunOptions& opt, c
     if (!launch.launched && n_dev < P)
       throw core::InputError(origin, "plan.sp_size",
                              fmt::format("is {} but this process sees {} GPU(s): run it on {} GPUs (one thread each, or "
-                                         "torchrun/srun with one process per GPU), or with --ranks-on-one-gpu (a check: the "
-                                         "ranks as threads of one GPU)",
+                                         "torchrun/srun with one process per GPU), or as a check with `run --ranks-on-one-gpu` "
+                                         "(the ranks as threads of one GPU)",
                                          P, n_dev, P));
     const double timeout = env_number("ULYSSES_TIMEOUT_S", 1e-6, 1e9, "a number of seconds > 0").value_or(300.0);
     cluster = Cluster::acquire(P, timeout);
