@@ -316,8 +316,11 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const bool ours = pl.runtime == Runtime::ulysses;
   const bool ck = d.ckpt, tm = ours ? ulysses_tiled_mlp(d) : pl.tiled_mlp;
   // DeepSpeed's Ulysses layer runs one all-to-all per tensor: q, k, v separately, and none at P = 1
-  // (the block's P = 1 layout copies are our runtime's: not in the step)
-  const core::seconds_t a2a_qkv = qkv_exchange_s(sc, d, /*grouped=*/false);
+  // (the block's P = 1 layout copies are our runtime's: not in the step). Our runtime's layer exchanges q, k, v in
+  // one call and their gradients back in one (runtime/cuda/decoder_layer.cpp layer_forward, layer_backward): the
+  // block's phases, as a2a.out's
+  const core::seconds_t a2a_qkv = !ours ? qkv_exchange_s(sc, d, /*grouped=*/false) : d.P > 1 ? at(core::BlockPhase::a2a_qkv_fwd) : 0;
+  const core::seconds_t a2a_qkv_bwd = !ours ? a2a_qkv : d.P > 1 ? at(core::BlockPhase::a2a_qkv_bwd) : 0;
   const core::seconds_t a2a_out_fwd = d.P > 1 ? at(core::BlockPhase::a2a_out_fwd) : 0;
   const core::seconds_t a2a_out_bwd = d.P > 1 ? at(core::BlockPhase::a2a_out_bwd) : 0;
 
@@ -361,7 +364,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add(ph(Op::gemm_o, Pass::bwd), L * g.o_bwd);
   step.add(core::a2a_out_phase(Pass::bwd).data(), L * a2a_out_bwd);
   step.add(ph(Op::attn, Pass::bwd), L * at(core::BlockPhase::attn_bwd));
-  step.add(core::a2a_qkv_phase(Pass::bwd).data(), L * a2a_qkv);
+  step.add(core::a2a_qkv_phase(Pass::bwd).data(), L * a2a_qkv_bwd);
   step.add(ph(Op::gemm_qkv, Pass::bwd), L * g.qkv_bwd + e.fork_adds_qkv_bwd);
   step.add(ph(Op::rope_add, Pass::bwd), e.rope_add_bwd);
   step.add(ph(Op::norm, Pass::bwd), e.norm_bwd);

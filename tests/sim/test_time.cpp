@@ -315,9 +315,16 @@ TEST_CASE("time: our runtime's ZeRO-3 collectives", "[sim][time]") {
   CHECK(p.step.get("zero.allgather") == Approx(7.0 / 8 * gathered / 315e9 + 20e-6 * (2 * L * 9 + 3)));
   CHECK(p.step.get("zero.reduce_scatter") == Approx(7.0 / 8 * reduced / 315e9 + 20e-6 * (L * 9 + 3)));
   CHECK(p.step.get("dp.allreduce") == 0);
-  sc.plan.sp_size = 1, sc.gpus = 1;  // one rank: nothing to gather
+  // its layer exchanges q, k, v in one call each way: the block's exchange phases, per layer
+  CHECK(p.step.get("a2a.qkv.fwd") == Approx(L * blk(p, core::BlockPhase::a2a_qkv_fwd)));
+  CHECK(p.step.get("a2a.qkv.recompute") == Approx(L * blk(p, core::BlockPhase::a2a_qkv_fwd)));
+  CHECK(p.step.get("a2a.qkv.bwd") == Approx(L * blk(p, core::BlockPhase::a2a_qkv_bwd)));
+  CHECK(p.step.get("a2a.out.bwd") == Approx(L * blk(p, core::BlockPhase::a2a_out_bwd)));
+  sc.plan.sp_size = 1, sc.gpus = 1;  // one rank: nothing to gather or exchange
   CHECK(predict(sc).step.get("zero.allgather") == 0);
   CHECK(predict(sc).step.get("zero.reduce_scatter") == 0);
+  CHECK(predict(sc).step.get("a2a.qkv.fwd") == 0);
+  CHECK(predict(sc).step.get("a2a.qkv.bwd") == 0);
 }
 
 TEST_CASE("time: step is the sum of phases, throughput and TFLOP/s", "[sim][time]") {
