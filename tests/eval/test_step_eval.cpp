@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/step_plan.hpp"
 #include "eval/step_capacity.hpp"
 #include "eval/step_capacity_record.hpp"
 #include "eval/step_compare.hpp"
@@ -263,6 +264,25 @@ TEST_CASE("the step validation set of our runtime: every case runs on the cuda s
   CHECK(offload >= 2);
   CHECK(all >= 2);
   CHECK(host_optimizer >= 3);  // the optimizer on the host: alone, with Qwen3's shapes, with every feature
+}
+
+TEST_CASE("the sp 2 step set of our runtime: every case passes the step's plan at sp 2 and fits an H100", "[eval][validate]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h100-step-sp2.yaml"));
+  REQUIRE(set.cases.size() >= 10);
+  int tiled_mlp = 0, offload = 0, nockpt = 0;
+  for (const auto& c : set.cases) {
+    INFO(c.name);
+    eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
+    CHECK(s.sc.plan.sp_size == 2);
+    CHECK(runtime::step_shape_of(s.sc, set.path).sp == 2);  // no InputError: the step runs it
+    s.sc.plan.runtime = Runtime::ulysses;
+    const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());  // one rank's
+    CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));
+    tiled_mlp += s.sc.plan.tiled_mlp, offload += s.sc.plan.offload_checkpoints, nockpt += !s.sc.plan.activation_checkpointing;
+  }
+  CHECK(tiled_mlp >= 2);
+  CHECK(offload >= 2);
+  CHECK(nockpt >= 1);
 }
 
 TEST_CASE("our runtime's step is predicted with the kernel it runs, the deepspeed step with the plan's", "[eval][step]") {
