@@ -3,7 +3,9 @@
 # the logical-rank GPU tests (tests/gpu/test_step_sp.cpp, `[sp]`) one case at a time under ULYSSES_LOOPBACK_TRACE=1
 # (each collective's entry per rank on stderr); a case still running after its limit gets the GPU's utilisation and,
 # where gdb exists, every thread's backtrace before it is stopped. Then the one-rank step and layer tests the change
-# touches (`[step]~[sp],[layer]`). Carry .gpu (the CUDA build of ulysses_gpu_tests, staged); ~200 s.
+# touches (`[step]~[sp],[layer]`). Since the tenth session also `run --backend cuda --scope step` at sp 2 (llama-3.1-8b,
+# 2 layers, 32K; with --ranks-on-one-gpu on a one-GPU host; SP_CLI=0 skips it). Carry .gpu (the CUDA build of
+# ulysses_gpu_tests and ulysses, staged); ~250 s.
 # Results: $OUT/sp.tgz, written again after each part. Exit 1 when a part failed.
 set -u
 export ULYSSES_HOME=$PWD NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -29,6 +31,12 @@ while IFS= read -r name; do
   grep -A12 "FAILED" $f | head -30; tail -4 $f | grep "loopback rank" ; pk
   [ -s $R/sp-case$n-stuck.txt ] && { echo "stopped at the first stuck case"; break; }
 done < <(.gpu/bin/ulysses_gpu_tests "[sp]" --list-test-names-only | grep -v "^$" | grep -v "test cases")
+if [ "${SP_CLI:-1}" = 1 ] && [ -x .gpu/bin/ulysses ]; then  # the command at sp 2 (on one GPU: as its threads)
+  n_gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l); x=""; [ "$n_gpu" -lt 2 ] && x=--ranks-on-one-gpu
+  timeout ${SP_CLI_LIMIT:-150} .gpu/bin/ulysses run --backend cuda --scope step --model llama-3.1-8b --layers 2 \
+    --profile h100-sxm-80gb --attn-implementation ulysses_flash --seq-len 32768 --sp-size 2 --gpus 2 $x > $R/cli-sp2.txt 2>&1
+  rc=$?; [ $rc -eq 0 ] || status=1; echo "run --sp-size 2 $x rc $rc $(el)"; head -40 $R/cli-sp2.txt; pk
+fi
 if [ "${SP_REGRESSION:-1}" = 1 ]; then
   timeout ${SP_REGRESSION_LIMIT:-200} .gpu/bin/ulysses_gpu_tests "${SP_REGRESSION_SPEC:-[step]~[sp],[layer]}" > $R/step-tests.txt 2>&1; rc=$?; [ $rc -eq 0 ] || status=1
   echo "step,layer tests rc $rc $(el)"; tail -2 $R/step-tests.txt; grep -B3 -A12 "FAILED" $R/step-tests.txt | head -40; pk

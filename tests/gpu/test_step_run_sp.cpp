@@ -9,6 +9,7 @@
 // - the peak equals the mirror at sp 2 (sim/step_runtime_memory.hpp) byte for byte: without the exchange's staging
 //   on one GPU, with it over GPUs;
 // - without --ranks-on-one-gpu on a host with fewer GPUs: one line naming plan.sp_size.
+// Written 2026-12-07 (tenth session), when no device could be started: not yet run on a GPU.
 #include <catch2/catch.hpp>
 
 #include <cmath>
