@@ -122,8 +122,7 @@ StepMeasurement merge_ranks(const std::vector<std::string>& per_rank, std::int64
       double t = 0;
       for (const Json& seg : j["steps"][k]) {
         const std::string name = seg[0].get<std::string>();
-        if (!worst.count(name) && !per_step.count(name) && std::find(order.begin(), order.end(), name) == order.end())
-          order.push_back(name);
+        if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
         sum[name] += seg[1].get<double>(), t += seg[1].get<double>();
       }
       for (const auto& [name, sec] : sum) worst[name] = std::max(worst[name], sec);
