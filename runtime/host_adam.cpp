@@ -137,7 +137,7 @@ std::int64_t HostAdamW::params() const {
   return n;
 }
 
-void HostAdamW::step(const std::vector<HostTensor>& ts) {
+void HostAdamW::step(const std::vector<HostTensor>& ts, const SumSquares& global_sum_squares) {
   if (ts.size() != master_.size()) throw std::invalid_argument("HostAdamW: a step needs every tensor, in order");
   for (std::size_t i = 0; i < ts.size(); ++i)
     if (ts[i].n != static_cast<std::int64_t>(master_[i].size()) || !ts[i].grad || !ts[i].param)
@@ -178,6 +178,7 @@ void HostAdamW::step(const std::vector<HostTensor>& ts) {
   });
   double total = 0;
   for (double s : sq) total += s;
+  if (global_sum_squares) total = global_sum_squares(total);  // ZeRO: every rank's parts
   clip_.norm = std::sqrt(total);
   const float norm = static_cast<float>(clip_.norm), max_norm = static_cast<float>(c_.max_grad_norm);
   const float clip = max_norm > 0.f ? (norm + 1e-6f) / max_norm : 0.f;  // kernels/optim_ops.cu clip_kernel

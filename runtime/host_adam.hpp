@@ -11,6 +11,7 @@
 // Shapes, per tensor of n elements: grad [n] bf16 or fp32 (host, read), param [n] bf16 (host, written);
 // master, m, v [n] fp32 each, owned here.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/bf16.hpp"
@@ -32,8 +33,12 @@ class HostAdamW {
   // Master weights from the initial bf16 parameters (`params[i]` n_i values each), moments zero.
   HostAdamW(const std::vector<std::vector<core::bf16>>& params, const AdamConfig& c, int threads);
 
-  // One step t (counts from 1) over every tensor, in the order of the constructor's `params`.
-  void step(const std::vector<HostTensor>& tensors);
+  // One step t (counts from 1) over every tensor, in the order of the constructor's `params`. With ZeRO's
+  // partitions (these tensors one rank's parts of the model's), `global_sum_squares` turns this rank's sum of
+  // squared gradients into the sum over every rank (a collective: every rank calls it once per step); the norm,
+  // the clipping coefficient and the update then follow from that sum, as on one rank from its own.
+  using SumSquares = std::function<double(double mine)>;
+  void step(const std::vector<HostTensor>& tensors, const SumSquares& global_sum_squares = {});
 
   std::int64_t steps() const { return t_; }
   ClipResult last_clip() const { return clip_; }

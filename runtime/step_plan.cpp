@@ -27,7 +27,6 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
             "must be 1: the step runs one sequence-parallel group (its ZeRO-3 shards over the sp ranks)");
   refuse_if(sc.gpus != P, origin, "gpus", "must equal plan.sp_size (" + std::to_string(P) + ") with dp 1");
   refuse_if(P > 1 && pl.zero_stage != 3, origin, "plan.zero_stage", "must be 3 at sp > 1 (the step partitions as ZeRO-3)");
-  refuse_if(P > 1 && pl.offload_optimizer, origin, "plan.offload_optimizer", "must be false at sp > 1 (the host optimizer runs one rank)");
   refuse_if(pl.micro_batch_size != 1, origin, "plan.micro_batch_size", "must be 1");
   refuse_if(pl.offload_checkpoints && !pl.activation_checkpointing, origin, "plan.offload_checkpoints",
             "needs plan.activation_checkpointing: true (what is offloaded is the checkpoint)");

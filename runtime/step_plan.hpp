@@ -22,7 +22,7 @@ struct StepShape {
 };
 
 // Throws core::InputError(origin, key, rule) for what the step runtime does not run yet: dp > 1, gpus other
-// than sp_size; at sp > 1 a ZeRO stage other than 3, the host optimizer, a seq_len not a multiple of sp, heads sp
+// than sp_size; at sp > 1 a ZeRO stage other than 3, a seq_len not a multiple of sp, heads sp
 // cannot split, a hidden size (or head_dim with q/k norms) not a multiple of 8 sp; micro_batch_size > 1,
 // offload_params, q/k/v biases, kv_strategy
 // send_once, an attention implementation not in core/attn_impls.hpp, head dims other than 64 and 128,

@@ -65,9 +65,11 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
     b.optimizer = 3 * (n_params / P) * f32 + tensors * kOptimNormBlocks * f32 + 2 * f32 +
                   (P > 1 ? P * tensors * kOptimNormBlocks * f32 : 0);
   }
-  if (f.optimizer && f.offload_optimizer) {  // per parameter: its gradient as the step holds it, its bf16 copy
-    b.host_pinned += pc.grad_bytes() + n_params * bf;
-    b.host_state = 3 * n_params * f32;
+  if (f.optimizer && f.offload_optimizer) {  // per parameter (part): its gradient as the step holds it, its bf16 copy;
+                                             // at P > 1 the norm's exchange: [1 + P] fp64 on the device, [P] pinned
+    b.host_pinned += pc.grad_bytes() / P + n_params / P * bf + (P > 1 ? P * 8 : 0);
+    b.host_state = 3 * (n_params / P) * f32;
+    b.optimizer = P > 1 ? (1 + P) * 8 : 0;
   }
   // sp > 1 (runtime/cuda/decoder_layer.cpp): q, k, v, o also head-sharded over all S = T * P positions; the same
   // bytes again in the backward's scratch (their gradients); lse [H_l, S] is H * T values either way

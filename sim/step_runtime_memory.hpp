@@ -12,14 +12,15 @@ namespace ulysses {
 struct StepRuntimeBytes {
   core::bytes_t params = 0;     // embedding, lm_head (untied), final norm, the layers' weights
   core::bytes_t grads = 0;      // d_embed fp32, d_head bf16, d_final fp32, the layers' gradients
-  core::bytes_t optimizer = 0;  // AdamW: fp32 master weights, m, v per parameter; the norm's partial sums
+  core::bytes_t optimizer = 0;  // AdamW: fp32 master weights, m, v per parameter; the norm's partial sums (on the
+                                // host at sp > 1: the norm's exchange)
   core::bytes_t kept = 0;       // tokens, labels, RoPE tables, the hidden states, activation sets
   core::bytes_t scratch = 0;    // the backward's temporaries and workspaces (norm, attention, TiledMLP's shard)
   core::bytes_t loss_head = 0;  // final norm out and its gradient, rstd, one logits chunk, loss rows, dy/dx
   core::bytes_t gemm_workspace = 0;
   core::bytes_t staging = 0;    // sp > 1 over GPUs: the exchange's NCCL send and receive buffers (nccl_ranks.hpp)
   core::bytes_t host_pinned = 0;  // pinned host memory: checkpoint offload's kept inputs; the host optimizer's
-                                  // staging (each tensor's gradient and bf16 parameters)
+                                  // staging (each tensor's gradient and bf16 parameters, at sp > 1 its part)
   core::bytes_t host_state = 0;   // the host optimizer's master weights and moments (pageable)
   core::bytes_t total() const { return params + grads + optimizer + kept + scratch + loss_head + gemm_workspace + staging; }
 };

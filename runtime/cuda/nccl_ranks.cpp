@@ -39,6 +39,8 @@ void NcclRank::follow(cudaStream_t first, cudaStream_t then) {
   CUDA_CHECK(cudaStreamWaitEvent(then, hop_, 0));
 }
 
+void NcclRank::wait(cudaStream_t stream, const char* what) { ctx_.wait(stream, what); }
+
 void NcclRank::run(Direction dir, const std::vector<XTensor>& xs, cudaStream_t stream) {
   follow(stream, ctx_.stream);  // the Exchanger packs and unpacks on the rank's stream
   ex_.run(dir, xs);

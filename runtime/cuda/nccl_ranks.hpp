@@ -36,6 +36,7 @@ class NcclRank : public LayerExchange, public StepCollectives {
   void reduce_scatter(const void* full, void* part, std::int64_t n, Elem e, cudaStream_t stream) override;
   void all_gather_ahead(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) override;
   void join(cudaStream_t stream) override { follow(zero_stream_, stream); }
+  void wait(cudaStream_t stream, const char* what) override;
 
   // The largest exchange of a layer with d.T tokens per rank at sp = P, in bf16 elements: P chunks of q plus P of
   // k and of v (H_kv < P: one replica per rank), S_l = d.T rows each.

@@ -9,6 +9,8 @@
 
 #include <cuda_runtime.h>
 
+#include "runtime/cuda/cuda_check.hpp"
+
 namespace ulysses::runtime::cuda {
 
 enum class Elem { bf16, f32 };
@@ -31,6 +33,13 @@ class StepCollectives {
   }
   // Work queued on `stream` after this call sees every all_gather_ahead issued before it.
   virtual void join(cudaStream_t stream) { (void)stream; }
+  // The host waits for `stream` (the host optimizer's norm between ranks). Over GPUs: bounded by the rank's
+  // timeout and its peers' failures (RankCtx::wait); logical ranks: a plain synchronize (a failed peer aborts their
+  // group's barriers before any copy of theirs is queued).
+  virtual void wait(cudaStream_t stream, const char* what) {
+    (void)what;
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
 };
 
 }  // namespace ulysses::runtime::cuda

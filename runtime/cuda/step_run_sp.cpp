@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -54,7 +55,11 @@ std::string rank_steps(const RankJob& job, int r, int device, LayerExchange& ex,
   const int P = ex.ranks();
   DeviceArena arena(device);
   Gemm gemm(true, Gemm::sustained_window_from_env());
-  StepRunner run(job.shape.dims, plan_of(job.shape), arena, gemm, job.opt.seed, job.kind, &ex, &coll);
+  StepPlan plan = plan_of(job.shape);
+  // the host optimizer: the host's cores shared by its P ranks (threads of this process, or processes of one node
+  // under a launcher: the sp group within a node, as the model's gpus_on_node)
+  plan.host_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / P);
+  StepRunner run(job.shape.dims, plan, arena, gemm, job.opt.seed, job.kind, &ex, &coll);
   const StepBatch mine = rank_rows(job.whole, r, P);
   run.set_batch(mine.tokens, mine.labels, mine.cos, mine.sin, job.valid);
   sync.wait(s, "the runner's set-up");

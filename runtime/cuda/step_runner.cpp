@@ -95,8 +95,6 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   const int P = sp ? sp->ranks() : 1;
   if ((P > 1) != (zero != nullptr && zero->ranks() > 1) || (zero && zero->ranks() != P))
     throw std::invalid_argument("step runner: sp > 1 needs the exchange and ZeRO-3's collectives over the same ranks");
-  if (P > 1 && plan.offload_optimizer)
-    throw std::invalid_argument("step runner: the optimizer on the host is not built at sp > 1");
   const DecoderLayerDims& ld = d.layer;
   if (core::head_rule(ld.H, ld.H_kv, P) != core::HeadRule::ok)
     throw std::invalid_argument("step runner: at sp " + std::to_string(P) + " the heads must be a multiple of sp and the kv "
@@ -129,6 +127,7 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
       for (int j = 0; j < layer_params(ld); ++j)
         t.push_back({"layer" + std::to_string(l) + "." + kLayerParamNames[j], layer_sizes(ld, j), is_norm(j)});
     zero_ = std::make_unique<Zero3Shards>(bufs_, *zero, std::move(t));
+    coll_ = zero;
     zero_->keep_part(0, embed_, nullptr), zero_->keep_part(1, w_final_, nullptr);
     if (!d.tied) zero_->keep_part(2, head_, nullptr);
     for (std::int64_t l = 0; l < d.L; ++l)
@@ -172,6 +171,14 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
     }
     const int threads = plan.host_threads > 0 ? plan.host_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     host_adam_ = std::make_unique<HostAdamW>(initial, plan.adam, threads);
+    if (zero_) {  // the norm's exchange between ranks
+      norm_dev_ = bufs_.take<double>(1 + P);
+      void* h = nullptr;
+      CUDA_CHECK(cudaHostAlloc(&h, static_cast<std::size_t>(P) * 8, cudaHostAllocDefault));
+      pinned_.emplace_back(h);
+      norm_host_ = static_cast<double*>(h);
+      host_bytes_ += P * 8;
+    }
   }
   if (plan.offload_checkpoints) {
     const std::int64_t ckpt_bytes = (d.L - 1) * T * h * 2;
@@ -344,11 +351,27 @@ void StepRunner::host_optimizer_step(cudaStream_t s, PhaseMarks* marks) {
   }
   mark_phase(marks, core::kOptimizerStep, s);
   CUDA_CHECK(cudaStreamSynchronize(s));
-  host_adam_->step(host_opt_);
+  if (zero_)
+    host_adam_->step(host_opt_, [&](double mine) { return global_sum_squares(mine, s); });
+  else
+    host_adam_->step(host_opt_);
   mark_phase(marks, core::kOffloadOptimizer, s);
   for (std::size_t i = 0; i < opt_params_.size(); ++i)
     CUDA_CHECK(cudaMemcpyAsync(opt_params_[i].param, host_opt_[i].param, static_cast<std::size_t>(opt_params_[i].n) * 2,
                                cudaMemcpyHostToDevice, s));
+}
+
+// sp > 1, the host optimizer: every rank's sum of squared gradient parts, added in rank order (a collective).
+double StepRunner::global_sum_squares(double mine, cudaStream_t s) {
+  const int P = coll_->ranks();
+  norm_host_[0] = mine;
+  CUDA_CHECK(cudaMemcpyAsync(norm_dev_, norm_host_, 8, cudaMemcpyHostToDevice, s));
+  coll_->all_gather(norm_dev_, norm_dev_ + 1, 2, Elem::f32, s);  // the fp64 bits as two fp32 words: copied only
+  CUDA_CHECK(cudaMemcpyAsync(norm_host_, norm_dev_ + 1, static_cast<std::size_t>(P) * 8, cudaMemcpyDeviceToHost, s));
+  coll_->wait(s, "the host optimizer's norm");
+  double total = 0;
+  for (int r = 0; r < P; ++r) total += norm_host_[r];
+  return total;
 }
 
 std::vector<double> StepRunner::param(std::size_t i) const { return download_doubles(opt_params_.at(i).param, opt_params_.at(i).n); }

@@ -27,7 +27,9 @@
 // parts, as the outer tensors' after the embedding's backward (phases zero.allgather, zero.reduce_scatter). The
 // next layer is prefetched into the other slot while a layer computes (StepCollectives::all_gather_ahead: over GPUs
 // on the communication stream, joined before that layer; logical ranks of one GPU gather at once). The optimizer on
-// the host is not built at P > 1. tests/gpu/test_step_sp.cpp checks P ranks against one.
+// the host at P > 1 updates the rank's parts (ZeRO-Offload over ZeRO-3's partitions) with the norm over every rank's:
+// each rank's sum of squares all-gathered (its fp64 bits as two fp32 words, copied, not summed) and added in rank
+// order. tests/gpu/test_step_sp.cpp checks P ranks against one.
 //
 // Tensors (T tokens, h hidden, V vocabulary, Tc = ceil(T / shards) tokens per logits chunk):
 //   tokens, labels [T] int32        hidden[l] [T, h] bf16 (l = 0..L: the layers' inputs, then the last output;
@@ -114,6 +116,10 @@ class StepRunner {
   };
   std::vector<std::unique_ptr<void, PinnedFree>> pinned_;  // their allocations (freed with the runner, or when
                                                             // the constructor throws)
+  StepCollectives* coll_ = nullptr;  // sp > 1: ZeRO-3's collectives (the host optimizer's norm)
+  double* norm_dev_ = nullptr;        // sp > 1 with the host optimizer: [1 + P] fp64, this rank's sum of squares,
+  double* norm_host_ = nullptr;       // then every rank's (device, for the all-gather); pinned [P], their copy
+  double global_sum_squares(double mine, cudaStream_t s);
   bf16_t* host_ = nullptr;       // pinned: the offloaded checkpoints [L - 1, T, h]
   std::int64_t host_bytes_ = 0;  // every pinned byte (checkpoints, the optimizer's staging)
   void host_optimizer_step(cudaStream_t s, PhaseMarks* marks);

@@ -14,7 +14,9 @@
 // - each rank's arena peak equals the mirror (sim/step_runtime_memory.hpp) at sp = P, byte for byte.
 // P = 2 splits the kv heads, P = 4 replicates them (H_kv = 2 < P: the kv gradients summed over replicas); ALST's
 // features at P = 2: TiledMLP and checkpoint offload over 3 layers (added 2026-12-07 after the device time ended:
-// not yet run on a GPU; the other three passed on an H100, records/gpu-runs/h100-2026-12-07a/call4).
+// not yet run on a GPU; the other three passed on an H100, records/gpu-runs/h100-2026-12-07a/call4). The optimizer
+// on the host at P = 2 and 4 (the masters are then HostAdamW's, the norm the one over every rank's parts; added in
+// the eleventh session).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -52,6 +54,7 @@ struct Case {
   bool checkpoint = true, qk_norm = false, tied = false;
   std::int64_t shards = 1, H = 4, L = 2, mlp_shards = 1;
   bool offload = false;  // checkpoint offload to pinned host memory
+  bool host_optimizer = false;  // AdamW on the host over the rank's parts (offload_optimizer)
   bool gpus = false;     // one GPU per rank over NCCL (runtime/cuda/nccl_ranks.hpp), else logical ranks of one GPU
 };
 
@@ -114,7 +117,7 @@ void check_sp(const Case& k) {
 
   // the ranks: two steps with AdamW on their parts; lr 1e-2 moves the parameters by half their scale (0.02), so a
   // second step that read the first step's parameters has clearly other gradients
-  plan.optimizer = true;
+  plan.optimizer = true, plan.offload_optimizer = k.host_optimizer, plan.host_threads = 2;
   plan.adam.lr = 1e-2, plan.adam.weight_decay = 0.01, plan.adam.max_grad_norm = 1e-3;
   runtime::StepDims dl = d;
   dl.layer.T = T_l;
@@ -124,6 +127,7 @@ void check_sp(const Case& k) {
   sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = k.checkpoint, sd.logits_shards = k.shards, sd.mlp_shards = k.mlp_shards;
   StepRuntimeFlags f;
   f.tied = k.tied, f.flash = true, f.qk_norm = k.qk_norm, f.optimizer = true, f.offload_checkpoints = k.offload;
+  f.offload_optimizer = k.host_optimizer;
   const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
 
   std::vector<RankOut> outs(static_cast<std::size_t>(P));
@@ -144,9 +148,14 @@ void check_sp(const Case& k) {
     for (std::size_t i = 0; i < z.tensors(); ++i) {
       o.g1.push_back(z.grad_part(i));
       o.param1.push_back(z.param_part(i));
-      o.master1.push_back(run.optimizer()->state(i).master);
+      if (k.host_optimizer) {
+        const std::vector<float>& w = run.host_optimizer()->master(i);
+        o.master1.emplace_back(w.begin(), w.end());
+      } else {
+        o.master1.push_back(run.optimizer()->state(i).master);
+      }
     }
-    o.clip1 = run.optimizer()->last_clip();
+    o.clip1 = k.host_optimizer ? run.host_optimizer()->last_clip() : run.optimizer()->last_clip();
     run.step(s, nullptr);
     CUDA_CHECK(cudaStreamSynchronize(s));
     std::fprintf(stderr, "sp test: rank %d ran step 2\n", r);
@@ -225,9 +234,10 @@ void check_sp(const Case& k) {
   for (const RankOut& o : outs) loss_sum2 += o.loss_sum2;
   const double loss2 = loss_sum2 / double(valid);
   CHECK(std::abs(loss2 - ref2.loss) <= 5e-3 * ref2.loss);
-  std::printf("step sp=%lld H=%lld H_kv=%lld L=%lld checkpoint=%d offload=%d mlp_shards=%lld shards=%lld qk_norm=%d tied=%d: "
+  std::printf("step sp=%lld H=%lld H_kv=%lld L=%lld checkpoint=%d offload=%d host_optimizer=%d mlp_shards=%lld shards=%lld qk_norm=%d tied=%d: "
               "step 2 loss %.6f (fp64 %.6f; step 1 fp64 %.6f), norm %.6e (fp64 %.6e), rank arena peak %lld bytes, pinned %lld\n",
-              (long long)P, (long long)k.H, (long long)d.layer.H_kv, (long long)k.L, k.checkpoint, k.offload, (long long)k.mlp_shards,
+              (long long)P, (long long)k.H, (long long)d.layer.H_kv, (long long)k.L, k.checkpoint, k.offload, k.host_optimizer,
+              (long long)k.mlp_shards,
               (long long)k.shards, k.qk_norm, k.tied, loss2, ref2.loss, ref.loss, outs[0].clip1.norm, want.norm, (long long)outs[0].peak,
               (long long)outs[0].pinned);
   std::printf("  worst gradient relative L2 error over %zu tensors: step 1 %.2e against fp64, %.2e against one rank; step 2 %.2e; "
@@ -260,6 +270,17 @@ TEST_CASE("sp step on logical ranks of one GPU: P=2 without checkpointing with Q
 TEST_CASE("sp step on logical ranks of one GPU: P=2 with TiledMLP and checkpoint offload over 3 layers", "[.gpu][gpu][step][sp]") {
   Case k;
   k.L = 3, k.mlp_shards = 2, k.offload = true, k.shards = 2;
+  check_sp(k);
+}
+// ZeRO-Offload over ZeRO-3's parts: each rank's host AdamW with the norm over both ranks' parts
+TEST_CASE("sp step on logical ranks of one GPU: P=2 with the optimizer on the host", "[.gpu][gpu][step][sp]") {
+  Case k;
+  k.host_optimizer = true;
+  check_sp(k);
+}
+TEST_CASE("sp step on logical ranks of one GPU: P=4 with the optimizer on the host and tied", "[.gpu][gpu][step][sp]") {
+  Case k;
+  k.P = 4, k.tied = true, k.host_optimizer = true;
   check_sp(k);
 }
 

@@ -1,10 +1,13 @@
 // The optimizer on the host (runtime/host_adam.hpp) against AdamW in fp64 (runtime/reference_adam.hpp), two
 // steps with clipping active and weight decay on, bf16 and fp32 gradients: master weights, both moments and
-// the bf16 parameters (= the master rounded); the same result on 1 and 3 threads, bit for bit.
+// the bf16 parameters (= the master rounded); the same result on 1 and 3 threads, bit for bit; the tensors split
+// over two ranks (ZeRO's partitions, each rank on its own thread) with the norm summed over both: the same step.
 #include <catch2/catch.hpp>
 
+#include <barrier>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <stdexcept>
 #include <vector>
 
@@ -118,4 +121,56 @@ TEST_CASE("host AdamW gives the same bits on 1 and 3 threads, a wrong tensor lis
   overlap[1].grad_fp32 = false;
   CHECK_THROWS_AS(one.step(overlap), std::invalid_argument);
   CHECK(one.steps() == 1);  // refused before the step
+}
+
+TEST_CASE("host AdamW over two ranks' tensors takes the norm over both: the same step as one optimizer of all", "[runtime][adam]") {
+  const Case c = make_case();
+  AdamConfig cfg;
+  cfg.lr = 1e-3, cfg.max_grad_norm = 1e-3;  // clipping active: the coefficient follows the global norm
+  runtime::HostAdamW all(c.params, cfg, 2);
+  std::vector<std::vector<core::bf16>> o_all;
+  const auto t_all = tensors(c, o_all);
+  // rank 0 holds tensors 0 and 1, rank 1 tensor 2 (the largest: a norm of rank 0's alone would be far off)
+  runtime::HostAdamW r0({c.params[0], c.params[1]}, cfg, 1), r1({c.params[2]}, cfg, 1);
+  std::vector<std::vector<core::bf16>> o0, o1;
+  double mine[2] = {0, 0}, local0 = 0;
+  std::barrier sync(2);
+  auto sum_over_ranks = [&](int r) {
+    return [&, r](double s) {
+      if (r == 0) local0 = s;
+      mine[r] = s;
+      sync.arrive_and_wait();
+      const double total = mine[0] + mine[1];
+      sync.arrive_and_wait();  // both read before the next step writes
+      return total;
+    };
+  };
+  for (int t = 1; t <= 2; ++t) {
+    all.step(t_all);
+    std::vector<std::vector<core::bf16>> tmp;
+    const auto ts = tensors(c, tmp);
+    o0 = {std::vector<core::bf16>(o_all[0].size()), std::vector<core::bf16>(o_all[1].size())};  // outputs: zeros until written
+    o1 = {std::vector<core::bf16>(o_all[2].size())};
+    const std::vector<runtime::HostTensor> ts0 = {{ts[0].grad, false, o0[0].data(), ts[0].n}, {ts[1].grad, true, o0[1].data(), ts[1].n}};
+    const std::vector<runtime::HostTensor> ts1 = {{ts[2].grad, false, o1[0].data(), ts[2].n}};
+    std::thread peer([&] { r1.step(ts1, sum_over_ranks(1)); });
+    r0.step(ts0, sum_over_ranks(0));
+    peer.join();
+    CHECK(r0.last_clip().norm == Approx(all.last_clip().norm).epsilon(1e-12));
+    CHECK(r1.last_clip().norm == r0.last_clip().norm);
+    CHECK(std::sqrt(local0) < 0.9 * all.last_clip().norm);  // rank 0's own norm is not the step's
+    double worst = 0;
+    auto cmp = [&](const std::vector<float>& got, const std::vector<float>& want) {
+      REQUIRE(got.size() == want.size());
+      for (std::size_t k = 0; k < got.size(); ++k)
+        worst = std::max(worst, std::abs(double(got[k]) - want[k]) / (1e-6 * std::abs(want[k]) + 1e-4 * cfg.lr));
+    };
+    cmp(r0.master(0), all.master(0)), cmp(r0.master(1), all.master(1)), cmp(r1.master(0), all.master(2));
+    INFO("step " << t << ": worst master difference / tolerance " << worst);
+    CHECK(worst <= 1.0);
+    std::int64_t not_written = 0;
+    for (std::size_t k = 0; k < o1[0].size(); ++k) not_written += o1[0][k] != core::float_to_bf16(r1.master(0)[k]);
+    for (std::size_t k = 0; k < o0[1].size(); ++k) not_written += o0[1][k] != core::float_to_bf16(r0.master(1)[k]);
+    CHECK(not_written == 0);
+  }
 }

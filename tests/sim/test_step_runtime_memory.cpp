@@ -175,6 +175,16 @@ TEST_CASE("our runtime's step bytes at sp 2 and 4: the head-sharded tensors", "[
   CHECK(ulysses_step_bytes(d, over_gpus).staging == 2 * 256 * 128 * (4 + 2 * 2) * 2);
   CHECK(ulysses_step_bytes(d, over_gpus).total() == sp.total() + 2 * 256 * 128 * (4 + 2 * 2) * 2);
   CHECK(ulysses_step_bytes(one, over_gpus).staging == 0);  // one rank: no exchange
+  // the optimizer on the host over the rank's parts: half of the pinned staging and of the state of one rank of
+  // the whole model, and the norm's exchange: [1 + 2] fp64 on the device, [2] pinned
+  StepRuntimeFlags host = flags(false, true);
+  host.offload_optimizer = true;
+  const std::int64_t fp32 = 1000 * 512 + 512 + 2 * 1024;  // the embedding's and the norms' gradients
+  const StepRuntimeBytes sp_host = ulysses_step_bytes(d, host);
+  CHECK(sp_host.optimizer == 3 * 8);
+  CHECK(sp_host.host_pinned == ((n_params - fp32) * 4 + fp32 * 6) / 2 + 2 * 8);
+  CHECK(sp_host.host_state == 12 * n_params / 2);
+  CHECK(sp_host.total() == sp.total() - sp.optimizer + 3 * 8);
   // P = 4 > H_kv = 2: one replicated kv head per rank
   d.S_l = 128, d.P = 4, d.H_l = 1, d.kv_local = 1;
   one.S_l = 128;
