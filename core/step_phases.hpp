@@ -37,6 +37,8 @@ inline constexpr std::string_view kMlpTiledRecompute = "mlp.tiled_recompute";
 inline constexpr std::string_view kOptimizerStep = "optimizer.step";
 // The optimizer on the host: the gradients to the host, the updated parameters back.
 inline constexpr std::string_view kOffloadGrads = "offload.grads", kOffloadOptimizer = "offload.optimizer";
+// ZeRO-3 with offload_params: the bf16 parameter parts from the host before they are all-gathered.
+inline constexpr std::string_view kOffloadParams = "offload.params";
 // ZeRO-3's collectives: the parameters all-gathered before use, the gradients reduce-scattered.
 inline constexpr std::string_view kZeroAllgather = "zero.allgather", kZeroReduceScatter = "zero.reduce_scatter";
 

@@ -36,7 +36,7 @@ const std::vector<PhaseGroup>& step_phase_groups() {
       {"attn.bwd", {"attn.bwd"}, {"attn.bwd"}},
       {"a2a.qkv.bwd", {"a2a.qkv.bwd"}, {"a2a.qkv.bwd"}},
       {"gemm.qkv.bwd", {"gemm.qkv.bwd"}, {"gemm.qkv.bwd"}},
-      {"zero.allgather", {"zero.allgather"}, {"zero.allgather", "offload.params"}},
+      {"zero.allgather", {"zero.allgather", "offload.params"}, {"zero.allgather", "offload.params"}},
       {"zero.reduce_scatter", {"zero.reduce_scatter", "offload.grads"}, {"zero.reduce_scatter", "dp.allreduce", "offload.grads"}},
       {"optimizer", {"optimizer.step", "offload.optimizer"}, {"optimizer.step", "offload.optimizer"}},
       {"other", {"other"}, {"rope_add.fwd", "rope_add.recompute", "rope_add.bwd"}},

@@ -30,7 +30,10 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   refuse_if(pl.micro_batch_size != 1, origin, "plan.micro_batch_size", "must be 1");
   refuse_if(pl.offload_checkpoints && !pl.activation_checkpointing, origin, "plan.offload_checkpoints",
             "needs plan.activation_checkpointing: true (what is offloaded is the checkpoint)");
-  refuse_if(pl.offload_params, origin, "plan.offload_params", "must be false");
+  refuse_if(pl.offload_params && P == 1, origin, "plan.offload_params",
+            "needs plan.sp_size > 1 (ZeRO-3's parts; at sp 1 the step keeps every layer's weights on the GPU)");
+  refuse_if(pl.offload_params && !pl.offload_optimizer, origin, "plan.offload_params",
+            "needs plan.offload_optimizer: true (the host optimizer updates the parameter parts where they live)");
   refuse_if(pl.kv_strategy == KvStrategy::send_once, origin, "plan.kv_strategy", "must be replicate");
   refuse_if(sc.model.qkv_bias, origin, "model.qkv_bias", "q/k/v biases are not in the step's layer");
   refuse_if(!core::find_attn_impl(pl.attn_implementation), origin, "plan.attn_implementation",
@@ -63,6 +66,7 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   s.checkpoint = pl.activation_checkpointing;
   s.offload_checkpoints = pl.offload_checkpoints;
   s.offload_optimizer = pl.offload_optimizer;
+  s.offload_params = pl.offload_params;
   s.logits_shards = d.logits_shards;
   s.attn_implementation = pl.attn_implementation;
   s.sp = P;

@@ -16,6 +16,7 @@ StepRuntimeFlags step_runtime_flags(const Scenario& sc) {
   f.qk_norm = sc.model.qk_norm;
   f.offload_checkpoints = sc.plan.offload_checkpoints && sc.plan.activation_checkpointing;
   f.offload_optimizer = sc.plan.offload_optimizer;
+  f.offload_params = sc.plan.offload_params && sc.plan.sp_size > 1;
   f.transport_staging = sc.plan.sp_size > 1;
   return f;
 }
@@ -49,10 +50,11 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   if (P > 1) {
     // ZeRO-3 over the sp ranks (runtime/cuda/zero3.hpp): 1 / P of every parameter and gradient (every tensor a
     // multiple of 8 P, no padding); the embedding, final norm and lm_head whole (their gradients as on one rank);
-    // two gathered layers' weights and one layer's gradients
+    // two gathered layers' weights and one layer's gradients; with offload_params the parts live in the host
+    // optimizer's pinned staging (runtime/cuda/zero3.hpp)
     const StepParamCounts layer = ulysses_layer_param_counts(d, f.qk_norm);
     const std::int64_t outer = V * h + h + (f.tied ? 0 : V * h);
-    b.params = (n_params / P + outer + std::min<std::int64_t>(2, L) * layer.total()) * bf;
+    b.params = ((f.offload_params ? 0 : n_params / P) + outer + std::min<std::int64_t>(2, L) * layer.total()) * bf;
     b.grads = pc.grad_bytes() / P + V * h * f32 + h * f32 + V * h * bf + layer.grad_bytes();
   } else {
     b.params = n_params * bf;

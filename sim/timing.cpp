@@ -467,7 +467,16 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add(core::kOffloadOptimizer.data(), pl.offload_optimizer && !params_off && !measured(cal.zero3_offload_step_s_per_param)
                                     ? local_params * 2 / (host_h2d_GBps(sc) * kGBps)
                                     : 0);
-  step.add("offload.params", params_off ? 2 * local_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
+  // the parameter parts from the host before each gather: DeepSpeed's twice per step; ours (runtime/cuda/zero3.cpp
+  // fetch, step_runner.cpp step) the outer tensors' once, each layer's twice, as its gathers
+  double fetched_params = 2 * local_params;
+  if (ours) {
+    const StepParamCounts all = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
+    const StepParamCounts layer = ulysses_layer_param_counts(d, sc.model.qk_norm);
+    const double outer = static_cast<double>(all.total() - d.L * layer.total());
+    fetched_params = std::ceil((2 * L * static_cast<double>(layer.total()) + outer) / N);
+  }
+  step.add(core::kOffloadParams.data(), params_off ? fetched_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
   core::seconds_t opt = 0;
   if (ours && !pl.offload_optimizer) {  // runtime/cuda/optimizer.cpp: AdamW on the GPU over this rank's share
     opt = ulysses_optimizer_s(sc, d) * local_params / Pn;

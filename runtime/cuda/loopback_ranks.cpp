@@ -74,9 +74,11 @@ void LoopbackRank::all_gather(const void* part, void* full, std::int64_t n, Elem
   trace(r_, "all_gather");
   publish(part, s);
   const auto bytes = static_cast<std::size_t>(n * elem_bytes(e));
-  for (int c = 0; c < g_.size(); ++c)
-    CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(full) + c * bytes, g_.buffers_[static_cast<std::size_t>(c)], bytes,
-                               cudaMemcpyDeviceToDevice, s));
+  for (int c = 0; c < g_.size(); ++c) {
+    char* dst = static_cast<char*>(full) + c * bytes;
+    if (dst != g_.buffers_[static_cast<std::size_t>(c)])  // in place (part = full's own slice): already there
+      CUDA_CHECK(cudaMemcpyAsync(dst, g_.buffers_[static_cast<std::size_t>(c)], bytes, cudaMemcpyDeviceToDevice, s));
+  }
   done(s);
 }
 

@@ -21,7 +21,7 @@ class StepCollectives {
   virtual ~StepCollectives() = default;
   virtual int rank() const = 0;
   virtual int ranks() const = 0;
-  // full [P * n] = every rank's part [n], in rank order
+  // full [P * n] = every rank's part [n], in rank order; part may be full's own slice, full + rank() * n (in place)
   virtual void all_gather(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) = 0;
   // part [n] = the sum over ranks c (ascending) of full_c [r * n, (r + 1) * n)
   virtual void reduce_scatter(const void* full, void* part, std::int64_t n, Elem e, cudaStream_t stream) = 0;

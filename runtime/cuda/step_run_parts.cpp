@@ -23,6 +23,7 @@ StepPlan plan_of(const StepShape& shape) {  // the optimizer: AdamW with HF's de
   plan.checkpoint = shape.checkpoint, plan.logits_shards = shape.logits_shards;
   plan.offload_checkpoints = shape.offload_checkpoints;
   plan.offload_optimizer = shape.offload_optimizer;
+  plan.offload_params = shape.offload_params;
   return plan;
 }
 

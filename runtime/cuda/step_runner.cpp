@@ -105,6 +105,8 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
     throw std::invalid_argument("step runner: needs L >= 1, V >= 2, T >= 1 and 1 <= logits_shards, mlp_shards <= T");
   if (plan.offload_checkpoints && !plan.checkpoint)
     throw std::invalid_argument("step runner: checkpoint offload needs activation checkpointing");
+  if (plan.offload_params && (P < 2 || !plan.optimizer || !plan.offload_optimizer))
+    throw std::invalid_argument("step runner: offloaded parameters need sp > 1 and the optimizer on the host");
   const std::int64_t Tc = torch_chunk_sizes(T, plan.logits_shards).front();
   // parameters (filled from the seed), then gradients, then the optimizer's state, then what the step
   // keeps, then its temporaries
@@ -126,7 +128,7 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
     for (std::int64_t l = 0; l < d.L; ++l)
       for (int j = 0; j < layer_params(ld); ++j)
         t.push_back({"layer" + std::to_string(l) + "." + kLayerParamNames[j], layer_sizes(ld, j), is_norm(j)});
-    zero_ = std::make_unique<Zero3Shards>(bufs_, *zero, std::move(t));
+    zero_ = std::make_unique<Zero3Shards>(bufs_, *zero, std::move(t), plan.offload_params);
     coll_ = zero;
     zero_->keep_part(0, embed_, nullptr), zero_->keep_part(1, w_final_, nullptr);
     if (!d.tied) zero_->keep_part(2, head_, nullptr);
@@ -156,15 +158,20 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   if (plan.optimizer && plan.offload_optimizer) {  // pinned staging per tensor: its gradient, its parameters
     CUDA_CHECK(cudaDeviceSynchronize());          // the parameters' fill is done
     std::vector<std::vector<core::bf16>> initial;
+    // (offloaded parameters: the part in pinned host memory is the parameters' buffer, updated in place)
+    if (plan.offload_params) host_bytes_ += zero_->host_bytes();
     for (const ParamRef& r : opt_params_) {
       const std::int64_t grad_bytes = r.n * (r.grad_fp32 ? 4 : 2), param_bytes = r.n * 2;
-      void *g = nullptr, *p = nullptr;
+      void *g = nullptr, *p = plan.offload_params ? r.param : nullptr;
       CUDA_CHECK(cudaHostAlloc(&g, static_cast<std::size_t>(grad_bytes), cudaHostAllocDefault));
       pinned_.emplace_back(g);
-      CUDA_CHECK(cudaHostAlloc(&p, static_cast<std::size_t>(param_bytes), cudaHostAllocDefault));
-      pinned_.emplace_back(p);
-      host_bytes_ += grad_bytes + param_bytes;
-      CUDA_CHECK(cudaMemcpy(p, r.param, static_cast<std::size_t>(param_bytes), cudaMemcpyDeviceToHost));
+      host_bytes_ += grad_bytes;
+      if (!plan.offload_params) {
+        CUDA_CHECK(cudaHostAlloc(&p, static_cast<std::size_t>(param_bytes), cudaHostAllocDefault));
+        pinned_.emplace_back(p);
+        host_bytes_ += param_bytes;
+        CUDA_CHECK(cudaMemcpy(p, r.param, static_cast<std::size_t>(param_bytes), cudaMemcpyDeviceToHost));
+      }
       const auto* bits = static_cast<const core::bf16*>(p);
       initial.emplace_back(bits, bits + r.n);
       host_opt_.push_back({g, r.grad_fp32, static_cast<core::bf16*>(p), r.n});
@@ -206,7 +213,13 @@ std::size_t StepRunner::tensor_index(std::int64_t l, int j) const {
   return static_cast<std::size_t>((d_.tied ? 2 : 3) + l * layer_params(d_.layer) + j);
 }
 
-void StepRunner::gather_layer(std::int64_t l, cudaStream_t s, bool ahead) {
+// Offloaded parameters: the layer's parts from the host first (phase offload.params), then the gathers.
+void StepRunner::gather_layer(std::int64_t l, cudaStream_t s, PhaseMarks* marks, bool ahead) {
+  if (zero_->params_on_host()) {
+    mark_phase(marks, core::kOffloadParams, s);
+    for (int j = 0; j < layer_params(d_.layer); ++j) zero_->fetch(tensor_index(l, j), layer_ptr(weights(l), j), s);
+    mark_phase(marks, core::kZeroAllgather, s);
+  }
   for (int j = 0; j < layer_params(d_.layer); ++j)
     ahead ? zero_->gather_ahead(tensor_index(l, j), layer_ptr(weights(l), j), s)
           : zero_->gather(tensor_index(l, j), layer_ptr(weights(l), j), s);
@@ -271,9 +284,14 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   auto offloaded = [&](std::int64_t l) { return off && l < L - 1; };  // the last layer's input stays
   // ---- forward (offload: hidden[l] leaves as soon as it exists; its buffer is reused two layers on) ----
   if (zero_) {  // ZeRO-3: the embedding, the final norm and the lm_head whole for this step
+    const std::vector<std::pair<std::size_t, bf16_t*>> outer = d_.tied ? std::vector<std::pair<std::size_t, bf16_t*>>{{0, embed_}, {1, w_final_}}
+                                                                        : std::vector<std::pair<std::size_t, bf16_t*>>{{0, embed_}, {1, w_final_}, {2, head_}};
+    if (zero_->params_on_host()) {
+      mark(core::kOffloadParams);
+      for (const auto& [i, full] : outer) zero_->fetch(i, full, s);
+    }
     mark(core::kZeroAllgather);
-    zero_->gather(0, embed_, s), zero_->gather(1, w_final_, s);
-    if (!d_.tied) zero_->gather(2, head_, s);
+    for (const auto& [i, full] : outer) zero_->gather(i, full, s);
   }
   mark(core::kEmbedFwd);
   CUDA_CHECK(kernels::embedding_fwd(embed_, tokens_, hidden(0), T, h, s));
@@ -283,8 +301,8 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
     if (zero_) {  // layer l's weights (prefetched while layer l - 1 ran), then layer l + 1's into the other slot, which
                   // layer l - 1, queued before, has finished with
       mark(core::kZeroAllgather);
-      l == 0 ? gather_layer(l, s) : zero_->join(s);
-      if (l + 1 < L) gather_layer(l + 1, s, true);
+      l == 0 ? gather_layer(l, s, marks) : zero_->join(s);
+      if (l + 1 < L) gather_layer(l + 1, s, marks, true);
     }
     layer_forward(c, weights(l), acts(l), scratch_, hidden(l), hidden(l + 1), Pass::fwd, s);
     if (offloaded(l + 1)) copy_checkpoint(l + 1, true, s);
@@ -315,8 +333,8 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
     if (offloaded(l)) CUDA_CHECK(cudaStreamWaitEvent(s, h2d_[static_cast<std::size_t>(l)], 0));
     if (zero_) {  // the same, top down: layer l - 1 goes into the slot of layer l + 1, whose backward is queued
       mark(core::kZeroAllgather);
-      l == L - 1 ? gather_layer(l, s) : zero_->join(s);
-      if (l >= 1) gather_layer(l - 1, s, true);
+      l == L - 1 ? gather_layer(l, s, marks) : zero_->join(s);
+      if (l >= 1) gather_layer(l - 1, s, marks, true);
     }
     if (plan_.checkpoint) layer_forward(c, weights(l), acts(l), scratch_, hidden(l), nullptr, Pass::recompute, s);
     layer_backward(c, weights(l), layer_grads(l), acts(l), scratch_, hidden(l), dy_, dx_, s);
@@ -355,6 +373,7 @@ void StepRunner::host_optimizer_step(cudaStream_t s, PhaseMarks* marks) {
     host_adam_->step(host_opt_, [&](double mine) { return global_sum_squares(mine, s); });
   else
     host_adam_->step(host_opt_);
+  if (plan_.offload_params) return;  // the parts were updated where they live; the gathers fetch them
   mark_phase(marks, core::kOffloadOptimizer, s);
   for (std::size_t i = 0; i < opt_params_.size(); ++i)
     CUDA_CHECK(cudaMemcpyAsync(opt_params_[i].param, host_opt_[i].param, static_cast<std::size_t>(opt_params_[i].n) * 2,
@@ -374,7 +393,10 @@ double StepRunner::global_sum_squares(double mine, cudaStream_t s) {
   return total;
 }
 
-std::vector<double> StepRunner::param(std::size_t i) const { return download_doubles(opt_params_.at(i).param, opt_params_.at(i).n); }
+std::vector<double> StepRunner::param(std::size_t i) const {
+  if (zero_ && zero_->params_on_host()) return zero_->param_part(i);
+  return download_doubles(opt_params_.at(i).param, opt_params_.at(i).n);
+}
 
 double StepRunner::loss_sum() const {
   const std::vector<double> rows = download_doubles(loss_rows_, d_.layer.T);

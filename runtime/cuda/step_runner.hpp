@@ -29,7 +29,10 @@
 // on the communication stream, joined before that layer; logical ranks of one GPU gather at once). The optimizer on
 // the host at P > 1 updates the rank's parts (ZeRO-Offload over ZeRO-3's partitions) with the norm over every rank's:
 // each rank's sum of squares all-gathered (its fp64 bits as two fp32 words, copied, not summed) and added in rank
-// order. tests/gpu/test_step_sp.cpp checks P ranks against one.
+// order. With offload_params (P > 1, the optimizer on the host) the parameter parts live in that optimizer's pinned
+// staging (Zero3Shards' params on the host): each gather first copies the rank's part into its slice of the full
+// buffer (phase offload.params) and all-gathers in place; the updated parts are not copied back after the step.
+// tests/gpu/test_step_sp.cpp checks P ranks against one.
 //
 // Tensors (T tokens, h hidden, V vocabulary, Tc = ceil(T / shards) tokens per logits chunk):
 //   tokens, labels [T] int32        hidden[l] [T, h] bf16 (l = 0..L: the layers' inputs, then the last output;
@@ -58,6 +61,8 @@ struct StepPlan {
   bool offload_optimizer = false;   // AdamW on the host (runtime/host_adam.hpp): gradients to pinned host
                                     // memory, the step there, the bf16 parameters back
   int host_threads = 0;             // the host optimizer's threads (0: every core)
+  bool offload_params = false;      // sp > 1 with offload_optimizer: ZeRO-3's parameter parts in the host
+                                    // optimizer's pinned staging, fetched before each gather
   AdamConfig adam;
 };
 
@@ -102,7 +107,7 @@ class StepRunner {
   const LayerWeights& weights(std::int64_t l) const { return w_[static_cast<std::size_t>(zero_ ? l % 2 : l)]; }
   const LayerGrads& layer_grads(std::int64_t l) const { return g_[static_cast<std::size_t>(zero_ ? 0 : l)]; }
   std::size_t tensor_index(std::int64_t l, int j) const;  // optimizer order
-  void gather_layer(std::int64_t l, cudaStream_t s, bool ahead = false);
+  void gather_layer(std::int64_t l, cudaStream_t s, PhaseMarks* marks, bool ahead = false);
   void reduce_layer(std::int64_t l, cudaStream_t s);
   std::vector<LayerActs> acts_;  // one per layer, or one (checkpointing)
   LayerScratch scratch_;

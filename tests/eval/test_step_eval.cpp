@@ -269,7 +269,7 @@ TEST_CASE("the step validation set of our runtime: every case runs on the cuda s
 TEST_CASE("the sp 2 step set of our runtime: every case passes the step's plan at sp 2 and fits an H100", "[eval][validate]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h100-step-sp2.yaml"));
   REQUIRE(set.cases.size() >= 10);
-  int tiled_mlp = 0, offload = 0, nockpt = 0, host_opt = 0;
+  int tiled_mlp = 0, offload = 0, nockpt = 0, host_opt = 0, host_params = 0;
   for (const auto& c : set.cases) {
     INFO(c.name);
     eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
@@ -279,9 +279,10 @@ TEST_CASE("the sp 2 step set of our runtime: every case passes the step's plan a
     const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());  // one rank's
     CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));
     tiled_mlp += s.sc.plan.tiled_mlp, offload += s.sc.plan.offload_checkpoints, nockpt += !s.sc.plan.activation_checkpointing;
-    host_opt += s.sc.plan.offload_optimizer;
+    host_opt += s.sc.plan.offload_optimizer, host_params += s.sc.plan.offload_params;
   }
   CHECK(host_opt >= 2);
+  CHECK(host_params >= 1);
   CHECK(tiled_mlp >= 2);
   CHECK(offload >= 2);
   CHECK(nockpt >= 1);

@@ -9,7 +9,8 @@
 // - the peak equals the mirror at sp 2 (sim/step_runtime_memory.hpp) byte for byte: without the exchange's staging
 //   on one GPU, with it over GPUs;
 // - without --ranks-on-one-gpu on a host with fewer GPUs: one line naming plan.sp_size;
-// - the optimizer on the host at sp 2 (eleventh session): the same losses, its copies' phases.
+// - the optimizer on the host at sp 2 (eleventh session): the same losses, its copies' phases; with the parameter
+//   parts on the host (offload_params), their fetch's phase and no copy back.
 // Written 2026-12-07 (tenth session), when no device could be started: not yet run on a GPU.
 #include <catch2/catch.hpp>
 
@@ -112,6 +113,19 @@ TEST_CASE("run step at sp 2 on logical ranks with the optimizer on the host", "[
   for (const auto& p : m.phases) names += p.name + " ";
   CHECK(names.find("offload.grads ") != std::string::npos);
   CHECK(names.find("offload.optimizer ") != std::string::npos);
+}
+
+TEST_CASE("run step at sp 2 on logical ranks with the parameters on the host", "[.gpu][gpu][step][sp][step_run]") {
+  Scenario one_sc = tiny(1), sc = tiny(2);
+  one_sc.plan.offload_optimizer = sc.plan.offload_optimizer = sc.plan.offload_params = true;
+  const runtime::StepMeasurement one = runtime::cuda::run_step(one_sc, options(false), "tiny");
+  REQUIRE(one.correct());
+  const runtime::StepMeasurement m = runtime::cuda::run_step(sc, options(true), "tiny");
+  check_against_sp1(m, one, sc, false);
+  std::string names;
+  for (const auto& p : m.phases) names += p.name + " ";
+  CHECK(names.find("offload.params ") != std::string::npos);
+  CHECK(names.find("offload.optimizer ") == std::string::npos);  // the parts are updated where they live
 }
 
 TEST_CASE("run step at sp 2 over two GPUs", "[.gpu][gpu][step][sp][step_run]") {

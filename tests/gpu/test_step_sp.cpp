@@ -16,7 +16,7 @@
 // features at P = 2: TiledMLP and checkpoint offload over 3 layers (added 2026-12-07 after the device time ended:
 // not yet run on a GPU; the other three passed on an H100, records/gpu-runs/h100-2026-12-07a/call4). The optimizer
 // on the host at P = 2 and 4 (the masters are then HostAdamW's, the norm the one over every rank's parts; added in
-// the eleventh session).
+// the eleventh session), and with the parameter parts on the host (offload_params).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -55,6 +55,7 @@ struct Case {
   std::int64_t shards = 1, H = 4, L = 2, mlp_shards = 1;
   bool offload = false;  // checkpoint offload to pinned host memory
   bool host_optimizer = false;  // AdamW on the host over the rank's parts (offload_optimizer)
+  bool offload_params = false;  // ... with the parameter parts in its pinned staging
   bool gpus = false;     // one GPU per rank over NCCL (runtime/cuda/nccl_ranks.hpp), else logical ranks of one GPU
 };
 
@@ -117,7 +118,7 @@ void check_sp(const Case& k) {
 
   // the ranks: two steps with AdamW on their parts; lr 1e-2 moves the parameters by half their scale (0.02), so a
   // second step that read the first step's parameters has clearly other gradients
-  plan.optimizer = true, plan.offload_optimizer = k.host_optimizer, plan.host_threads = 2;
+  plan.optimizer = true, plan.offload_optimizer = k.host_optimizer, plan.host_threads = 2, plan.offload_params = k.offload_params;
   plan.adam.lr = 1e-2, plan.adam.weight_decay = 0.01, plan.adam.max_grad_norm = 1e-3;
   runtime::StepDims dl = d;
   dl.layer.T = T_l;
@@ -127,7 +128,7 @@ void check_sp(const Case& k) {
   sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = k.checkpoint, sd.logits_shards = k.shards, sd.mlp_shards = k.mlp_shards;
   StepRuntimeFlags f;
   f.tied = k.tied, f.flash = true, f.qk_norm = k.qk_norm, f.optimizer = true, f.offload_checkpoints = k.offload;
-  f.offload_optimizer = k.host_optimizer;
+  f.offload_optimizer = k.host_optimizer, f.offload_params = k.offload_params;
   const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
 
   std::vector<RankOut> outs(static_cast<std::size_t>(P));
@@ -281,6 +282,13 @@ TEST_CASE("sp step on logical ranks of one GPU: P=2 with the optimizer on the ho
 TEST_CASE("sp step on logical ranks of one GPU: P=4 with the optimizer on the host and tied", "[.gpu][gpu][step][sp]") {
   Case k;
   k.P = 4, k.tied = true, k.host_optimizer = true;
+  check_sp(k);
+}
+// offload_params: every gather fetches the part from the host first; step 2's gradients at the updated parameters
+// show that the gathers read what the host optimizer wrote
+TEST_CASE("sp step on logical ranks of one GPU: P=2 with the parameters on the host over 3 layers", "[.gpu][gpu][step][sp]") {
+  Case k;
+  k.L = 3, k.host_optimizer = true, k.offload_params = true;
   check_sp(k);
 }
 

@@ -83,6 +83,8 @@ TEST_CASE("step plan: sp 2 and 4 split the sequence and keep the model's shapes"
   CHECK(runtime::step_shape_of(llama(32768), "s.yaml").sp == 1);
   sc.plan.offload_optimizer = true;  // the host optimizer over each rank's ZeRO-3 parts
   CHECK(runtime::step_shape_of(sc, "s.yaml").offload_optimizer);
+  sc.plan.offload_params = true;  // ... and the parameter parts in its pinned staging
+  CHECK(runtime::step_shape_of(sc, "s.yaml").offload_params);
 }
 
 TEST_CASE("step plan: what the step does not run yet is one line naming the key", "[runtime][step_plan]") {
@@ -101,7 +103,8 @@ TEST_CASE("step plan: what the step does not run yet is one line naming the key"
       {"model.hidden", [](Scenario& s) { s.plan.sp_size = 8, s.gpus = 8, s.model.hidden = 4064; }},  // 4064 % 64 != 0
       {"plan.offload_checkpoints", [](Scenario& s) { s.plan.offload_checkpoints = true, s.plan.activation_checkpointing = false; }},
       {"model.hidden", [](Scenario& s) { s.plan.tiled_mlp = true, s.model.hidden = 4000; }},  // rows of 8000 bytes
-      {"plan.offload_params", [](Scenario& s) { s.plan.offload_params = true; }},
+      {"plan.offload_params", [](Scenario& s) { s.plan.offload_params = s.plan.offload_optimizer = true; }},  // sp 1
+      {"plan.offload_params", [](Scenario& s) { s.plan.sp_size = 2, s.gpus = 2, s.plan.offload_params = true; }},  // GPU AdamW
       {"plan.micro_batch_size", [](Scenario& s) { s.plan.micro_batch_size = 2; }},
       {"model.qkv_bias", [](Scenario& s) { s.model.qkv_bias = true; }},
       {"model.head_dim", [](Scenario& s) { s.model.head_dim = 96, s.model.heads = 32, s.model.kv_heads = 8; }},

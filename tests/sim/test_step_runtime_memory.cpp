@@ -185,6 +185,12 @@ TEST_CASE("our runtime's step bytes at sp 2 and 4: the head-sharded tensors", "[
   CHECK(sp_host.host_pinned == ((n_params - fp32) * 4 + fp32 * 6) / 2 + 2 * 8);
   CHECK(sp_host.host_state == 12 * n_params / 2);
   CHECK(sp_host.total() == sp.total() - sp.optimizer + 3 * 8);
+  // offload_params: the parameter parts are that pinned staging's bf16 buffers, not on the device
+  host.offload_params = true;
+  const StepRuntimeBytes sp_off = ulysses_step_bytes(d, host);
+  CHECK(sp_off.params == sp_host.params - n_params / 2 * 2);
+  CHECK(sp_off.host_pinned == sp_host.host_pinned);
+  CHECK(sp_off.host_state == sp_host.host_state);
   // P = 4 > H_kv = 2: one replicated kv head per rank
   d.S_l = 128, d.P = 4, d.H_l = 1, d.kv_local = 1;
   one.S_l = 128;

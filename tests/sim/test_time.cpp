@@ -320,6 +320,18 @@ TEST_CASE("time: our runtime's ZeRO-3 collectives", "[sim][time]") {
   CHECK(p.step.get("a2a.qkv.recompute") == Approx(L * blk(p, core::BlockPhase::a2a_qkv_fwd)));
   CHECK(p.step.get("a2a.qkv.bwd") == Approx(L * blk(p, core::BlockPhase::a2a_qkv_bwd)));
   CHECK(p.step.get("a2a.out.bwd") == Approx(L * blk(p, core::BlockPhase::a2a_out_bwd)));
+  // offload_params: the parts from the host before each gather (outer tensors once, layers twice: 1 / 8 each),
+  // against the host optimizer's copy of every part back (which it then skips)
+  sc.plan.offload_optimizer = true;
+  const double back = predict(sc).step.get("offload.optimizer");
+  REQUIRE(back > 0);
+  CHECK(predict(sc).step.get("offload.params") == 0);
+  sc.plan.offload_params = true;
+  const Prediction off = predict(sc);
+  const double local = std::ceil(8030261248.0 / 8), fetched = std::ceil((2 * L * layer + outer) / 8);
+  CHECK(off.step.get("offload.params") == Approx(back * fetched / local));
+  CHECK(off.step.get("offload.optimizer") == 0);
+  sc.plan.offload_params = sc.plan.offload_optimizer = false;
   sc.plan.sp_size = 1, sc.gpus = 1;  // one rank: nothing to gather or exchange
   CHECK(predict(sc).step.get("zero.allgather") == 0);
   CHECK(predict(sc).step.get("zero.reduce_scatter") == 0);
