@@ -102,28 +102,30 @@ TEST_CASE("run step at sp 2 on logical ranks of one GPU", "[.gpu][gpu][step][sp]
   }
 }
 
-TEST_CASE("run step at sp 2 on logical ranks with the optimizer on the host", "[.gpu][gpu][step][sp][step_run]") {
+// The optimizer on the host at sp 2 on logical ranks against it at sp 1 (params: the parameter parts on the host
+// too); returns the measurement's phase names, each followed by a space.
+static std::string host_optimizer_phases(bool params) {
   Scenario one_sc = tiny(1), sc = tiny(2);
   one_sc.plan.offload_optimizer = sc.plan.offload_optimizer = true;
+  sc.plan.offload_params = params;
   const runtime::StepMeasurement one = runtime::cuda::run_step(one_sc, options(false), "tiny");
   REQUIRE(one.correct());
   const runtime::StepMeasurement m = runtime::cuda::run_step(sc, options(true), "tiny");
   check_against_sp1(m, one, sc, false);
   std::string names;
   for (const auto& p : m.phases) names += p.name + " ";
+  return names;
+}
+
+TEST_CASE("run step at sp 2 on logical ranks with the optimizer on the host", "[.gpu][gpu][step][sp][step_run]") {
+  const std::string names = host_optimizer_phases(false);
   CHECK(names.find("offload.grads ") != std::string::npos);
   CHECK(names.find("offload.optimizer ") != std::string::npos);
+  CHECK(names.find("offload.params ") == std::string::npos);
 }
 
 TEST_CASE("run step at sp 2 on logical ranks with the parameters on the host", "[.gpu][gpu][step][sp][step_run]") {
-  Scenario one_sc = tiny(1), sc = tiny(2);
-  one_sc.plan.offload_optimizer = sc.plan.offload_optimizer = sc.plan.offload_params = true;
-  const runtime::StepMeasurement one = runtime::cuda::run_step(one_sc, options(false), "tiny");
-  REQUIRE(one.correct());
-  const runtime::StepMeasurement m = runtime::cuda::run_step(sc, options(true), "tiny");
-  check_against_sp1(m, one, sc, false);
-  std::string names;
-  for (const auto& p : m.phases) names += p.name + " ";
+  const std::string names = host_optimizer_phases(true);
   CHECK(names.find("offload.params ") != std::string::npos);
   CHECK(names.find("offload.optimizer ") == std::string::npos);  // the parts are updated where they live
 }
