@@ -147,7 +147,6 @@ void HostAdamW::step(const std::vector<HostTensor>& ts, const SumSquares& global
     const auto g_bytes = static_cast<std::uintptr_t>(t.n) * (t.grad_fp32 ? 4u : 2u), p_bytes = static_cast<std::uintptr_t>(t.n) * 2u;
     if (t.n > 0 && g < p + p_bytes && p < g + g_bytes) throw std::invalid_argument("HostAdamW: a tensor's gradient and parameters overlap");
   }
-  ++t_;
   const std::vector<Chunk> chunks = chunks_of(ts);
   // pass 1: the global norm (per chunk in fp64, then the chunks in order) and DeepSpeed's coefficient; a unit
   // is up to kLanes consecutive chunks of one tensor (a short unit repeats its first chunk in the spare lanes)
@@ -178,7 +177,8 @@ void HostAdamW::step(const std::vector<HostTensor>& ts, const SumSquares& global
   });
   double total = 0;
   for (double s : sq) total += s;
-  if (global_sum_squares) total = global_sum_squares(total);  // ZeRO: every rank's parts
+  if (global_sum_squares) total = global_sum_squares(total);  // ZeRO: every rank's parts (may throw: no step taken)
+  ++t_;
   clip_.norm = std::sqrt(total);
   const float norm = static_cast<float>(clip_.norm), max_norm = static_cast<float>(c_.max_grad_norm);
   const float clip = max_norm > 0.f ? (norm + 1e-6f) / max_norm : 0.f;  // kernels/optim_ops.cu clip_kernel

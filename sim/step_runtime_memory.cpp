@@ -16,7 +16,7 @@ StepRuntimeFlags step_runtime_flags(const Scenario& sc) {
   f.qk_norm = sc.model.qk_norm;
   f.offload_checkpoints = sc.plan.offload_checkpoints && sc.plan.activation_checkpointing;
   f.offload_optimizer = sc.plan.offload_optimizer;
-  f.offload_params = sc.plan.offload_params && sc.plan.sp_size > 1;
+  f.offload_params = sc.plan.offload_params && sc.plan.offload_optimizer && sc.plan.sp_size > 1;  // the plan's rule
   f.transport_staging = sc.plan.sp_size > 1;
   return f;
 }

@@ -359,7 +359,7 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
 }
 
 // The gradients to the host, the step there (the stream waits: its next event is recorded after it), the
-// parameters back.
+// parameters back (with offload_params none: the host's parts are the parameters).
 void StepRunner::host_optimizer_step(cudaStream_t s, PhaseMarks* marks) {
   mark_phase(marks, core::kOffloadGrads, s);
   for (std::size_t i = 0; i < opt_params_.size(); ++i) {
@@ -368,7 +368,10 @@ void StepRunner::host_optimizer_step(cudaStream_t s, PhaseMarks* marks) {
                                cudaMemcpyDeviceToHost, s));
   }
   mark_phase(marks, core::kOptimizerStep, s);
-  CUDA_CHECK(cudaStreamSynchronize(s));
+  if (coll_)  // over GPUs the stream has waited on the peers' reduce-scatters: the watchdog's wait
+    coll_->wait(s, "the gradients to the host");
+  else
+    CUDA_CHECK(cudaStreamSynchronize(s));
   if (zero_)
     host_adam_->step(host_opt_, [&](double mine) { return global_sum_squares(mine, s); });
   else

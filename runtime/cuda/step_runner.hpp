@@ -59,7 +59,7 @@ struct StepPlan {
   bool offload_checkpoints = false; // the kept inputs in pinned host memory (needs checkpoint)
   bool optimizer = true;            // AdamW after the backward (false: forward and backward only)
   bool offload_optimizer = false;   // AdamW on the host (runtime/host_adam.hpp): gradients to pinned host
-                                    // memory, the step there, the bf16 parameters back
+                                    // memory, the step there, the bf16 parameters back (offload_params: none)
   int host_threads = 0;             // the host optimizer's threads (0: every core)
   bool offload_params = false;      // sp > 1 with offload_optimizer: ZeRO-3's parameter parts in the host
                                     // optimizer's pinned staging, fetched before each gather

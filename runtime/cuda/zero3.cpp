@@ -65,7 +65,8 @@ std::vector<ParamRef> Zero3Shards::parts() const {
 
 std::vector<double> Zero3Shards::param_part(std::size_t i) const {
   if (!on_host_) return download_doubles(param_.at(i), part_elems(i));
-  CUDA_CHECK(cudaDeviceSynchronize());  // the host optimizer's writes are the host's; the initial copy, a stream's
+  // (the initial copy ran on the legacy stream, which the runner's constructor synchronized; later writes are the
+  // host optimizer's)
   std::vector<double> out(static_cast<std::size_t>(part_elems(i)));
   const auto* bits = reinterpret_cast<const core::bf16*>(param_[i]);
   for (std::size_t k = 0; k < out.size(); ++k) out[k] = core::bf16_to_float(bits[k]);

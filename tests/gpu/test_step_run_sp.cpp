@@ -102,16 +102,16 @@ TEST_CASE("run step at sp 2 on logical ranks of one GPU", "[.gpu][gpu][step][sp]
   }
 }
 
-// The optimizer on the host at sp 2 on logical ranks against it at sp 1 (params: the parameter parts on the host
-// too); returns the measurement's phase names, each followed by a space.
-static std::string host_optimizer_phases(bool params) {
+// The optimizer on the host at sp 2 (on logical ranks of one GPU, or over two) against it at sp 1 (params: the
+// parameter parts on the host too); returns the measurement's phase names, each followed by a space.
+static std::string host_optimizer_phases(bool params, bool one_gpu = true) {
   Scenario one_sc = tiny(1), sc = tiny(2);
   one_sc.plan.offload_optimizer = sc.plan.offload_optimizer = true;
   sc.plan.offload_params = params;
   const runtime::StepMeasurement one = runtime::cuda::run_step(one_sc, options(false), "tiny");
   REQUIRE(one.correct());
-  const runtime::StepMeasurement m = runtime::cuda::run_step(sc, options(true), "tiny");
-  check_against_sp1(m, one, sc, false);
+  const runtime::StepMeasurement m = runtime::cuda::run_step(sc, options(one_gpu), "tiny");
+  check_against_sp1(m, one, sc, !one_gpu);
   std::string names;
   for (const auto& p : m.phases) names += p.name + " ";
   return names;
@@ -141,4 +141,15 @@ TEST_CASE("run step at sp 2 over two GPUs", "[.gpu][gpu][step][sp][step_run]") {
   REQUIRE(one.correct());
   const runtime::StepMeasurement m = runtime::cuda::run_step(tiny(2), options(false), "tiny");
   check_against_sp1(m, one, tiny(2), true);
+}
+
+TEST_CASE("run step at sp 2 over two GPUs with the parameters on the host", "[.gpu][gpu][step][sp][step_run]") {
+  int n = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&n));
+  if (n < 2) {
+    WARN("skipped: needs 2 CUDA devices, this host has " << n);
+    return;
+  }
+  CHECK(host_optimizer_phases(false, false).find("offload.optimizer ") != std::string::npos);
+  CHECK(host_optimizer_phases(true, false).find("offload.params ") != std::string::npos);
 }

@@ -16,7 +16,7 @@
 // features at P = 2: TiledMLP and checkpoint offload over 3 layers (added 2026-12-07 after the device time ended:
 // not yet run on a GPU; the other three passed on an H100, records/gpu-runs/h100-2026-12-07a/call4). The optimizer
 // on the host at P = 2 and 4 (the masters are then HostAdamW's, the norm the one over every rank's parts; added in
-// the eleventh session), and with the parameter parts on the host (offload_params).
+// the eleventh session), and with the parameter parts on the host (offload_params): not yet run when written.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -317,5 +317,19 @@ TEST_CASE("sp step over NCCL on 4 GPUs: kv heads replicated tied and 2 logits ch
   GPUTEST_SKIP_UNLESS_DEVICES(4);
   Case k;
   k.P = 4, k.tied = true, k.shards = 2, k.gpus = true;
+  check_sp(k);
+}
+// the optimizer on the host over NCCL: the norm's all-gather on the split communicator, the watchdog's waits; with
+// the parameter parts on the host, the in-place all-gather after each fetch
+TEST_CASE("sp step over NCCL on 2 GPUs: the optimizer on the host", "[.gpu][gpu][step][sp]") {
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
+  Case k;
+  k.host_optimizer = true, k.gpus = true;
+  check_sp(k);
+}
+TEST_CASE("sp step over NCCL on 2 GPUs: the parameters on the host over 3 layers", "[.gpu][gpu][step][sp]") {
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
+  Case k;
+  k.L = 3, k.host_optimizer = true, k.offload_params = true, k.gpus = true;
   check_sp(k);
 }
