@@ -26,6 +26,7 @@
 #include "runtime/cuda/step_run.hpp"
 #include "runtime/step_plan.hpp"
 #include "sim/step_runtime_memory.hpp"
+#include "tests/gpu/gpu_util.hpp"
 #include "tests/gpu/step_arena.hpp"
 #include "tests/sim/fixtures.hpp"
 
@@ -131,12 +132,7 @@ TEST_CASE("run step at sp 2 on logical ranks with the parameters on the host", "
 }
 
 TEST_CASE("run step at sp 2 over two GPUs", "[.gpu][gpu][step][sp][step_run]") {
-  int n = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&n));
-  if (n < 2) {
-    WARN("skipped: needs 2 CUDA devices, this host has " << n);
-    return;
-  }
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
   const runtime::StepMeasurement one = runtime::cuda::run_step(tiny(1), options(false), "tiny");
   REQUIRE(one.correct());
   const runtime::StepMeasurement m = runtime::cuda::run_step(tiny(2), options(false), "tiny");
@@ -144,12 +140,7 @@ TEST_CASE("run step at sp 2 over two GPUs", "[.gpu][gpu][step][sp][step_run]") {
 }
 
 TEST_CASE("run step at sp 2 over two GPUs with the parameters on the host", "[.gpu][gpu][step][sp][step_run]") {
-  int n = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&n));
-  if (n < 2) {
-    WARN("skipped: needs 2 CUDA devices, this host has " << n);
-    return;
-  }
+  GPUTEST_SKIP_UNLESS_DEVICES(2);
   CHECK(host_optimizer_phases(false, false).find("offload.optimizer ") != std::string::npos);
   CHECK(host_optimizer_phases(true, false).find("offload.params ") != std::string::npos);
 }
