@@ -4,8 +4,9 @@
 # (each collective's entry per rank on stderr); a case still running after its limit gets the GPU's utilisation and,
 # where gdb exists, every thread's backtrace before it is stopped. Then the one-rank step and layer tests the change
 # touches (`[step]~[sp],[layer]`). Since the tenth session also `run --backend cuda --scope step` at sp 2 (llama-3.1-8b,
-# 2 layers, 32K; with --ranks-on-one-gpu on a one-GPU host; SP_CLI=0 skips it). Carry .gpu (the CUDA build of
-# ulysses_gpu_tests and ulysses, staged); ~250 s.
+# 2 layers, 32K; with --ranks-on-one-gpu on a one-GPU host; SP_CLI=0 skips it), since the eleventh also with the
+# optimizer on the host and with the parameter parts there. Carry .gpu (the CUDA build of ulysses_gpu_tests and
+# ulysses, staged); ~300 s.
 # Results: $OUT/sp.tgz, written again after each part. Exit 1 when a part failed.
 set -u
 export ULYSSES_HOME=$PWD NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -33,9 +34,14 @@ while IFS= read -r name; do
 done < <(.gpu/bin/ulysses_gpu_tests "[sp]" --list-test-names-only | grep -v "^$" | grep -v "test cases")
 if [ "${SP_CLI:-1}" = 1 ] && [ -x .gpu/bin/ulysses ]; then  # the command at sp 2 (on one GPU: as its threads)
   n_gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l); x=""; [ "$n_gpu" -lt 2 ] && x=--ranks-on-one-gpu
-  timeout ${SP_CLI_LIMIT:-150} .gpu/bin/ulysses run --backend cuda --scope step --model llama-3.1-8b --layers 2 \
-    --profile h100-sxm-80gb --attn-implementation ulysses_flash --seq-len 32768 --sp-size 2 --gpus 2 $x > $R/cli-sp2.txt 2>&1
-  rc=$?; [ $rc -eq 0 ] || status=1; echo "run --sp-size 2 $x rc $rc $(el)"; head -40 $R/cli-sp2.txt; pk
+  # plain, then (eleventh session) with the optimizer on the host, then with the parameter parts there too
+  for tag in "" -oopt -oparams; do
+    case $tag in -oopt) extra="--offload-optimizer true" ;; -oparams) extra="--offload-optimizer true --offload-params true" ;; *) extra="" ;; esac
+    f=$R/cli-sp2$tag.txt
+    timeout ${SP_CLI_LIMIT:-150} .gpu/bin/ulysses run --backend cuda --scope step --model llama-3.1-8b --layers 2 \
+      --profile h100-sxm-80gb --attn-implementation ulysses_flash --seq-len 32768 --sp-size 2 --gpus 2 $x $extra > $f 2>&1
+    rc=$?; [ $rc -eq 0 ] || status=1; echo "run --sp-size 2 $x $extra rc $rc $(el)"; head -25 $f; pk
+  done
 fi
 if [ "${SP_REGRESSION:-1}" = 1 ]; then
   timeout ${SP_REGRESSION_LIMIT:-200} .gpu/bin/ulysses_gpu_tests "${SP_REGRESSION_SPEC:-[step]~[sp],[layer]}" > $R/step-tests.txt 2>&1; rc=$?; [ $rc -eq 0 ] || status=1
