@@ -16,7 +16,7 @@ StepRuntimeFlags step_runtime_flags(const Scenario& sc) {
   f.qk_norm = sc.model.qk_norm;
   f.offload_checkpoints = sc.plan.offload_checkpoints && sc.plan.activation_checkpointing;
   f.offload_optimizer = sc.plan.offload_optimizer;
-  f.offload_params = sc.plan.offload_params && sc.plan.offload_optimizer && sc.plan.sp_size > 1;  // the plan's rule
+  f.offload_params = sc.plan.offload_params && sc.plan.offload_optimizer;  // the plan's rule
   f.transport_staging = sc.plan.sp_size > 1;
   return f;
 }
@@ -47,7 +47,8 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   StepRuntimeBytes b;
   const StepParamCounts pc = ulysses_param_counts(d, f.tied, f.qk_norm);
   const std::int64_t n_params = pc.total(), P = d.P;
-  if (P > 1) {
+  const bool sharded = P > 1 || f.offload_params;  // ZeRO-3's parts and slots (sp 1: over one rank, OneRank)
+  if (sharded) {
     // ZeRO-3 over the sp ranks (runtime/cuda/zero3.hpp): 1 / P of every parameter and gradient (every tensor a
     // multiple of 8 P, no padding); the embedding, final norm and lm_head whole (their gradients as on one rank);
     // two gathered layers' weights and one layer's gradients; with offload_params the parts live in the host
@@ -68,10 +69,10 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
                   (P > 1 ? P * tensors * kOptimNormBlocks * f32 : 0);
   }
   if (f.optimizer && f.offload_optimizer) {  // per parameter (part): its gradient as the step holds it, its bf16 copy;
-                                             // at P > 1 the norm's exchange: [1 + P] fp64 on the device, [P] pinned
-    b.host_pinned += pc.grad_bytes() / P + n_params / P * bf + (P > 1 ? P * 8 : 0);
+                                             // sharded (ZeRO-3) the norm's exchange: [1 + P] fp64 on the device, [P] pinned
+    b.host_pinned += pc.grad_bytes() / P + n_params / P * bf + (sharded ? P * 8 : 0);
     b.host_state = 3 * (n_params / P) * f32;
-    b.optimizer = P > 1 ? (1 + P) * 8 : 0;
+    b.optimizer = sharded ? (1 + P) * 8 : 0;
   }
   // sp > 1 (runtime/cuda/decoder_layer.cpp): q, k, v, o also head-sharded over all S = T * P positions; the same
   // bytes again in the backward's scratch (their gradients); lse [H_l, S] is H * T values either way

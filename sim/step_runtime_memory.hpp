@@ -35,7 +35,8 @@ struct StepRuntimeFlags {
   bool offload_checkpoints = false;  // two hidden states on the device, the inputs of layers 0..L-2 on the host
   bool optimizer = true;             // AdamW's state
   bool offload_optimizer = false;    // ... in host memory instead (runtime/host_adam.hpp), with pinned staging
-  bool offload_params = false;       // sp > 1: ZeRO-3's parameter parts in that pinned staging, not on the device
+  bool offload_params = false;       // ZeRO-3's parameter parts in that pinned staging, not on the device (at sp 1
+                                     // the runner's ZeRO-3 machinery over one rank: two layer slots, one gradient slot)
   bool transport_staging = false;    // sp > 1 over GPUs (not logical ranks of one GPU): the exchange's staging
 };
 StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f);

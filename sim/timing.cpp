@@ -405,6 +405,10 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
                                 2 * L * per_layer + outer_calls);
     reduce_scatter = zero_collective(cc.reduce_scatter_busbw_GBps, static_cast<double>(all.grad_bytes()),
                                      static_cast<double>(layer.grad_bytes()) / per_layer, L * per_layer + outer_calls);
+    // offload_params on one rank (OneRank, runtime/cuda/step_collectives.hpp): each "reduce-scatter" copies a
+    // gradient into its part on the device (read and write); the gathers run in place (no copy)
+    if (N <= 1 && pl.offload_params && pl.offload_optimizer)
+      reduce_scatter = 2 * static_cast<double>(all.grad_bytes()) / (sc.hw.hbm_GBps * kGBps);
   } else if (pl.zero_stage >= 3) {  // params gathered in forward and again in backward
     allgather = 2 * zero_collective(cc.allgather_busbw_GBps, 2 * Pn, gather_bytes, L + 2);
   } else if (pl.zero_stage >= 1) {  // updated bf16 params gathered after the step

@@ -42,4 +42,19 @@ class StepCollectives {
   }
 };
 
+// ZeRO-3's machinery over one rank (offload_params at sp 1: the parts are whole tensors on the host, gathered into
+// the two layer slots): each collective a copy on the stream, none when in place.
+class OneRank final : public StepCollectives {
+ public:
+  int rank() const override { return 0; }
+  int ranks() const override { return 1; }
+  void all_gather(const void* part, void* full, std::int64_t n, Elem e, cudaStream_t stream) override { copy(part, full, n, e, stream); }
+  void reduce_scatter(const void* full, void* part, std::int64_t n, Elem e, cudaStream_t stream) override { copy(full, part, n, e, stream); }
+
+ private:
+  static void copy(const void* from, void* to, std::int64_t n, Elem e, cudaStream_t stream) {
+    if (from != to) CUDA_CHECK(cudaMemcpyAsync(to, from, static_cast<std::size_t>(n * elem_bytes(e)), cudaMemcpyDeviceToDevice, stream));
+  }
+};
+
 }  // namespace ulysses::runtime::cuda

@@ -136,7 +136,8 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
 
   DeviceArena arena(0);
   Gemm gemm(true, Gemm::sustained_window_from_env());
-  StepRunner run(d, plan_of(shape), arena, gemm, opt.seed, kernel.kind);
+  OneRank one;  // offload_params: ZeRO-3's parts and slots over this one rank
+  StepRunner run(d, plan_of(shape), arena, gemm, opt.seed, kernel.kind, nullptr, shape.offload_params ? &one : nullptr);
   const StepBatch batch = seeded_batch(shape, opt.seed);
   run.set_batch(batch.tokens, batch.labels, batch.cos, batch.sin);
 
@@ -248,7 +249,9 @@ ProbeResult probe_steps(const Scenario& sc, const std::vector<std::int64_t>& seq
     for (std::size_t i = 0; i < shapes.size(); ++i) {
       DeviceArena arena(0);
       try {
-        StepRunner run(shapes[i].dims, plan_of(shapes[i]), arena, gemm, 1234, kernel.kind);
+        OneRank one;
+        StepRunner run(shapes[i].dims, plan_of(shapes[i]), arena, gemm, 1234, kernel.kind, nullptr,
+                       shapes[i].offload_params ? &one : nullptr);
         const StepBatch batch = seeded_batch(shapes[i], 1234);
         run.set_batch(batch.tokens, batch.labels, batch.cos, batch.sin);
         run.step(s, nullptr);

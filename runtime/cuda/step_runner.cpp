@@ -105,15 +105,17 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
     throw std::invalid_argument("step runner: needs L >= 1, V >= 2, T >= 1 and 1 <= logits_shards, mlp_shards <= T");
   if (plan.offload_checkpoints && !plan.checkpoint)
     throw std::invalid_argument("step runner: checkpoint offload needs activation checkpointing");
-  if (plan.offload_params && (P < 2 || !plan.optimizer || !plan.offload_optimizer))
-    throw std::invalid_argument("step runner: offloaded parameters need sp > 1 and the optimizer on the host");
+  if (plan.offload_params && (!zero || !plan.optimizer || !plan.offload_optimizer))
+    throw std::invalid_argument("step runner: offloaded parameters need ZeRO-3's collectives (one rank: OneRank) and the "
+                                "optimizer on the host");
+  const bool sharded = zero != nullptr;  // ZeRO-3's parts and slots (sp > 1, or offload_params on one rank)
   const std::int64_t Tc = torch_chunk_sizes(T, plan.logits_shards).front();
   // parameters (filled from the seed), then gradients, then the optimizer's state, then what the step
   // keeps, then its temporaries
   embed_ = bufs_.take<bf16_t>(V * h);
   w_final_ = bufs_.take<bf16_t>(h);
   head_ = d.tied ? embed_ : bufs_.take<bf16_t>(V * h);
-  const std::int64_t slots = P > 1 ? std::min<std::int64_t>(2, d.L) : d.L;  // ZeRO-3: two gathered layers
+  const std::int64_t slots = sharded ? std::min<std::int64_t>(2, d.L) : d.L;  // ZeRO-3: two gathered layers
   for (std::int64_t l = 0; l < slots; ++l) w_.push_back(alloc_weights(bufs_, ld));
   device_fill(embed_, V * h, seed, matrix(kEmbedId), nullptr);
   device_fill(w_final_, h, seed, norm(kFinalId), nullptr);
@@ -121,8 +123,8 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   d_embed_ = bufs_.take<float>(V * h);
   d_final_ = bufs_.take<float>(h);
   d_head_ = bufs_.take<bf16_t>(V * h);
-  for (std::int64_t l = 0; l < (P > 1 ? 1 : d.L); ++l) g_.push_back(alloc_grads(bufs_, ld));
-  if (P > 1) {  // the rank's parts, filled from the full tensors the seed gives (a layer at a time, in slot 0)
+  for (std::int64_t l = 0; l < (sharded ? 1 : d.L); ++l) g_.push_back(alloc_grads(bufs_, ld));
+  if (sharded) {  // the rank's parts, filled from the full tensors the seed gives (a layer at a time, in slot 0)
     std::vector<ShardedTensor> t = {{"embed", V * h, true}, {"final_norm", h, true}};
     if (!d.tied) t.push_back({"lm_head", V * h, false});
     for (std::int64_t l = 0; l < d.L; ++l)

@@ -29,7 +29,8 @@
 // on the communication stream, joined before that layer; logical ranks of one GPU gather at once). The optimizer on
 // the host at P > 1 updates the rank's parts (ZeRO-Offload over ZeRO-3's partitions) with the norm over every rank's:
 // each rank's sum of squares all-gathered (its fp64 bits as two fp32 words, copied, not summed) and added in rank
-// order. With offload_params (P > 1, the optimizer on the host) the parameter parts live in that optimizer's pinned
+// order. With offload_params (the optimizer on the host; at P = 1 over OneRank, whose parts are the whole tensors and
+// whose collectives are copies) the parameter parts live in that optimizer's pinned
 // staging (Zero3Shards' params on the host): each gather first copies the rank's part into its slice of the full
 // buffer (phase offload.params) and all-gathers in place; the updated parts are not copied back after the step.
 // tests/gpu/test_step_sp.cpp checks P ranks against one.
@@ -61,15 +62,16 @@ struct StepPlan {
   bool offload_optimizer = false;   // AdamW on the host (runtime/host_adam.hpp): gradients to pinned host
                                     // memory, the step there, the bf16 parameters back (offload_params: none)
   int host_threads = 0;             // the host optimizer's threads (0: every core)
-  bool offload_params = false;      // sp > 1 with offload_optimizer: ZeRO-3's parameter parts in the host
-                                    // optimizer's pinned staging, fetched before each gather
+  bool offload_params = false;      // with offload_optimizer: ZeRO-3's parameter parts in the host optimizer's
+                                    // pinned staging, fetched before each gather (sp 1: the runner needs OneRank)
   AdamConfig adam;
 };
 
 class StepRunner {
  public:
   // Allocates every buffer and fills the parameters from `seed` (host_params(d, seed) are the same).
-  // sp, zero: the exchange and the collectives among the sequence's ranks, both or neither (one rank); they must
+  // sp, zero: the exchange and the collectives among the sequence's ranks, both or neither (one rank), or zero
+  // alone of one rank (OneRank: offload_params at sp 1, ZeRO-3's parts and slots over that rank); they must
   // outlive the runner.
   StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& arena, Gemm& gemm, std::uint64_t seed,
              kernels::AttnKernel attn = kernels::AttnKernel::flash, LayerExchange* sp = nullptr, StepCollectives* zero = nullptr);

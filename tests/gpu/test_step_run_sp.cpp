@@ -10,7 +10,7 @@
 //   on one GPU, with it over GPUs;
 // - without --ranks-on-one-gpu on a host with fewer GPUs: one line naming plan.sp_size;
 // - the optimizer on the host at sp 2 (eleventh session): the same losses, its copies' phases; with the parameter
-//   parts on the host (offload_params), their fetch's phase and no copy back.
+//   parts on the host (offload_params), their fetch's phase and no copy back; offload_params at sp 1 (OneRank).
 // Written 2026-12-07 (tenth session), when no device could be started: not yet run on a GPU.
 #include <catch2/catch.hpp>
 
@@ -129,6 +129,35 @@ TEST_CASE("run step at sp 2 on logical ranks with the parameters on the host", "
   const std::string names = host_optimizer_phases(true);
   CHECK(names.find("offload.params ") != std::string::npos);
   CHECK(names.find("offload.optimizer ") == std::string::npos);  // the parts are updated where they live
+}
+
+// offload_params at sp 1 (ZeRO-3's machinery over OneRank): the same losses as with the parameters on the device,
+// the fetch's phase, and the peak equal to the mirror's (the outer tensors and two of the four layers on the device)
+TEST_CASE("run step at sp 1 with the parameters on the host", "[.gpu][gpu][step][step_run]") {
+  Scenario dev = tiny(1), host = tiny(1);
+  dev.model.layers = host.model.layers = 4;
+  dev.plan.offload_optimizer = host.plan.offload_optimizer = host.plan.offload_params = true;
+  const runtime::StepMeasurement a = runtime::cuda::run_step(dev, options(false), "tiny");
+  const runtime::StepMeasurement b = runtime::cuda::run_step(host, options(false), "tiny");
+  REQUIRE(a.correct());
+  REQUIRE(b.correct());
+  REQUIRE(a.losses.size() == b.losses.size());
+  for (std::size_t i = 0; i < a.losses.size(); ++i) {
+    INFO("step " << i << " loss " << b.losses[i] << " with the parameters on the host, " << a.losses[i] << " on the device");
+    CHECK(std::abs(b.losses[i] - a.losses[i]) <= 2e-3 * std::abs(a.losses[i]));
+  }
+  std::string names;
+  for (const auto& p : b.phases) names += p.name + " ";
+  INFO("phases: " << names);
+  CHECK(names.find("offload.params ") != std::string::npos);
+  CHECK(names.find("offload.optimizer ") == std::string::npos);
+  const StepRuntimeBytes mirror = ulysses_step_bytes(derive_dims(host), step_runtime_flags(host));
+  const std::int64_t want = gputest::expected_arena_peak(mirror, runtime::step_shape_of(host, "tiny").dims.layer) +
+                            static_cast<std::int64_t>(runtime::cuda::Gemm::kWorkspaceBytes);
+  std::fprintf(stderr, "step sp=1 offload_params: %.3f ms (parameters on the device %.3f ms), peak %lld bytes (mirror %lld; on "
+               "the device %lld)\n", b.step_median_s * 1e3, a.step_median_s * 1e3, (long long)b.max_memory_allocated,
+               (long long)want, (long long)a.max_memory_allocated);
+  CHECK(b.max_memory_allocated == want);
 }
 
 TEST_CASE("run step at sp 2 over two GPUs", "[.gpu][gpu][step][sp][step_run]") {

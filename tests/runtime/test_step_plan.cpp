@@ -66,6 +66,8 @@ TEST_CASE("step plan: llama-3.1-8b's shapes and the logits shards", "[runtime][s
   CHECK(runtime::step_shape_of(sc, "s.yaml").offload_checkpoints);
   sc.plan.offload_optimizer = true;  // AdamW on the host
   CHECK(runtime::step_shape_of(sc, "s.yaml").offload_optimizer);
+  sc.plan.offload_params = true;  // ... with the parameters there too (ZeRO-3 over one rank)
+  CHECK(runtime::step_shape_of(sc, "s.yaml").offload_params);
 }
 
 TEST_CASE("step plan: sp 2 and 4 split the sequence and keep the model's shapes", "[runtime][step_plan]") {
@@ -103,7 +105,7 @@ TEST_CASE("step plan: what the step does not run yet is one line naming the key"
       {"model.hidden", [](Scenario& s) { s.plan.sp_size = 8, s.gpus = 8, s.model.hidden = 4064; }},  // 4064 % 64 != 0
       {"plan.offload_checkpoints", [](Scenario& s) { s.plan.offload_checkpoints = true, s.plan.activation_checkpointing = false; }},
       {"model.hidden", [](Scenario& s) { s.plan.tiled_mlp = true, s.model.hidden = 4000; }},  // rows of 8000 bytes
-      {"plan.offload_params", [](Scenario& s) { s.plan.offload_params = s.plan.offload_optimizer = true; }},  // sp 1
+      {"plan.offload_params", [](Scenario& s) { s.plan.offload_params = true; }},  // sp 1, GPU AdamW
       {"plan.offload_params", [](Scenario& s) { s.plan.sp_size = 2, s.gpus = 2, s.plan.offload_params = true; }},  // GPU AdamW
       {"plan.micro_batch_size", [](Scenario& s) { s.plan.micro_batch_size = 2; }},
       {"model.qkv_bias", [](Scenario& s) { s.model.qkv_bias = true; }},

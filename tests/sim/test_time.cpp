@@ -334,6 +334,18 @@ TEST_CASE("time: our runtime's ZeRO-3 collectives", "[sim][time]") {
   sc.plan.offload_params = sc.plan.offload_optimizer = false;
   sc.plan.sp_size = 1, sc.gpus = 1;  // one rank: nothing to gather or exchange
   CHECK(predict(sc).step.get("zero.allgather") == 0);
+  {  // ... but with offload_params its parts come from the host (all of them) and each gradient is copied into its
+     // part on the device (OneRank: read and write at the HBM's rate)
+    Scenario one = sc;
+    one.plan.offload_optimizer = true;
+    const double all_back = predict(one).step.get("offload.optimizer");  // every parameter h2d
+    one.plan.offload_params = true;
+    const Prediction p1 = predict(one);
+    CHECK(p1.step.get("offload.params") == Approx(all_back * (2 * L * layer + outer) / 8030261248.0));
+    const double grad_bytes = L * (2 * (layer - layer_norms) + 4 * layer_norms) + 4 * V * h + 4 * h + 2 * V * h;
+    CHECK(p1.step.get("zero.reduce_scatter") == Approx(2 * grad_bytes / (one.hw.hbm_GBps * 1e9)));
+    CHECK(p1.step.get("zero.allgather") == 0);
+  }
   CHECK(predict(sc).step.get("zero.reduce_scatter") == 0);
   CHECK(predict(sc).step.get("a2a.qkv.fwd") == 0);
   CHECK(predict(sc).step.get("a2a.qkv.bwd") == 0);
