@@ -30,6 +30,7 @@ StepShape step_shape_of(const Scenario& sc, const std::string& origin) {
   refuse_if(pl.micro_batch_size != 1, origin, "plan.micro_batch_size", "must be 1");
   refuse_if(pl.offload_checkpoints && !pl.activation_checkpointing, origin, "plan.offload_checkpoints",
             "needs plan.activation_checkpointing: true (what is offloaded is the checkpoint)");
+  refuse_if(pl.offload_params && pl.zero_stage != 3, origin, "plan.zero_stage", "must be 3 with plan.offload_params");
   refuse_if(pl.offload_params && !pl.offload_optimizer, origin, "plan.offload_params",
             "needs plan.offload_optimizer: true (the host optimizer updates the parameter parts where they live)");
   refuse_if(pl.kv_strategy == KvStrategy::send_once, origin, "plan.kv_strategy", "must be replicate");

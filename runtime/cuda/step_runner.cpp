@@ -108,6 +108,8 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   if (plan.offload_params && (!zero || !plan.optimizer || !plan.offload_optimizer))
     throw std::invalid_argument("step runner: offloaded parameters need ZeRO-3's collectives (one rank: OneRank) and the "
                                 "optimizer on the host");
+  if (P == 1 && zero && !plan.offload_params)
+    throw std::invalid_argument("step runner: ZeRO-3's collectives at sp 1 are for offloaded parameters only");
   const bool sharded = zero != nullptr;  // ZeRO-3's parts and slots (sp > 1, or offload_params on one rank)
   const std::int64_t Tc = torch_chunk_sizes(T, plan.logits_shards).front();
   // parameters (filled from the seed), then gradients, then the optimizer's state, then what the step
@@ -411,7 +413,7 @@ double StepRunner::loss_sum() const {
 }
 
 StepResult StepRunner::grads() const {
-  if (zero_) throw std::logic_error("step runner: at sp > 1 the gradients are ZeRO-3's parts (zero3()->grad_part)");
+  if (zero_) throw std::logic_error("step runner: under ZeRO-3 the gradients are its parts (zero3()->grad_part)");
   StepResult r;
   r.loss_sum = loss_sum();
   r.valid_tokens = valid_;

@@ -40,7 +40,7 @@
 //                                   offload: two device buffers, hidden[l] in ring[l % 2]; host [L - 1, T, h] pinned)
 //   n_final, dn_final [T, h] bf16   rstd_final [T] fp32       logits [Tc, V] bf16 (dlogits in place)
 //   loss_rows [T] fp32              d_embed [V, h] fp32       d_head [V, h] bf16      d_final [h] fp32
-//   sp > 1: the layers' weights in two slots and their gradients in one (the rest of each tensor is ZeRO-3's part,
+//   ZeRO-3 (sp > 1, or offload_params): the layers' weights in two slots and their gradients in one (the rest of each tensor is ZeRO-3's part,
 //   Zero3Shards), each layer's head-sharded tensors (decoder_layer.hpp)
 #include <cstdint>
 #include <memory>
@@ -95,7 +95,7 @@ class StepRunner {
   double loss_sum() const;                  // the last step's summed token losses (downloads, synchronous)
   std::int64_t valid_tokens() const { return valid_; }
   StepResult grads() const;                 // loss and gradients, as step_reference returns them (one rank only)
-  const Zero3Shards* zero3() const { return zero_.get(); }  // sp > 1: the rank's parts (null: one rank)
+  const Zero3Shards* zero3() const { return zero_.get(); }  // ZeRO-3: the rank's parts (null: without it)
   static StepParams host_params(const StepDims& d, std::uint64_t seed);
 
  private:
@@ -123,8 +123,8 @@ class StepRunner {
   };
   std::vector<std::unique_ptr<void, PinnedFree>> pinned_;  // their allocations (freed with the runner, or when
                                                             // the constructor throws)
-  StepCollectives* coll_ = nullptr;  // sp > 1: ZeRO-3's collectives (the host optimizer's norm)
-  double* norm_dev_ = nullptr;        // sp > 1 with the host optimizer: [1 + P] fp64, this rank's sum of squares,
+  StepCollectives* coll_ = nullptr;  // ZeRO-3's collectives (the host optimizer's norm)
+  double* norm_dev_ = nullptr;        // ZeRO-3 with the host optimizer: [1 + P] fp64, this rank's sum of squares,
   double* norm_host_ = nullptr;       // then every rank's (device, for the all-gather); pinned [P], their copy
   double global_sum_squares(double mine, cudaStream_t s);
   bf16_t* host_ = nullptr;       // pinned: the offloaded checkpoints [L - 1, T, h]

@@ -1,5 +1,6 @@
 #pragma once
-// ZeRO-3 over the ranks of the sequence-parallel step (sp = P > 1; runtime/cuda/step_runner.hpp): each parameter
+// ZeRO-3 over the ranks of the sequence-parallel step (sp = P > 1, or one rank with offload_params: OneRank;
+// runtime/cuda/step_runner.hpp): each parameter
 // tensor, flat, is cut into P equal parts and rank r keeps part r of its bf16 values and of its gradient (in the
 // gradient's type: fp32 for the norms' weights and the embedding, bf16 for the matrices), and the optimizer's
 // fp32 state of that part (runtime/cuda/optimizer.hpp over parts()). Before use a tensor is all-gathered into a full

@@ -158,6 +158,7 @@ TEST_CASE("run step at sp 1 with the parameters on the host", "[.gpu][gpu][step]
                "the device %lld)\n", b.step_median_s * 1e3, a.step_median_s * 1e3, (long long)b.max_memory_allocated,
                (long long)want, (long long)a.max_memory_allocated);
   CHECK(b.max_memory_allocated == want);
+  CHECK(b.pinned_bytes == mirror.host_pinned);
 }
 
 TEST_CASE("run step at sp 2 over two GPUs", "[.gpu][gpu][step][sp][step_run]") {
