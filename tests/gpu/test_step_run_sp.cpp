@@ -11,7 +11,8 @@
 // - without --ranks-on-one-gpu on a host with fewer GPUs: one line naming plan.sp_size;
 // - the optimizer on the host at sp 2 (eleventh session): the same losses, its copies' phases; with the parameter
 //   parts on the host (offload_params), their fetch's phase and no copy back; offload_params at sp 1 (OneRank).
-// Written 2026-12-07 (tenth session), when no device could be started: not yet run on a GPU.
+// Written 2026-12-07 (tenth session); the one-GPU cases passed on an H100 on 2026-12-07 (records/gpu-runs/h100-2026-12-07b),
+// the two-GPU cases have not run (no two GPUs lent).
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -13,10 +13,11 @@
 //   its loss within 0.5 %;
 // - each rank's arena peak equals the mirror (sim/step_runtime_memory.hpp) at sp = P, byte for byte.
 // P = 2 splits the kv heads, P = 4 replicates them (H_kv = 2 < P: the kv gradients summed over replicas); ALST's
-// features at P = 2: TiledMLP and checkpoint offload over 3 layers (added 2026-12-07 after the device time ended:
-// not yet run on a GPU; the other three passed on an H100, records/gpu-runs/h100-2026-12-07a/call4). The optimizer
+// features at P = 2: TiledMLP and checkpoint offload over 3 layers (added 2026-12-07 after the device time ended,
+// run in the eleventh session; the other three passed before, records/gpu-runs/h100-2026-12-07a/call4). The optimizer
 // on the host at P = 2 and 4 (the masters are then HostAdamW's, the norm the one over every rank's parts; added in
-// the eleventh session), and with the parameter parts on the host (offload_params): not yet run when written.
+// the eleventh session), and with the parameter parts on the host (offload_params): all passed on one H100,
+// records/gpu-runs/h100-2026-12-07b.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
