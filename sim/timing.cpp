@@ -391,14 +391,15 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const double gather_bytes = 2 * std::min(static_cast<double>(d.params.per_layer()), kZero3PrefetchBucketElems);
   const double bucket_bytes = grad_bytes * std::min(pl.reduce_bucket_size, Pn);
   core::seconds_t allgather = 0, reduce_scatter = 0, allreduce = 0;
+  // our runtime's parameters: all, one layer's, and the outer tensors' (embedding, final norm, lm_head)
+  const StepParamCounts all = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
+  const StepParamCounts layer = ulysses_layer_param_counts(d, sc.model.qk_norm);
+  const double outer = static_cast<double>(all.total() - d.L * layer.total());
   if (ours && pl.zero_stage >= 3) {
     // our runtime (runtime/cuda/step_runner.cpp step): the embedding, final norm and lm_head gathered once at the
     // step's start and their gradients reduce-scattered once after the embedding's backward; each layer gathered
     // before its forward and again before its recompute and backward, its gradients reduce-scattered after it; one
     // NCCL call per tensor (zero3.cpp), the gradients in their types (bf16 matrices, fp32 norms and embedding)
-    const StepParamCounts all = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
-    const StepParamCounts layer = ulysses_layer_param_counts(d, sc.model.qk_norm);
-    const double outer = static_cast<double>(all.total() - d.L * layer.total());
     const double per_layer = sc.model.qk_norm ? 11 : 9, outer_calls = sc.model.tied_embeddings ? 2 : 3;
     const double layer_bytes = 2 * static_cast<double>(layer.total());
     allgather = zero_collective(cc.allgather_busbw_GBps, 2 * L * layer_bytes + 2 * outer, layer_bytes / per_layer,
@@ -460,8 +461,7 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   // fp32 for the embedding and norms), one way.
   double offload_grad_s_per_param = (6 / host_d2h_GBps(sc) + 2 / host_h2d_GBps(sc)) / kGBps;
   if (ours) {
-    const StepParamCounts pc = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
-    offload_grad_s_per_param = static_cast<double>(pc.grad_bytes()) / static_cast<double>(pc.total()) / (host_d2h_GBps(sc) * kGBps);
+    offload_grad_s_per_param = static_cast<double>(all.grad_bytes()) / static_cast<double>(all.total()) / (host_d2h_GBps(sc) * kGBps);
   }
   step.add(core::kOffloadGrads.data(), !pl.offload_optimizer ? 0
                             : measured(cal.zero3_offload_grads_s_per_param)
@@ -475,9 +475,6 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   // fetch, step_runner.cpp step) the outer tensors' once, each layer's twice, as its gathers
   double fetched_params = 2 * local_params;
   if (ours) {
-    const StepParamCounts all = ulysses_param_counts(d, sc.model.tied_embeddings, sc.model.qk_norm);
-    const StepParamCounts layer = ulysses_layer_param_counts(d, sc.model.qk_norm);
-    const double outer = static_cast<double>(all.total() - d.L * layer.total());
     fetched_params = std::ceil((2 * L * static_cast<double>(layer.total()) + outer) / N);
   }
   step.add(core::kOffloadParams.data(), params_off ? fetched_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
