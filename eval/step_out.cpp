@@ -49,8 +49,8 @@ std::string step_table(const runtime::StepMeasurement& m) {
   }
   out += fmt::format(
       "\nstep {} ms (min {}, max {}) over timed steps\nmax_memory_allocated {} B ({} GiB), peak at {}\n"
-      "max_memory_reserved {} B ({} GiB)\ndevice memory used at the end {} B\nhost RSS {} B (peak {}), checkpoint "
-      "pinned {} B\n",
+      "max_memory_reserved {} B ({} GiB)\ndevice memory used at the end {} B\nhost RSS {} B (peak {}), pinned "
+      "host memory {} B\n",
       ms(m.step_median_s), ms(m.step_min_s), ms(m.step_max_s), m.max_memory_allocated, gib(double(m.max_memory_allocated)),
       m.peak_at, m.max_memory_reserved, gib(double(m.max_memory_reserved)), m.device_used_bytes, m.host_rss_bytes,
       m.host_rss_peak_bytes, m.pinned_bytes);

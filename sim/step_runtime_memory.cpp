@@ -48,18 +48,20 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
   const StepParamCounts pc = ulysses_param_counts(d, f.tied, f.qk_norm);
   const std::int64_t n_params = pc.total(), P = d.P;
   const bool sharded = P > 1 || f.offload_params;  // ZeRO-3's parts and slots (sp 1: over one rank, OneRank)
+  const StepParamCounts layer = ulysses_layer_param_counts(d, f.qk_norm);
   if (sharded) {
     // ZeRO-3 over the sp ranks (runtime/cuda/zero3.hpp): 1 / P of every parameter and gradient (every tensor a
     // multiple of 8 P, no padding); the embedding, final norm and lm_head whole (their gradients as on one rank);
-    // two gathered layers' weights and one layer's gradients; with offload_params the parts live in the host
-    // optimizer's pinned staging (runtime/cuda/zero3.hpp)
-    const StepParamCounts layer = ulysses_layer_param_counts(d, f.qk_norm);
+    // two gathered layers' weights; with offload_params the parts live in the host optimizer's pinned staging
     const std::int64_t outer = V * h + h + (f.tied ? 0 : V * h);
     b.params = ((f.offload_params ? 0 : n_params / P) + outer + std::min<std::int64_t>(2, L) * layer.total()) * bf;
-    b.grads = pc.grad_bytes() / P + V * h * f32 + h * f32 + V * h * bf + layer.grad_bytes();
   } else {
     b.params = n_params * bf;
-    // the gradients in their types, and the lm_head's bf16 one even when tied (added into the embedding's)
+  }
+  if (P > 1) {  // the gradient parts, the outer tensors' full gradients, one layer's
+    b.grads = pc.grad_bytes() / P + V * h * f32 + h * f32 + V * h * bf + layer.grad_bytes();
+  } else {  // the gradients in their types, and the lm_head's bf16 one even when tied (added into the embedding's);
+            // with offload_params they are ZeRO-3's gradient parts of one rank (runtime/cuda/step_runner.cpp)
     b.grads = pc.grad_bytes() + (f.tied ? V * h * bf : 0);
   }
   if (f.optimizer && !f.offload_optimizer) {  // master, m, v per parameter (part); partial sums per tensor; norm and
@@ -69,10 +71,10 @@ StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f) {
                   (P > 1 ? P * tensors * kOptimNormBlocks * f32 : 0);
   }
   if (f.optimizer && f.offload_optimizer) {  // per parameter (part): its gradient as the step holds it, its bf16 copy;
-                                             // sharded (ZeRO-3) the norm's exchange: [1 + P] fp64 on the device, [P] pinned
-    b.host_pinned += pc.grad_bytes() / P + n_params / P * bf + (sharded ? P * 8 : 0);
+                                             // at P > 1 the norm's exchange: [1 + P] fp64 on the device, [P] pinned
+    b.host_pinned += pc.grad_bytes() / P + n_params / P * bf + (P > 1 ? P * 8 : 0);
     b.host_state = 3 * (n_params / P) * f32;
-    b.optimizer = sharded ? (1 + P) * 8 : 0;
+    b.optimizer = P > 1 ? (1 + P) * 8 : 0;
   }
   // sp > 1 (runtime/cuda/decoder_layer.cpp): q, k, v, o also head-sharded over all S = T * P positions; the same
   // bytes again in the backward's scratch (their gradients); lse [H_l, S] is H * T values either way

@@ -6,6 +6,7 @@
 #include "core/step_phases.hpp"
 #include "sim/attn_key.hpp"
 #include "sim/eager_time.hpp"
+#include "sim/param_fetch.hpp"
 #include "sim/step_runtime_memory.hpp"
 
 #include <algorithm>
@@ -396,20 +397,19 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   const StepParamCounts layer = ulysses_layer_param_counts(d, sc.model.qk_norm);
   const double outer = static_cast<double>(all.total() - d.L * layer.total());
   if (ours && pl.zero_stage >= 3) {
-    // our runtime (runtime/cuda/step_runner.cpp step): the embedding, final norm and lm_head gathered once at the
-    // step's start and their gradients reduce-scattered once after the embedding's backward; each layer gathered
-    // before its forward and again before its recompute and backward, its gradients reduce-scattered after it; one
-    // NCCL call per tensor (zero3.cpp), the gradients in their types (bf16 matrices, fp32 norms and embedding)
+    // our runtime (runtime/cuda/step_runner.cpp step): the embedding, final norm and lm_head gathered once per
+    // step and their gradients reduce-scattered once after the embedding's backward; each layer gathered before its
+    // forward and, but for the last two (still in their slots), again before its recompute and backward, its
+    // gradients reduce-scattered after it; one NCCL call per tensor (zero3.cpp), the gradients in their types (bf16
+    // matrices, fp32 norms and embedding). On one rank (offload_params over OneRank) the gathers run in place and
+    // the gradients are their own parts: nothing (zero_collective's N = 1).
     const double per_layer = sc.model.qk_norm ? 11 : 9, outer_calls = sc.model.tied_embeddings ? 2 : 3;
     const double layer_bytes = 2 * static_cast<double>(layer.total());
-    allgather = zero_collective(cc.allgather_busbw_GBps, 2 * L * layer_bytes + 2 * outer, layer_bytes / per_layer,
-                                2 * L * per_layer + outer_calls);
+    const double layer_gathers = L + std::max(0.0, L - 2);
+    allgather = zero_collective(cc.allgather_busbw_GBps, layer_gathers * layer_bytes + 2 * outer, layer_bytes / per_layer,
+                                layer_gathers * per_layer + outer_calls);
     reduce_scatter = zero_collective(cc.reduce_scatter_busbw_GBps, static_cast<double>(all.grad_bytes()),
                                      static_cast<double>(layer.grad_bytes()) / per_layer, L * per_layer + outer_calls);
-    // offload_params on one rank (OneRank, runtime/cuda/step_collectives.hpp): each "reduce-scatter" copies a
-    // gradient into its part on the device (read and write); the gathers run in place (no copy)
-    if (N <= 1 && pl.offload_params && pl.offload_optimizer)
-      reduce_scatter = 2 * static_cast<double>(all.grad_bytes()) / (sc.hw.hbm_GBps * kGBps);
   } else if (pl.zero_stage >= 3) {  // params gathered in forward and again in backward
     allgather = 2 * zero_collective(cc.allgather_busbw_GBps, 2 * Pn, gather_bytes, L + 2);
   } else if (pl.zero_stage >= 1) {  // updated bf16 params gathered after the step
@@ -437,9 +437,9 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   // forward: only a copy longer than that shows (ours: runtime/cuda/step_runner.cpp `copy_checkpoint`, layers
   // 0..L-2; the PyTorch stack's hook: runtime/deepspeed/ulysses_worker/offload.py 37-43, every layer, issued after its own forward)
   const core::seconds_t layer_fwd = at(core::BlockPhase::attn_fwd) + g.qkv + g.o + g.mlp;
+  const core::seconds_t layer_bwd = at(core::BlockPhase::attn_bwd) + g.qkv_bwd + g.o_bwd + g.mlp_bwd + (ck ? layer_fwd : 0);
   const core::seconds_t d2h_busy = th / (host_d2h_busy_GBps(sc) * kGBps);
   if (ours) {  // and back on the copy stream, overlapping the layer before's recompute and backward
-    const core::seconds_t layer_bwd = at(core::BlockPhase::attn_bwd) + g.qkv_bwd + g.o_bwd + g.mlp_bwd + (ck ? layer_fwd : 0);
     const core::seconds_t h2d_busy = th / (host_h2d_busy_GBps(sc) * kGBps);
     step.add("offload.ckpt.d2h", ck_off ? (L - 1) * std::max(0.0, d2h_busy - layer_fwd) : 0);
     step.add("offload.ckpt.h2d", ck_off ? (L - 1) * std::max(0.0, h2d_busy - layer_bwd) : 0);
@@ -471,13 +471,22 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add(core::kOffloadOptimizer.data(), pl.offload_optimizer && !params_off && !measured(cal.zero3_offload_step_s_per_param)
                                     ? local_params * 2 / (host_h2d_GBps(sc) * kGBps)
                                     : 0);
-  // the parameter parts from the host before each gather: DeepSpeed's twice per step; ours (runtime/cuda/zero3.cpp
-  // fetch, step_runner.cpp step) the outer tensors' once, each layer's twice, as its gathers
-  double fetched_params = 2 * local_params;
+  // the parameter parts from the host before each gather: DeepSpeed's twice per step, whole; ours (runtime/cuda/
+  // zero3.cpp fetch, step_runner.cpp gather) as its gathers, those ahead on a stream of their own, showing only what
+  // the layer they overlap does not hide (sim/param_fetch.hpp)
+  core::seconds_t fetch = 2 * local_params * 2 / (host_h2d_GBps(sc) * kGBps);
   if (ours) {
-    fetched_params = std::ceil((2 * L * static_cast<double>(layer.total()) + outer) / N);
+    ParamFetch f;
+    f.L = d.L;
+    f.embed_bytes = 2 * static_cast<double>(d.V) * d.h / N;
+    f.rest_bytes = 2 * outer / N - f.embed_bytes;
+    f.layer_bytes = 2 * static_cast<double>(layer.total()) / N;
+    f.idle_Bps = host_h2d_GBps(sc) * kGBps, f.busy_Bps = host_h2d_busy_GBps(sc) * kGBps;
+    f.layer_fwd = layer_fwd, f.layer_bwd = layer_bwd;
+    f.ckpt_bwd_bytes = ck_off ? th : 0;
+    fetch = ulysses_param_fetch_s(f);
   }
-  step.add(core::kOffloadParams.data(), params_off ? fetched_params * 2 / (host_h2d_GBps(sc) * kGBps) : 0);
+  step.add(core::kOffloadParams.data(), params_off ? fetch : 0);
   core::seconds_t opt = 0;
   if (ours && !pl.offload_optimizer) {  // runtime/cuda/optimizer.cpp: AdamW on the GPU over this rank's share
     opt = ulysses_optimizer_s(sc, d) * local_params / Pn;

@@ -125,15 +125,21 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   d_embed_ = bufs_.take<float>(V * h);
   d_final_ = bufs_.take<float>(h);
   d_head_ = bufs_.take<bf16_t>(V * h);
-  for (std::int64_t l = 0; l < (sharded ? 1 : d.L); ++l) g_.push_back(alloc_grads(bufs_, ld));
+  // the layers' gradients: ZeRO-3 over ranks one layer's (reduce-scattered into the parts); else every layer's (on
+  // one rank with offload_params they are ZeRO-3's gradient parts themselves, as the outer tensors' full gradients)
+  for (std::int64_t l = 0; l < (P > 1 ? 1 : d.L); ++l) g_.push_back(alloc_grads(bufs_, ld));
   if (sharded) {  // the rank's parts, filled from the full tensors the seed gives (a layer at a time, in slot 0)
     std::vector<ShardedTensor> t = {{"embed", V * h, true}, {"final_norm", h, true}};
+    std::vector<void*> own_grads;  // one rank: its full gradients are its parts
+    if (P == 1) own_grads = {d_embed_, d_final_};
     if (!d.tied) t.push_back({"lm_head", V * h, false});
+    if (P == 1 && !d.tied) own_grads.push_back(d_head_);
     for (std::int64_t l = 0; l < d.L; ++l)
-      for (int j = 0; j < layer_params(ld); ++j)
+      for (int j = 0; j < layer_params(ld); ++j) {
         t.push_back({"layer" + std::to_string(l) + "." + kLayerParamNames[j], layer_sizes(ld, j), is_norm(j)});
-    zero_ = std::make_unique<Zero3Shards>(bufs_, *zero, std::move(t), plan.offload_params);
-    coll_ = zero;
+        if (P == 1) own_grads.push_back(const_cast<void*>(layer_grad_ptr(g_[static_cast<std::size_t>(l)], j)));
+      }
+    zero_ = std::make_unique<Zero3Shards>(bufs_, *zero, std::move(t), plan.offload_params, std::move(own_grads));
     zero_->keep_part(0, embed_, nullptr), zero_->keep_part(1, w_final_, nullptr);
     if (!d.tied) zero_->keep_part(2, head_, nullptr);
     for (std::int64_t l = 0; l < d.L; ++l)
@@ -182,7 +188,7 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
     }
     const int threads = plan.host_threads > 0 ? plan.host_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     host_adam_ = std::make_unique<HostAdamW>(initial, plan.adam, threads);
-    if (zero_) {  // the norm's exchange between ranks
+    if (P > 1) {  // the norm's exchange between ranks
       norm_dev_ = bufs_.take<double>(1 + P);
       void* h = nullptr;
       CUDA_CHECK(cudaHostAlloc(&h, static_cast<std::size_t>(P) * 8, cudaHostAllocDefault));
@@ -190,6 +196,12 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
       norm_host_ = static_cast<double*>(h);
       host_bytes_ += P * 8;
     }
+  }
+  if (plan.offload_params) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&fetch_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&slot_free_, cudaEventDisableTiming));
+    fetched_.resize(3);
+    for (cudaEvent_t& e : fetched_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
   if (plan.offload_checkpoints) {
     const std::int64_t ckpt_bytes = (d.L - 1) * T * h * 2;
@@ -205,6 +217,10 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
 }
 
 StepRunner::~StepRunner() {
+  if (fetch_) cudaStreamSynchronize(fetch_);
+  for (cudaEvent_t e : fetched_) cudaEventDestroy(e);
+  if (slot_free_) cudaEventDestroy(slot_free_);
+  if (fetch_) cudaStreamDestroy(fetch_);
   if (copy_) cudaStreamSynchronize(copy_);
   for (auto* v : {&d2h_, &h2d_})
     for (cudaEvent_t e : *v) cudaEventDestroy(e);
@@ -217,16 +233,47 @@ std::size_t StepRunner::tensor_index(std::int64_t l, int j) const {
   return static_cast<std::size_t>((d_.tied ? 2 : 3) + l * layer_params(d_.layer) + j);
 }
 
-// Offloaded parameters: the layer's parts from the host first (phase offload.params), then the gathers.
-void StepRunner::gather_layer(std::int64_t l, cudaStream_t s, PhaseMarks* marks, bool ahead) {
+StepRunner::Gathered StepRunner::layer_tensors(std::int64_t l) const {
+  Gathered g;
+  for (int j = 0; j < layer_params(d_.layer); ++j) g.emplace_back(tensor_index(l, j), layer_ptr(weights(l), j));
+  return g;
+}
+
+// ZeRO-3: tensors into their full buffers. Now (ahead < 0): on s, the parts from the host first when they live there
+// (phase offload.params), then the all-gathers (zero.allgather). Ahead (the next layer's while this one computes, the
+// final norm's and lm_head's during layer 0): the parts from the host on the fetch stream once s's work so far (the
+// buffer's last reader) is done, the all-gathers ordered after them (all_gather_ahead); join(ahead) before use.
+void StepRunner::gather(const Gathered& g, cudaStream_t s, PhaseMarks* marks, int ahead) {
+  const bool host = zero_->params_on_host();
+  if (ahead < 0) {
+    if (host) {
+      mark_phase(marks, core::kOffloadParams, s);
+      for (const auto& [i, full] : g) zero_->fetch(i, full, s);
+    }
+    mark_phase(marks, core::kZeroAllgather, s);
+    for (const auto& [i, full] : g) zero_->gather(i, full, s);
+    return;
+  }
+  cudaStream_t f = s;
+  if (host) {
+    CUDA_CHECK(cudaEventRecord(slot_free_, s));
+    CUDA_CHECK(cudaStreamWaitEvent(fetch_, slot_free_, 0));
+    for (const auto& [i, full] : g) zero_->fetch(i, full, fetch_);
+    f = fetch_;
+  }
+  for (const auto& [i, full] : g) zero_->gather_ahead(i, full, f);
+  if (host) CUDA_CHECK(cudaEventRecord(fetched_[static_cast<std::size_t>(ahead)], fetch_));
+}
+
+// s waits for an ahead gather: for its parts from the host (what the fetch did not hide shows in offload.params),
+// then for the all-gathers (zero.allgather)
+void StepRunner::join(int ahead, cudaStream_t s, PhaseMarks* marks) {
   if (zero_->params_on_host()) {
     mark_phase(marks, core::kOffloadParams, s);
-    for (int j = 0; j < layer_params(d_.layer); ++j) zero_->fetch(tensor_index(l, j), layer_ptr(weights(l), j), s);
-    mark_phase(marks, core::kZeroAllgather, s);
+    CUDA_CHECK(cudaStreamWaitEvent(s, fetched_[static_cast<std::size_t>(ahead)], 0));
   }
-  for (int j = 0; j < layer_params(d_.layer); ++j)
-    ahead ? zero_->gather_ahead(tensor_index(l, j), layer_ptr(weights(l), j), s)
-          : zero_->gather(tensor_index(l, j), layer_ptr(weights(l), j), s);
+  mark_phase(marks, core::kZeroAllgather, s);
+  zero_->join(s);
 }
 
 void StepRunner::reduce_layer(std::int64_t l, cudaStream_t s) {
@@ -287,30 +334,26 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   const bool off = plan_.offload_checkpoints;
   auto offloaded = [&](std::int64_t l) { return off && l < L - 1; };  // the last layer's input stays
   // ---- forward (offload: hidden[l] leaves as soon as it exists; its buffer is reused two layers on) ----
-  if (zero_) {  // ZeRO-3: the embedding, the final norm and the lm_head whole for this step
-    const std::vector<std::pair<std::size_t, bf16_t*>> outer = d_.tied ? std::vector<std::pair<std::size_t, bf16_t*>>{{0, embed_}, {1, w_final_}}
-                                                                        : std::vector<std::pair<std::size_t, bf16_t*>>{{0, embed_}, {1, w_final_}, {2, head_}};
-    if (zero_->params_on_host()) {
-      mark(core::kOffloadParams);
-      for (const auto& [i, full] : outer) zero_->fetch(i, full, s);
-    }
-    mark(core::kZeroAllgather);
-    for (const auto& [i, full] : outer) zero_->gather(i, full, s);
+  if (zero_) {  // ZeRO-3: the embedding and layer 0 now; the final norm and the lm_head (whole for the step) while
+                // layer 0 computes
+    gather({{0, embed_}}, s, marks);
+    gather(layer_tensors(0), s, marks);
+    gather(d_.tied ? Gathered{{1, w_final_}} : Gathered{{1, w_final_}, {2, head_}}, s, marks, kOuterAhead);
   }
   mark(core::kEmbedFwd);
   CUDA_CHECK(kernels::embedding_fwd(embed_, tokens_, hidden(0), T, h, s));
   if (offloaded(0)) copy_checkpoint(0, true, s);
   for (std::int64_t l = 0; l < L; ++l) {
     if (off && l >= 1) CUDA_CHECK(cudaStreamWaitEvent(s, d2h_[static_cast<std::size_t>(l - 1)], 0));  // hidden[l - 1] is on the host
-    if (zero_) {  // layer l's weights (prefetched while layer l - 1 ran), then layer l + 1's into the other slot, which
-                  // layer l - 1, queued before, has finished with
-      mark(core::kZeroAllgather);
-      l == 0 ? gather_layer(l, s, marks) : zero_->join(s);
-      if (l + 1 < L) gather_layer(l + 1, s, marks, true);
+    if (zero_) {  // layer l's weights (gathered ahead while layer l - 1 ran), then layer l + 1's into the other slot,
+                  // which layer l - 1, queued before, has finished with
+      if (l >= 1) join(static_cast<int>(l % 2), s, marks);
+      if (l + 1 < L) gather(layer_tensors(l + 1), s, marks, static_cast<int>((l + 1) % 2));
     }
     layer_forward(c, weights(l), acts(l), scratch_, hidden(l), hidden(l + 1), Pass::fwd, s);
     if (offloaded(l + 1)) copy_checkpoint(l + 1, true, s);
   }
+  if (zero_) join(kOuterAhead, s, marks);
   mark(core::phase_name(core::LayerOp::norm, Pass::fwd));
   CUDA_CHECK(kernels::rmsnorm_fwd(hidden(L), w_final_, n_final_, rstd_final_, T, h, float(ld.eps), s));
   // ---- the loss head, chunk by chunk: logits, loss and dlogits, then the lm_head's gradients ----
@@ -335,10 +378,10 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
     // while layer l computes
     if (off && l >= 1) copy_checkpoint(l - 1, false, s);
     if (offloaded(l)) CUDA_CHECK(cudaStreamWaitEvent(s, h2d_[static_cast<std::size_t>(l)], 0));
-    if (zero_) {  // the same, top down: layer l - 1 goes into the slot of layer l + 1, whose backward is queued
-      mark(core::kZeroAllgather);
-      l == L - 1 ? gather_layer(l, s, marks) : zero_->join(s);
-      if (l >= 1) gather_layer(l - 1, s, marks, true);
+    if (zero_) {  // the last two layers are still in their slots from the forward (nothing wrote them since); below
+                  // them, top down, layer l - 1 goes into the slot of layer l + 1, whose backward is queued
+      if (l < L - 2) join(static_cast<int>(l % 2), s, marks);
+      if (l >= 1 && l - 1 < L - 2) gather(layer_tensors(l - 1), s, marks, static_cast<int>((l - 1) % 2));
     }
     if (plan_.checkpoint) layer_forward(c, weights(l), acts(l), scratch_, hidden(l), nullptr, Pass::recompute, s);
     layer_backward(c, weights(l), layer_grads(l), acts(l), scratch_, hidden(l), dy_, dx_, s);
@@ -372,11 +415,11 @@ void StepRunner::host_optimizer_step(cudaStream_t s, PhaseMarks* marks) {
                                cudaMemcpyDeviceToHost, s));
   }
   mark_phase(marks, core::kOptimizerStep, s);
-  if (coll_)  // over GPUs the stream has waited on the peers' reduce-scatters: the watchdog's wait
-    coll_->wait(s, "the gradients to the host");
+  if (zero_)  // over GPUs the stream has waited on the peers' reduce-scatters: the watchdog's wait
+    zero_->comm().wait(s, "the gradients to the host");
   else
     CUDA_CHECK(cudaStreamSynchronize(s));
-  if (zero_)
+  if (norm_dev_)  // ranks > 1
     host_adam_->step(host_opt_, [&](double mine) { return global_sum_squares(mine, s); });
   else
     host_adam_->step(host_opt_);
@@ -389,12 +432,13 @@ void StepRunner::host_optimizer_step(cudaStream_t s, PhaseMarks* marks) {
 
 // sp > 1, the host optimizer: every rank's sum of squared gradient parts, added in rank order (a collective).
 double StepRunner::global_sum_squares(double mine, cudaStream_t s) {
-  const int P = coll_->ranks();
+  StepCollectives& coll = zero_->comm();
+  const int P = coll.ranks();
   norm_host_[0] = mine;
   CUDA_CHECK(cudaMemcpyAsync(norm_dev_, norm_host_, 8, cudaMemcpyHostToDevice, s));
-  coll_->all_gather(norm_dev_, norm_dev_ + 1, 2, Elem::f32, s);  // the fp64 bits as two fp32 words: copied only
+  coll.all_gather(norm_dev_, norm_dev_ + 1, 2, Elem::f32, s);  // the fp64 bits as two fp32 words: copied only
   CUDA_CHECK(cudaMemcpyAsync(norm_host_, norm_dev_ + 1, static_cast<std::size_t>(P) * 8, cudaMemcpyDeviceToHost, s));
-  coll_->wait(s, "the host optimizer's norm");
+  coll.wait(s, "the host optimizer's norm");
   double total = 0;
   for (int r = 0; r < P; ++r) total += norm_host_[r];
   return total;

@@ -21,18 +21,22 @@
 // over the whole sequence, its RoPE rows, and the valid tokens of every rank to divide the loss by. The layers'
 // attention runs between Ulysses exchanges
 // (decoder_layer.hpp). ZeRO-3 (runtime/cuda/zero3.hpp): the rank keeps 1 / P of every parameter, its gradient
-// and its optimizer state; the embedding, final norm and lm_head are all-gathered into their full buffers at the
-// step's start, each layer into one of two weight slots (layer l in slot l % 2) before its forward and again
-// before its recompute and backward, whose gradients (one full slot) are then reduce-scattered into the rank's
-// parts, as the outer tensors' after the embedding's backward (phases zero.allgather, zero.reduce_scatter). The
-// next layer is prefetched into the other slot while a layer computes (StepCollectives::all_gather_ahead: over GPUs
-// on the communication stream, joined before that layer; logical ranks of one GPU gather at once). The optimizer on
+// and its optimizer state; the embedding, final norm and lm_head are all-gathered into their full buffers for the
+// step (the embedding at its start, the other two while layer 0 computes), each layer into one of two weight slots
+// (layer l in slot l % 2) before its forward and, but for the last two layers (still in their slots after the
+// forward), again before its recompute and backward, whose gradients (one full slot) are then reduce-scattered into
+// the rank's parts, as the outer tensors' after the embedding's backward (phases zero.allgather,
+// zero.reduce_scatter). The next layer is gathered into the other slot while a layer computes
+// (StepCollectives::all_gather_ahead: over GPUs on the communication stream, joined before that layer; logical
+// ranks of one GPU gather at once). The optimizer on
 // the host at P > 1 updates the rank's parts (ZeRO-Offload over ZeRO-3's partitions) with the norm over every rank's:
 // each rank's sum of squares all-gathered (its fp64 bits as two fp32 words, copied, not summed) and added in rank
 // order. With offload_params (the optimizer on the host; at P = 1 over OneRank, whose parts are the whole tensors and
 // whose collectives are copies) the parameter parts live in that optimizer's pinned
 // staging (Zero3Shards' params on the host): each gather first copies the rank's part into its slice of the full
-// buffer (phase offload.params) and all-gathers in place; the updated parts are not copied back after the step.
+// buffer and all-gathers in place; the updated parts are not copied back after the step. The gathers ahead copy on
+// a fetch stream of their own, overlapping the layer that computes; what it does not hide shows in offload.params.
+// At P = 1 the layers' and the outer tensors' full gradients are ZeRO-3's gradient parts (no slot, no copy).
 // tests/gpu/test_step_sp.cpp checks P ranks against one.
 //
 // Tensors (T tokens, h hidden, V vocabulary, Tc = ceil(T / shards) tokens per logits chunk):
@@ -40,7 +44,7 @@
 //                                   offload: two device buffers, hidden[l] in ring[l % 2]; host [L - 1, T, h] pinned)
 //   n_final, dn_final [T, h] bf16   rstd_final [T] fp32       logits [Tc, V] bf16 (dlogits in place)
 //   loss_rows [T] fp32              d_embed [V, h] fp32       d_head [V, h] bf16      d_final [h] fp32
-//   ZeRO-3 (sp > 1, or offload_params): the layers' weights in two slots and their gradients in one (the rest of each tensor is ZeRO-3's part,
+//   ZeRO-3 (sp > 1, or offload_params): the layers' weights in two slots and (sp > 1) their gradients in one (the rest of each tensor is ZeRO-3's part,
 //   Zero3Shards), each layer's head-sharded tensors (decoder_layer.hpp)
 #include <cstdint>
 #include <memory>
@@ -107,10 +111,17 @@ class StepRunner {
   std::vector<LayerGrads> g_;    // one per layer, or ZeRO-3's one slot
   std::unique_ptr<Zero3Shards> zero_;
   const LayerWeights& weights(std::int64_t l) const { return w_[static_cast<std::size_t>(zero_ ? l % 2 : l)]; }
-  const LayerGrads& layer_grads(std::int64_t l) const { return g_[static_cast<std::size_t>(zero_ ? 0 : l)]; }
+  const LayerGrads& layer_grads(std::int64_t l) const { return g_[static_cast<std::size_t>(g_.size() > 1 ? l : 0)]; }
   std::size_t tensor_index(std::int64_t l, int j) const;  // optimizer order
-  void gather_layer(std::int64_t l, cudaStream_t s, PhaseMarks* marks, bool ahead = false);
+  using Gathered = std::vector<std::pair<std::size_t, bf16_t*>>;  // ZeRO-3 tensors (index) and their full buffers
+  Gathered layer_tensors(std::int64_t l) const;
+  static constexpr int kOuterAhead = 2;  // gather()'s ahead: 0, 1 a layer slot, kOuterAhead the final norm and lm_head
+  void gather(const Gathered& g, cudaStream_t s, PhaseMarks* marks, int ahead = -1);
+  void join(int ahead, cudaStream_t s, PhaseMarks* marks);
   void reduce_layer(std::int64_t l, cudaStream_t s);
+  cudaStream_t fetch_ = nullptr;         // offload_params: the stream that fetches parts ahead, the event it waits
+  cudaEvent_t slot_free_ = nullptr;      // on (the compute stream's work so far), and one per ahead (fetched)
+  std::vector<cudaEvent_t> fetched_;
   std::vector<LayerActs> acts_;  // one per layer, or one (checkpointing)
   LayerScratch scratch_;
   std::vector<bf16_t*> hidden_;  // L + 1 (offload: the two ring buffers)
@@ -123,8 +134,7 @@ class StepRunner {
   };
   std::vector<std::unique_ptr<void, PinnedFree>> pinned_;  // their allocations (freed with the runner, or when
                                                             // the constructor throws)
-  StepCollectives* coll_ = nullptr;  // ZeRO-3's collectives (the host optimizer's norm)
-  double* norm_dev_ = nullptr;        // ZeRO-3 with the host optimizer: [1 + P] fp64, this rank's sum of squares,
+  double* norm_dev_ = nullptr;        // P > 1 with the host optimizer: [1 + P] fp64, this rank's sum of squares,
   double* norm_host_ = nullptr;       // then every rank's (device, for the all-gather); pinned [P], their copy
   double global_sum_squares(double mine, cudaStream_t s);
   bf16_t* host_ = nullptr;       // pinned: the offloaded checkpoints [L - 1, T, h]

@@ -8,8 +8,11 @@
 
 namespace ulysses::runtime::cuda {
 
-Zero3Shards::Zero3Shards(BufferSet& b, StepCollectives& comm, std::vector<ShardedTensor> tensors, bool params_on_host)
+Zero3Shards::Zero3Shards(BufferSet& b, StepCollectives& comm, std::vector<ShardedTensor> tensors, bool params_on_host,
+                         std::vector<void*> grads)
     : comm_(comm), P_(comm.ranks()), r_(comm.rank()), t_(std::move(tensors)), on_host_(params_on_host) {
+  if (!grads.empty() && (P_ != 1 || grads.size() != t_.size()))
+    throw std::invalid_argument("ZeRO-3: only one rank gives its gradient parts, one per tensor");
   for (const ShardedTensor& t : t_)
     if (t.n < 1 || t.n % (8 * static_cast<std::int64_t>(P_)) != 0)
       throw std::invalid_argument("ZeRO-3 at sp " + std::to_string(P_) + ": tensor " + t.name + " has " + std::to_string(t.n) +
@@ -24,6 +27,10 @@ Zero3Shards::Zero3Shards(BufferSet& b, StepCollectives& comm, std::vector<Sharde
     host_parts_.emplace_back(h);
     param_.push_back(static_cast<bf16_t*>(h));
     host_bytes_ += part_elems(i) * 2;
+  }
+  if (!grads.empty()) {
+    grad_ = std::move(grads);
+    return;
   }
   for (std::size_t i = 0; i < t_.size(); ++i)
     grad_.push_back(t_[i].grad_fp32 ? static_cast<void*>(b.take<float>(part_elems(i))) : static_cast<void*>(b.take<bf16_t>(part_elems(i))));

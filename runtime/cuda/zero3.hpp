@@ -31,8 +31,10 @@ struct ShardedTensor {
 class Zero3Shards {
  public:
   // The parts' buffers from b: every tensor's bf16 part [n / P] (params_on_host: pinned host memory instead),
-  // then every gradient part [n / P].
-  Zero3Shards(BufferSet& b, StepCollectives& comm, std::vector<ShardedTensor> tensors, bool params_on_host = false);
+  // then every gradient part [n / P]. One rank may give its gradient parts instead (grads, one per tensor in its
+  // type: at P = 1 a part is the whole gradient, so the caller's full gradients serve and each reduce is none).
+  Zero3Shards(BufferSet& b, StepCollectives& comm, std::vector<ShardedTensor> tensors, bool params_on_host = false,
+              std::vector<void*> grads = {});
   Zero3Shards(const Zero3Shards&) = delete;
   Zero3Shards& operator=(const Zero3Shards&) = delete;
 
@@ -49,6 +51,7 @@ class Zero3Shards {
   // the same as a prefetch (StepCollectives::all_gather_ahead): `stream` sees it after join(stream)
   void gather_ahead(std::size_t i, bf16_t* full, cudaStream_t stream);
   void join(cudaStream_t stream) { comm_.join(stream); }
+  StepCollectives& comm() const { return comm_; }  // the ranks' collectives (the host optimizer's norm, its waits)
   // this rank's gradient part of tensor i = the sum over ranks of their full gradients' part (zero.reduce_scatter)
   void reduce(std::size_t i, const void* full_grad, cudaStream_t stream);
   // the optimizer's tensors: each parameter part (params on the host: a pinned host pointer) with its gradient part

@@ -288,6 +288,29 @@ TEST_CASE("the sp 2 step set of our runtime: every case passes the step's plan a
   CHECK(nockpt >= 1);
 }
 
+TEST_CASE("the ZeRO-Offload step set of our runtime: every case runs on the cuda step at sp 1 and fits one H100", "[eval][validate]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h100-step-offload.yaml"));
+  REQUIRE(set.cases.size() >= 10);
+  int host_params = 0, all = 0, nockpt = 0, tied = 0;
+  for (const auto& c : set.cases) {
+    INFO(c.name);
+    eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
+    CHECK(s.sc.plan.sp_size == 1);
+    CHECK(s.sc.plan.offload_optimizer);
+    CHECK(runtime::step_shape_of(s.sc, set.path).sp == 1);  // no InputError: the step runs it
+    s.sc.plan.runtime = Runtime::ulysses;
+    const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());
+    CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));
+    host_params += s.sc.plan.offload_params, nockpt += !s.sc.plan.activation_checkpointing, tied += s.sc.model.tied_embeddings;
+    all += s.sc.plan.offload_params && s.sc.plan.tiled_mlp && s.sc.plan.offload_checkpoints && s.sc.plan.tiled_logits;
+  }
+  CHECK(host_params >= 8);  // offload_params at 2 to 4 layers, S 8K to 128K
+  CHECK(set.cases.size() - host_params >= 2);  // the optimizer alone on the host, to set them against
+  CHECK(all >= 2);
+  CHECK(nockpt >= 1);
+  CHECK(tied >= 1);
+}
+
 TEST_CASE("our runtime's step is predicted with the kernel it runs, the deepspeed step with the plan's", "[eval][step]") {
   const Scenario sc = two_layers(16384);  // plan.attn_implementation sdpa
   const Scenario ours = eval::step_scenario_for("cuda", sc), peer = eval::step_scenario_for("deepspeed", sc);
