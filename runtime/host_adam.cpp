@@ -8,10 +8,13 @@
 #include "runtime/host_adam.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <thread>
+
+#include <sys/mman.h>
 
 // Copies of the hot loops for wider vector units, chosen once at load time (GCC on x86-64 only; elsewhere the
 // one portable build). Without contraction (-ffp-contract=off) the wider units round as the baseline does.
@@ -104,30 +107,53 @@ ULYSSES_HOST_ADAM_CLONES void adamw_fp32(const float* __restrict g, float* __res
   adamw_range(g, w, m, v, p, n, h);
 }
 
-// Runs fn(unit index) for every unit over `threads` threads (unit i on thread i % threads).
+// Runs fn(unit index) for every unit over `threads` threads: each takes the next unit not yet taken (dynamic), so a
+// thread the host delays holds up one unit, not its share; or unit i on thread i % threads (static). Each unit
+// writes only its own outputs, so the result is the same either way.
 template <class Fn>
-void parallel_units(std::size_t count, int threads, Fn fn) {
+void parallel_units(std::size_t count, int threads, bool dynamic, Fn fn) {
   const int n = std::max(1, std::min<int>(threads, static_cast<int>(count)));
-  std::vector<std::thread> pool;
-  for (int w = 1; w < n; ++w)
-    pool.emplace_back([&, w] {
+  std::atomic<std::size_t> next{0};
+  auto work = [&](int w) {
+    if (dynamic)
+      for (std::size_t i = next++; i < count; i = next++) fn(i);
+    else
       for (std::size_t i = static_cast<std::size_t>(w); i < count; i += static_cast<std::size_t>(n)) fn(i);
-    });
-  for (std::size_t i = 0; i < count; i += static_cast<std::size_t>(n)) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < n; ++w) pool.emplace_back(work, w);
+  work(0);
   for (auto& t : pool) t.join();
+}
+
+// n zeros (or the values `from` gives), their memory asked for transparent huge pages before it is first touched
+// (huge_pages: madvise over the 2 MiB-aligned part; the kernel's setting may refuse, and the values are the same)
+template <class From>
+std::vector<float> state_buffer(std::size_t n, bool huge_pages, From from) {
+  std::vector<float> b;
+  b.reserve(n);
+#ifdef MADV_HUGEPAGE
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const auto lo = (reinterpret_cast<std::uintptr_t>(b.data()) + kHuge - 1) & ~(kHuge - 1);
+  const auto hi = (reinterpret_cast<std::uintptr_t>(b.data() + n)) & ~(kHuge - 1);
+  if (huge_pages && hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+#else
+  (void)huge_pages;
+#endif
+  b.resize(n);
+  for (std::size_t k = 0; k < n; ++k) b[k] = from(k);
+  return b;
 }
 
 }  // namespace
 
-HostAdamW::HostAdamW(const std::vector<std::vector<core::bf16>>& params, const AdamConfig& c, int threads)
-    : c_(c), threads_(std::max(1, threads)) {
+HostAdamW::HostAdamW(const std::vector<std::vector<core::bf16>>& params, const AdamConfig& c, int threads, HostAdamOptions o)
+    : c_(c), threads_(std::max(1, threads)), o_(o) {
   if (params.empty()) throw std::invalid_argument("HostAdamW: no parameters");
   for (const auto& p : params) {
-    std::vector<float> w(p.size());
-    for (std::size_t k = 0; k < p.size(); ++k) w[k] = core::bf16_to_float(p[k]);
-    master_.push_back(std::move(w));
-    m_.emplace_back(p.size(), 0.f);
-    v_.emplace_back(p.size(), 0.f);
+    master_.push_back(state_buffer(p.size(), o.huge_pages, [&](std::size_t k) { return core::bf16_to_float(p[k]); }));
+    m_.push_back(state_buffer(p.size(), o.huge_pages, [](std::size_t) { return 0.f; }));
+    v_.push_back(state_buffer(p.size(), o.huge_pages, [](std::size_t) { return 0.f; }));
   }
 }
 
@@ -154,7 +180,7 @@ void HostAdamW::step(const std::vector<HostTensor>& ts, const SumSquares& global
   for (std::size_t i = 0; i < chunks.size(); ++i)
     if (units.empty() || chunks[i].tensor != chunks[units.back()].tensor || i - units.back() == kLanes) units.push_back(i);
   std::vector<double> sq(chunks.size(), 0.0);
-  parallel_units(units.size(), threads_, [&](std::size_t u) {
+  parallel_units(units.size(), threads_, o_.dynamic_units, [&](std::size_t u) {
     const std::size_t first = units[u], last = u + 1 < units.size() ? units[u + 1] : chunks.size();
     const HostTensor& t = ts[chunks[first].tensor];
     const float* gf[kLanes] = {};  // the lanes' gradients as the tensor's type (one of the two arrays is used)
@@ -193,7 +219,7 @@ void HostAdamW::step(const std::vector<HostTensor>& ts, const SumSquares& global
                 float(c_.weight_decay),
                 float(1 - std::pow(c_.beta1, double(t_))),
                 float(1 - std::pow(c_.beta2, double(t_)))};
-  parallel_units(chunks.size(), threads_, [&](std::size_t i) {
+  parallel_units(chunks.size(), threads_, o_.dynamic_units, [&](std::size_t i) {
     const Chunk& ch = chunks[i];
     const HostTensor& t = ts[ch.tensor];
     float* w = master_[ch.tensor].data() + ch.begin;

@@ -7,7 +7,7 @@
 // on the GPU differ only by the norm's summation order.
 //
 // Work is split over `threads` threads in fixed chunks of every tensor; the norm is summed per chunk in fp64
-// and the chunks in index order, so the result does not depend on the thread count.
+// and the chunks in index order, so the result does not depend on the thread count or on which thread ran a chunk.
 // Shapes, per tensor of n elements: grad [n] bf16 or fp32 (host, read), param [n] bf16 (host, written);
 // master, m, v [n] fp32 each, owned here.
 #include <cstdint>
@@ -28,10 +28,16 @@ struct HostTensor {
   std::int64_t n;
 };
 
+// How the work runs (the results are the same bits either way; bench/ab/host_adam_scan.cpp times them).
+struct HostAdamOptions {
+  bool dynamic_units = true;  // each thread takes the next unit of work (else unit i on thread i % threads)
+  bool huge_pages = true;     // the state's memory asked for transparent huge pages (madvise) before first use
+};
+
 class HostAdamW {
  public:
   // Master weights from the initial bf16 parameters (`params[i]` n_i values each), moments zero.
-  HostAdamW(const std::vector<std::vector<core::bf16>>& params, const AdamConfig& c, int threads);
+  HostAdamW(const std::vector<std::vector<core::bf16>>& params, const AdamConfig& c, int threads, HostAdamOptions o = {});
 
   // One step t (counts from 1) over every tensor, in the order of the constructor's `params`. With ZeRO's
   // partitions (these tensors one rank's parts of the model's), `global_sum_squares` turns this rank's sum of
@@ -51,6 +57,7 @@ class HostAdamW {
  private:
   AdamConfig c_;
   int threads_;
+  HostAdamOptions o_;
   std::vector<std::vector<float>> master_, m_, v_;
   std::int64_t t_ = 0;
   ClipResult clip_;
