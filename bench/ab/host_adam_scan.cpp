@@ -2,7 +2,7 @@
 // and on a whole step's tensors (llama-3.1-8b cut to 2 layers: the embedding and norms with fp32 gradients, the
 // lm_head and the layers' matrices with bf16), each step timed alone, to see whether the step's rate is the
 // calibrated one and how much it varies. Built on request: `cmake --build build-out --target host_adam_scan`;
-// `host_adam_scan [threads] [steps]`. Prints the host's transparent huge page setting with it.
+// `host_adam_scan [threads] [steps] [one]` (one: only calibrate's tensor). Prints the host's transparent huge page setting with it.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -99,12 +99,15 @@ int main(int argc, char** argv) {
   std::printf("#                                                                         (ms)      (ms)      (ms)\n");
   const ulysses::runtime::HostAdamOptions before{false, false}, after{true, true}, dyn{true, false}, huge{false, true};
   const std::vector<Shape> one = {{14336 * 4096, false}}, llama = llama_two_layers();
+  const bool one_only = argc > 3 && std::string(argv[3]) == "one";  // calibrate's tensor alone
   for (int round = 0; round < 2; ++round) {  // alternating, so that a drift of the host shows as such
     scan("one [14336, 4096]", one, threads, steps, before);
     scan("one [14336, 4096]", one, threads, steps, after);
+    if (one_only) continue;
     scan("llama-3.1-8b x2 layers", llama, threads, steps, before);
     scan("llama-3.1-8b x2 layers", llama, threads, steps, after);
   }
+  if (one_only) return 0;
   scan("llama-3.1-8b x2 layers", llama, threads, steps, dyn);
   scan("llama-3.1-8b x2 layers", llama, threads, steps, huge);
   return 0;

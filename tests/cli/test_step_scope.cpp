@@ -2,6 +2,7 @@
 // line naming --scope and exit 2, whatever backends this build has.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -24,6 +25,21 @@ void one_line_exit2(const std::string& args, const std::string& must_name) {
   CHECK(r.rc == 2);
   CHECK(ulysses::test::count_lines(r.err) == 1);
   CHECK(r.err.find(must_name) != std::string::npos);
+}
+
+// A re-predicted step record against issue 13's targets on today's model (memory within 3 % on every case, step
+// median 5 %, max 15 %), and proof that the re-prediction reads the record: a step measured twice as long moves
+// that case's error.
+void meets_targets_and_reads(const std::string& rec, const nlohmann::json& re, const ulysses::test::TempDir& dir) {
+  CHECK(re["summary"]["max_memory_allocated"]["max_abs_error_pct"].get<double>() <= 3.0);
+  CHECK(re["summary"]["step"]["median_abs_error_pct"].get<double>() <= 5.0);
+  CHECK(re["summary"]["step"]["max_abs_error_pct"].get<double>() <= 15.0);
+  auto j = nlohmann::json::parse(ulysses::test::slurp(rec));
+  const double before = re["cases"][0]["comparison"]["step"]["error_pct"].get<double>();
+  j["cases"][0]["measured"]["step_s"]["median"] = j["cases"][0]["measured"]["step_s"]["median"].get<double>() * 2;
+  { std::ofstream(dir / "drift.json") << j.dump(); }
+  const auto re2 = nlohmann::json::parse(ulysses::test::repredict_stored(dir / "drift.json", dir, "re2.json"));
+  CHECK(re2["cases"][0]["comparison"]["step"]["error_pct"].get<double>() == Approx((before / 100 + 1) / 2 * 100 - 100));
 }
 }  // namespace
 
@@ -53,17 +69,26 @@ TEST_CASE("step scope: the committed H200 record of our runtime's step re-predic
   const auto re = nlohmann::json::parse(ulysses::test::repredict_stored(rec, dir, "re.json"));
   REQUIRE(re["cases"].size() == 30);
   CHECK(re["summary"]["backend"] == "cuda");
-  // issue 13's targets on today's model: memory within 3 % on every case, step median 5 %, max 15 %
-  CHECK(re["summary"]["max_memory_allocated"]["max_abs_error_pct"].get<double>() <= 3.0);
-  CHECK(re["summary"]["step"]["median_abs_error_pct"].get<double>() <= 5.0);
-  CHECK(re["summary"]["step"]["max_abs_error_pct"].get<double>() <= 15.0);
-  // the re-prediction reads the record: a step measured twice as long moves that case's error
-  auto j = nlohmann::json::parse(ulysses::test::slurp(rec));
-  const double before = re["cases"][0]["comparison"]["step"]["error_pct"].get<double>();
-  j["cases"][0]["measured"]["step_s"]["median"] = j["cases"][0]["measured"]["step_s"]["median"].get<double>() * 2;
-  { std::ofstream(dir / "drift.json") << j.dump(); }
-  const auto re2 = nlohmann::json::parse(ulysses::test::repredict_stored(dir / "drift.json", dir, "re2.json"));
-  CHECK(re2["cases"][0]["comparison"]["step"]["error_pct"].get<double>() == Approx((before / 100 + 1) / 2 * 100 - 100));
+  meets_targets_and_reads(rec, re, dir);
+}
+
+TEST_CASE("step scope: the committed H100 ZeRO-Offload record of our runtime re-predicts within issue 13's targets", "[cli][step_scope]") {
+  // records/validation/h100-step-offload.json: 11 whole steps on one H100 with the optimizer on the host, 9 of them
+  // with the parameters there too (docs/VALIDATION.md "ZeRO-Offload steps on one H100")
+  const std::string rec = ulysses::test::record_path("validation/h100-step-offload.json");
+  ulysses::test::TempDir dir;
+  const auto re = nlohmann::json::parse(ulysses::test::repredict_stored(rec, dir, "re.json"));
+  REQUIRE(re["cases"].size() == 11);
+  meets_targets_and_reads(rec, re, dir);
+  // the parameters' fetch (offload.params, compared inside zero.allgather) is predicted in every case that has it
+  int fetched = 0;
+  for (const auto& c : re["cases"])
+    for (const auto& p : c["comparison"]["phases"])
+      if (p["name"] == "zero.allgather" && p["measured"].get<double>() > 0.01) {
+        ++fetched;
+        CHECK(std::abs(p["error_pct"].get<double>()) <= 15.0);
+      }
+  CHECK(fetched == 9);
 }
 
 TEST_CASE("step scope: the committed capacity record of our runtime's step re-predicts within 3 %", "[cli][step_scope]") {
