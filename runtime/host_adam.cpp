@@ -126,10 +126,9 @@ void parallel_units(std::size_t count, int threads, bool dynamic, Fn fn) {
   for (auto& t : pool) t.join();
 }
 
-// n zeros (or the values `from` gives), their memory asked for transparent huge pages before it is first touched
-// (huge_pages: madvise over the 2 MiB-aligned part; the kernel's setting may refuse, and the values are the same)
-template <class From>
-std::vector<float> state_buffer(std::size_t n, bool huge_pages, From from) {
+// n zeros, their memory asked for transparent huge pages before it is first touched (huge_pages: madvise over the
+// 2 MiB-aligned part; the kernel's setting may refuse, and the values are the same either way)
+std::vector<float> state_buffer(std::size_t n, bool huge_pages) {
   std::vector<float> b;
   b.reserve(n);
 #ifdef MADV_HUGEPAGE
@@ -141,7 +140,6 @@ std::vector<float> state_buffer(std::size_t n, bool huge_pages, From from) {
   (void)huge_pages;
 #endif
   b.resize(n);
-  for (std::size_t k = 0; k < n; ++k) b[k] = from(k);
   return b;
 }
 
@@ -151,9 +149,11 @@ HostAdamW::HostAdamW(const std::vector<std::vector<core::bf16>>& params, const A
     : c_(c), threads_(std::max(1, threads)), o_(o) {
   if (params.empty()) throw std::invalid_argument("HostAdamW: no parameters");
   for (const auto& p : params) {
-    master_.push_back(state_buffer(p.size(), o.huge_pages, [&](std::size_t k) { return core::bf16_to_float(p[k]); }));
-    m_.push_back(state_buffer(p.size(), o.huge_pages, [](std::size_t) { return 0.f; }));
-    v_.push_back(state_buffer(p.size(), o.huge_pages, [](std::size_t) { return 0.f; }));
+    std::vector<float> w = state_buffer(p.size(), o.huge_pages);
+    for (std::size_t k = 0; k < p.size(); ++k) w[k] = core::bf16_to_float(p[k]);
+    master_.push_back(std::move(w));
+    m_.push_back(state_buffer(p.size(), o.huge_pages));
+    v_.push_back(state_buffer(p.size(), o.huge_pages));
   }
 }
 

@@ -43,7 +43,8 @@ class StepCollectives {
 };
 
 // ZeRO-3's machinery over one rank (offload_params at sp 1: the parts are whole tensors on the host, gathered into
-// the two layer slots): each collective a copy on the stream, none when in place.
+// the two layer slots): each collective a copy on the stream, none when in place (as the step runner calls them:
+// the gathers in place after the fetch, the gradients their own parts).
 class OneRank final : public StepCollectives {
  public:
   int rank() const override { return 0; }

@@ -31,8 +31,8 @@
 // ranks of one GPU gather at once). The optimizer on
 // the host at P > 1 updates the rank's parts (ZeRO-Offload over ZeRO-3's partitions) with the norm over every rank's:
 // each rank's sum of squares all-gathered (its fp64 bits as two fp32 words, copied, not summed) and added in rank
-// order. With offload_params (the optimizer on the host; at P = 1 over OneRank, whose parts are the whole tensors and
-// whose collectives are copies) the parameter parts live in that optimizer's pinned
+// order. With offload_params (the optimizer on the host; at P = 1 over OneRank, whose parts are the whole tensors, its
+// gathers in place and its gradients their own parts) the parameter parts live in that optimizer's pinned
 // staging (Zero3Shards' params on the host): each gather first copies the rank's part into its slice of the full
 // buffer and all-gathers in place; the updated parts are not copied back after the step. The gathers ahead copy on
 // a fetch stream of their own, overlapping the layer that computes; what it does not hide shows in offload.params.
@@ -98,7 +98,7 @@ class StepRunner {
 
   double loss_sum() const;                  // the last step's summed token losses (downloads, synchronous)
   std::int64_t valid_tokens() const { return valid_; }
-  StepResult grads() const;                 // loss and gradients, as step_reference returns them (one rank only)
+  StepResult grads() const;                 // loss and gradients, as step_reference returns them (without ZeRO-3)
   const Zero3Shards* zero3() const { return zero_.get(); }  // ZeRO-3: the rank's parts (null: without it)
   static StepParams host_params(const StepDims& d, std::uint64_t seed);
 
@@ -108,7 +108,7 @@ class StepRunner {
   BufferSet bufs_;
   LayerCtx ctx_;
   std::vector<LayerWeights> w_;  // one per layer, or ZeRO-3's two slots
-  std::vector<LayerGrads> g_;    // one per layer, or ZeRO-3's one slot
+  std::vector<LayerGrads> g_;    // one per layer (at sp 1 with ZeRO-3: its parts), or at sp > 1 ZeRO-3's one slot
   std::unique_ptr<Zero3Shards> zero_;
   const LayerWeights& weights(std::int64_t l) const { return w_[static_cast<std::size_t>(zero_ ? l % 2 : l)]; }
   const LayerGrads& layer_grads(std::int64_t l) const { return g_[static_cast<std::size_t>(g_.size() > 1 ? l : 0)]; }

@@ -61,6 +61,7 @@ void Zero3Shards::gather_ahead(std::size_t i, bf16_t* full, cudaStream_t s) {
 }
 
 void Zero3Shards::reduce(std::size_t i, const void* full_grad, cudaStream_t s) {
+  if (P_ == 1 && full_grad == grad_[i]) return;  // one rank's full gradient is its part: nothing to reduce
   comm_.reduce_scatter(full_grad, grad_[i], part_elems(i), t_[i].grad_fp32 ? Elem::f32 : Elem::bf16, s);
 }
 

@@ -5,8 +5,8 @@
 // gradient's type: fp32 for the norms' weights and the embedding, bf16 for the matrices), and the optimizer's
 // fp32 state of that part (runtime/cuda/optimizer.hpp over parts()). Before use a tensor is all-gathered into a full
 // buffer of the caller's, and after the backward wrote its full gradient that is reduce-scattered into the part (the
-// caller's buffers: two layer slots and one layer gradient slot; the embedding, final norm and lm_head whole for the
-// step, runtime/cuda/step_runner.hpp). A tensor's elements must be a multiple of 8 P (no padding; every tensor of
+// caller's buffers: two layer slots and, at P > 1, one layer gradient slot; the embedding, final norm and lm_head
+// whole for the step, runtime/cuda/step_runner.hpp; at P = 1 the caller's full gradients are the parts). A tensor's elements must be a multiple of 8 P (no padding; every tensor of
 // the models in scenarios/models/ at sp <= 16); the constructor says which one is not.
 // With the parameters offloaded (offload_params, DeepSpeed's offload_param), the bf16 parts live in pinned host
 // memory owned here: fetch() copies a part into the rank's own slice of the full buffer, and gather() all-gathers

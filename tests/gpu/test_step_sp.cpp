@@ -339,12 +339,18 @@ TEST_CASE("sp step over NCCL on 2 GPUs: the parameters on the host over 3 layers
 // the parameters on the device, both with the optimizer on the host and one Gemm (the same GEMM algorithms), over
 // two steps with lr 1e-2 (the parameters move by half their scale): every gradient and every parameter after each
 // step within 1e-5 relative L2 (the same arithmetic: the fetches and copies move bits; the embedding's fp32 atomics
-// may reorder), so a stale part, a wrong layer in a slot or a dropped gradient copy fails; the arena's peak and the
-// pinned bytes equal the mirror's.
+// may reorder), so a stale part, a fetch ahead not waited for, a wrong layer in a slot (the last two layers are not
+// gathered again for the backward) or a gradient not in its part fails; the arena's peak and the pinned bytes equal
+// the mirror's. Over 1 to 4 layers, tied or not, with and without checkpointing, and with checkpoint offload.
 TEST_CASE("step on one rank with the parameters on the host: the same gradients and updates", "[.gpu][gpu][step]") {
+  struct Shape { std::int64_t L; bool tied, checkpoint, offload_checkpoints; };
+  const Shape shape = GENERATE(Shape{3, false, true, false}, Shape{1, false, true, false}, Shape{2, true, true, false},
+                               Shape{4, false, false, false}, Shape{4, true, true, true});
+  INFO("L " << shape.L << ", tied " << shape.tied << ", checkpointing " << shape.checkpoint << ", checkpoint offload "
+            << shape.offload_checkpoints);
   runtime::StepDims d;
   d.layer.T = 512, d.layer.h = 512, d.layer.H = 4, d.layer.H_kv = 2, d.layer.D = 128, d.layer.F = 1024;
-  d.L = 3, d.V = 1000;
+  d.L = shape.L, d.V = 1000, d.tied = shape.tied;
   const std::int64_t T = d.layer.T;
   const std::uint64_t seed = 93;
   std::vector<std::int64_t> tokens(T), pos(T);
@@ -354,6 +360,7 @@ TEST_CASE("step on one rank with the parameters on the host: the same gradients 
   runtime::rope_tables(T, d.layer.D, pos.data(), 500000.0, cos, sin);
   runtime::cuda::StepPlan plan;
   plan.offload_optimizer = true, plan.host_threads = 2;
+  plan.checkpoint = shape.checkpoint, plan.offload_checkpoints = shape.offload_checkpoints;
   plan.adam.lr = 1e-2, plan.adam.weight_decay = 0.01, plan.adam.max_grad_norm = 1e-3;
   runtime::cuda::StepPlan off = plan;
   off.offload_params = true;
@@ -382,9 +389,10 @@ TEST_CASE("step on one rank with the parameters on the host: the same gradients 
   }
   Dims sd;  // the mirror: one rank, ZeRO-3's layout over it
   sd.B = 1, sd.S = sd.S_l = T, sd.P = 1, sd.h = d.layer.h, sd.H = sd.H_l = d.layer.H, sd.H_kv = sd.kv_local = d.layer.H_kv;
-  sd.D = d.layer.D, sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = true, sd.logits_shards = 1, sd.mlp_shards = 1;
+  sd.D = d.layer.D, sd.F = d.layer.F, sd.V = d.V, sd.L = d.L, sd.ckpt = shape.checkpoint, sd.logits_shards = 1, sd.mlp_shards = 1;
   StepRuntimeFlags f;
   f.flash = true, f.optimizer = true, f.offload_optimizer = true, f.offload_params = true;
+  f.tied = shape.tied, f.offload_checkpoints = shape.offload_checkpoints;
   const StepRuntimeBytes mirror = ulysses_step_bytes(sd, f);
   CHECK(a_host.peak_bytes() == gputest::expected_arena_peak(mirror, d.layer));
   CHECK(host.host_pinned_bytes() == mirror.host_pinned);

@@ -153,10 +153,11 @@ TEST_CASE("host AdamW gives the bits of its element-by-element form: odd sizes, 
   const double max_norm = GENERATE(1e-3, 0.0, 1e6);  // clipping active; off; on but not reached
   const bool poison = GENERATE(false, true);
   const int threads = GENERATE(1, 2, 3, 8, 17);
+  const bool dynamic = GENERATE(true, false);  // HostAdamOptions: who runs which chunk changes no bit
   AdamConfig cfg;
   cfg.lr = 1e-3, cfg.weight_decay = 0.01, cfg.max_grad_norm = max_norm;
-  INFO("max_grad_norm " << max_norm << ", non-finite gradient " << poison << ", threads " << threads);
-  runtime::HostAdamW now(params, cfg, threads);
+  INFO("max_grad_norm " << max_norm << ", non-finite gradient " << poison << ", threads " << threads << ", dynamic " << dynamic);
+  runtime::HostAdamW now(params, cfg, threads, runtime::HostAdamOptions{dynamic, true});
   OldHostAdamW old(params, cfg);
   std::vector<std::vector<core::bf16>> out_now = params, out_old = params;
   for (int t = 1; t <= 3; ++t) {
@@ -183,4 +184,43 @@ TEST_CASE("host AdamW gives the bits of its element-by-element form: odd sizes, 
     CHECK(std::any_of(now.master(4).begin(), now.master(4).end(), nan_f));
     CHECK(std::any_of(out_now[5].begin(), out_now[5].end(), nan_b));
   }
+}
+
+TEST_CASE("host AdamW's schedules and page sizes give the same bits on a tensor of huge pages", "[runtime][adam][host_adam]") {
+  // 2^21 floats per state buffer (8 MiB: the madvise branch covers whole 2 MiB pages of it) and a small tensor
+  // after it; dynamic or static units, huge pages asked for or not, 1, 4 and 7 threads: two steps, every bit equal
+  // to the first variant's
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<std::vector<core::bf16>> params(2);
+  params[0].resize(std::size_t{1} << 21), params[1].resize(1000);
+  for (auto& p : params)
+    for (auto& x : p) x = core::float_to_bf16(0.02f * n(rng));
+  std::vector<std::vector<core::bf16>> grads = params;
+  for (auto& g : grads)
+    for (auto& x : g) x = core::float_to_bf16(1e-3f * n(rng));
+  AdamConfig cfg;
+  cfg.lr = 1e-3, cfg.max_grad_norm = 1e-2;  // clipping active
+  struct Variant { bool dynamic, huge; int threads; };
+  const std::vector<Variant> variants = {{true, true, 4}, {false, false, 1}, {true, false, 7}, {false, true, 4}, {true, true, 1}};
+  std::vector<std::vector<std::vector<core::bf16>>> outs;
+  std::vector<std::vector<float>> masters, ms, vs;
+  for (const Variant& v : variants) {
+    runtime::HostAdamW opt(params, cfg, v.threads, runtime::HostAdamOptions{v.dynamic, v.huge});
+    std::vector<std::vector<core::bf16>> out = params;
+    for (int t = 0; t < 2; ++t)
+      opt.step({{grads[0].data(), false, out[0].data(), std::int64_t{1} << 21}, {grads[1].data(), false, out[1].data(), 1000}});
+    CHECK(opt.last_clip().coef < 1.f);
+    outs.push_back(out);
+    masters.push_back(opt.master(0)), ms.push_back(opt.m(0)), vs.push_back(opt.v(1));
+  }
+  for (std::size_t k = 1; k < variants.size(); ++k) {
+    INFO("variant " << k << ": dynamic " << variants[k].dynamic << ", huge pages " << variants[k].huge << ", threads " << variants[k].threads);
+    CHECK(same_bits(outs[k][0], outs[0][0]));
+    CHECK(same_bits(outs[k][1], outs[0][1]));
+    CHECK(same_bits(masters[k], masters[0]));
+    CHECK(same_bits(ms[k], ms[0]));
+    CHECK(same_bits(vs[k], vs[0]));
+  }
+  CHECK_FALSE(same_bits(outs[0][0], params[0]));  // the steps changed the parameters
 }
