@@ -1,4 +1,4 @@
-// predict(): memory (sim/memory.cpp) + time (sim/timing.cpp) at one sequence length.
+// predict(): memory (sim/memory.cpp) + time (sim/timing.cpp, sim/block_timing.cpp) at one sequence length.
 // Allocation-free and O(1): fixed-size breakdowns, string-literal names (docs/MODEL.md).
 #include "sim/predict.hpp"
 

@@ -73,7 +73,7 @@ struct Calibration {
   // NCCL send/recv per peer and tensor): when >= 0 an exchange of n tensors costs n * this
   // instead of a2a_alpha_s
   double a2a_alpha_per_tensor_s = -1;
-  // the block's own exchange phases measured as they run (sim/timing.cpp block_times): key
+  // the block's own exchange phases measured as they run (sim/block_timing.cpp block_times): key
   // "<a2a.qkv.fwd|a2a.out.fwd|a2a.out.bwd|a2a.qkv.bwd>@p<P>", x: bytes per rank of the exchange
   // (all its tensors), y: effective GB/s = bytes / (t - tensors * a2a_alpha_per_tensor_s)
   std::vector<std::pair<std::string, Curve>> a2a_phase_GBps;
@@ -83,7 +83,7 @@ struct Calibration {
   std::string a2a_transport;
   // (added with the p2p exchange) what an exchange phase costs on top of its curve when the GPU
   // computed for a while without NVLink traffic before it (links idle): x = that time in ms,
-  // y = extra microseconds (>= 0). Applied to the exchanges that follow attention (sim/timing.cpp)
+  // y = extra microseconds (>= 0). Applied to the exchanges that follow attention (sim/block_timing.cpp)
   Curve a2a_idle_penalty_us;
   // (added with the deepspeed backend) the PyTorch process's device memory outside its caching
   // allocator (CUDA context with torch's kernels, cuBLAS/cuDNN workspaces) and its NCCL buffers,
