@@ -225,7 +225,8 @@ double step_times(const Scenario& sc, const Dims& d, const std::array<core::seco
   step.add(core::kZeroReduceScatter.data(), reduce_scatter);
   step.add("dp.allreduce", allreduce);
 
-  // --- offload transfers over the host link (per GPU; not overlapped, but for the checkpoints' copies out)
+  // --- offload transfers over the host link (per GPU; not overlapped, but for the checkpoints' copies and our
+  // runtime's parameter fetches ahead)
   const double th = T * d.h * 2;
   const bool ck_off = ck && pl.offload_checkpoints;
   const double local_params = pl.zero_stage >= 1 ? std::ceil(Pn / N) : Pn;
