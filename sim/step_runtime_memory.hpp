@@ -36,7 +36,8 @@ struct StepRuntimeFlags {
   bool optimizer = true;             // AdamW's state
   bool offload_optimizer = false;    // ... in host memory instead (runtime/host_adam.hpp), with pinned staging
   bool offload_params = false;       // ZeRO-3's parameter parts in that pinned staging, not on the device (at sp 1
-                                     // the runner's ZeRO-3 machinery over one rank: two layer slots, one gradient slot)
+                                     // the runner's ZeRO-3 machinery over one rank: two layer slots, the full
+                                     // gradients as its parts)
   bool transport_staging = false;    // sp > 1 over GPUs (not logical ranks of one GPU): the exchange's staging
 };
 StepRuntimeBytes ulysses_step_bytes(const Dims& d, const StepRuntimeFlags& f);

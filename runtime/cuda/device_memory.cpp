@@ -48,4 +48,12 @@ std::int64_t DeviceArena::sample_device_used() {
   return used;
 }
 
+void PinnedFree::operator()(void* p) const { cudaFreeHost(p); }
+
+PinnedPtr alloc_pinned(std::int64_t bytes) {
+  void* p = nullptr;
+  CUDA_CHECK(cudaHostAlloc(&p, static_cast<std::size_t>(bytes), cudaHostAllocDefault));
+  return PinnedPtr(p);
+}
+
 }  // namespace ulysses::runtime::cuda

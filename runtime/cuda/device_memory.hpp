@@ -5,6 +5,7 @@
 // the CUDA context, NCCL buffers and anything else on the GPU) and keeps its maximum.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -34,6 +35,14 @@ class DeviceArena {
   std::int64_t live_ = 0, peak_ = 0, peak_used_ = 0;
   std::unordered_map<void*, std::int64_t> sizes_;
 };
+
+// Pinned host memory (cudaHostAlloc, cudaHostAllocDefault), freed with its owner: the staging of the host optimizer,
+// ZeRO-3's parts with offload_params, the offloaded checkpoints. Outside the arena (host memory).
+struct PinnedFree {
+  void operator()(void* p) const;
+};
+using PinnedPtr = std::unique_ptr<void, PinnedFree>;
+PinnedPtr alloc_pinned(std::int64_t bytes);  // throws (CUDA_CHECK) on failure
 
 // RAII owner of one arena buffer.
 template <class T>

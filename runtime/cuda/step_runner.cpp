@@ -172,13 +172,10 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
     if (plan.offload_params) host_bytes_ += zero_->host_bytes();
     for (const ParamRef& r : opt_params_) {
       const std::int64_t grad_bytes = r.n * (r.grad_fp32 ? 4 : 2), param_bytes = r.n * 2;
-      void *g = nullptr, *p = plan.offload_params ? r.param : nullptr;
-      CUDA_CHECK(cudaHostAlloc(&g, static_cast<std::size_t>(grad_bytes), cudaHostAllocDefault));
-      pinned_.emplace_back(g);
+      void *g = pinned_.emplace_back(alloc_pinned(grad_bytes)).get(), *p = plan.offload_params ? r.param : nullptr;
       host_bytes_ += grad_bytes;
       if (!plan.offload_params) {
-        CUDA_CHECK(cudaHostAlloc(&p, static_cast<std::size_t>(param_bytes), cudaHostAllocDefault));
-        pinned_.emplace_back(p);
+        p = pinned_.emplace_back(alloc_pinned(param_bytes)).get();
         host_bytes_ += param_bytes;
         CUDA_CHECK(cudaMemcpy(p, r.param, static_cast<std::size_t>(param_bytes), cudaMemcpyDeviceToHost));
       }
@@ -190,10 +187,7 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
     host_adam_ = std::make_unique<HostAdamW>(initial, plan.adam, threads);
     if (P > 1) {  // the norm's exchange between ranks
       norm_dev_ = bufs_.take<double>(1 + P);
-      void* h = nullptr;
-      CUDA_CHECK(cudaHostAlloc(&h, static_cast<std::size_t>(P) * 8, cudaHostAllocDefault));
-      pinned_.emplace_back(h);
-      norm_host_ = static_cast<double*>(h);
+      norm_host_ = static_cast<double*>(pinned_.emplace_back(alloc_pinned(P * 8)).get());
       host_bytes_ += P * 8;
     }
   }
@@ -206,7 +200,7 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
   if (plan.offload_checkpoints) {
     const std::int64_t ckpt_bytes = (d.L - 1) * T * h * 2;
     host_bytes_ += ckpt_bytes;
-    if (ckpt_bytes > 0) CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), static_cast<std::size_t>(ckpt_bytes), cudaHostAllocDefault));
+    if (ckpt_bytes > 0) host_ = static_cast<bf16_t*>(pinned_.emplace_back(alloc_pinned(ckpt_bytes)).get());
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
     d2h_.resize(static_cast<std::size_t>(d.L)), h2d_.resize(static_cast<std::size_t>(d.L));
     for (auto* v : {&d2h_, &h2d_})
@@ -226,7 +220,6 @@ StepRunner::~StepRunner() {
     for (cudaEvent_t e : *v) cudaEventDestroy(e);
   if (ready_) cudaEventDestroy(ready_);
   if (copy_) cudaStreamDestroy(copy_);
-  if (host_) cudaFreeHost(host_);
 }
 
 std::size_t StepRunner::tensor_index(std::int64_t l, int j) const {

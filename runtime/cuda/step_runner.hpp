@@ -129,15 +129,11 @@ class StepRunner {
   std::unique_ptr<HostAdamW> host_adam_;
   std::vector<ParamRef> opt_params_;    // the optimizer's tensors (device), in its order
   std::vector<HostTensor> host_opt_;    // offloaded optimizer: each tensor's pinned gradient and parameters
-  struct PinnedFree {
-    void operator()(void* p) const { cudaFreeHost(p); }
-  };
-  std::vector<std::unique_ptr<void, PinnedFree>> pinned_;  // their allocations (freed with the runner, or when
-                                                            // the constructor throws)
+  std::vector<PinnedPtr> pinned_;  // every pinned allocation (freed with the runner, or when the constructor throws)
   double* norm_dev_ = nullptr;        // P > 1 with the host optimizer: [1 + P] fp64, this rank's sum of squares,
   double* norm_host_ = nullptr;       // then every rank's (device, for the all-gather); pinned [P], their copy
   double global_sum_squares(double mine, cudaStream_t s);
-  bf16_t* host_ = nullptr;       // pinned: the offloaded checkpoints [L - 1, T, h]
+  bf16_t* host_ = nullptr;       // pinned (in pinned_): the offloaded checkpoints [L - 1, T, h]
   std::int64_t host_bytes_ = 0;  // every pinned byte (checkpoints, the optimizer's staging)
   void host_optimizer_step(cudaStream_t s, PhaseMarks* marks);
   cudaStream_t copy_ = nullptr;  // offload: the copy stream, and an event per copy (d2h, h2d) per layer

@@ -22,10 +22,8 @@ Zero3Shards::Zero3Shards(BufferSet& b, StepCollectives& comm, std::vector<Sharde
       param_.push_back(b.take<bf16_t>(part_elems(i)));
       continue;
     }
-    void* h = nullptr;
-    CUDA_CHECK(cudaHostAlloc(&h, static_cast<std::size_t>(part_elems(i)) * 2, cudaHostAllocDefault));
-    host_parts_.emplace_back(h);
-    param_.push_back(static_cast<bf16_t*>(h));
+    host_parts_.push_back(alloc_pinned(part_elems(i) * 2));
+    param_.push_back(static_cast<bf16_t*>(host_parts_.back().get()));
     host_bytes_ += part_elems(i) * 2;
   }
   if (!grads.empty()) {

@@ -65,10 +65,7 @@ class Zero3Shards {
   std::vector<ShardedTensor> t_;
   bool on_host_ = false;
   std::int64_t host_bytes_ = 0;
-  struct PinnedFree {
-    void operator()(void* p) const { cudaFreeHost(p); }
-  };
-  std::vector<std::unique_ptr<void, PinnedFree>> host_parts_;  // params on the host: the parts' allocations
+  std::vector<PinnedPtr> host_parts_;  // params on the host: the parts' allocations
   std::vector<bf16_t*> param_;
   std::vector<void*> grad_;
 };
