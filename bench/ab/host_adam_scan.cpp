@@ -48,8 +48,8 @@ void scan(const char* name, const std::vector<Shape>& shapes, int threads, int s
     total += s.n;
   }
   std::vector<ulysses::runtime::HostTensor> ts;
+  out = params;  // the step writes every parameter: unchanged values after it mean no update
   for (const Shape& s : shapes) {
-    out.emplace_back(static_cast<std::size_t>(s.n));
     if (s.grad_fp32) {
       g32.emplace_back(static_cast<std::size_t>(s.n));
       for (auto& x : g32.back()) x = 1e-3f * (float(next() >> 8) / 16777216.f - 0.5f);
@@ -63,20 +63,30 @@ void scan(const char* name, const std::vector<Shape>& shapes, int threads, int s
     ts.push_back({shapes[i].grad_fp32 ? static_cast<const void*>(g32[i32++].data()) : static_cast<const void*>(g16[i16++].data()),
                   shapes[i].grad_fp32, out[i].data(), shapes[i].n});
   ulysses::runtime::HostAdamW opt(params, ulysses::runtime::AdamConfig{}, threads, o);
-  params.clear();
-  opt.step(ts);  // warm-up
+  auto check = [&](const char* when) {  // every parameter finite, and the update moved them off their start
+    std::size_t moved = 0;
+    for (std::size_t i = 0; i < out.size(); ++i)
+      for (std::size_t k = 0; k < out[i].size(); ++k) {
+        if (!std::isfinite(ulysses::core::bf16_to_float(out[i][k]))) {
+          std::printf("%s: a non-finite parameter %s\n", name, when);
+          std::exit(1);
+        }
+        moved += out[i][k] != params[i][k];
+      }
+    if (moved == 0) {
+      std::printf("%s: no parameter changed %s\n", name, when);
+      std::exit(1);
+    }
+  };
+  opt.step(ts);  // warm-up, validated before anything is timed
+  check("after the warm-up step");
   std::vector<double> t;
   for (int k = 0; k < steps; ++k) {
     const auto t0 = std::chrono::steady_clock::now();
     opt.step(ts);
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  for (const auto& o : out)
-    for (const bf16 x : o)
-      if (!std::isfinite(ulysses::core::bf16_to_float(x))) {
-        std::printf("%s: a non-finite parameter\n", name);
-        std::exit(1);
-      }
+  check("after the timed steps");
   std::vector<double> s = t;
   std::sort(s.begin(), s.end());
   const std::string how = std::string(o.dynamic_units ? "dynamic" : "static") + (o.huge_pages ? " huge" : " 4K");
