@@ -3,8 +3,10 @@
 #include "calib/cuda/gemm_rates.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <thread>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -78,6 +80,12 @@ std::vector<std::pair<std::string, Curve>> ulysses_gemm_curves(double peak_flops
       CUDA_CHECK(kernels::fill_seeded_param(X, Mx * K, 31, 1, 0, 1, st));
       CUDA_CHECK(kernels::fill_seeded_param(W, N * K, 31, 2, 0, 0.02f, st));
       CUDA_CHECK(kernels::fill_seeded_param(dY, Mx * N, 31, 3, 0, 1, st));
+      constexpr std::size_t kLeadBytes = std::size_t{256} << 20;
+      void* lead = g.lead_fills > 0 ? b.take<char>(kLeadBytes) : nullptr;
+      const auto before = [&] {
+        if (g.idle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(g.idle_s));
+        for (int i = 0; i < g.lead_fills; ++i) CUDA_CHECK(cudaMemsetAsync(lead, i & 0xff, kLeadBytes, st));
+      };
       for (GemmPass pass : {GemmPass::fwd, GemmPass::dgrad, GemmPass::wgrad, GemmPass::wgrad_acc}) {
         const auto run = [&](std::int64_t M) {
           if (pass == GemmPass::fwd) gemm.forward(X, W, Y, M, N, K, st);
@@ -106,7 +114,7 @@ std::vector<std::pair<std::string, Curve>> ulysses_gemm_curves(double peak_flops
         Curve c;
         std::string line;
         for (std::int64_t M : Ms) {
-          const double t = core::median(runtime::cuda::time_on_stream(st, g.warmup, g.iters, [&] { run(M); }));
+          const double t = core::median(runtime::cuda::time_on_stream_after(st, g.warmup, g.iters, before, [&] { run(M); }));
           const double eff = 2.0 * double(M) * double(N) * double(K) / t / peak_flops;
           c.points.emplace_back(double(M), std::min(eff, 1.0));
           line += fmt::format(" {}:{:.3f}", M, eff);

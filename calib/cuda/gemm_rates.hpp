@@ -21,6 +21,12 @@ struct GemmCalibration {
   std::vector<std::int64_t> M = {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
   std::int64_t max_elems = std::int64_t{1} << 31;        // per operand (bf16: 4 GiB)
   int warmup = 2, iters = 5;
+  // What each call starts after, untimed (runtime/cuda/event_timer.hpp time_on_stream_after): with both 0, the
+  // calls run back to back (the stream drained between them). idle_s: the GPU idle that long (the host asleep);
+  // lead_fills: that many writes of a 256 MiB scratch buffer (memory-bound work, ~0.1 ms each on an H100) queued
+  // just before the call, as the step's GEMMs follow its norms and elementwise kernels.
+  double idle_s = 0;
+  int lead_fills = 0;
 };
 
 // The distinct weight shapes of the models' layers and loss heads.

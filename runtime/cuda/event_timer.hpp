@@ -1,7 +1,10 @@
 #pragma once
 // Times `fn`, enqueued on `stream`, `warmup + iters` times with CUDA events around each call (the
 // stream drained after each): the `iters` timed durations in seconds. What the one-GPU microbenchmarks
-// of calib/ and bench/ share; callers take core::median (and the max) of the result.
+// of calib/ and bench/ share; callers take core::median (and the max) of the result. time_on_stream_after
+// runs `before` ahead of each call's start event, untimed: work that sets the conditions the call starts in
+// (calib/cuda/gemm_rates.hpp: the GPU idle, or lighter work on the stream, so the call does not start at the
+// clock that calls back to back hold under the board's power limit).
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -10,13 +13,14 @@
 
 namespace ulysses::runtime::cuda {
 
-template <class F>
-std::vector<double> time_on_stream(cudaStream_t stream, int warmup, int iters, F&& fn) {
+template <class B, class F>
+std::vector<double> time_on_stream_after(cudaStream_t stream, int warmup, int iters, B&& before, F&& fn) {
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
   CUDA_CHECK(cudaEventCreate(&b));
   std::vector<double> t;
   for (int it = 0; it < warmup + iters; ++it) {
+    before();
     CUDA_CHECK(cudaEventRecord(a, stream));
     fn();
     CUDA_CHECK(cudaEventRecord(b, stream));
@@ -27,6 +31,11 @@ std::vector<double> time_on_stream(cudaStream_t stream, int warmup, int iters, F
   }
   cudaEventDestroy(a), cudaEventDestroy(b);
   return t;
+}
+
+template <class F>
+std::vector<double> time_on_stream(cudaStream_t stream, int warmup, int iters, F&& fn) {
+  return time_on_stream_after(stream, warmup, iters, [] {}, fn);
 }
 
 }  // namespace ulysses::runtime::cuda
