@@ -4,12 +4,15 @@
 #include "calib/cuda/cuda_owners.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include "kernels/attention.hpp"
 #include "kernels/pack.cuh"
@@ -49,7 +52,7 @@ void load_block_kernels(int device) {
 }
 
 AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D,
-                        bool causal, int warmup, int iters, int device) {
+                        bool causal, int warmup, int iters, int device, double idle_s) {
   const kernels::AttnKernel kind = kernel_of(kernel);
   Stream st(device);
   DeviceArena a(device);
@@ -73,9 +76,18 @@ AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t 
   b.q = f.q, b.k = f.k, b.v = f.v, b.o = f.o, b.lse = f.lse, b.dout = bf(dout);
   b.dq = bf(dq), b.dk = bf(dk), b.dv = bf(dv), b.workspace = ws.get();
   b.B = B, b.S = S, b.H = H, b.H_kv = H_kv, b.D = D, b.causal = causal, b.scale = f.scale;
+  CUDA_CHECK(kernels::attn_fwd(kind, f, st.s));  // checked before it is timed: every row's lse finite
+  std::vector<float> lse_host(static_cast<std::size_t>(B * H * S));
+  CUDA_CHECK(cudaMemcpyAsync(lse_host.data(), lse.get(), lse_host.size() * sizeof(float), cudaMemcpyDeviceToHost, st.s));
+  CUDA_CHECK(cudaStreamSynchronize(st.s));
+  for (float x : lse_host)
+    if (!std::isfinite(x)) throw std::runtime_error(fmt::format("attention {} at S={} H={}: an lse is not finite", kernel, S, H));
+  const auto idle = [idle_s] {
+    if (idle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
+  };
   AttnTime t;
-  t.fwd_s = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(kernels::attn_fwd(kind, f, st.s)); });
-  t.bwd_s = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(kernels::attn_bwd(kind, b, st.s)); });
+  t.fwd_s = core::median(runtime::cuda::time_on_stream_after(st.s, warmup, iters, idle, [&] { CUDA_CHECK(kernels::attn_fwd(kind, f, st.s)); }));
+  t.bwd_s = core::median(runtime::cuda::time_on_stream_after(st.s, warmup, iters, idle, [&] { CUDA_CHECK(kernels::attn_bwd(kind, b, st.s)); }));
   const AttnDims ad{B, S, H, H_kv, D, causal};
   t.fwd_flops = attention_fwd_flops(ad), t.bwd_flops = attention_bwd_flops(ad);
   return t;
