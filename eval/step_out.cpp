@@ -27,11 +27,12 @@ std::string step_table(const runtime::StepMeasurement& m) {
                                 m.backend, m.device, m.ranks, versions.empty() ? "" : "; " + versions,
                                 m.alloc_conf.empty() ? "(unset)" : m.alloc_conf, m.layers, m.seq_len);
   reports::Table t({{"phase", "", reports::Align::left}, {"median", "ms"}, {"min", "ms"}, {"max", "ms"}, {"kernels", "ms"},
-                    {"alloc at start", "GiB"}, {"peak alloc", "GiB"}, {"peak reserved", "GiB"}});
+                    {"sm clock", "MHz"}, {"alloc at start", "GiB"}, {"peak alloc", "GiB"}, {"peak reserved", "GiB"}});
   const auto mem = [&](std::int64_t b) { return m.has_device_memory() ? gib(double(b)) : std::string("-"); };
   for (const auto& p : m.phases)
-    t.add_row({p.name, ms(p.median_s), ms(p.min_s), ms(p.max_s), p.kernel_s >= 0 ? ms(p.kernel_s) : "-", mem(p.alloc_start_bytes),
-               mem(p.peak_bytes), mem(p.peak_reserved_bytes)});
+    t.add_row({p.name, ms(p.median_s), ms(p.min_s), ms(p.max_s), p.kernel_s >= 0 ? ms(p.kernel_s) : "-",
+               p.sm_mhz >= 0 ? fmt::format("{:.0f}", p.sm_mhz) : "-", mem(p.alloc_start_bytes), mem(p.peak_bytes),
+               mem(p.peak_reserved_bytes)});
   out += t.render();
   if (!m.checks.empty()) {
     reports::Table c({{"check", "", reports::Align::left}, {"elements", ""}, {"max rel err", ""}, {"tolerance", ""}, {"#wrong", ""}});

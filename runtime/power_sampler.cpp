@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "core/stats.hpp"
+
 namespace ulysses::runtime {
 
 PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w) {
@@ -38,10 +40,9 @@ PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w) 
   r.available = true;
   r.gpus = static_cast<int>(gpus.size());
   r.loaded = static_cast<std::int64_t>(mhz.size());
-  std::sort(mhz.begin(), mhz.end());
   const std::size_t n = mhz.size();
-  r.sm_mhz_median = n % 2 ? mhz[n / 2] : (mhz[n / 2 - 1] + mhz[n / 2]) / 2;
-  r.sm_mhz_min = mhz.front();
+  r.sm_mhz_median = core::median(mhz);
+  r.sm_mhz_min = *std::min_element(mhz.begin(), mhz.end());
   r.watts_mean = watts / double(n);
   r.at_cap_fraction = double(at_cap) / double(n);
   return r;
@@ -120,10 +121,10 @@ PowerSampler::~PowerSampler() {
 void PowerSampler::start() {
   if (!nvml_->ok() || running_.exchange(true)) return;
   samples_.clear();
+  t0_ = std::chrono::steady_clock::now();
   thread_ = std::thread([this] {
-    const auto t0 = std::chrono::steady_clock::now();
     while (running_.load()) {
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
       for (std::size_t i = 0; i < nvml_->devs.size(); ++i) {
         unsigned mhz = 0, mw = 0;
         if (nvml_->clock(nvml_->devs[i], 1, &mhz) == 0 && nvml_->power(nvml_->devs[i], &mw) == 0)
@@ -142,6 +143,26 @@ PowerSummary PowerSampler::stop() {
   }
   if (running_.exchange(false) && thread_.joinable()) thread_.join();
   return summarize_power(samples_, limit_w_);
+}
+
+int PowerSampler::index_of(const std::string& pci_bus_id) const {
+  Nvml::Dev d = nullptr;
+  if (!nvml_->ok() || !nvml_->by_pci || nvml_->by_pci(pci_bus_id.c_str(), &d) != 0) return -1;
+  for (std::size_t i = 0; i < nvml_->devs.size(); ++i)
+    if (nvml_->devs[i] == d) return static_cast<int>(i);
+  return -1;
+}
+
+std::map<std::string, WindowClock> clock_in_windows(const std::vector<PowerSample>& s, int gpu, const std::vector<ClockWindow>& w) {
+  std::map<std::string, std::vector<double>> in;
+  for (const PowerSample& x : s) {
+    if (x.gpu != gpu) continue;
+    for (const ClockWindow& c : w)
+      if (x.t_s >= c.begin_s && x.t_s < c.end_s) in[c.name].push_back(x.sm_mhz);
+  }
+  std::map<std::string, WindowClock> out;
+  for (auto& [name, v] : in) out[name] = {static_cast<std::int64_t>(v.size()), core::median(v)};
+  return out;
 }
 
 EnergyCounter::EnergyCounter(const std::string& pci_bus_id) : nvml_(std::make_unique<PowerSampler::Nvml>()) {

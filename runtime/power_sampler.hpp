@@ -6,7 +6,9 @@
 // clock, by how much depends on the work, so two steps compared at the same power compare their work per joule, not
 // their kernels' peak rates (docs/STEP_POWER.md). `bench step` samples each backend's run.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -37,6 +39,19 @@ constexpr double kAtCapFraction = 0.97;
 
 PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w);
 
+// The SM clock over named windows of one GPU's samples (times on the samples' clock, seconds): per name, the median
+// clock of the samples of NVML index `gpu` whose time lies in one of that name's windows [begin_s, end_s). A name
+// none of whose windows holds a sample is absent (a window shorter than the sampling period may hold none).
+struct ClockWindow {
+  std::string name;
+  double begin_s = 0, end_s = 0;
+};
+struct WindowClock {
+  std::int64_t samples = 0;
+  double sm_mhz_median = 0;
+};
+std::map<std::string, WindowClock> clock_in_windows(const std::vector<PowerSample>& s, int gpu, const std::vector<ClockWindow>& w);
+
 // Samples every GPU NVML sees every period_ms on its own thread from start() to stop() (NVML's order need not be
 // CUDA's, and an idle GPU's samples are never loaded, so all are read); summarize_power counts the GPUs that were
 // loaded. On a host shared with other jobs their GPUs' load would count too: the lent machines are not shared.
@@ -50,11 +65,17 @@ class PowerSampler {
   PowerSampler& operator=(const PowerSampler&) = delete;
   void start();
   PowerSummary stop();
+  // after stop(): every sample, its t_s since started_at() (the host's steady clock)
+  const std::vector<PowerSample>& samples() const { return samples_; }
+  std::chrono::steady_clock::time_point started_at() const { return t0_; }
+  // the NVML index of the GPU with this PCI bus id (cudaDeviceGetPCIBusId's form); -1 without NVML or that GPU
+  int index_of(const std::string& pci_bus_id) const;
 
  private:
   std::unique_ptr<Nvml> nvml_;
   int period_ms_;
   double limit_w_ = 0;
+  std::chrono::steady_clock::time_point t0_{};
   std::vector<PowerSample> samples_;
   std::atomic<bool> running_{false};
   std::thread thread_;

@@ -42,6 +42,7 @@ Json measurement_json(const StepMeasurement& m) {
            {"peak_reserved_bytes", device_bytes(p.peak_reserved_bytes)}};
     if (p.kernel_s >= 0) e["kernel_s"] = p.kernel_s;
     if (p.host_s >= 0) e["host_s"] = p.host_s;
+    if (p.sm_mhz >= 0) e["sm_mhz"] = p.sm_mhz, e["sm_samples"] = p.sm_samples;
     j["phases"].push_back(e);
   }
   j["step_s"] = {{"median", m.step_median_s}, {"min", m.step_min_s}, {"max", m.step_max_s}};
@@ -85,6 +86,7 @@ StepMeasurement measurement_from_json(const Json& j) {
     s.median_s = p.at("median_s").get<double>();
     s.min_s = p.value("min_s", 0.0), s.max_s = p.value("max_s", 0.0), s.kernel_s = p.value("kernel_s", -1.0);
     s.host_s = p.value("host_s", -1.0);
+    s.sm_mhz = p.value("sm_mhz", -1.0), s.sm_samples = p.value("sm_samples", std::int64_t{0});
     s.alloc_start_bytes = bytes_at(p, "alloc_start_bytes");
     s.peak_bytes = bytes_at(p, "peak_bytes");
     s.peak_reserved_bytes = bytes_at(p, "peak_reserved_bytes");

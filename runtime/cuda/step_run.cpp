@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -160,16 +161,31 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   }
   const EnergyCounter energy(bus);  // the timed steps' joules (runtime/power_sampler.hpp)
   double joules0 = -1;
+  // each phase's SM clock: NVML sampled every 10 ms over the timed steps, the samples matched to the phases' windows
+  // on the host's clock; the GPU's clock is tied to it by an event recorded on the idle stream before each step
+  PowerSampler sampler(10);
+  const int nvml_gpu = bus[0] ? sampler.index_of(bus) : -1;  // -1: no clock per phase
+  std::vector<ClockWindow> windows;
+  cudaEvent_t anchor;
+  CUDA_CHECK(cudaEventCreate(&anchor));
+  const std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> anchor_owner(anchor, cudaEventDestroy);
   for (int it = 0; it < 1 + opt.warmup + opt.iters; ++it) {
     const bool timed = it > opt.warmup;
-    if (it == opt.warmup + 1) joules0 = energy.joules();  // the steps before it ended with a synchronize
+    if (it == opt.warmup + 1) {
+      joules0 = energy.joules();  // the steps before it ended with a synchronize
+      if (nvml_gpu >= 0) sampler.start();
+    }
     marks.start();
+    CUDA_CHECK(cudaEventRecord(anchor, s));  // the stream is idle: it completes at once
+    const double anchor_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sampler.started_at()).count();
     run.step(s, timed ? &marks : nullptr);
     if (timed) marks.end(s);
     CUDA_CHECK(cudaStreamSynchronize(s));
     m.losses.push_back(run.loss_sum() / divisor);
     if (it == 0 && !std::isfinite(m.losses.back())) break;  // the step did not train: correct() says so
     if (!timed) continue;
+    float lead_ms = 0;  // the anchor to the step's first phase
+    if (marks.first()) CUDA_CHECK(cudaEventElapsedTime(&lead_ms, anchor, marks.first()));
     std::map<std::string, double> sum;
     double total = 0, t0 = 0;
     std::vector<StepMeasurement::Segment> line;
@@ -177,17 +193,21 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
       if (!sum.count(name) && !per_step.count(name)) order.push_back(name);
       sum[name] += sec, total += sec;
       line.push_back({name, t0, sec});
+      windows.push_back({name, anchor_s + lead_ms * 1e-3 + t0, anchor_s + lead_ms * 1e-3 + t0 + sec});
       t0 += sec;
     }
     for (const std::string& n : order) per_step[n].push_back(sum[n]);
     steps.push_back(total);
     m.timeline = {line};
   }
+  (void)sampler.stop();
+  const std::map<std::string, WindowClock> clocks = clock_in_windows(sampler.samples(), nvml_gpu, windows);
   const std::int64_t peak = arena.peak_bytes() + static_cast<std::int64_t>(Gemm::kWorkspaceBytes);
   for (const std::string& n : order) {
     const auto& v = per_step[n];
     StepPhase p;
     p.name = n;
+    if (const auto c = clocks.find(n); c != clocks.end()) p.sm_mhz = c->second.sm_mhz_median, p.sm_samples = c->second.samples;
     p.median_s = core::median(v);
     p.min_s = *std::min_element(v.begin(), v.end()), p.max_s = *std::max_element(v.begin(), v.end());
     p.alloc_start_bytes = peak, p.peak_bytes = peak, p.peak_reserved_bytes = peak;  // allocated up front

@@ -36,6 +36,8 @@ class EventMarks : public PhaseMarks {
     if (!names_.empty()) nvtxRangePop();
     record(s);
   }
+  // The first phase's start event (after a step with marks; null before any)
+  cudaEvent_t first() const { return n_ > 0 ? pool_[0] : nullptr; }
   // After the stream finished: (phase, seconds) per segment, in order.
   std::vector<std::pair<std::string, double>> segments() const {
     std::vector<std::pair<std::string, double>> out;

@@ -78,6 +78,17 @@ TEST_CASE("hostile stored records: wrong types and missing keys are one line, ex
   write(dir / "nomedian.json", s.dump());
   check_one_line(run_limited("validate --stored '" + (dir / "nomedian.json") + "'"), "nomedian.json",
                  "cases[0].measured.phases[2].median_s: missing required key");
+  // a phase's SM clock of 0 MHz, or one without its sample count
+  s = seed("record/step-validation.json");
+  s["cases"][0]["measured"]["phases"][1]["sm_mhz"] = 0;
+  s["cases"][0]["measured"]["phases"][1]["sm_samples"] = 3;
+  write(dir / "mhz0.json", s.dump());
+  check_one_line(run_limited("validate --stored '" + (dir / "mhz0.json") + "'"), "mhz0.json", "cases[0].measured.phases[1].sm_mhz");
+  s["cases"][0]["measured"]["phases"][1]["sm_mhz"] = 1545;
+  s["cases"][0]["measured"]["phases"][1].erase("sm_samples");
+  write(dir / "nosamples.json", s.dump());
+  check_one_line(run_limited("validate --stored '" + (dir / "nosamples.json") + "'"), "nosamples.json",
+                 "cases[0].measured.phases[1].sm_samples: missing required key");
   // a measured time of 0 s (was: an infinite error, exit 1 as a missed target)
   json b = seed("record/block-validation.json");
   b["cases"][0]["phases"][1]["measured_s"] = 0;

@@ -397,4 +397,15 @@ TEST_CASE("deepspeed results: the host clock per phase, max over ranks of the me
   const runtime::StepMeasurement o = runtime::measurement_from_json(old);
   CHECK(host(o, "mlp.bwd") == -1);
   CHECK_FALSE(runtime::measurement_json(o)["phases"][0].contains("host_s"));
+  // a phase's SM clock: written with its sample count where measured, read back; absent reads as not measured
+  runtime::StepMeasurement c = m;
+  c.phases[0].sm_mhz = 1545, c.phases[0].sm_samples = 12;
+  const Json cj = runtime::measurement_json(c);
+  CHECK(cj["phases"][0]["sm_mhz"] == 1545);
+  CHECK(cj["phases"][0]["sm_samples"] == 12);
+  CHECK_FALSE(cj["phases"][1].contains("sm_mhz"));
+  const runtime::StepMeasurement cb = runtime::measurement_from_json(cj);
+  CHECK(cb.phases[0].sm_mhz == 1545);
+  CHECK(cb.phases[0].sm_samples == 12);
+  CHECK(cb.phases[1].sm_mhz == -1);
 }

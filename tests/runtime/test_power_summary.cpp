@@ -1,6 +1,7 @@
 // runtime/power_sampler.hpp without a GPU: the summary of a run's samples (loaded ones only, the GPUs counted
-// that were loaded, median and lowest clock, mean power, the share at the cap), why a run has none, and
-// `bench step`'s power table with a backend that was not sampled.
+// that were loaded, median and lowest clock, mean power, the share at the cap), why a run has none, the clock per
+// phase window (`run --scope step`'s column), a GPU's NVML index by its bus id, and `bench step`'s power table
+// with a backend that was not sampled.
 #include <catch2/catch.hpp>
 
 #include "runtime/power_sampler.hpp"
@@ -141,4 +142,38 @@ TEST_CASE("bench step: the power table has a row per sampled backend and says wh
   b.rows[0].power.why = "the cpu backend";
   const std::string none = ulysses::bench::step_power_table(b);
   CHECK(none.rfind("power: cuda: not sampled (the cpu backend)\n  deepspeed: not sampled", 0) == 0);
+}
+
+TEST_CASE("clock in windows: per phase, the median clock of one GPU's samples inside its windows", "[bench][power]") {
+  using ulysses::runtime::ClockWindow;
+  // GPU 0 sampled every 1/64 s at 1400, 1500, ..., GPU 1 at 1980 throughout (another GPU of the host); times in
+  // 64ths of a second, exact in binary, so the windows' edges are exact
+  std::vector<PowerSample> s;
+  for (int i = 0; i < 10; ++i) {
+    s.push_back({i / 64.0, 0, 1400.0 + 100 * i, 690});
+    s.push_back({i / 64.0, 1, 1980, 70});
+  }
+  // attn.bwd twice (two timed steps): [1, 3) holds samples 1, 2; [5, 7) holds 5, 6. mlp.fwd's window holds no
+  // sample (shorter than the period): absent, not 0. other: [3, 4) holds 3; its end is open, so not 4.
+  const std::vector<ClockWindow> w = {{"attn.bwd", 1 / 64.0, 3 / 64.0}, {"mlp.fwd", 3.2 / 64, 3.8 / 64},
+                                      {"attn.bwd", 5 / 64.0, 7 / 64.0}, {"other", 3 / 64.0, 4 / 64.0}};
+  const auto c = ulysses::runtime::clock_in_windows(s, 0, w);
+  REQUIRE(c.count("attn.bwd"));
+  CHECK(c.at("attn.bwd").samples == 4);
+  CHECK(c.at("attn.bwd").sm_mhz_median == Approx((1600 + 1900) / 2.0));  // 1500, 1600, 1900, 2000
+  CHECK(c.count("mlp.fwd") == 0);
+  REQUIRE(c.count("other"));
+  CHECK(c.at("other").samples == 1);
+  CHECK(c.at("other").sm_mhz_median == 1700);
+  CHECK(ulysses::runtime::clock_in_windows(s, 1, w).at("other").sm_mhz_median == 1980);
+  CHECK(ulysses::runtime::clock_in_windows(s, -1, w).empty());  // no GPU matched: nothing measured
+}
+
+TEST_CASE("power sampler: the NVML index of a PCI bus id, -1 for one NVML does not know", "[bench][power]") {
+  const NvmlLib lib(ULYSSES_FAKE_NVML);  // 0000:19:00.0 is the stand-in's first GPU
+  const ulysses::runtime::PowerSampler sampler(2);
+  CHECK(sampler.index_of("0000:19:00.0") == 0);
+  CHECK(sampler.index_of("0000:3b:00.0") == -1);
+  const NvmlLib none("/nonexistent/libnvidia-ml.so.1");
+  CHECK(ulysses::runtime::PowerSampler(2).index_of("0000:19:00.0") == -1);
 }
