@@ -49,7 +49,7 @@ void check_step_measurement(const reports::JsonIn& m) {
     for (const char* k : {"min_s", "max_s"})
       if (p.has(k)) p.at(k).number_in(0, false, kMaxS, false, "a time in seconds >= 0");
     if (p.has("kernel_s")) p.at("kernel_s").number_in(-1, false, kMaxS, false, "a time in seconds >= 0 (or -1: not traced)");
-    if (p.has("sm_mhz")) {  // with its sample count, or neither
+    if (p.has("sm_mhz") || p.has("sm_samples")) {  // both, or neither
       p.at("sm_mhz").number_in(0, true, 100000, true, "a clock in MHz > 0");
       p.at("sm_samples").integer(1, std::int64_t{1} << 40);
     }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
 #include <set>
 
 #include <fmt/format.h>
@@ -124,11 +125,11 @@ void PowerSampler::start() {
   t0_ = std::chrono::steady_clock::now();
   thread_ = std::thread([this] {
     while (running_.load()) {
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
       for (std::size_t i = 0; i < nvml_->devs.size(); ++i) {
         unsigned mhz = 0, mw = 0;
-        if (nvml_->clock(nvml_->devs[i], 1, &mhz) == 0 && nvml_->power(nvml_->devs[i], &mw) == 0)
-          samples_.push_back({t, static_cast<int>(i), double(mhz), mw / 1e3});
+        if (nvml_->clock(nvml_->devs[i], 1, &mhz) != 0) continue;
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();  // at the clock's read
+        if (nvml_->power(nvml_->devs[i], &mw) == 0) samples_.push_back({t, static_cast<int>(i), double(mhz), mw / 1e3});
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(period_ms_));
     }
@@ -153,12 +154,28 @@ int PowerSampler::index_of(const std::string& pci_bus_id) const {
   return -1;
 }
 
+std::vector<ClockWindow> windows_after(double start_s, const std::vector<std::pair<std::string, double>>& segments) {
+  std::vector<ClockWindow> out;
+  double t = start_s;
+  for (const auto& [name, sec] : segments) {
+    out.push_back({name, t, t + sec});
+    t += sec;
+  }
+  return out;
+}
+
 std::map<std::string, WindowClock> clock_in_windows(const std::vector<PowerSample>& s, int gpu, const std::vector<ClockWindow>& w) {
+  std::vector<const ClockWindow*> by_begin;  // the windows do not overlap: a sample lies in the last one begun before it
+  for (const ClockWindow& c : w) by_begin.push_back(&c);
+  std::sort(by_begin.begin(), by_begin.end(), [](const ClockWindow* a, const ClockWindow* b) { return a->begin_s < b->begin_s; });
   std::map<std::string, std::vector<double>> in;
   for (const PowerSample& x : s) {
     if (x.gpu != gpu) continue;
-    for (const ClockWindow& c : w)
-      if (x.t_s >= c.begin_s && x.t_s < c.end_s) in[c.name].push_back(x.sm_mhz);
+    const auto it = std::upper_bound(by_begin.begin(), by_begin.end(), x.t_s,
+                                     [](double t, const ClockWindow* c) { return t < c->begin_s; });
+    if (it == by_begin.begin()) continue;
+    const ClockWindow& c = **std::prev(it);
+    if (x.t_s < c.end_s) in[c.name].push_back(x.sm_mhz);
   }
   std::map<std::string, WindowClock> out;
   for (auto& [name, v] : in) out[name] = {static_cast<std::int64_t>(v.size()), core::median(v)};

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace ulysses::runtime {
@@ -40,8 +41,10 @@ constexpr double kAtCapFraction = 0.97;
 PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w);
 
 // The SM clock over named windows of one GPU's samples (times on the samples' clock, seconds): per name, the median
-// clock of the samples of NVML index `gpu` whose time lies in one of that name's windows [begin_s, end_s). A name
-// none of whose windows holds a sample is absent (a window shorter than the sampling period may hold none).
+// clock of the samples of NVML index `gpu` whose time lies in one of that name's windows [begin_s, end_s). The
+// windows do not overlap (a run's phases, one after another). A name none of whose windows holds a sample is absent
+// (a window shorter than the sampling period may hold none). windows_after: back-to-back segments (name, seconds)
+// as windows from start_s on.
 struct ClockWindow {
   std::string name;
   double begin_s = 0, end_s = 0;
@@ -50,6 +53,7 @@ struct WindowClock {
   std::int64_t samples = 0;
   double sm_mhz_median = 0;
 };
+std::vector<ClockWindow> windows_after(double start_s, const std::vector<std::pair<std::string, double>>& segments);
 std::map<std::string, WindowClock> clock_in_windows(const std::vector<PowerSample>& s, int gpu, const std::vector<ClockWindow>& w);
 
 // Samples every GPU NVML sees every period_ms on its own thread from start() to stop() (NVML's order need not be

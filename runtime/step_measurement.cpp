@@ -42,7 +42,7 @@ Json measurement_json(const StepMeasurement& m) {
            {"peak_reserved_bytes", device_bytes(p.peak_reserved_bytes)}};
     if (p.kernel_s >= 0) e["kernel_s"] = p.kernel_s;
     if (p.host_s >= 0) e["host_s"] = p.host_s;
-    if (p.sm_mhz >= 0) e["sm_mhz"] = p.sm_mhz, e["sm_samples"] = p.sm_samples;
+    if (p.sm_mhz > 0 && p.sm_samples > 0) e["sm_mhz"] = p.sm_mhz, e["sm_samples"] = p.sm_samples;
     j["phases"].push_back(e);
   }
   j["step_s"] = {{"median", m.step_median_s}, {"min", m.step_min_s}, {"max", m.step_max_s}};

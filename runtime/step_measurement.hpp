@@ -20,7 +20,8 @@ struct StepPhase {
   double host_s = -1;                  // the host clock charged to it (deepspeed: median over timed steps, max over
                                        // ranks; -1: not measured, e.g. records before 2026-12-06c)
   double sm_mhz = -1;                  // NVML's SM clock while it ran: the median of the samples inside its windows
-  std::int64_t sm_samples = 0;         // over the timed steps (cuda, sp 1; -1: not measured, e.g. no sample in it)
+                                       // over the timed steps (cuda, sp 1; -1: not measured, e.g. no sample in it)
+  std::int64_t sm_samples = 0;         // how many samples that median is of
   // memory: -1 where the measurement has no device (cpu; JSON null)
   std::int64_t alloc_start_bytes = 0;  // torch.cuda.memory_allocated at its start (max over its occurrences)
   std::int64_t peak_bytes = 0;         // max_memory_allocated while it runs (memory step)

@@ -14,6 +14,7 @@
 //   sizes: comma-separated tokens, M of the GEMMs (default 8192,16384,32768,65536) or S of attention (default
 //          8192,16384,65536)
 // Shapes: Llama-3.1-8B's q, gate/up and down GEMMs; its attention (32 query heads, 8 kv heads, D 128, causal).
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>

@@ -193,9 +193,9 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
       if (!sum.count(name) && !per_step.count(name)) order.push_back(name);
       sum[name] += sec, total += sec;
       line.push_back({name, t0, sec});
-      windows.push_back({name, anchor_s + lead_ms * 1e-3 + t0, anchor_s + lead_ms * 1e-3 + t0 + sec});
       t0 += sec;
     }
+    for (ClockWindow& w : windows_after(anchor_s + lead_ms * 1e-3, marks.segments())) windows.push_back(std::move(w));
     for (const std::string& n : order) per_step[n].push_back(sum[n]);
     steps.push_back(total);
     m.timeline = {line};

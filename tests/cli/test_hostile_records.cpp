@@ -89,6 +89,11 @@ TEST_CASE("hostile stored records: wrong types and missing keys are one line, ex
   write(dir / "nosamples.json", s.dump());
   check_one_line(run_limited("validate --stored '" + (dir / "nosamples.json") + "'"), "nosamples.json",
                  "cases[0].measured.phases[1].sm_samples: missing required key");
+  s["cases"][0]["measured"]["phases"][1].erase("sm_mhz");
+  s["cases"][0]["measured"]["phases"][1]["sm_samples"] = 3;
+  write(dir / "nomhz.json", s.dump());
+  check_one_line(run_limited("validate --stored '" + (dir / "nomhz.json") + "'"), "nomhz.json",
+                 "cases[0].measured.phases[1].sm_mhz: missing required key");
   // a measured time of 0 s (was: an infinite error, exit 1 as a missed target)
   json b = seed("record/block-validation.json");
   b["cases"][0]["phases"][1]["measured_s"] = 0;

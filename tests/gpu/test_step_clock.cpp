@@ -2,8 +2,10 @@
 // clock_in_windows): Llama-3.1-8B's shapes cut to 2 layers at S 16K, three timed steps (~0.5 s each on an H100),
 // NVML every 10 ms. Checked: the longest phase holds samples and a clock a GPU can have; no phase holds more samples
 // than its windows can (its time over the period, plus one per window); the samples in all phases together are no
-// more than the timed steps' span allows. Skips where NVML does not see the GPU. Written in the thirteenth session,
-// after the last device call: not yet run.
+// more than the timed steps' span allows. This checks the wiring, not the alignment: a window shifted by part of a
+// step would pass (the windows' arithmetic is checked on CPU, tests/runtime/test_power_summary.cpp "windows after";
+// the anchor event's timing is not). Skips where NVML does not see the GPU. Written in the thirteenth session, after
+// the last device call: not yet run.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

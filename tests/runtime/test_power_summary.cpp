@@ -177,3 +177,17 @@ TEST_CASE("power sampler: the NVML index of a PCI bus id, -1 for one NVML does n
   const NvmlLib none("/nonexistent/libnvidia-ml.so.1");
   CHECK(ulysses::runtime::PowerSampler(2).index_of("0000:19:00.0") == -1);
 }
+
+TEST_CASE("windows after: back-to-back segments from a start, in seconds", "[bench][power]") {
+  // run_step: the step's first phase begins lead_ms after the anchor, which the host saw at anchor_s
+  const auto w = ulysses::runtime::windows_after(2.5, {{"embed.fwd", 0.001}, {"attn.fwd", 0.25}, {"embed.fwd", 0.002}});
+  REQUIRE(w.size() == 3);
+  CHECK(w[0].name == "embed.fwd");
+  CHECK(w[0].begin_s == 2.5);
+  CHECK(w[0].end_s == Approx(2.501));
+  CHECK(w[1].begin_s == Approx(2.501));
+  CHECK(w[1].end_s == Approx(2.751));
+  CHECK(w[2].begin_s == Approx(2.751));
+  CHECK(w[2].end_s == Approx(2.753));
+  CHECK(ulysses::runtime::windows_after(1, {}).empty());
+}
