@@ -7,12 +7,12 @@
 // what"). Outputs are checked before they are timed (GEMMs against fp64, attention's lse finite; a failed check
 // exits 1).
 //
-// usage: kernel_conditions gemm|attn [conditions] [sizes]
+// usage: kernel_conditions gemm|attn [conditions] [sizes] [profile]
 //   conditions: comma-separated, each "burst", "idle:<ms>", "lead:<fills>" (gemm only: writes of a 256 MiB buffer)
 //               or "warm:<calls>" (that many untimed calls first); default burst,idle:2,idle:20,lead:20,lead:50 (gemm),
 //               burst,warm:30,idle:20 (attn)
 //   sizes: comma-separated tokens, M of the GEMMs (default 8192,16384,32768,65536) or S of attention (default
-//          8192,16384,65536)
+//          8192,16384,65536); profile: the hardware profile whose bf16 dense peak eff is of (default h100-sxm-80gb)
 // Shapes: Llama-3.1-8B's q, gate/up and down GEMMs; its attention (32 query heads, 8 kv heads, D 128, causal).
 #include <cstdint>
 #include <cstdio>
@@ -27,6 +27,7 @@
 #include "calib/cuda/gemm_rates.hpp"
 #include "calib/cuda/microbench.hpp"
 #include "runtime/power_sampler.hpp"
+#include "sim/config.hpp"
 
 namespace {
 
@@ -79,9 +80,7 @@ void print_clock(const std::string& name, const ulysses::runtime::PowerSummary& 
   std::fflush(stdout);
 }
 
-constexpr double kPeak = 989.4e12;  // H100 SXM bf16 dense, as profiles/h100-sxm-80gb.yaml
-
-void run_gemm(const Condition& c, const std::vector<std::int64_t>& M) {
+void run_gemm(const Condition& c, const std::vector<std::int64_t>& M, double peak) {
   ulysses::calib::cuda::GemmCalibration g;
   g.NK = {{4096, 4096}, {14336, 4096}, {4096, 14336}};
   g.M = M;
@@ -91,15 +90,15 @@ void run_gemm(const Condition& c, const std::vector<std::int64_t>& M) {
   ulysses::runtime::PowerSampler sampler(10);
   sampler.start();
   std::string report;
-  ulysses::calib::cuda::ulysses_gemm_curves(kPeak, g, report);
+  ulysses::calib::cuda::ulysses_gemm_curves(peak, g, report);
   const ulysses::runtime::PowerSummary p = sampler.stop();
-  std::printf("# condition %s: eff = 2 M N K / t / %.1f TFLOP/s, median of %d after %d\n", c.name.c_str(), kPeak / 1e12, g.iters,
+  std::printf("# condition %s: eff = 2 M N K / t / %.1f TFLOP/s, median of %d after %d\n", c.name.c_str(), peak / 1e12, g.iters,
               g.warmup);
   std::fputs(report.c_str(), stdout);
   print_clock(c.name, p);
 }
 
-void run_attn(const Condition& c, const std::vector<std::int64_t>& S) {
+void run_attn(const Condition& c, const std::vector<std::int64_t>& S, double peak) {
   constexpr int kIters = 3;  // as calibrate: median of 3 after 1
   const int warm = c.warm >= 0 ? c.warm : 1;
   ulysses::runtime::PowerSampler sampler(10);
@@ -108,11 +107,11 @@ void run_attn(const Condition& c, const std::vector<std::int64_t>& S) {
   for (std::int64_t s : S) {
     const auto t = ulysses::calib::cuda::attention_time("flash", s, 32, 8, 128, true, warm, kIters, 0, c.idle_s);
     report += fmt::format("  S={:<7} fwd {:9.3f} ms eff {:.3f}   bwd {:9.3f} ms eff {:.3f}\n", s, t.fwd_s * 1e3,
-                          t.fwd_flops / t.fwd_s / kPeak, t.bwd_s * 1e3, t.bwd_flops / t.bwd_s / kPeak);
+                          t.fwd_flops / t.fwd_s / peak, t.bwd_s * 1e3, t.bwd_flops / t.bwd_s / peak);
   }
   const ulysses::runtime::PowerSummary p = sampler.stop();
   std::printf("# condition %s: flash attention H=32 H_kv=8 D=128 causal, eff = FLOPs / t / %.1f TFLOP/s, median of %d after %d\n",
-              c.name.c_str(), kPeak / 1e12, kIters, warm);
+              c.name.c_str(), peak / 1e12, kIters, warm);
   std::fputs(report.c_str(), stdout);
   print_clock(c.name, p);
 }
@@ -122,7 +121,7 @@ void run_attn(const Condition& c, const std::vector<std::int64_t>& S) {
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "";
   if (what != "gemm" && what != "attn") {
-    std::fprintf(stderr, "usage: kernel_conditions gemm|attn [conditions] [sizes]\n");
+    std::fprintf(stderr, "usage: kernel_conditions gemm|attn [conditions] [sizes] [profile]\n");
     return 2;
   }
   const bool gemm = what == "gemm";
@@ -149,8 +148,15 @@ int main(int argc, char** argv) {
     }
     n.push_back(v);
   }
+  double peak = 0;
   try {
-    for (const Condition& c : conditions) gemm ? run_gemm(c, n) : run_attn(c, n);
+    peak = ulysses::load_profile(argc > 4 ? argv[4] : "h100-sxm-80gb").bf16_dense_flops;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kernel_conditions: %s\n", e.what());
+    return 2;
+  }
+  try {
+    for (const Condition& c : conditions) gemm ? run_gemm(c, n, peak) : run_attn(c, n, peak);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kernel_conditions: %s\n", e.what());
     return 1;

@@ -8,6 +8,7 @@
 
 #include "core/stats.hpp"
 #include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/cuda_events.hpp"
 #include "runtime/cuda/event_timer.hpp"
 
 namespace ulysses::calib::cuda {
@@ -24,27 +25,8 @@ struct Stream {
   cudaStream_t s = nullptr;
 };
 
-// n CUDA events
-struct Events {
-  explicit Events(int n) : e(static_cast<std::size_t>(n)) {
-    for (auto& x : e) CUDA_CHECK(cudaEventCreate(&x));
-  }
-  ~Events() {
-    for (auto x : e) cudaEventDestroy(x);
-  }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-  std::vector<cudaEvent_t> e;
-};
-
-// pinned host memory
-struct PinnedHost {
-  explicit PinnedHost(std::int64_t bytes) { CUDA_CHECK(cudaMallocHost(&p, static_cast<std::size_t>(bytes))); }
-  ~PinnedHost() { cudaFreeHost(p); }
-  PinnedHost(const PinnedHost&) = delete;
-  PinnedHost& operator=(const PinnedHost&) = delete;
-  void* p = nullptr;
-};
+// n CUDA events (runtime/cuda/cuda_events.hpp); pinned host memory is runtime/cuda/device_memory.hpp's alloc_pinned
+using runtime::cuda::Events;
 
 // Times fn (enqueued on st) warmup + iters times; the median of the timed ones in seconds.
 template <class F>

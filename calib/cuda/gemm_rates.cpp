@@ -3,10 +3,8 @@
 #include "calib/cuda/gemm_rates.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <stdexcept>
-#include <thread>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -83,7 +81,7 @@ std::vector<std::pair<std::string, Curve>> ulysses_gemm_curves(double peak_flops
       constexpr std::size_t kLeadBytes = std::size_t{256} << 20;
       void* lead = g.lead_fills > 0 ? b.take<char>(kLeadBytes) : nullptr;
       const auto before = [&] {
-        if (g.idle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(g.idle_s));
+        runtime::cuda::idle_host(g.idle_s);
         for (int i = 0; i < g.lead_fills; ++i) CUDA_CHECK(cudaMemsetAsync(lead, i & 0xff, kLeadBytes, st));
       };
       for (GemmPass pass : {GemmPass::fwd, GemmPass::dgrad, GemmPass::wgrad, GemmPass::wgrad_acc}) {

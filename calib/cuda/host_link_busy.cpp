@@ -42,7 +42,7 @@ HostLinkBusy host_link_busy(std::int64_t bytes, int warmup, int iters, int devic
   bf *X = b.take<bf>(kM * kK), *W = b.take<bf>(kN * kK), *Y = b.take<bf>(kM * kN);
   auto* dev_in = b.take<unsigned char>(bytes);
   auto* dev_out = b.take<unsigned char>(bytes);
-  const PinnedHost host_in(bytes), host_out(bytes);
+  const runtime::cuda::PinnedPtr host_in = runtime::cuda::alloc_pinned(bytes), host_out = runtime::cuda::alloc_pinned(bytes);
   const Stream comp_stream(device), copy0(device), copy1(device);  // compute, copy, the second copy
   cudaStream_t comp = comp_stream.s;
   const cudaStream_t copy_streams[2] = {copy0.s, copy1.s};
@@ -50,8 +50,8 @@ HostLinkBusy host_link_busy(std::int64_t bytes, int warmup, int iters, int devic
   CUDA_CHECK(kernels::fill_seeded_param(W, kN * kK, 41, 2, 0, 0.02f, comp));
   runtime::cuda::Gemm gemm;
   const auto n = static_cast<std::size_t>(bytes);
-  auto h2d = [&](cudaStream_t s) { CUDA_CHECK(cudaMemcpyAsync(dev_in, host_in.p, n, cudaMemcpyHostToDevice, s)); };
-  auto d2h = [&](cudaStream_t s) { CUDA_CHECK(cudaMemcpyAsync(host_out.p, dev_out, n, cudaMemcpyDeviceToHost, s)); };
+  auto h2d = [&](cudaStream_t s) { CUDA_CHECK(cudaMemcpyAsync(dev_in, host_in.get(), n, cudaMemcpyHostToDevice, s)); };
+  auto d2h = [&](cudaStream_t s) { CUDA_CHECK(cudaMemcpyAsync(host_out.get(), dev_out, n, cudaMemcpyDeviceToHost, s)); };
   auto gemm_once = [&] { gemm.forward(X, W, Y, kM, kN, kK, comp); };
 
   HostLinkBusy r;

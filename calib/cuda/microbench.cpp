@@ -4,11 +4,9 @@
 #include "calib/cuda/cuda_owners.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -82,9 +80,7 @@ AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t 
   CUDA_CHECK(cudaStreamSynchronize(st.s));
   for (float x : lse_host)
     if (!std::isfinite(x)) throw std::runtime_error(fmt::format("attention {} at S={} H={}: an lse is not finite", kernel, S, H));
-  const auto idle = [idle_s] {
-    if (idle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
-  };
+  const auto idle = [idle_s] { runtime::cuda::idle_host(idle_s); };
   AttnTime t;
   t.fwd_s = core::median(runtime::cuda::time_on_stream_after(st.s, warmup, iters, idle, [&] { CUDA_CHECK(kernels::attn_fwd(kind, f, st.s)); }));
   t.bwd_s = core::median(runtime::cuda::time_on_stream_after(st.s, warmup, iters, idle, [&] { CUDA_CHECK(kernels::attn_bwd(kind, b, st.s)); }));
@@ -113,11 +109,12 @@ HostLink host_link(std::int64_t bytes, int warmup, int iters, int device) {
   Stream st(device);
   DeviceArena a(device);
   DevBuf<std::uint8_t> d(a, bytes);
-  const PinnedHost h(bytes);
+  const runtime::cuda::PinnedPtr pinned = runtime::cuda::alloc_pinned(bytes);
+  void* const h = pinned.get();
   const auto n = static_cast<std::size_t>(bytes);
   HostLink r;
-  const double th = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(d.get(), h.p, n, cudaMemcpyHostToDevice, st.s)); });
-  const double td = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(h.p, d.get(), n, cudaMemcpyDeviceToHost, st.s)); });
+  const double th = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(d.get(), h, n, cudaMemcpyHostToDevice, st.s)); });
+  const double td = time_median(st.s, warmup, iters, [&] { CUDA_CHECK(cudaMemcpyAsync(h, d.get(), n, cudaMemcpyDeviceToHost, st.s)); });
   r.h2d_GBps = static_cast<double>(bytes) / th * 1e-9;
   r.d2h_GBps = static_cast<double>(bytes) / td * 1e-9;
   return r;

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -20,6 +19,7 @@
 #include "kernels/testdata.cuh"
 #include "runtime/cuda/block_runner.hpp"
 #include "runtime/cuda/cuda_check.hpp"
+#include "runtime/cuda/cuda_events.hpp"
 #include "runtime/cuda/device_info.hpp"
 #include "runtime/cuda/step_run_parts.hpp"
 #include "runtime/cuda/step_runner.hpp"
@@ -166,9 +166,8 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   PowerSampler sampler(10);
   const int nvml_gpu = bus[0] ? sampler.index_of(bus) : -1;  // -1: no clock per phase
   std::vector<ClockWindow> windows;
-  cudaEvent_t anchor;
-  CUDA_CHECK(cudaEventCreate(&anchor));
-  const std::unique_ptr<CUevent_st, decltype(&cudaEventDestroy)> anchor_owner(anchor, cudaEventDestroy);
+  const Events anchor_event(1);
+  const cudaEvent_t anchor = anchor_event.e[0];
   for (int it = 0; it < 1 + opt.warmup + opt.iters; ++it) {
     const bool timed = it > opt.warmup;
     if (it == opt.warmup + 1) {
@@ -186,16 +185,17 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
     if (!timed) continue;
     float lead_ms = 0;  // the anchor to the step's first phase
     if (marks.first()) CUDA_CHECK(cudaEventElapsedTime(&lead_ms, anchor, marks.first()));
+    const std::vector<std::pair<std::string, double>> segments = marks.segments();
     std::map<std::string, double> sum;
     double total = 0, t0 = 0;
     std::vector<StepMeasurement::Segment> line;
-    for (const auto& [name, sec] : marks.segments()) {
+    for (const auto& [name, sec] : segments) {
       if (!sum.count(name) && !per_step.count(name)) order.push_back(name);
       sum[name] += sec, total += sec;
       line.push_back({name, t0, sec});
       t0 += sec;
     }
-    for (ClockWindow& w : windows_after(anchor_s + lead_ms * 1e-3, marks.segments())) windows.push_back(std::move(w));
+    for (ClockWindow& w : windows_after(anchor_s + lead_ms * 1e-3, segments)) windows.push_back(std::move(w));
     for (const std::string& n : order) per_step[n].push_back(sum[n]);
     steps.push_back(total);
     m.timeline = {line};
