@@ -16,7 +16,7 @@ F="bwd_kernel|Duration|Cycles|SM Frequency|DRAM Throughput|Compute \(SM\)|Memory
 status=0
 timeout 60 $N .gpu/bin/kernel_conditions attn burst 16384 > $R/ncu-lab.txt 2>&1; rc=$?; [ $rc -eq 0 ] || status=1
 echo "ncu lab rc $rc $(el)"; grep -E "$F" $R/ncu-lab.txt | head -14; pk
-timeout 80 $N .gpu/bin/ulysses run --backend cuda --scope step --model llama-3.1-8b --layers 2 --profile h100-sxm-80gb \
+timeout 80 $N .gpu/bin/ulysses run --backend cuda --scope step --model llama-3.1-8b --layers 2 --profile ${PROFILE:-h100-sxm-80gb} \
   --attn-implementation ulysses_flash --seq-len 16384 --warmup 0 --iters 1 > $R/ncu-step.txt 2>&1; rc=$?; [ $rc -eq 0 ] || status=1
 echo "ncu step rc $rc $(el)"; grep -E "$F" $R/ncu-step.txt | head -14; pk
 exit $status

@@ -13,20 +13,10 @@
 
 namespace ulysses::calib::cuda {
 
-// a non-blocking stream on `device` (made current)
-struct Stream {
-  explicit Stream(int device) {
-    CUDA_CHECK(cudaSetDevice(device));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  }
-  ~Stream() { cudaStreamDestroy(s); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t s = nullptr;
-};
-
-// n CUDA events (runtime/cuda/cuda_events.hpp); pinned host memory is runtime/cuda/device_memory.hpp's alloc_pinned
+// a non-blocking stream and n CUDA events (runtime/cuda/cuda_events.hpp); pinned host memory is
+// runtime/cuda/device_memory.hpp's alloc_pinned
 using runtime::cuda::Events;
+using runtime::cuda::Stream;
 
 // Times fn (enqueued on st) warmup + iters times; the median of the timed ones in seconds.
 template <class F>

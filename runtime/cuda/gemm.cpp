@@ -2,6 +2,7 @@
 // one algorithm per problem, timed among the heuristic's proposals on the problem's first call.
 #include "runtime/cuda/gemm.hpp"
 
+#include "runtime/cuda/cuda_events.hpp"
 #include "runtime/cuda/env.hpp"
 
 #include <algorithm>
@@ -41,15 +42,6 @@ struct Op {
   }
   ~Op() { cublasLtMatmulDescDestroy(d); }
   Op(const Op&) = delete;
-};
-struct Events {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  Events() {
-    check(cudaEventCreate(&start), "cudaEventCreate");
-    check(cudaEventCreate(&stop), "cudaEventCreate");
-  }
-  ~Events() { cudaEventDestroy(start), cudaEventDestroy(stop); }
-  Events(const Events&) = delete;
 };
 
 }  // namespace
@@ -107,19 +99,19 @@ Gemm::Plan& Gemm::plan_for(const Key& key, const __nv_bfloat16* A, const __nv_bf
   // an accumulating GEMM (beta != 0) is timed only where C is free: its runs change C (gemm.hpp says why no copy)
   const bool timed = tune_ && proposals > 1 && capture == cudaStreamCaptureStatusNone && (!key.accumulate || c_free);
   if (timed) {
-    Events ev;
+    const Events ev(2);  // start, stop
     const float alpha = 1.f;
     // n runs of proposal i between two events, seconds (nullopt: cuBLASLt refused it)
     auto time_runs = [&](int i, std::int64_t n) -> std::optional<double> {
-      check(cudaEventRecord(ev.start, stream), "cudaEventRecord");
+      check(cudaEventRecord(ev.e[0], stream), "cudaEventRecord");
       for (std::int64_t r = 0; r < n; ++r)
         if (cublasLtMatmul(handle_, plan->op.d, &alpha, A, plan->a.d, B, plan->b.d, &beta, C, plan->c.d, C, plan->c.d,
                            &heur[i].algo, workspace_, ws, stream) != CUBLAS_STATUS_SUCCESS)
           return std::nullopt;
-      check(cudaEventRecord(ev.stop, stream), "cudaEventRecord");
-      check(cudaEventSynchronize(ev.stop), "cudaEventSynchronize");
+      check(cudaEventRecord(ev.e[1], stream), "cudaEventRecord");
+      check(cudaEventSynchronize(ev.e[1]), "cudaEventSynchronize");
       float ms = 0;
-      check(cudaEventElapsedTime(&ms, ev.start, ev.stop), "cudaEventElapsedTime");
+      check(cudaEventElapsedTime(&ms, ev.e[0], ev.e[1]), "cudaEventElapsedTime");
       return ms * 1e-3;
     };
     for (int i = 0; i < proposals; ++i) {

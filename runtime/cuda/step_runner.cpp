@@ -192,34 +192,25 @@ StepRunner::StepRunner(const StepDims& d, const StepPlan& plan, DeviceArena& are
     }
   }
   if (plan.offload_params) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&fetch_, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&slot_free_, cudaEventDisableTiming));
-    fetched_.resize(3);
-    for (cudaEvent_t& e : fetched_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    fetch_.emplace();
+    slot_free_.emplace(1, cudaEventDisableTiming);
+    fetched_.emplace(3, cudaEventDisableTiming);
   }
   if (plan.offload_checkpoints) {
     const std::int64_t ckpt_bytes = (d.L - 1) * T * h * 2;
     host_bytes_ += ckpt_bytes;
     if (ckpt_bytes > 0) host_ = static_cast<bf16_t*>(pinned_.emplace_back(alloc_pinned(ckpt_bytes)).get());
-    CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
-    d2h_.resize(static_cast<std::size_t>(d.L)), h2d_.resize(static_cast<std::size_t>(d.L));
-    for (auto* v : {&d2h_, &h2d_})
-      for (cudaEvent_t& e : *v) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    copy_.emplace();
+    d2h_.emplace(static_cast<int>(d.L), cudaEventDisableTiming);
+    h2d_.emplace(static_cast<int>(d.L), cudaEventDisableTiming);
+    ready_.emplace(1, cudaEventDisableTiming);
   }
   CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-StepRunner::~StepRunner() {
-  if (fetch_) cudaStreamSynchronize(fetch_);
-  for (cudaEvent_t e : fetched_) cudaEventDestroy(e);
-  if (slot_free_) cudaEventDestroy(slot_free_);
-  if (fetch_) cudaStreamDestroy(fetch_);
-  if (copy_) cudaStreamSynchronize(copy_);
-  for (auto* v : {&d2h_, &h2d_})
-    for (cudaEvent_t e : *v) cudaEventDestroy(e);
-  if (ready_) cudaEventDestroy(ready_);
-  if (copy_) cudaStreamDestroy(copy_);
+StepRunner::~StepRunner() {  // the streams' work done before their owners destroy them and their events
+  if (fetch_) cudaStreamSynchronize(fetch_->s);
+  if (copy_) cudaStreamSynchronize(copy_->s);
 }
 
 std::size_t StepRunner::tensor_index(std::int64_t l, int j) const {
@@ -249,13 +240,13 @@ void StepRunner::gather(const Gathered& g, cudaStream_t s, PhaseMarks* marks, in
   }
   cudaStream_t f = s;
   if (host) {
-    CUDA_CHECK(cudaEventRecord(slot_free_, s));
-    CUDA_CHECK(cudaStreamWaitEvent(fetch_, slot_free_, 0));
-    for (const auto& [i, full] : g) zero_->fetch(i, full, fetch_);
-    f = fetch_;
+    CUDA_CHECK(cudaEventRecord(slot_free_->e[0], s));
+    CUDA_CHECK(cudaStreamWaitEvent(fetch_->s, slot_free_->e[0], 0));
+    for (const auto& [i, full] : g) zero_->fetch(i, full, fetch_->s);
+    f = fetch_->s;
   }
   for (const auto& [i, full] : g) zero_->gather_ahead(i, full, f);
-  if (host) CUDA_CHECK(cudaEventRecord(fetched_[static_cast<std::size_t>(ahead)], fetch_));
+  if (host) CUDA_CHECK(cudaEventRecord(fetched_->e[static_cast<std::size_t>(ahead)], fetch_->s));
 }
 
 // s waits for an ahead gather: for its parts from the host (what the fetch did not hide shows in offload.params),
@@ -263,7 +254,7 @@ void StepRunner::gather(const Gathered& g, cudaStream_t s, PhaseMarks* marks, in
 void StepRunner::join(int ahead, cudaStream_t s, PhaseMarks* marks) {
   if (zero_->params_on_host()) {
     mark_phase(marks, core::kOffloadParams, s);
-    CUDA_CHECK(cudaStreamWaitEvent(s, fetched_[static_cast<std::size_t>(ahead)], 0));
+    CUDA_CHECK(cudaStreamWaitEvent(s, fetched_->e[static_cast<std::size_t>(ahead)], 0));
   }
   mark_phase(marks, core::kZeroAllgather, s);
   zero_->join(s);
@@ -288,11 +279,11 @@ std::vector<ParamRef> StepRunner::optimizer_params() const {
 void StepRunner::copy_checkpoint(std::int64_t l, bool to_host, cudaStream_t s) {
   const std::size_t bytes = static_cast<std::size_t>(d_.layer.T * d_.layer.h) * 2;
   bf16_t* host = host_ + l * d_.layer.T * d_.layer.h;
-  CUDA_CHECK(cudaEventRecord(ready_, s));
-  CUDA_CHECK(cudaStreamWaitEvent(copy_, ready_, 0));
-  if (to_host) CUDA_CHECK(cudaMemcpyAsync(host, hidden(l), bytes, cudaMemcpyDeviceToHost, copy_));
-  else CUDA_CHECK(cudaMemcpyAsync(hidden(l), host, bytes, cudaMemcpyHostToDevice, copy_));
-  CUDA_CHECK(cudaEventRecord((to_host ? d2h_ : h2d_)[static_cast<std::size_t>(l)], copy_));
+  CUDA_CHECK(cudaEventRecord(ready_->e[0], s));
+  CUDA_CHECK(cudaStreamWaitEvent(copy_->s, ready_->e[0], 0));
+  if (to_host) CUDA_CHECK(cudaMemcpyAsync(host, hidden(l), bytes, cudaMemcpyDeviceToHost, copy_->s));
+  else CUDA_CHECK(cudaMemcpyAsync(hidden(l), host, bytes, cudaMemcpyHostToDevice, copy_->s));
+  CUDA_CHECK(cudaEventRecord((to_host ? d2h_ : h2d_)->e[static_cast<std::size_t>(l)], copy_->s));
 }
 
 void StepRunner::set_batch(const std::vector<std::int64_t>& tokens, const std::vector<std::int64_t>& labels,
@@ -337,7 +328,7 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
   CUDA_CHECK(kernels::embedding_fwd(embed_, tokens_, hidden(0), T, h, s));
   if (offloaded(0)) copy_checkpoint(0, true, s);
   for (std::int64_t l = 0; l < L; ++l) {
-    if (off && l >= 1) CUDA_CHECK(cudaStreamWaitEvent(s, d2h_[static_cast<std::size_t>(l - 1)], 0));  // hidden[l - 1] is on the host
+    if (off && l >= 1) CUDA_CHECK(cudaStreamWaitEvent(s, d2h_->e[static_cast<std::size_t>(l - 1)], 0));  // hidden[l - 1] is on the host
     if (zero_) {  // layer l's weights (gathered ahead while layer l - 1 ran), then layer l + 1's into the other slot,
                   // which layer l - 1, queued before, has finished with
       if (l >= 1) join(static_cast<int>(l % 2), s, marks);
@@ -370,7 +361,7 @@ void StepRunner::step(cudaStream_t s, PhaseMarks* marks) {
     // offload: hidden[l - 1] comes back into the buffer layer l + 1 (or the final norm) has finished with,
     // while layer l computes
     if (off && l >= 1) copy_checkpoint(l - 1, false, s);
-    if (offloaded(l)) CUDA_CHECK(cudaStreamWaitEvent(s, h2d_[static_cast<std::size_t>(l)], 0));
+    if (offloaded(l)) CUDA_CHECK(cudaStreamWaitEvent(s, h2d_->e[static_cast<std::size_t>(l)], 0));
     if (zero_) {  // the last two layers are still in their slots from the forward (nothing wrote them since); below
                   // them, top down, layer l - 1 goes into the slot of layer l + 1, whose backward is queued
       if (l < L - 2) join(static_cast<int>(l % 2), s, marks);

@@ -48,8 +48,10 @@
 //   Zero3Shards), each layer's head-sharded tensors (decoder_layer.hpp)
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "runtime/cuda/cuda_events.hpp"
 #include "runtime/cuda/decoder_layer.hpp"
 #include "runtime/cuda/optimizer.hpp"
 #include "runtime/cuda/zero3.hpp"
@@ -119,9 +121,9 @@ class StepRunner {
   void gather(const Gathered& g, cudaStream_t s, PhaseMarks* marks, int ahead = -1);
   void join(int ahead, cudaStream_t s, PhaseMarks* marks);
   void reduce_layer(std::int64_t l, cudaStream_t s);
-  cudaStream_t fetch_ = nullptr;         // offload_params: the stream that fetches parts ahead, the event it waits
-  cudaEvent_t slot_free_ = nullptr;      // on (the compute stream's work so far), and one per ahead (fetched)
-  std::vector<cudaEvent_t> fetched_;
+  std::optional<Stream> fetch_;     // offload_params: the stream that fetches parts ahead, the event it waits on
+  std::optional<Events> slot_free_;  // (the compute stream's work so far), and one per ahead (fetched)
+  std::optional<Events> fetched_;
   std::vector<LayerActs> acts_;  // one per layer, or one (checkpointing)
   LayerScratch scratch_;
   std::vector<bf16_t*> hidden_;  // L + 1 (offload: the two ring buffers)
@@ -136,9 +138,8 @@ class StepRunner {
   bf16_t* host_ = nullptr;       // pinned (in pinned_): the offloaded checkpoints [L - 1, T, h]
   std::int64_t host_bytes_ = 0;  // every pinned byte (checkpoints, the optimizer's staging)
   void host_optimizer_step(cudaStream_t s, PhaseMarks* marks);
-  cudaStream_t copy_ = nullptr;  // offload: the copy stream, and an event per copy (d2h, h2d) per layer
-  std::vector<cudaEvent_t> d2h_, h2d_;
-  cudaEvent_t ready_ = nullptr;
+  std::optional<Stream> copy_;  // offload: the copy stream, and an event per copy (d2h, h2d) per layer
+  std::optional<Events> d2h_, h2d_, ready_;
   bf16_t* hidden(std::int64_t l) const { return hidden_[static_cast<std::size_t>(plan_.offload_checkpoints ? l % 2 : l)]; }
   std::vector<ParamRef> optimizer_params() const;
   void copy_checkpoint(std::int64_t l, bool to_host, cudaStream_t s);
