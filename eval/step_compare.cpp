@@ -64,6 +64,8 @@ StepComparison compare_step(const Scenario& sc, const Prediction& p, const runti
   // each measured range to its group once (names no group lists go to "other")
   std::vector<double> meas(groups.size(), 0.0);
   std::vector<bool> seen(groups.size(), false);
+  std::vector<double> mhz_x_samples(groups.size(), 0.0);
+  std::vector<std::int64_t> samples(groups.size(), 0);
   const auto other = std::find_if(groups.begin(), groups.end(), [](const PhaseGroup& g) { return std::strcmp(g.name, "other") == 0; });
   for (const auto& ph : m.phases) {
     auto g = std::find_if(groups.begin(), groups.end(), [&](const PhaseGroup& x) { return in(x.measured, ph.name); });
@@ -71,6 +73,7 @@ StepComparison compare_step(const Scenario& sc, const Prediction& p, const runti
     const auto i = static_cast<std::size_t>(g - groups.begin());
     meas[i] += ph.median_s;
     seen[i] = true;
+    if (ph.sm_mhz > 0 && ph.sm_samples > 0) mhz_x_samples[i] += ph.sm_mhz * double(ph.sm_samples), samples[i] += ph.sm_samples;
   }
   for (std::size_t i = 0; i < groups.size(); ++i) {
     double pred = 0;
@@ -78,6 +81,7 @@ StepComparison compare_step(const Scenario& sc, const Prediction& p, const runti
     if (!seen[i] && pred == 0) continue;
     Row r = row(groups[i].name, pred, meas[i], seen[i] && !groups[i].predicted.empty());
     r.measured_seen = seen[i];
+    if (samples[i] > 0) r.sm_mhz = mhz_x_samples[i] / double(samples[i]), r.sm_samples = samples[i];
     c.phases.push_back(r);
   }
   c.step = row("step", p.step_time_s, m.step_median_s, true);
@@ -110,6 +114,7 @@ runtime::deepspeed::Json comparison_json(const StepComparison& c) {
   auto row = [](const Row& r) {
     Json j{{"name", r.name}, {"predicted", r.predicted}, {"measured", r.measured}, {"error_pct", r.error_pct}, {"scored", r.scored}};
     if (!r.measured_seen) j["measured"] = nullptr, j["error_pct"] = nullptr;  // not run: no number to compare
+    if (r.sm_samples > 0) j["sm_mhz"] = r.sm_mhz, j["sm_samples"] = r.sm_samples;
     return j;
   };
   Json j;

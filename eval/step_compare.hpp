@@ -30,6 +30,8 @@ struct Row {
   double error_pct = 0;
   bool scored = false;                      // modelled and measured (the others are shown, not scored)
   bool measured_seen = true;                // false: the run had no such range (predicted only)
+  double sm_mhz = -1;                       // the measured SM clock (our runtime at sp 1: docs/STEP_POWER.md): the
+  std::int64_t sm_samples = 0;              // group's phases' medians weighted by their samples; -1, 0: none
 };
 
 struct StepComparison {
@@ -51,7 +53,7 @@ double error_pct(double predicted, double measured);
 // (sim/step_allocs.hpp), the peak of that sequence through the allocator simulation (a run with room
 // to spare); else the model's binding reserved bytes (what an out-of-memory decides on).
 StepComparison compare_step(const Scenario& sc, const Prediction& p, const runtime::StepMeasurement& m);
-// phases [{name, predicted, measured, error_pct, scored}], step, max_memory_allocated/reserved, peak_at,
+// phases [{name, predicted, measured, error_pct, scored[, sm_mhz, sm_samples]}], step, max_memory_allocated/reserved, peak_at,
 // throughput {tokens_per_s_per_gpu, hw_tflops_per_gpu, megatron_tflops_per_gpu, peak_tflops_per_gpu}
 runtime::deepspeed::Json comparison_json(const StepComparison& c);
 

@@ -1,6 +1,7 @@
 // Whole steps (the deepspeed backend, our runtime's) written out: the measurement, the comparison, the trace.
 #include "eval/step_out.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <map>
@@ -63,11 +64,20 @@ std::string step_table(const runtime::StepMeasurement& m) {
 }
 
 std::string step_compare_table(const StepComparison& c) {
-  reports::Table t({{"phase", "", reports::Align::left}, {"predicted", "ms"}, {"measured", "ms"}, {"error", "%"}, {"scored", ""}});
-  for (const auto& r : c.phases)
-    t.add_row({r.name, ms(r.predicted), r.measured_seen ? ms(r.measured) : "-",
-               r.measured_seen ? fmt::format("{:+.1f}", r.error_pct) : "-", r.scored ? "yes" : "no"});
-  t.add_row({"step", ms(c.step.predicted), ms(c.step.measured), fmt::format("{:+.1f}", c.step.error_pct), "yes"});
+  const bool clocks = std::any_of(c.phases.begin(), c.phases.end(), [](const Row& r) { return r.sm_samples > 0; });
+  std::vector<reports::Column> cols = {{"phase", "", reports::Align::left}, {"predicted", "ms"}, {"measured", "ms"}, {"error", "%"}, {"scored", ""}};
+  if (clocks) cols.push_back({"sm clock", "MHz"});
+  reports::Table t(cols);
+  const auto clock = [&](const Row& r) { return r.sm_samples > 0 ? fmt::format("{:.0f}", r.sm_mhz) : std::string("-"); };
+  for (const auto& r : c.phases) {
+    std::vector<std::string> cells = {r.name, ms(r.predicted), r.measured_seen ? ms(r.measured) : "-",
+                                      r.measured_seen ? fmt::format("{:+.1f}", r.error_pct) : "-", r.scored ? "yes" : "no"};
+    if (clocks) cells.push_back(clock(r));
+    t.add_row(cells);
+  }
+  std::vector<std::string> step = {"step", ms(c.step.predicted), ms(c.step.measured), fmt::format("{:+.1f}", c.step.error_pct), "yes"};
+  if (clocks) step.push_back("-");
+  t.add_row(step);
   std::string out = t.render();
   reports::Table mt({{"memory", "", reports::Align::left}, {"predicted", "bytes"}, {"measured", "bytes"}, {"error", "%"}});
   for (const auto* r : {&c.allocated, &c.reserved})
@@ -82,6 +92,9 @@ std::string step_compare_table(const StepComparison& c) {
     tt.add_row({r->name, fmt::format("{:.1f}", r->predicted), fmt::format("{:.1f}", r->measured), mfu(r->predicted), mfu(r->measured)});
   out += "\n" + tt.render() + fmt::format("MFU: TFLOP/s over the profile's dense bf16 peak ({:.1f} TFLOP/s per GPU)\n", c.peak_tflops);
   out += "error = (predicted - measured) / measured; phases per step (all layers), median over timed steps\n";
+  if (clocks)
+    out += "sm clock: NVML's SM clock while the phase ran (its phases' medians weighted by their samples); the step model\n"
+           "assumes the clock its curves were calibrated at (docs/STEP_POWER.md \"The test: the same cycles, a different clock\")\n";
   return out;
 }
 

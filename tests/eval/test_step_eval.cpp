@@ -409,3 +409,39 @@ TEST_CASE("deepspeed results: the host clock per phase, max over ranks of the me
   CHECK(cb.phases[0].sm_samples == 12);
   CHECK(cb.phases[1].sm_mhz == -1);
 }
+
+TEST_CASE("step comparison: each group's SM clock, its phases' medians weighted by their samples", "[eval][power]") {
+  runtime::StepMeasurement m;
+  m.backend = "cuda", m.ranks = 1, m.step_median_s = 1.0;
+  auto phase = [](const char* n, double s, double mhz, std::int64_t k) {
+    runtime::StepPhase p;
+    p.name = n, p.median_s = p.min_s = p.max_s = s, p.sm_mhz = mhz, p.sm_samples = k;
+    return p;
+  };
+  m.phases = {phase("logits.fwd", 0.1, 1320, 10), phase("logits.bwd", 0.3, 1400, 30),  // one group, two clocks
+              phase("attn.bwd", 0.2, 1395, 20), phase("norm.fwd", 0.001, -1, 0)};   // norm.fwd: no sample in it
+  const Scenario sc = two_layers(16384);
+  const auto c = eval::compare_step(sc, predict(sc), m);
+  auto find = [&](const std::string& n) {
+    auto it = std::find_if(c.phases.begin(), c.phases.end(), [&](auto& r) { return r.name == n; });
+    REQUIRE(it != c.phases.end());
+    return *it;
+  };
+  CHECK(find("logits").sm_mhz == Approx((1320.0 * 10 + 1400.0 * 30) / 40));
+  CHECK(find("logits").sm_samples == 40);
+  CHECK(find("attn.bwd").sm_mhz == Approx(1395));
+  CHECK(find("norm.fwd").sm_samples == 0);
+  const auto j = eval::comparison_json(c);
+  for (const auto& r : j["phases"]) {
+    if (r["name"] == "logits") CHECK(r["sm_mhz"].get<double>() == Approx(1380));
+    if (r["name"] == "norm.fwd") CHECK_FALSE(r.contains("sm_mhz"));
+  }
+  const std::string table = eval::step_compare_table(c);
+  INFO(table);
+  CHECK(table.find("sm clock") != std::string::npos);
+  CHECK(table.find("1380") != std::string::npos);
+  // no clock measured (the deepspeed backend, or no NVML): no column
+  for (auto& p : m.phases) p.sm_mhz = -1, p.sm_samples = 0;
+  const std::string plain = eval::step_compare_table(eval::compare_step(sc, predict(sc), m));
+  CHECK(plain.find("sm clock") == std::string::npos);
+}
