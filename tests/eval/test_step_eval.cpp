@@ -266,6 +266,28 @@ TEST_CASE("the step validation set of our runtime: every case runs on the cuda s
   CHECK(host_optimizer >= 3);  // the optimizer on the host: alone, with Qwen3's shapes, with every feature
 }
 
+TEST_CASE("the H100 step set of our runtime: every case runs on the cuda step at sp 1 and fits one H100", "[eval][validate]") {
+  const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h100-step.yaml"));
+  REQUIRE(set.cases.size() >= 12);
+  int tiled_mlp = 0, offload = 0, nockpt = 0, tied = 0;
+  for (const auto& c : set.cases) {
+    INFO(c.name);
+    eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
+    CHECK(s.sc.plan.sp_size == 1);
+    CHECK_FALSE(s.sc.plan.offload_optimizer);  // the optimizer on the GPU (h100-step-offload.yaml has the host's)
+    CHECK(runtime::step_shape_of(s.sc, set.path).sp == 1);  // no InputError: the step runs it
+    s.sc.plan.runtime = Runtime::ulysses;
+    const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());
+    CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));  // leaves room for the CUDA context
+    tiled_mlp += s.sc.plan.tiled_mlp, offload += s.sc.plan.offload_checkpoints, nockpt += !s.sc.plan.activation_checkpointing;
+    tied += s.sc.model.tied_embeddings;
+  }
+  CHECK(tiled_mlp >= 2);
+  CHECK(offload >= 2);
+  CHECK(nockpt >= 1);
+  CHECK(tied >= 2);
+}
+
 TEST_CASE("the sp 2 step set of our runtime: every case passes the step's plan at sp 2 and fits an H100", "[eval][validate]") {
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h100-step-sp2.yaml"));
   REQUIRE(set.cases.size() >= 10);
