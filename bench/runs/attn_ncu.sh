@@ -10,7 +10,8 @@
 # Results: $OUT/c3.tgz (ncu-<kind>-<S>-lab.txt, ncu-<kind>-<S>-step.txt). Exit 1 when a part fails.
 set -u
 S=${1:-16384}; KINDS=${2:-bwd}
-case "$S" in ''|*[!0-9]*) echo "attn_ncu.sh: S '$S' is not a positive integer" >&2; exit 2;; esac
+case "$S" in ''|*[!0-9]*|0*) echo "attn_ncu.sh: S '$S' is not a positive integer" >&2; exit 2;; esac
+[ -n "${KINDS// /}" ] || { echo "attn_ncu.sh: kinds '$KINDS' names none of fwd, bwd" >&2; exit 2; }
 for k in $KINDS; do case "$k" in fwd|bwd) ;; *) echo "attn_ncu.sh: kind '$k' is not fwd or bwd" >&2; exit 2;; esac; done
 export ULYSSES_HOME=$PWD NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 O=${OUT:-/tmp/attn_ncu}; R=$O/c3; mkdir -p $R; t0=$(date +%s); el(){ echo "$(( $(date +%s)-t0 )) s"; }

@@ -454,14 +454,24 @@ TEST_CASE("step comparison: each group's SM clock, its phases' medians weighted 
   CHECK(find("attn.bwd").sm_mhz == Approx(1395));
   CHECK(find("norm.fwd").sm_samples == 0);
   const auto j = eval::comparison_json(c);
+  int rows = 0;
   for (const auto& r : j["phases"]) {
-    if (r["name"] == "logits") CHECK(r["sm_mhz"].get<double>() == Approx(1380));
-    if (r["name"] == "norm.fwd") CHECK_FALSE(r.contains("sm_mhz"));
+    if (r["name"] == "logits") {
+      CHECK(r["sm_mhz"].get<double>() == Approx(1380));
+      ++rows;
+    }
+    if (r["name"] == "norm.fwd") {
+      CHECK_FALSE(r.contains("sm_mhz"));
+      ++rows;
+    }
   }
+  CHECK(rows == 2);
   const std::string table = eval::step_compare_table(c);
   INFO(table);
   CHECK(table.find("sm clock") != std::string::npos);
-  CHECK(table.find("1380") != std::string::npos);
+  const auto logits_line = table.find("logits");
+  REQUIRE(logits_line != std::string::npos);
+  CHECK(table.substr(logits_line, table.find('\n', logits_line) - logits_line).find("1380") != std::string::npos);
   // no clock measured (the deepspeed backend, or no NVML): no column
   for (auto& p : m.phases) p.sm_mhz = -1, p.sm_samples = 0;
   const std::string plain = eval::step_compare_table(eval::compare_step(sc, predict(sc), m));
