@@ -50,6 +50,25 @@ eval::StepCase step_case(const std::string& name, double alloc_err, double step_
   c.c.phases.push_back({"norm.fwd", 0, 1, -100, false});
   return c;
 }
+
+// Each case of a step set of our runtime as `validate --backend cuda` builds it (plan.runtime ulysses), each checked
+// to pass the step's plan at sp `sp` (no InputError) and to fit one GPU of its profile (one rank's bytes) with room
+// for the CUDA context.
+std::vector<Scenario> runtime_step_cases(const eval::ValidationSet& set, std::int64_t sp) {
+  std::vector<Scenario> out;
+  for (const auto& c : set.cases) {
+    INFO(c.name);
+    eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
+    CHECK(s.sc.plan.sp_size == sp);
+    CHECK(runtime::step_shape_of(s.sc, set.path).sp == sp);
+    s.sc.plan.runtime = Runtime::ulysses;
+    const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());
+    CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));
+    out.push_back(s.sc);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("deepspeed results: ranks merged, phases grouped against the step model", "[deepspeed]") {
@@ -251,14 +270,9 @@ TEST_CASE("the step validation set of our runtime: every case runs on the cuda s
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h200-step.yaml"));
   REQUIRE(set.cases.size() >= 20);  // issue 13's least
   int tiled_mlp = 0, offload = 0, all = 0, host_optimizer = 0;
-  for (const auto& c : set.cases) {
-    INFO(c.name);
-    eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
-    s.sc.plan.runtime = Runtime::ulysses;
-    const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());
-    CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));  // leaves room for the CUDA context
-    tiled_mlp += s.sc.plan.tiled_mlp, offload += s.sc.plan.offload_checkpoints, host_optimizer += s.sc.plan.offload_optimizer;
-    all += s.sc.plan.tiled_mlp && s.sc.plan.offload_checkpoints && s.sc.plan.tiled_logits;
+  for (const Scenario& sc : runtime_step_cases(set, 1)) {
+    tiled_mlp += sc.plan.tiled_mlp, offload += sc.plan.offload_checkpoints, host_optimizer += sc.plan.offload_optimizer;
+    all += sc.plan.tiled_mlp && sc.plan.offload_checkpoints && sc.plan.tiled_logits;
   }
   CHECK(tiled_mlp >= 2);  // the feature ladder's rungs on one GPU
   CHECK(offload >= 2);
@@ -270,17 +284,10 @@ TEST_CASE("the H100 step set of our runtime: every case runs on the cuda step at
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h100-step.yaml"));
   REQUIRE(set.cases.size() >= 12);
   int tiled_mlp = 0, offload = 0, nockpt = 0, tied = 0;
-  for (const auto& c : set.cases) {
-    INFO(c.name);
-    eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
-    CHECK(s.sc.plan.sp_size == 1);
-    CHECK_FALSE(s.sc.plan.offload_optimizer);  // the optimizer on the GPU (h100-step-offload.yaml has the host's)
-    CHECK(runtime::step_shape_of(s.sc, set.path).sp == 1);  // no InputError: the step runs it
-    s.sc.plan.runtime = Runtime::ulysses;
-    const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());
-    CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));  // leaves room for the CUDA context
-    tiled_mlp += s.sc.plan.tiled_mlp, offload += s.sc.plan.offload_checkpoints, nockpt += !s.sc.plan.activation_checkpointing;
-    tied += s.sc.model.tied_embeddings;
+  for (const Scenario& sc : runtime_step_cases(set, 1)) {
+    CHECK_FALSE(sc.plan.offload_optimizer);  // the optimizer on the GPU (h100-step-offload.yaml has the host's)
+    tiled_mlp += sc.plan.tiled_mlp, offload += sc.plan.offload_checkpoints, nockpt += !sc.plan.activation_checkpointing;
+    tied += sc.model.tied_embeddings;
   }
   CHECK(tiled_mlp >= 2);
   CHECK(offload >= 2);
@@ -292,16 +299,9 @@ TEST_CASE("the sp 2 step set of our runtime: every case passes the step's plan a
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h100-step-sp2.yaml"));
   REQUIRE(set.cases.size() >= 10);
   int tiled_mlp = 0, offload = 0, nockpt = 0, host_opt = 0, host_params = 0;
-  for (const auto& c : set.cases) {
-    INFO(c.name);
-    eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
-    CHECK(s.sc.plan.sp_size == 2);
-    CHECK(runtime::step_shape_of(s.sc, set.path).sp == 2);  // no InputError: the step runs it
-    s.sc.plan.runtime = Runtime::ulysses;
-    const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());  // one rank's
-    CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));
-    tiled_mlp += s.sc.plan.tiled_mlp, offload += s.sc.plan.offload_checkpoints, nockpt += !s.sc.plan.activation_checkpointing;
-    host_opt += s.sc.plan.offload_optimizer, host_params += s.sc.plan.offload_params;
+  for (const Scenario& sc : runtime_step_cases(set, 2)) {
+    tiled_mlp += sc.plan.tiled_mlp, offload += sc.plan.offload_checkpoints, nockpt += !sc.plan.activation_checkpointing;
+    host_opt += sc.plan.offload_optimizer, host_params += sc.plan.offload_params;
   }
   CHECK(host_opt >= 2);
   CHECK(host_params >= 1);
@@ -314,17 +314,10 @@ TEST_CASE("the ZeRO-Offload step set of our runtime: every case runs on the cuda
   const eval::ValidationSet set = eval::load_validation_set(source_path("scenarios/validation/h100-step-offload.yaml"));
   REQUIRE(set.cases.size() >= 10);
   int host_params = 0, all = 0, nockpt = 0, tied = 0;
-  for (const auto& c : set.cases) {
-    INFO(c.name);
-    eval::StepSetCase s = eval::step_set_case(set.model, set.profile, c.name, eval::case_keys(set, c), set.path, "cuda");
-    CHECK(s.sc.plan.sp_size == 1);
-    CHECK(s.sc.plan.offload_optimizer);
-    CHECK(runtime::step_shape_of(s.sc, set.path).sp == 1);  // no InputError: the step runs it
-    s.sc.plan.runtime = Runtime::ulysses;
-    const double bytes = double(ulysses_step_bytes(derive_dims(s.sc), step_runtime_flags(s.sc)).total());
-    CHECK(bytes < 0.95 * double(s.sc.hw.hbm_bytes));
-    host_params += s.sc.plan.offload_params, nockpt += !s.sc.plan.activation_checkpointing, tied += s.sc.model.tied_embeddings;
-    all += s.sc.plan.offload_params && s.sc.plan.tiled_mlp && s.sc.plan.offload_checkpoints && s.sc.plan.tiled_logits;
+  for (const Scenario& sc : runtime_step_cases(set, 1)) {
+    CHECK(sc.plan.offload_optimizer);
+    host_params += sc.plan.offload_params, nockpt += !sc.plan.activation_checkpointing, tied += sc.model.tied_embeddings;
+    all += sc.plan.offload_params && sc.plan.tiled_mlp && sc.plan.offload_checkpoints && sc.plan.tiled_logits;
   }
   CHECK(host_params >= 8);  // offload_params at 2 to 4 layers, S 8K to 128K
   CHECK(set.cases.size() - host_params >= 2);  // the optimizer alone on the host, to set them against
