@@ -146,6 +146,8 @@ PowerSummary PowerSampler::stop() {
   return summarize_power(samples_, limit_w_);
 }
 
+std::string PowerSampler::unavailable() const { return nvml_->ok() ? std::string() : nvml_->why; }
+
 int PowerSampler::index_of(const std::string& pci_bus_id) const {
   Nvml::Dev d = nullptr;
   if (!nvml_->ok() || !nvml_->by_pci || nvml_->by_pci(pci_bus_id.c_str(), &d) != 0) return -1;
@@ -169,16 +171,17 @@ std::map<std::string, WindowClock> clock_in_windows(const std::vector<PowerSampl
   for (const ClockWindow& c : w) by_begin.push_back(&c);
   std::sort(by_begin.begin(), by_begin.end(), [](const ClockWindow* a, const ClockWindow* b) { return a->begin_s < b->begin_s; });
   std::map<std::string, std::vector<double>> in;
+  std::map<std::string, double> watts;
   for (const PowerSample& x : s) {
     if (x.gpu != gpu) continue;
     const auto it = std::upper_bound(by_begin.begin(), by_begin.end(), x.t_s,
                                      [](double t, const ClockWindow* c) { return t < c->begin_s; });
     if (it == by_begin.begin()) continue;
     const ClockWindow& c = **std::prev(it);
-    if (x.t_s < c.end_s) in[c.name].push_back(x.sm_mhz);
+    if (x.t_s < c.end_s) in[c.name].push_back(x.sm_mhz), watts[c.name] += x.watts;
   }
   std::map<std::string, WindowClock> out;
-  for (auto& [name, v] : in) out[name] = {static_cast<std::int64_t>(v.size()), core::median(v)};
+  for (auto& [name, v] : in) out[name] = {static_cast<std::int64_t>(v.size()), core::median(v), watts[name] / double(v.size())};
   return out;
 }
 

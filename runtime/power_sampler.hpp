@@ -41,7 +41,7 @@ constexpr double kAtCapFraction = 0.97;
 PowerSummary summarize_power(const std::vector<PowerSample>& s, double limit_w);
 
 // The SM clock over named windows of one GPU's samples (times on the samples' clock, seconds): per name, the median
-// clock of the samples of NVML index `gpu` whose time lies in one of that name's windows [begin_s, end_s). The
+// clock (and the mean power) of the samples of NVML index `gpu` whose time lies in one of that name's windows [begin_s, end_s). The
 // windows do not overlap (a run's phases, one after another). A name none of whose windows holds a sample is absent
 // (a window shorter than the sampling period may hold none). windows_after: back-to-back segments (name, seconds)
 // as windows from start_s on.
@@ -52,6 +52,7 @@ struct ClockWindow {
 struct WindowClock {
   std::int64_t samples = 0;
   double sm_mhz_median = 0;
+  double watts_mean = 0;  // the board power over the same samples
 };
 std::vector<ClockWindow> windows_after(double start_s, const std::vector<std::pair<std::string, double>>& segments);
 std::map<std::string, WindowClock> clock_in_windows(const std::vector<PowerSample>& s, int gpu, const std::vector<ClockWindow>& w);
@@ -74,6 +75,8 @@ class PowerSampler {
   std::chrono::steady_clock::time_point started_at() const { return t0_; }
   // the NVML index of the GPU with this PCI bus id (cudaDeviceGetPCIBusId's form); -1 without NVML or that GPU
   int index_of(const std::string& pci_bus_id) const;
+  // why nothing can be sampled (no NVML, no GPU): one line; empty when NVML is there
+  std::string unavailable() const;
 
  private:
   std::unique_ptr<Nvml> nvml_;

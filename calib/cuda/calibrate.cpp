@@ -27,6 +27,7 @@
 #include <fmt/ranges.h>
 
 #include "calib/a2a_fit.hpp"
+#include "calib/point_clocks.hpp"
 #include "calib/cuda/collectives.hpp"
 #include "calib/cuda/host_link_busy.hpp"
 #include "calib/host_adam_rate.hpp"
@@ -65,10 +66,18 @@ struct Setup {
 
 // One attention curve family: kernel x D x mask x heads per rank, over S.
 // kernels: "flash" and "reference" (the whole calibration), or "flash" alone (--only attention).
-void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out,
-                         const std::vector<const char*>& kernels = {"flash", "reference"}) {
-  reports::Table t({{"key", "", reports::Align::left}, {"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "TFLOP/s"},
-                    {"bwd", "TFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}});
+// Each point's SM clock and board power (calib/point_clocks.hpp) go into its raw entry and the table; returns the
+// section's clock summary for the provenance.
+std::string calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out,
+                                const std::vector<const char*>& kernels = {"flash", "reference"}) {
+  PointClocks clocks(rc::pci_bus_id(0));
+  struct Point {
+    std::string key;
+    std::int64_t S;
+    AttnTime a;
+    std::size_t raw_index;
+  };
+  std::vector<Point> points;
   for (const char* kernel : kernels)
     for (std::int64_t D : {128, 64})
       for (bool causal : {true, false})
@@ -87,17 +96,16 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
             if (h >= 32 && S > s.max_S_h32) continue;  // (time; the curve is flat there)
             // attention time grows as S^2: skip points that would take too long
             if (last_s > 0 && last_s * (double(S) / last_S) * (double(S) / last_S) > max_point_s) continue;
-            const auto a = attention_time(kernel, S, h, kv, D, causal, s.warmup, s.iters);
+            const std::string name = fmt::format("{} S={}", key, S);
+            const AttnTime a = clocks.around(name, [&] { return attention_time(kernel, S, h, kv, D, causal, s.warmup, s.iters); });
             last_s = a.fwd_s + a.bwd_s, last_S = double(S);
             const double ef = a.fwd_flops / a.fwd_s / hw.bf16_dense_flops, eb = a.bwd_flops / a.bwd_s / hw.bf16_dense_flops;
             fwd.points.emplace_back(double(S), std::min(ef, 1.0));
             bwd.points.emplace_back(double(S), std::min(eb, 1.0));
-            raw["attention"].push_back({{"key", key}, {"kernel", kernel}, {"S", S}, {"H_local", h}, {"H_kv_local", std::max<std::int64_t>(1, h / 4)},
+            raw["attention"].push_back({{"key", key}, {"kernel", kernel}, {"S", S}, {"H_local", h}, {"H_kv_local", kv},
                                         {"D", D}, {"causal", causal}, {"fwd_s", a.fwd_s}, {"bwd_s", a.bwd_s},
                                         {"fwd_flops", a.fwd_flops}, {"bwd_flops", a.bwd_flops}});
-            t.add_row({key, fmt::format("{}", S), fmt::format("{:.0f}", a.fwd_s * 1e6), fmt::format("{:.0f}", a.bwd_s * 1e6),
-                       fmt::format("{:.1f}", a.fwd_flops / a.fwd_s / 1e12), fmt::format("{:.1f}", a.bwd_flops / a.bwd_s / 1e12),
-                       fmt::format("{:.3f}", ef), fmt::format("{:.3f}", eb)});
+            points.push_back({key, S, a, raw["attention"].size() - 1});
             std::cerr << fmt::format("  attention {} S={}: fwd {:.1f} bwd {:.1f} TFLOP/s\n", key, S, a.fwd_flops / a.fwd_s / 1e12,
                                      a.bwd_flops / a.bwd_s / 1e12);
           }
@@ -105,9 +113,23 @@ void calibrate_attention(const Setup& s, const HardwareProfile& hw, Calibration&
           c.attn_fwd_eff.emplace_back(key, fwd);
           c.attn_bwd_eff.emplace_back(bwd_key, bwd);
         }
-  out += fmt::format("attention (B=1, H_kv_local = H_local/4, median of {} after {} warm-up; eff = FLOPs/t / {:.1f} TFLOP/s)\n",
+  clocks.stop();
+  reports::Table t({{"key", "", reports::Align::left}, {"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "TFLOP/s"},
+                    {"bwd", "TFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}, {"sm clock", "MHz"}, {"power", "W"}});
+  for (const Point& p : points) {
+    const auto* ck = clocks.of(fmt::format("{} S={}", p.key, p.S));
+    if (ck) raw["attention"][p.raw_index].update({{"sm_mhz", ck->sm_mhz_median}, {"watts", ck->watts_mean}, {"clock_samples", ck->samples}});
+    t.add_row({p.key, fmt::format("{}", p.S), fmt::format("{:.0f}", p.a.fwd_s * 1e6), fmt::format("{:.0f}", p.a.bwd_s * 1e6),
+               fmt::format("{:.1f}", p.a.fwd_flops / p.a.fwd_s / 1e12), fmt::format("{:.1f}", p.a.bwd_flops / p.a.bwd_s / 1e12),
+               fmt::format("{:.3f}", p.a.fwd_flops / p.a.fwd_s / hw.bf16_dense_flops),
+               fmt::format("{:.3f}", p.a.bwd_flops / p.a.bwd_s / hw.bf16_dense_flops),
+               ck ? fmt::format("{:.0f}", ck->sm_mhz_median) : "-", ck ? fmt::format("{:.0f}", ck->watts_mean) : "-"});
+  }
+  out += fmt::format("attention (B=1, H_kv_local = H_local/4, median of {} after {} warm-up; eff = FLOPs/t / {:.1f} TFLOP/s; "
+                     "SM clock and power: NVML every 10 ms over each point, warm-up included)\n",
                      s.iters, s.warmup, hw.bf16_dense_flops / 1e12) +
-         t.render();
+         t.render() + "SM clock of the attention points: " + clocks.summary() + "\n";
+  return clocks.summary();
 }
 
 // Exchange at P from the block's own exchange phases (attention skipped, ranks aligned) with
@@ -244,7 +266,8 @@ void calibrate_collectives(int P, Calibration& c, Json& raw, std::string& out) {
 constexpr std::array<const char*, 3> kGemmModels = {"llama-3.1-8b", "qwen3-4b", "qwen3-8b"};
 
 // Our runtime's elementwise kernels, the host optimizer and the GEMMs: the step model's rates for plan.runtime ulysses.
-void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out) {
+// Returns the GEMM points' clock summary (calib/point_clocks.hpp) for the provenance.
+std::string calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std::string& out) {
   std::string kr;
   c.ulysses_bytes_per_elem = ulysses_kernel_rates(hw.hbm_GBps, 3, 10, kr);
   out += "our runtime's elementwise kernels alone (calibrated.ulysses_bytes_per_elem; T=32768 h=4096 F=14336 H=32/8 D=128 "
@@ -286,16 +309,24 @@ void calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& raw, std
   for (const char* m : kGemmModels) models.push_back(load_model(m));
   g.NK = gemm_shapes_of(models);
   std::string gr;
-  c.ulysses_gemm_eff = ulysses_gemm_curves(hw.bf16_dense_flops, g, gr);
+  PointClocks clocks(rc::pci_bus_id(0));
+  c.ulysses_gemm_eff = ulysses_gemm_curves(hw.bf16_dense_flops, g, gr, 0, &clocks);
+  clocks.stop();
   out += fmt::format("our runtime's GEMMs alone (calibrated.ulysses_gemm_eff; cuBLASLt bf16, fp32 accumulate; the layers and "
                      "loss heads of {}; eff = 2 M N K / t / {:.1f} TFLOP/s, median of {}):\n",
                      fmt::join(kGemmModels, ", "), hw.bf16_dense_flops / 1e12, g.iters) + gr;
+  out += "SM clock of the GEMM points (NVML every 10 ms over each point's timed calls): " + clocks.summary() + "\n";
+  // per point [M, eff] and, where sampled, its clock and power: [M, eff, sm_mhz, watts, samples]
   raw["ulysses_gemm_eff"] = Json::object();
   for (const auto& [key, curve] : c.ulysses_gemm_eff) {
     Json pts = Json::array();
-    for (const auto& [x, y] : curve.points) pts.push_back({x, y});
+    for (const auto& [x, y] : curve.points) {
+      const auto* ck = clocks.of(gemm_point_name(key, static_cast<std::int64_t>(x)));
+      pts.push_back(ck ? Json{x, y, ck->sm_mhz_median, ck->watts_mean, ck->samples} : Json{x, y});
+    }
     raw["ulysses_gemm_eff"][key] = pts;
   }
+  return clocks.summary();
 }
 
 // Bare implementation keys: the D=128 causal curve at 16 heads per rank (fwd) / 4 kv heads (bwd) under the
@@ -339,8 +370,8 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
                      info.runtime, info.nccl);
   out += fmt::format("pack (seq->head, 256 MiB): {:.0f} GB/s (read + write); host link pinned 256 MiB: h2d {:.1f}, d2h {:.1f} GB/s\n",
                      c.pack_GBps, link.h2d_GBps, link.d2h_GBps);
-  calibrate_kernels(hw, c, raw, out);
-  calibrate_attention(s, hw, c, raw, out);
+  const std::string gemm_clock = calibrate_kernels(hw, c, raw, out);
+  const std::string attn_clock = calibrate_attention(s, hw, c, raw, out);
   add_bare_attention_keys(c);
   if (info.count >= 2) {
     calibrate_a2a(s, 2, c, raw, out);
@@ -372,9 +403,10 @@ Result calibrate(const HardwareProfile& hw, bool quick, const std::string& cmd) 
       "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5; gemm_eff (PyTorch's) not "
       "calibrated; a2a transport {} (p2p: one fixed cost per exchange phase, nccl: one per tensor); allgather / "
       "reduce_scatter_busbw_GBps: NCCL bf16 over 2, 4 and 8 GPUs as visible, 1 MiB to 1 GiB, 10 calls back to back on the "
-      "slowest rank, nccl-tests' busbw",
+      "slowest rank, nccl-tests' busbw; SM clock while timed (NVML, per point in the raw file): attention {}, GEMMs {}",
       utc_now(), cmd, info.name, info.count, info.driver, info.runtime, info.nccl, s.iters, s.warmup, hw.bf16_dense_flops / 1e12,
-      raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured")));
+      raw.contains("a2a_transport") ? raw["a2a_transport"].get<std::string>() : std::string("not measured"), attn_clock,
+      gemm_clock));
   raw["provenance"] = c.provenance;
   return r;
 }
@@ -401,13 +433,13 @@ Result calibrate_attention_only(const HardwareProfile& hw, const std::string& cm
   for (auto* curves : {&r.c.attn_fwd_eff, &r.c.attn_bwd_eff})
     curves->erase(std::remove_if(curves->begin(), curves->end(), ours), curves->end());
   const Setup s;
-  calibrate_attention(s, hw, r.c, r.raw, r.report, {"flash"});
+  const std::string clock = calibrate_attention(s, hw, r.c, r.raw, r.report, {"flash"});
   add_bare_attention_keys(r.c, flash);  // only ours: another implementation's predictions stay as they were
   set_provenance(r.c.provenance, "attention",
                  fmt::format("{} attention curves measured {} by `{}` on {} (our kernels as built: D=64 {}, D=128 {}; "
-                             "B=1, H_kv_local = H_local/4, median of {} after {} warm-up)",
+                             "B=1, H_kv_local = H_local/4, median of {} after {} warm-up; SM clock while timed: {})",
                              flash, utc_now(), cmd, dev.name, kernels::attn_flash_kernels_in_use(64),
-                             kernels::attn_flash_kernels_in_use(128), s.iters, s.warmup));
+                             kernels::attn_flash_kernels_in_use(128), s.iters, s.warmup, clock));
   return r;
 }
 
@@ -416,14 +448,15 @@ Result calibrate_kernels_only(const HardwareProfile& hw, const std::string& cmd)
   Result r;
   r.c = hw.calibrated;
   r.raw = Json{{"measured_at", utc_now()}, {"command", cmd}, {"gpu", dev.name}, {"gpus", dev.count}};
-  calibrate_kernels(hw, r.c, r.raw, r.report);
+  const std::string clock = calibrate_kernels(hw, r.c, r.raw, r.report);
   set_provenance(r.c.provenance, "ulysses_kernels",
                  fmt::format("ulysses_bytes_per_elem measured {} by `{}` on {} (our layer kernels alone at T=32768 "
                              "h=4096 F=14336 H=32/8 D=128 V=128256, median of 10, t * hbm_GBps / elements; "
                              "ulysses_host_adam_ns_per_param: runtime/host_adam.cpp on one [F, h] tensor, every core; "
                              "host_link_*_busy_GBps: 256 MiB pinned copies while our GEMMs run on another stream; "
-                             "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5)",
-                             utc_now(), cmd, dev.name));
+                             "ulysses_gemm_eff: our cuBLASLt GEMMs alone per pass and weight shape over M, median of 5; "
+                             "their SM clock while timed: {})",
+                             utc_now(), cmd, dev.name, clock));
   return r;
 }
 

@@ -56,8 +56,10 @@ std::vector<std::pair<std::int64_t, std::int64_t>> gemm_shapes_of(const std::vec
   return out;
 }
 
+std::string gemm_point_name(const std::string& key, std::int64_t M) { return fmt::format("{} M={}", key, M); }
+
 std::vector<std::pair<std::string, Curve>> ulysses_gemm_curves(double peak_flops, const GemmCalibration& g, std::string& report,
-                                                               int device) {
+                                                               int device, PointClocks* clocks) {
   CUDA_CHECK(cudaSetDevice(device));
   cudaStream_t st;
   CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -109,15 +111,16 @@ std::vector<std::pair<std::string, Curve>> ulysses_gemm_curves(double peak_flops
             check_entry(what, N, K, fetch(dW + n * K + k, 1, 1)[0], fetch(dY + n, M0, N), fetch(X + k, M0, K),
                         pass == GemmPass::wgrad_acc ? 2 : 1);
         }
+        const std::string key = gemm_curve_key(pass, N, K);
         Curve c;
         std::string line;
         for (std::int64_t M : Ms) {
-          const double t = core::median(runtime::cuda::time_on_stream_after(st, g.warmup, g.iters, before, [&] { run(M); }));
+          const auto timed = [&] { return runtime::cuda::time_on_stream_after(st, g.warmup, g.iters, before, [&] { run(M); }); };
+          const double t = core::median(clocks ? clocks->around(gemm_point_name(key, M), timed) : timed());
           const double eff = 2.0 * double(M) * double(N) * double(K) / t / peak_flops;
           c.points.emplace_back(double(M), std::min(eff, 1.0));
           line += fmt::format(" {}:{:.3f}", M, eff);
         }
-        const std::string key = gemm_curve_key(pass, N, K);
         report += fmt::format("  {:<20} eff at M:{}\n", key, line);
         curves.emplace_back(key, std::move(c));
       }

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "calib/point_clocks.hpp"
 #include "sim/scenario.hpp"
 
 namespace ulysses::calib::cuda {
@@ -32,8 +33,10 @@ struct GemmCalibration {
 // The distinct weight shapes of the models' layers and loss heads.
 std::vector<std::pair<std::int64_t, std::int64_t>> gemm_shapes_of(const std::vector<ModelSpec>& models);
 
-// One curve per pass and shape (key, curve); `report` gets one line per curve.
+// One curve per pass and shape (key, curve); `report` gets one line per curve. With `clocks`, each point's timed
+// calls run as the point gemm_point_name(key, M) (calib/point_clocks.hpp).
 std::vector<std::pair<std::string, Curve>> ulysses_gemm_curves(double peak_flops, const GemmCalibration& g, std::string& report,
-                                                               int device = 0);
+                                                               int device = 0, PointClocks* clocks = nullptr);
+std::string gemm_point_name(const std::string& key, std::int64_t M);
 
 }  // namespace ulysses::calib::cuda

@@ -48,4 +48,13 @@ std::int64_t device_free_bytes(int device) {
   return static_cast<std::int64_t>(free_b);
 }
 
+std::string pci_bus_id(int device) {
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  return bus;
+}
+
 }  // namespace ulysses::runtime::cuda

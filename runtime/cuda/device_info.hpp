@@ -18,4 +18,8 @@ DeviceInfo device_info();
 // cudaMemGetInfo on `device`: free bytes now (creates the context on first use).
 std::int64_t device_free_bytes(int device);
 
+// The device's PCI bus id as CUDA gives it (cudaDeviceGetPCIBusId, e.g. "0000:19:00.0"), the key NVML finds it by
+// (runtime/power_sampler.hpp); empty when CUDA cannot give it (then nothing of that GPU is sampled or counted).
+std::string pci_bus_id(int device);
+
 }  // namespace ulysses::runtime::cuda

@@ -154,17 +154,13 @@ StepMeasurement run_step(const Scenario& sc, const StepRunOptions& opt, const st
   std::vector<std::string> order;                      // phases in first-seen order
   std::map<std::string, std::vector<double>> per_step;  // phase -> its time in each timed step
   std::vector<double> steps;
-  char bus[32] = {};  // no bus id: no handle, the energy "not measured" (the step itself goes on)
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, 0) != cudaSuccess) {
-    bus[0] = '\0';
-    (void)cudaGetLastError();
-  }
-  const EnergyCounter energy(bus);  // the timed steps' joules (runtime/power_sampler.hpp)
+  const std::string bus = pci_bus_id(0);  // empty: no handle, the energy "not measured" (the step itself goes on)
+  const EnergyCounter energy(bus);        // the timed steps' joules (runtime/power_sampler.hpp)
   double joules0 = -1;
   // each phase's SM clock: NVML sampled every 10 ms over the timed steps, the samples matched to the phases' windows
   // on the host's clock; the GPU's clock is tied to it by an event recorded on the idle stream before each step
   PowerSampler sampler(10);
-  const int nvml_gpu = bus[0] ? sampler.index_of(bus) : -1;  // -1: no clock per phase
+  const int nvml_gpu = bus.empty() ? -1 : sampler.index_of(bus);  // -1: no clock per phase
   std::vector<ClockWindow> windows;
   const Events anchor_event(1);
   const cudaEvent_t anchor = anchor_event.e[0];

@@ -64,9 +64,7 @@ std::string rank_steps(const RankJob& job, int r, int device, LayerExchange& ex,
   run.set_batch(mine.tokens, mine.labels, mine.cos, mine.sin, job.valid);
   sync.wait(s, "the runner's set-up");
   sync.agree();
-  char bus[32] = {};
-  if (!count_energy || cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) bus[0] = '\0', (void)cudaGetLastError();
-  const EnergyCounter energy(bus);
+  const EnergyCounter energy(count_energy ? pci_bus_id(device) : std::string());
   double joules0 = -1;
   EventMarks marks;
   Json steps = Json::array(), losses = Json::array();

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include "runtime/cuda/device_info.hpp"
 #include "runtime/cuda/step_run.hpp"
 #include "runtime/power_sampler.hpp"
 #include "tests/sim/fixtures.hpp"
@@ -28,8 +29,8 @@ TEST_CASE("run step: the SM clock of each long phase", "[.gpu][gpu][step][power]
   sc.hw = test::h100_sxm();
   sc.plan.seq_len = 16384, sc.plan.sp_size = 1, sc.gpus = 1, sc.plan.zero_stage = 3;
   sc.plan.activation_checkpointing = true;
-  char bus[32] = {};
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, 0) != cudaSuccess || runtime::PowerSampler(10).index_of(bus) < 0) {
+  const std::string bus = runtime::cuda::pci_bus_id(0);
+  if (bus.empty() || runtime::PowerSampler(10).index_of(bus) < 0) {
     std::fprintf(stderr, "SKIPPED (NVML does not see this GPU): %s\n", Catch::getResultCapture().getCurrentTestName().c_str());
     WARN("skipped: NVML does not see this GPU");
     return;

@@ -146,11 +146,11 @@ TEST_CASE("bench step: the power table has a row per sampled backend and says wh
 
 TEST_CASE("clock in windows: per phase, the median clock of one GPU's samples inside its windows", "[bench][power]") {
   using ulysses::runtime::ClockWindow;
-  // GPU 0 sampled every 1/64 s at 1400, 1500, ..., GPU 1 at 1980 throughout (another GPU of the host); times in
+  // GPU 0 sampled every 1/64 s at 1400, 1500, ... MHz and 600, 610, ... W, GPU 1 at 1980 throughout (another GPU of the host); times in
   // 64ths of a second, exact in binary, so the windows' edges are exact
   std::vector<PowerSample> s;
   for (int i = 0; i < 10; ++i) {
-    s.push_back({i / 64.0, 0, 1400.0 + 100 * i, 690});
+    s.push_back({i / 64.0, 0, 1400.0 + 100 * i, 600.0 + 10 * i});
     s.push_back({i / 64.0, 1, 1980, 70});
   }
   // attn.bwd twice (two timed steps): [1, 3) holds samples 1, 2; [5, 7) holds 5, 6. mlp.fwd's window holds no
@@ -161,10 +161,12 @@ TEST_CASE("clock in windows: per phase, the median clock of one GPU's samples in
   REQUIRE(c.count("attn.bwd"));
   CHECK(c.at("attn.bwd").samples == 4);
   CHECK(c.at("attn.bwd").sm_mhz_median == Approx((1600 + 1900) / 2.0));  // 1500, 1600, 1900, 2000
+  CHECK(c.at("attn.bwd").watts_mean == Approx((610 + 620 + 650 + 660) / 4.0));
   CHECK(c.count("mlp.fwd") == 0);
   REQUIRE(c.count("other"));
   CHECK(c.at("other").samples == 1);
   CHECK(c.at("other").sm_mhz_median == 1700);
+  CHECK(c.at("other").watts_mean == Approx(630));
   CHECK(ulysses::runtime::clock_in_windows(s, 1, w).at("other").sm_mhz_median == 1980);
   CHECK(ulysses::runtime::clock_in_windows(s, -1, w).empty());  // no GPU matched: nothing measured
 }
