@@ -91,6 +91,28 @@ TEST_CASE("step scope: the committed H100 ZeRO-Offload record of our runtime re-
   CHECK(fetched == 9);
 }
 
+TEST_CASE("step scope: the committed H100 plain-step record re-predicts within issue 13's targets", "[cli][step_scope]") {
+  // records/validation/h100-step.json: 12 whole steps on one H100, the optimizer on the GPU, each phase's measured SM
+  // clock kept (docs/VALIDATION.md "Plain steps on one H100")
+  const std::string rec = ulysses::test::record_path("validation/h100-step.json");
+  ulysses::test::TempDir dir;
+  const auto re = nlohmann::json::parse(ulysses::test::repredict_stored(rec, dir, "re.json"));
+  REQUIRE(re["cases"].size() == 12);
+  meets_targets_and_reads(rec, re, dir);
+  // the data a clock model is to be tested against: the attention backward of every case from 16K on holds samples;
+  // each clock lies between the H100's idle floor and its boost
+  int clocked = 0;
+  for (const auto& c : re["cases"])
+    for (const auto& p : c["comparison"]["phases"])
+      if (p["name"] == "attn.bwd" && p.contains("sm_mhz")) {
+        ++clocked;
+        CHECK(p["sm_samples"].get<int>() >= 1);
+        CHECK(p["sm_mhz"].get<double>() >= 345);
+        CHECK(p["sm_mhz"].get<double>() <= 1980);
+      }
+  CHECK(clocked == 11);  // llama8b-l2-s8k: its backward, 8 ms over 2 layers, held no 10 ms sample
+}
+
 TEST_CASE("step scope: the committed capacity record of our runtime's step re-predicts within 3 %", "[cli][step_scope]") {
   // records/validation/h200-step-capacity.json: 4 cases bisected on one H200 under a ballast
   const std::string rec = ulysses::test::record_path("validation/h200-step-capacity.json");
