@@ -2,6 +2,7 @@
 #include "calib/point_clocks.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -13,7 +14,9 @@ PointClocks::PointClocks(const std::string& pci_bus_id, int period_ms) : sampler
   gpu_ = pci_bus_id.empty() ? -1 : sampler_.index_of(pci_bus_id);
   if (gpu_ < 0) {
     const std::string why = sampler_.unavailable();  // no NVML: its reason; NVML without that GPU: ours
-    why_not_ = !why.empty() ? why : fmt::format("NVML has no GPU of PCI bus id '{}'", pci_bus_id);
+    why_not_ = !why.empty()              ? why
+               : pci_bus_id.empty() ? std::string("CUDA gave no PCI bus id for the device")
+                                    : fmt::format("NVML has no GPU of PCI bus id '{}'", pci_bus_id);
     stopped_ = true;
     return;
   }
@@ -29,7 +32,13 @@ void PointClocks::stop() {
   stopped_ = true;
   (void)sampler_.stop();
   clocks_ = runtime::clock_in_windows(sampler_.samples(), gpu_, windows_);
-  if (clocks_.empty()) why_not_ = fmt::format("no sample inside any of the {} points", windows_.size());
+  if (clocks_.empty()) why_not_ = fmt::format("no sample inside any of the {} points", points());
+}
+
+std::size_t PointClocks::points() const {
+  std::set<std::string> names;
+  for (const runtime::ClockWindow& w : windows_) names.insert(w.name);
+  return names.size();
 }
 
 const runtime::WindowClock* PointClocks::of(const std::string& name) const {
@@ -43,7 +52,7 @@ std::string PointClocks::summary() const {
   for (const auto& [name, c] : clocks_) mhz.push_back(c.sm_mhz_median);
   const auto [lo, hi] = std::minmax_element(mhz.begin(), mhz.end());
   return fmt::format("median {:.0f} MHz ({:.0f}-{:.0f}) over {} of {} points", core::median(mhz), *lo, *hi, mhz.size(),
-                     windows_.size());
+                     points());
 }
 
 }  // namespace ulysses::calib

@@ -6,6 +6,7 @@
 // its time and the provenance names each section's. The step model does not read them (docs/MODEL.md "What the
 // rates assume").
 #include <chrono>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,16 +21,16 @@ class PointClocks {
   // GPU of that id nothing is sampled and why_not() says why.
   explicit PointClocks(const std::string& pci_bus_id, int period_ms = 10);
 
-  // Runs f() as the point `name` (names unique within a section: the last window of a name wins).
+  // Runs f() as the point `name`. Names are meant to be unique within a section; the samples of every window
+  // of one name are pooled.
   template <class F>
   decltype(auto) around(const std::string& name, F&& f) {
-    const double begin = now_s();
-    struct Close {  // the window closes on return and on a throw alike
+    windows_.push_back({name, now_s(), 0});  // opened before f runs (an allocation failure throws here, not later)
+    struct Close {  // closes it on return and on a throw alike, without allocating
       PointClocks& pc;
-      const std::string& name;
-      double begin;
-      ~Close() { pc.windows_.push_back({name, begin, pc.now_s()}); }
-    } close{*this, name, begin};
+      std::size_t i;
+      ~Close() { pc.windows_[i].end_s = pc.now_s(); }
+    } close{*this, windows_.size() - 1};
     return f();
   }
 
@@ -44,6 +45,7 @@ class PointClocks {
 
  private:
   double now_s() const;
+  std::size_t points() const;  // distinct names
   runtime::PowerSampler sampler_;
   int gpu_ = -1;
   bool stopped_ = false;

@@ -96,8 +96,8 @@ std::string calibrate_attention(const Setup& s, const HardwareProfile& hw, Calib
             if (h >= 32 && S > s.max_S_h32) continue;  // (time; the curve is flat there)
             // attention time grows as S^2: skip points that would take too long
             if (last_s > 0 && last_s * (double(S) / last_S) * (double(S) / last_S) > max_point_s) continue;
-            const std::string name = fmt::format("{} S={}", key, S);
-            const AttnTime a = clocks.around(name, [&] { return attention_time(kernel, S, h, kv, D, causal, s.warmup, s.iters); });
+            const AttnTime a = attention_time(kernel, S, h, kv, D, causal, s.warmup, s.iters, 0, 0, &clocks,
+                                              fmt::format("{} S={}", key, S));
             last_s = a.fwd_s + a.bwd_s, last_S = double(S);
             const double ef = a.fwd_flops / a.fwd_s / hw.bf16_dense_flops, eb = a.bwd_flops / a.bwd_s / hw.bf16_dense_flops;
             fwd.points.emplace_back(double(S), std::min(ef, 1.0));
@@ -115,18 +115,24 @@ std::string calibrate_attention(const Setup& s, const HardwareProfile& hw, Calib
         }
   clocks.stop();
   reports::Table t({{"key", "", reports::Align::left}, {"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "TFLOP/s"},
-                    {"bwd", "TFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}, {"sm clock", "MHz"}, {"power", "W"}});
+                    {"bwd", "TFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}, {"fwd clock", "MHz"}, {"bwd clock", "MHz"}});
   for (const Point& p : points) {
-    const auto* ck = clocks.of(fmt::format("{} S={}", p.key, p.S));
-    if (ck) raw["attention"][p.raw_index].update({{"sm_mhz", ck->sm_mhz_median}, {"watts", ck->watts_mean}, {"clock_samples", ck->samples}});
+    std::string mhz[2];
+    for (int i = 0; i < 2; ++i) {  // per pass: <pass>_sm_mhz, <pass>_watts, <pass>_clock_samples where sampled
+      const std::string pass = i == 0 ? "fwd" : "bwd";
+      const auto* ck = clocks.of(fmt::format("{} S={} {}", p.key, p.S, pass));
+      mhz[i] = ck ? fmt::format("{:.0f}", ck->sm_mhz_median) : "-";
+      if (ck)
+        raw["attention"][p.raw_index].update({{pass + "_sm_mhz", ck->sm_mhz_median}, {pass + "_watts", ck->watts_mean},
+                                              {pass + "_clock_samples", ck->samples}});
+    }
     t.add_row({p.key, fmt::format("{}", p.S), fmt::format("{:.0f}", p.a.fwd_s * 1e6), fmt::format("{:.0f}", p.a.bwd_s * 1e6),
                fmt::format("{:.1f}", p.a.fwd_flops / p.a.fwd_s / 1e12), fmt::format("{:.1f}", p.a.bwd_flops / p.a.bwd_s / 1e12),
                fmt::format("{:.3f}", p.a.fwd_flops / p.a.fwd_s / hw.bf16_dense_flops),
-               fmt::format("{:.3f}", p.a.bwd_flops / p.a.bwd_s / hw.bf16_dense_flops),
-               ck ? fmt::format("{:.0f}", ck->sm_mhz_median) : "-", ck ? fmt::format("{:.0f}", ck->watts_mean) : "-"});
+               fmt::format("{:.3f}", p.a.bwd_flops / p.a.bwd_s / hw.bf16_dense_flops), mhz[0], mhz[1]});
   }
   out += fmt::format("attention (B=1, H_kv_local = H_local/4, median of {} after {} warm-up; eff = FLOPs/t / {:.1f} TFLOP/s; "
-                     "SM clock and power: NVML every 10 ms over each point, warm-up included)\n",
+                     "SM clock: NVML every 10 ms over each pass's calls, warm-up included; '-': none fell inside)\n",
                      s.iters, s.warmup, hw.bf16_dense_flops / 1e12) +
          t.render() + "SM clock of the attention points: " + clocks.summary() + "\n";
   return clocks.summary();
@@ -315,7 +321,8 @@ std::string calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& r
   out += fmt::format("our runtime's GEMMs alone (calibrated.ulysses_gemm_eff; cuBLASLt bf16, fp32 accumulate; the layers and "
                      "loss heads of {}; eff = 2 M N K / t / {:.1f} TFLOP/s, median of {}):\n",
                      fmt::join(kGemmModels, ", "), hw.bf16_dense_flops / 1e12, g.iters) + gr;
-  out += "SM clock of the GEMM points (NVML every 10 ms over each point's timed calls): " + clocks.summary() + "\n";
+  out += "SM clock of the GEMM points (NVML every 10 ms over each point's warm-up and timed calls, after the call that "
+         "chooses its algorithm): " + clocks.summary() + "\n";
   // per point [M, eff] and, where sampled, its clock and power: [M, eff, sm_mhz, watts, samples]
   raw["ulysses_gemm_eff"] = Json::object();
   for (const auto& [key, curve] : c.ulysses_gemm_eff) {

@@ -115,6 +115,10 @@ std::vector<std::pair<std::string, Curve>> ulysses_gemm_curves(double peak_flops
         Curve c;
         std::string line;
         for (std::int64_t M : Ms) {
+          if (clocks) {  // the first call at a new M chooses cuBLASLt's algorithm (runtime/cuda/gemm.hpp): outside the point
+            run(M);
+            CUDA_CHECK(cudaStreamSynchronize(st));
+          }
           const auto timed = [&] { return runtime::cuda::time_on_stream_after(st, g.warmup, g.iters, before, [&] { run(M); }); };
           const double t = core::median(clocks ? clocks->around(gemm_point_name(key, M), timed) : timed());
           const double eff = 2.0 * double(M) * double(N) * double(K) / t / peak_flops;

@@ -50,7 +50,8 @@ void load_block_kernels(int device) {
 }
 
 AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D,
-                        bool causal, int warmup, int iters, int device, double idle_s) {
+                        bool causal, int warmup, int iters, int device, double idle_s, PointClocks* clocks,
+                        const std::string& point) {
   const kernels::AttnKernel kind = kernel_of(kernel);
   Stream st(device);
   DeviceArena a(device);
@@ -82,8 +83,12 @@ AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t 
     if (!std::isfinite(x)) throw std::runtime_error(fmt::format("attention {} at S={} H={}: an lse is not finite", kernel, S, H));
   const auto idle = [idle_s] { runtime::cuda::idle_host(idle_s); };
   AttnTime t;
-  t.fwd_s = core::median(runtime::cuda::time_on_stream_after(st.s, warmup, iters, idle, [&] { CUDA_CHECK(kernels::attn_fwd(kind, f, st.s)); }));
-  t.bwd_s = core::median(runtime::cuda::time_on_stream_after(st.s, warmup, iters, idle, [&] { CUDA_CHECK(kernels::attn_bwd(kind, b, st.s)); }));
+  const auto timed = [&](const char* pass, auto&& call) {
+    const auto run = [&] { return runtime::cuda::time_on_stream_after(st.s, warmup, iters, idle, call); };
+    return core::median(clocks ? clocks->around(point + " " + pass, run) : run());
+  };
+  t.fwd_s = timed("fwd", [&] { CUDA_CHECK(kernels::attn_fwd(kind, f, st.s)); });
+  t.bwd_s = timed("bwd", [&] { CUDA_CHECK(kernels::attn_bwd(kind, b, st.s)); });
   const AttnDims ad{B, S, H, H_kv, D, causal};
   t.fwd_flops = attention_fwd_flops(ad), t.bwd_flops = attention_bwd_flops(ad);
   return t;

@@ -1,6 +1,7 @@
 // calib/point_clocks.hpp against NVML's stand-in (tests/runtime/fake_nvml.cpp: GPU 0000:19:00.0 at 1400 MHz and
-// 690 W): a point long enough to hold samples gets that GPU's clock and power, one shorter than the period none,
-// and without NVML or that GPU nothing is sampled and the summary says why.
+// 690 W): a point long enough to hold samples gets that GPU's clock and power (a window shorter than the period
+// holds none: tests/runtime/test_power_summary.cpp "clock in windows"), and without NVML, that GPU or a bus id
+// nothing is sampled and the summary says why.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -24,7 +25,6 @@ TEST_CASE("point clocks: each calibration point's SM clock and power from NVML, 
     const NvmlLib lib(ULYSSES_FAKE_NVML);
     ulysses::calib::PointClocks pc("0000:19:00.0", 2);
     CHECK(pc.around("attn S=8192", [] { sleep_ms(60); return 7; }) == 7);  // f's value comes back
-    pc.around("short", [] {});                                             // shorter than the period: no sample
     CHECK_THROWS_AS(pc.around("threw", [] { sleep_ms(30); throw std::runtime_error("x"); }), std::runtime_error);
     CHECK(pc.of("attn S=8192") == nullptr);  // not stopped yet
     pc.stop();
@@ -34,9 +34,9 @@ TEST_CASE("point clocks: each calibration point's SM clock and power from NVML, 
     CHECK(c->samples >= 5);
     CHECK(c->sm_mhz_median == 1400);
     CHECK(c->watts_mean == Approx(690));
-    CHECK(pc.of("short") == nullptr);
+    CHECK(pc.of("never timed") == nullptr);
     CHECK(pc.of("threw") != nullptr);  // a throwing point's window closed too
-    CHECK(pc.summary().rfind("median 1400 MHz (1400-1400) over 2 of 3 points", 0) == 0);
+    CHECK(pc.summary() == "median 1400 MHz (1400-1400) over 2 of 2 points");
   }
   SECTION("NVML without that GPU") {
     const NvmlLib lib(ULYSSES_FAKE_NVML);
@@ -45,6 +45,12 @@ TEST_CASE("point clocks: each calibration point's SM clock and power from NVML, 
     pc.stop();
     CHECK(pc.of("p") == nullptr);
     CHECK(pc.summary() == "not sampled (NVML has no GPU of PCI bus id '0000:aa:00.0')");
+  }
+  SECTION("no bus id from CUDA") {
+    const NvmlLib lib(ULYSSES_FAKE_NVML);
+    ulysses::calib::PointClocks pc("", 2);
+    pc.stop();
+    CHECK(pc.summary() == "not sampled (CUDA gave no PCI bus id for the device)");
   }
   SECTION("no NVML") {
     const NvmlLib lib("/nonexistent/libnvidia-ml.so.1");
