@@ -72,7 +72,7 @@ std::string calibrate_attention(const Setup& s, const HardwareProfile& hw, Calib
                                 const std::vector<const char*>& kernels = {"flash", "reference"}) {
   PointClocks clocks(rc::pci_bus_id(0));
   struct Point {
-    std::string key;
+    std::string key, name;  // name: the point's, attention_time's windows are named after it
     std::int64_t S;
     AttnTime a;
     std::size_t raw_index;
@@ -96,8 +96,8 @@ std::string calibrate_attention(const Setup& s, const HardwareProfile& hw, Calib
             if (h >= 32 && S > s.max_S_h32) continue;  // (time; the curve is flat there)
             // attention time grows as S^2: skip points that would take too long
             if (last_s > 0 && last_s * (double(S) / last_S) * (double(S) / last_S) > max_point_s) continue;
-            const AttnTime a = attention_time(kernel, S, h, kv, D, causal, s.warmup, s.iters, 0, 0, &clocks,
-                                              fmt::format("{} S={}", key, S));
+            const std::string name = fmt::format("{} S={}", key, S);
+            const AttnTime a = attention_time(kernel, S, h, kv, D, causal, s.warmup, s.iters, 0, 0, &clocks, name);
             last_s = a.fwd_s + a.bwd_s, last_S = double(S);
             const double ef = a.fwd_flops / a.fwd_s / hw.bf16_dense_flops, eb = a.bwd_flops / a.bwd_s / hw.bf16_dense_flops;
             fwd.points.emplace_back(double(S), std::min(ef, 1.0));
@@ -105,7 +105,7 @@ std::string calibrate_attention(const Setup& s, const HardwareProfile& hw, Calib
             raw["attention"].push_back({{"key", key}, {"kernel", kernel}, {"S", S}, {"H_local", h}, {"H_kv_local", kv},
                                         {"D", D}, {"causal", causal}, {"fwd_s", a.fwd_s}, {"bwd_s", a.bwd_s},
                                         {"fwd_flops", a.fwd_flops}, {"bwd_flops", a.bwd_flops}});
-            points.push_back({key, S, a, raw["attention"].size() - 1});
+            points.push_back({key, name, S, a, raw["attention"].size() - 1});
             std::cerr << fmt::format("  attention {} S={}: fwd {:.1f} bwd {:.1f} TFLOP/s\n", key, S, a.fwd_flops / a.fwd_s / 1e12,
                                      a.bwd_flops / a.bwd_s / 1e12);
           }
@@ -114,13 +114,14 @@ std::string calibrate_attention(const Setup& s, const HardwareProfile& hw, Calib
           c.attn_bwd_eff.emplace_back(bwd_key, bwd);
         }
   clocks.stop();
+  const std::string clock_summary = clocks.summary();
   reports::Table t({{"key", "", reports::Align::left}, {"S", ""}, {"fwd", "us"}, {"bwd", "us"}, {"fwd", "TFLOP/s"},
                     {"bwd", "TFLOP/s"}, {"fwd eff", ""}, {"bwd eff", ""}, {"fwd clock", "MHz"}, {"bwd clock", "MHz"}});
   for (const Point& p : points) {
     std::string mhz[2];
     for (int i = 0; i < 2; ++i) {  // per pass: <pass>_sm_mhz, <pass>_watts, <pass>_clock_samples where sampled
       const std::string pass = i == 0 ? "fwd" : "bwd";
-      const auto* ck = clocks.of(fmt::format("{} S={} {}", p.key, p.S, pass));
+      const auto* ck = clocks.of(attention_pass_point(p.name, pass.c_str()));
       mhz[i] = ck ? fmt::format("{:.0f}", ck->sm_mhz_median) : "-";
       if (ck)
         raw["attention"][p.raw_index].update({{pass + "_sm_mhz", ck->sm_mhz_median}, {pass + "_watts", ck->watts_mean},
@@ -134,8 +135,8 @@ std::string calibrate_attention(const Setup& s, const HardwareProfile& hw, Calib
   out += fmt::format("attention (B=1, H_kv_local = H_local/4, median of {} after {} warm-up; eff = FLOPs/t / {:.1f} TFLOP/s; "
                      "SM clock: NVML every 10 ms over each pass's calls, warm-up included; '-': none fell inside)\n",
                      s.iters, s.warmup, hw.bf16_dense_flops / 1e12) +
-         t.render() + "SM clock of the attention points: " + clocks.summary() + "\n";
-  return clocks.summary();
+         t.render() + "SM clock of the attention points: " + clock_summary + "\n";
+  return clock_summary;
 }
 
 // Exchange at P from the block's own exchange phases (attention skipped, ranks aligned) with
@@ -318,11 +319,12 @@ std::string calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& r
   PointClocks clocks(rc::pci_bus_id(0));
   c.ulysses_gemm_eff = ulysses_gemm_curves(hw.bf16_dense_flops, g, gr, 0, &clocks);
   clocks.stop();
+  const std::string clock_summary = clocks.summary();
   out += fmt::format("our runtime's GEMMs alone (calibrated.ulysses_gemm_eff; cuBLASLt bf16, fp32 accumulate; the layers and "
                      "loss heads of {}; eff = 2 M N K / t / {:.1f} TFLOP/s, median of {}):\n",
                      fmt::join(kGemmModels, ", "), hw.bf16_dense_flops / 1e12, g.iters) + gr;
   out += "SM clock of the GEMM points (NVML every 10 ms over each point's warm-up and timed calls, after the call that "
-         "chooses its algorithm): " + clocks.summary() + "\n";
+         "chooses its algorithm): " + clock_summary + "\n";
   // per point [M, eff] and, where sampled, its clock and power: [M, eff, sm_mhz, watts, samples]
   raw["ulysses_gemm_eff"] = Json::object();
   for (const auto& [key, curve] : c.ulysses_gemm_eff) {
@@ -333,7 +335,7 @@ std::string calibrate_kernels(const HardwareProfile& hw, Calibration& c, Json& r
     }
     raw["ulysses_gemm_eff"][key] = pts;
   }
-  return clocks.summary();
+  return clock_summary;
 }
 
 // Bare implementation keys: the D=128 causal curve at 16 heads per rank (fwd) / 4 kv heads (bwd) under the

@@ -49,6 +49,8 @@ void load_block_kernels(int device) {
   pack_GBps(1 << 20, 0, 1, device);
 }
 
+std::string attention_pass_point(const std::string& point, const char* pass) { return point + " " + pass; }
+
 AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                         bool causal, int warmup, int iters, int device, double idle_s, PointClocks* clocks,
                         const std::string& point) {
@@ -85,7 +87,7 @@ AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t 
   AttnTime t;
   const auto timed = [&](const char* pass, auto&& call) {
     const auto run = [&] { return runtime::cuda::time_on_stream_after(st.s, warmup, iters, idle, call); };
-    return core::median(clocks ? clocks->around(point + " " + pass, run) : run());
+    return core::median(clocks ? clocks->around(attention_pass_point(point, pass), run) : run());
   };
   t.fwd_s = timed("fwd", [&] { CUDA_CHECK(kernels::attn_fwd(kind, f, st.s)); });
   t.bwd_s = timed("bwd", [&] { CUDA_CHECK(kernels::attn_bwd(kind, b, st.s)); });

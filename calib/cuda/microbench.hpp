@@ -29,11 +29,13 @@ struct AttnTime {
 // kernel: "flash" | "reference". B=1, S, H / H_kv heads on this device, head dim D. Before anything is timed, one
 // forward's lse is checked finite (std::runtime_error otherwise). idle_s > 0: the GPU left idle that long before
 // each call (runtime/cuda/event_timer.hpp time_on_stream_after; bench/ab/kernel_conditions.cpp). With `clocks`, the
-// forward's calls (warm-up and timed) run as the point `point + " fwd"`, the backward's as `point + " bwd"`
-// (calib/point_clocks.hpp; the set-up and the check outside both).
+// forward's calls (warm-up and timed) run as the point attention_pass_point(point, "fwd"), the backward's as
+// attention_pass_point(point, "bwd") (calib/point_clocks.hpp; the set-up and the check outside both).
 AttnTime attention_time(const std::string& kernel, std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                         bool causal, int warmup, int iters, int device = 0, double idle_s = 0,
                         PointClocks* clocks = nullptr, const std::string& point = {});
+// The name of one pass's window of an attention point (pass: "fwd" or "bwd").
+std::string attention_pass_point(const std::string& point, const char* pass);
 
 // pack_seq_to_head of a [1, S_l, H, D] bf16 tensor of `bytes` into P = 2 chunks; returns the copy
 // bandwidth as the time model counts it: 2 * bytes (read + write) / t, GB/s.

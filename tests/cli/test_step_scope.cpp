@@ -41,6 +41,18 @@ void meets_targets_and_reads(const std::string& rec, const nlohmann::json& re, c
   const auto re2 = nlohmann::json::parse(ulysses::test::repredict_stored(dir / "drift.json", dir, "re2.json"));
   CHECK(re2["cases"][0]["comparison"]["step"]["error_pct"].get<double>() == Approx((before / 100 + 1) / 2 * 100 - 100));
 }
+
+// A committed step record of our runtime (records/<name>) re-predicted: its case count, the cuda backend, and
+// meets_targets_and_reads; the re-prediction for the record's own checks.
+nlohmann::json repredicted_within_targets(const std::string& name, std::size_t cases) {
+  const std::string rec = ulysses::test::record_path(name);
+  ulysses::test::TempDir dir;
+  auto re = nlohmann::json::parse(ulysses::test::repredict_stored(rec, dir, "re.json"));
+  REQUIRE(re["cases"].size() == cases);
+  CHECK(re["summary"]["backend"] == "cuda");
+  meets_targets_and_reads(rec, re, dir);
+  return re;
+}
 }  // namespace
 
 TEST_CASE("step scope: bad --scope values and backends without whole steps are refused in one line", "[cli][step_scope]") {
@@ -64,22 +76,13 @@ TEST_CASE("step scope: bad --scope values and backends without whole steps are r
 
 TEST_CASE("step scope: the committed H200 record of our runtime's step re-predicts, and follows its measurements", "[cli][step_scope]") {
   // records/validation/h200-step.json: 30 whole steps on one H200 (docs/VALIDATION.md "Whole steps on our runtime")
-  const std::string rec = ulysses::test::record_path("validation/h200-step.json");
-  ulysses::test::TempDir dir;
-  const auto re = nlohmann::json::parse(ulysses::test::repredict_stored(rec, dir, "re.json"));
-  REQUIRE(re["cases"].size() == 30);
-  CHECK(re["summary"]["backend"] == "cuda");
-  meets_targets_and_reads(rec, re, dir);
+  repredicted_within_targets("validation/h200-step.json", 30);
 }
 
 TEST_CASE("step scope: the committed H100 ZeRO-Offload record of our runtime re-predicts within issue 13's targets", "[cli][step_scope]") {
   // records/validation/h100-step-offload.json: 11 whole steps on one H100 with the optimizer on the host, 9 of them
   // with the parameters there too (docs/VALIDATION.md "ZeRO-Offload steps on one H100")
-  const std::string rec = ulysses::test::record_path("validation/h100-step-offload.json");
-  ulysses::test::TempDir dir;
-  const auto re = nlohmann::json::parse(ulysses::test::repredict_stored(rec, dir, "re.json"));
-  REQUIRE(re["cases"].size() == 11);
-  meets_targets_and_reads(rec, re, dir);
+  const auto re = repredicted_within_targets("validation/h100-step-offload.json", 11);
   // the parameters' fetch (offload.params, compared inside zero.allgather) is predicted in every case that has it
   int fetched = 0;
   for (const auto& c : re["cases"])
@@ -94,11 +97,7 @@ TEST_CASE("step scope: the committed H100 ZeRO-Offload record of our runtime re-
 TEST_CASE("step scope: the committed H100 plain-step record re-predicts within issue 13's targets", "[cli][step_scope]") {
   // records/validation/h100-step.json: 12 whole steps on one H100, the optimizer on the GPU, each phase's measured SM
   // clock kept (docs/VALIDATION.md "Plain steps on one H100")
-  const std::string rec = ulysses::test::record_path("validation/h100-step.json");
-  ulysses::test::TempDir dir;
-  const auto re = nlohmann::json::parse(ulysses::test::repredict_stored(rec, dir, "re.json"));
-  REQUIRE(re["cases"].size() == 12);
-  meets_targets_and_reads(rec, re, dir);
+  const auto re = repredicted_within_targets("validation/h100-step.json", 12);
   // the data a clock model is to be tested against: the attention backward of every case from 16K on holds samples,
   // those of the six cases at 64K and 128K (0.3-1.2 s each) at least 100; each clock lies between the H100's idle
   // floor and its boost
